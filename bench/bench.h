@@ -1,0 +1,53 @@
+/* bench.h — shared helpers for `spyglass bench …`: a monotonic clock,
+ * medians and percentiles, batched timing of an operation, and a result
+ * table printed as text or JSON. Every benchmark reports figures next to a
+ * baseline measured in the same run, never a fixed threshold. */
+#ifndef SPY_BENCH_H
+#define SPY_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bench_opts {
+  int json;  /* --json: one JSON document on stdout */
+  int quick; /* --quick: fewer rounds (for tests of the bench itself) */
+} bench_opts;
+
+uint64_t bench_now_ns(void);
+/* Sorts v in place and returns the q-quantile (0.5 = median). */
+double bench_quantile(double *v, size_t n, double q);
+
+/* Times fn(arg) repeatedly: `rounds` rounds, each of enough calls to last
+ * about target_ms, and returns the median ns per call. */
+double bench_time_op(void (*fn)(void *), void *arg, int rounds,
+                     double target_ms);
+
+/* A results table: rows of named numeric columns. */
+#define BENCH_MAX_COLS 8
+#define BENCH_MAX_ROWS 32
+typedef struct bench_table {
+  const char *title;
+  const char *cols[BENCH_MAX_COLS]; /* column names; first is the row name */
+  int ncols;
+  struct {
+    char name[64];
+    double v[BENCH_MAX_COLS];
+  } rows[BENCH_MAX_ROWS];
+  int nrows;
+  const char *notes[8];
+  int nnotes;
+} bench_table;
+
+/* Adds a row; NAN values print as "-" (text) or null (JSON). */
+void bench_row(bench_table *t, const char *name, const double *values);
+void bench_print(const bench_table *t, const bench_opts *o);
+
+/* Parses --json / --quick; returns 0, or 2 (usage) after printing why. */
+int bench_parse(int argc, char **argv, bench_opts *o, const char *usage);
+
+/* Keeps a value alive so the optimiser cannot drop the work behind it. */
+void bench_sink(uint64_t v);
+
+int bench_wire(int argc, char **argv);
+
+#endif

@@ -1,0 +1,139 @@
+/* bench_util.c — timing, quantiles and the result table (see bench.h). */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+
+uint64_t bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double bench_quantile(double *v, size_t n, double q) {
+  if (!n)
+    return NAN;
+  qsort(v, n, sizeof *v, cmp_double);
+  size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+  return v[i < n ? i : n - 1];
+}
+
+static volatile uint64_t sink;
+void bench_sink(uint64_t v) { sink += v; }
+
+double bench_time_op(void (*fn)(void *), void *arg, int rounds,
+                     double target_ms) {
+  /* Calibrate: how many calls fill target_ms? */
+  uint64_t iters = 1;
+  for (;;) {
+    uint64_t t0 = bench_now_ns();
+    for (uint64_t i = 0; i < iters; i++)
+      fn(arg);
+    double ms = (double)(bench_now_ns() - t0) / 1e6;
+    if (ms >= target_ms / 4 || iters >= (1ull << 40))
+      break;
+    iters *= 4;
+  }
+  iters *= 4;
+  double *ns = calloc((size_t)rounds, sizeof *ns);
+  for (int r = 0; r < rounds; r++) {
+    uint64_t t0 = bench_now_ns();
+    for (uint64_t i = 0; i < iters; i++)
+      fn(arg);
+    ns[r] = (double)(bench_now_ns() - t0) / (double)iters;
+  }
+  double med = bench_quantile(ns, (size_t)rounds, 0.5);
+  free(ns);
+  return med;
+}
+
+void bench_row(bench_table *t, const char *name, const double *values) {
+  if (t->nrows >= BENCH_MAX_ROWS)
+    return;
+  snprintf(t->rows[t->nrows].name, sizeof t->rows[0].name, "%s", name);
+  for (int c = 1; c < t->ncols; c++)
+    t->rows[t->nrows].v[c] = values[c - 1];
+  t->nrows++;
+}
+
+void bench_print(const bench_table *t, const bench_opts *o) {
+  if (o->json) {
+    json_out j;
+    json_init(&j, stdout);
+    json_obj_begin(&j);
+    json_key(&j, "bench");
+    json_str(&j, t->title);
+    json_key(&j, "rows");
+    json_arr_begin(&j);
+    for (int r = 0; r < t->nrows; r++) {
+      json_obj_begin(&j);
+      json_key(&j, t->cols[0]);
+      json_str(&j, t->rows[r].name);
+      for (int c = 1; c < t->ncols; c++) {
+        json_key(&j, t->cols[c]);
+        json_num(&j, t->rows[r].v[c]);
+      }
+      json_obj_end(&j);
+    }
+    json_arr_end(&j);
+    json_key(&j, "notes");
+    json_arr_begin(&j);
+    for (int i = 0; i < t->nnotes; i++)
+      json_str(&j, t->notes[i]);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    json_newline(&j);
+    return;
+  }
+  printf("%s\n\n", t->title);
+  printf("| %-28s", t->cols[0]);
+  for (int c = 1; c < t->ncols; c++)
+    printf(" | %14s", t->cols[c]);
+  printf(" |\n|%s", "------------------------------");
+  for (int c = 1; c < t->ncols; c++)
+    printf("|%s", "---------------:");
+  printf("|\n");
+  for (int r = 0; r < t->nrows; r++) {
+    printf("| %-28s", t->rows[r].name);
+    for (int c = 1; c < t->ncols; c++) {
+      double v = t->rows[r].v[c];
+      if (isnan(v))
+        printf(" | %14s", "-");
+      else if (fabs(v) >= 100 || v == floor(v))
+        printf(" | %14.0f", v);
+      else
+        printf(" | %14.3f", v);
+    }
+    printf(" |\n");
+  }
+  for (int i = 0; i < t->nnotes; i++)
+    printf("%s%s\n", i ? "" : "\n", t->notes[i]);
+}
+
+int bench_parse(int argc, char **argv, bench_opts *o, const char *usage) {
+  memset(o, 0, sizeof *o);
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0)
+      o->json = 1;
+    else if (strcmp(argv[i], "--quick") == 0)
+      o->quick = 1;
+    else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      printf("%s", usage);
+      return 1;
+    } else {
+      fprintf(stderr, "unknown option '%s'\n%s", argv[i], usage);
+      return 2;
+    }
+  }
+  return 0;
+}

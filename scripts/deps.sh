@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# deps.sh — installs the Debian packages spyglass needs, only those missing.
+# Usage: scripts/deps.sh [build|test|demo]   (default: test, the superset)
+set -euo pipefail
+
+want=(cmake make gcc clang pkg-config libclang-rt-14-dev
+      libsqlite3-dev libpq-dev libncurses-dev libxxhash-dev libzstd-dev
+      libvpx-dev sqlite3)
+case "${1:-test}" in
+  test) want+=(tmux postgresql procps) ;;
+  demo|build) ;;
+  *) echo "deps.sh: unknown set '$1' (build, test or demo)" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "spyglass: installing missing Debian packages: ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "spyglass: run as root, or install them yourself: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# test.sh — everything `make test` runs, in order, stopping at the first
+# failure:
+#   1. gcc   -Wall -Wextra -Werror build, whole CTest suite
+#   2. clang -Wall -Wextra -Werror build, whole CTest suite
+#   3. clang AddressSanitizer + UndefinedBehaviorSanitizer, whole suite
+#   4. clang ThreadSanitizer, the concurrent tests (label `concurrent`)
+#   5. install into a scratch prefix; build the embedding example against
+#      it with find_package(spyglass) and with pkg-config; run both
+#   6. every libFuzzer target for FUZZ_SECONDS (default 30) from its seeds
+# Environment: JOBS (default 2), FUZZ_SECONDS, SPY_TEST_STAGES (a subset,
+# e.g. "gcc asan").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+STAGES=${SPY_TEST_STAGES:-"gcc clang asan tsan install fuzz"}
+total_pass=0
+total_fail=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+say() { printf '\n=== %s ===\n' "$*"; }
+
+configure_build() { # dir cc [cmake args…]
+  local dir=$1 cc=$2
+  shift 2
+  CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  if ! cmake --build "$dir" -j"$JOBS" >"$dir/build.log" 2>&1; then
+    grep -E 'error|warning' -A4 "$dir/build.log" | head -n 80
+    echo "test: the $cc build in $dir failed (whole log: $dir/build.log)"
+    exit 1
+  fi
+}
+
+run_ctest() { # dir [ctest args…]
+  local dir=$1
+  shift
+  if ! (cd "$dir" && ctest --output-on-failure -j"$JOBS" "$@") | tee "$log"; then
+    total_fail=$((total_fail + 1))
+    echo "test: ctest failed in $dir"
+    exit 1
+  fi
+  local n
+  n=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log" | tail -n 1)
+  total_pass=$((total_pass + ${n:-0}))
+}
+
+for stage in $STAGES; do
+  case $stage in
+  gcc)
+    say "gcc build + tests"
+    configure_build build/gcc gcc
+    run_ctest build/gcc ;;
+  clang)
+    say "clang build + tests"
+    configure_build build/clang clang
+    run_ctest build/clang ;;
+  asan)
+    say "AddressSanitizer + UndefinedBehaviorSanitizer"
+    configure_build build/asan clang -DSPY_SANITIZER=address,undefined
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest build/asan ;;
+  tsan)
+    say "ThreadSanitizer (concurrent tests)"
+    configure_build build/tsan clang -DSPY_SANITIZER=thread
+    if (cd build/tsan && ctest -N -L concurrent | grep -q 'Total Tests: 0'); then
+      echo "no concurrent tests yet"
+    else
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        run_ctest build/tsan -L concurrent
+    fi ;;
+  install)
+    say "install + embed example (find_package and pkg-config)"
+    scripts/test-install.sh build/gcc
+    total_pass=$((total_pass + 1)) ;;
+  fuzz)
+    say "fuzz every decoder for ${FUZZ_SECONDS}s"
+    configure_build build/fuzz clang -DSPY_FUZZ=ON -DSPY_BUILD_TESTS=OFF \
+      -DSPY_SANITIZER=address,undefined
+    for target in build/fuzz/fuzz/fuzz_*; do
+      name=${target##*/fuzz_}
+      work=$(mktemp -d)
+      echo "fuzz_$name: ${FUZZ_SECONDS}s from fuzz/corpus/$name"
+      if ! "$target" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+           -print_final_stats=0 "$work" "fuzz/corpus/$name" >"$work.log" 2>&1; then
+        tail -n 40 "$work.log"
+        echo "fuzz_$name: FAILED (crash input saved in the current directory)"
+        exit 1
+      fi
+      grep -E '^Done [0-9]+ runs' "$work.log" || true
+      rm -rf "$work" "$work.log"
+      total_pass=$((total_pass + 1))
+    done ;;
+  *) echo "test.sh: unknown stage $stage" >&2; exit 2 ;;
+  esac
+done
+
+echo
+echo "total: $total_pass passed, $total_fail failed"

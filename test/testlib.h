@@ -1,0 +1,110 @@
+/* testlib.h — the spyglass test harness: a table of named cases, run all or
+ * one by name (`test_wire decode_rejects_truncated_section`), each failed
+ * check printed with file and line. Ends with "N passed, N failed".
+ *
+ * Usage:
+ *   TEST(frame_round_trips) { CHECK_EQ(1 + 1, 2); }
+ *   TEST_MAIN(TEST_CASE(frame_round_trips), ...)
+ */
+#ifndef SPY_TESTLIB_H
+#define SPY_TESTLIB_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct spy_test_case {
+  const char *name;
+  void (*fn)(void);
+};
+
+static int spy_test_failed_;
+
+#define TEST(name) static void name(void)
+#define TEST_CASE(name) {#name, name}
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__,       \
+              #cond);                                                          \
+      spy_test_failed_ = 1;                                                    \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_EQ(a, b)                                                         \
+  do {                                                                         \
+    long long a_ = (long long)(a), b_ = (long long)(b);                        \
+    if (a_ != b_) {                                                            \
+      fprintf(stderr, "  %s:%d: CHECK_EQ(%s, %s) failed: %lld != %lld\n",      \
+              __FILE__, __LINE__, #a, #b, a_, b_);                             \
+      spy_test_failed_ = 1;                                                    \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_STR(a, b)                                                        \
+  do {                                                                         \
+    const char *a_ = (a), *b_ = (b);                                           \
+    if (!a_ || !b_ || strcmp(a_, b_) != 0) {                                   \
+      fprintf(stderr, "  %s:%d: CHECK_STR(%s, %s) failed: \"%s\" != \"%s\"\n", \
+              __FILE__, __LINE__, #a, #b, a_ ? a_ : "(null)",                  \
+              b_ ? b_ : "(null)");                                             \
+      spy_test_failed_ = 1;                                                    \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* Checks that a call returned 0 and prints the error name otherwise. */
+#define CHECK_OK(expr)                                                         \
+  do {                                                                         \
+    long long r_ = (long long)(expr);                                          \
+    if (r_ < 0) {                                                              \
+      fprintf(stderr, "  %s:%d: %s failed: %lld\n", __FILE__, __LINE__, #expr, \
+              r_);                                                             \
+      spy_test_failed_ = 1;                                                    \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+static inline int spy_test_run(int argc, char **argv,
+                               const struct spy_test_case *cases, size_t n) {
+  int passed = 0, failed = 0, ran = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (argc > 1) {
+      int wanted = 0;
+      for (int a = 1; a < argc; a++)
+        if (strcmp(argv[a], cases[i].name) == 0)
+          wanted = 1;
+      if (!wanted)
+        continue;
+    }
+    ran++;
+    spy_test_failed_ = 0;
+    fprintf(stderr, "[ RUN  ] %s\n", cases[i].name);
+    cases[i].fn();
+    if (spy_test_failed_) {
+      failed++;
+      fprintf(stderr, "[ FAIL ] %s\n", cases[i].name);
+    } else {
+      passed++;
+      fprintf(stderr, "[  OK  ] %s\n", cases[i].name);
+    }
+  }
+  if (argc > 1 && ran == 0) {
+    fprintf(stderr, "no test named %s\n", argv[1]);
+    return 2;
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
+#define TEST_MAIN(...)                                                         \
+  int main(int argc, char **argv) {                                            \
+    static const struct spy_test_case cases_[] = {__VA_ARGS__};                \
+    return spy_test_run(argc, argv, cases_, sizeof cases_ / sizeof cases_[0]); \
+  }
+
+#endif

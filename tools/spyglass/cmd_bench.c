@@ -1,0 +1,34 @@
+/* cmd_bench.c — `spyglass bench <name>`: runs one benchmark. Each prints a
+ * table (or --json) of medians next to a baseline from the same run. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} benches[] = {
+    {"wire", bench_wire, "frame encode/decode of a stats flush vs memcpy"},
+};
+
+static void help(FILE *f) {
+  fprintf(f, "usage: spyglass bench <name> [--json] [--quick]\n\nbenchmarks:\n");
+  for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+    fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].summary);
+}
+
+int cmd_bench(int argc, char **argv) {
+  if (argc < 2 || cli_is_help(argv[1])) {
+    help(argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+    if (strcmp(argv[1], benches[i].name) == 0)
+      return benches[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "spyglass bench: unknown benchmark '%s'\n", argv[1]);
+  help(stderr);
+  return EXIT_USAGE;
+}

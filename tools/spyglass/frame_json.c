@@ -1,0 +1,302 @@
+/* frame_json.c — a decoded frame as JSON, section by section (see
+ * frame_json.h). Scaled integers are printed in their real units: fps is
+ * fps_x10 / 10, cpu and gpu are ms (x100 / 100), a GPU sample without a
+ * timing is null. */
+#include "frame_json.h"
+
+#include <string.h>
+
+static void value_json(json_out *j, const spy_value *v) {
+  switch (v->kind) {
+  case SPY_VAL_FLOAT: json_num(j, v->v.f[0]); break;
+  case SPY_VAL_UINT:
+  case SPY_VAL_BITS: json_uint(j, v->v.u); break;
+  case SPY_VAL_INT: json_int(j, v->v.i); break;
+  case SPY_VAL_FLOAT2:
+  case SPY_VAL_FLOAT3:
+  case SPY_VAL_FLOAT4: {
+    int n = spy_value_kind_size(v->kind) / 8;
+    json_arr_begin(j);
+    for (int i = 0; i < n; i++)
+      json_num(j, v->v.f[i]);
+    json_arr_end(j);
+    break;
+  }
+  case SPY_VAL_BOOL: json_bool(j, v->v.b); break;
+  case SPY_VAL_STRING: json_strn(j, v->v.s.ptr, v->v.s.len); break;
+  case SPY_VAL_BLOB:
+    json_obj_begin(j);
+    json_key(j, "blob_bytes");
+    json_uint(j, v->v.s.len);
+    json_obj_end(j);
+    break;
+  default: json_null(j);
+  }
+}
+
+static int stats_json(json_out *j, const spy_section *s) {
+  spy_stats_batch b;
+  int rc = spy_get_stats(s, &b);
+  if (rc < 0)
+    return rc;
+  json_key(j, "start_frame");
+  json_uint(j, b.start_frame);
+  json_key(j, "count");
+  json_uint(j, b.count);
+  json_key(j, "fps");
+  json_arr_begin(j);
+  for (uint32_t i = 0; i < b.count; i++)
+    json_num(j, spy_stats_fps_x10(&b, i) / 10.0);
+  json_arr_end(j);
+  json_key(j, "cpu_ms");
+  json_arr_begin(j);
+  for (uint32_t i = 0; i < b.count; i++)
+    json_num(j, spy_stats_cpu_x100(&b, i) / 100.0);
+  json_arr_end(j);
+  json_key(j, "gpu_ms");
+  json_arr_begin(j);
+  for (uint32_t i = 0; i < b.count; i++) {
+    uint16_t g = spy_stats_gpu_x100(&b, i);
+    if (g == SPY_GPU_NONE)
+      json_null(j);
+    else
+      json_num(j, g / 100.0);
+  }
+  json_arr_end(j);
+  json_key(j, "counters");
+  json_arr_begin(j);
+  for (uint32_t c = 0; c < b.n_counters; c++) {
+    json_arr_begin(j);
+    for (uint32_t i = 0; i < b.count; i++)
+      json_uint(j, spy_stats_counter(&b, c, i));
+    json_arr_end(j);
+  }
+  json_arr_end(j);
+  return 0;
+}
+
+static int delta_json(json_out *j, const spy_section *s) {
+  spy_delta_iter it;
+  int rc = spy_get_delta(s, &it);
+  if (rc < 0)
+    return rc;
+  json_key(j, "full");
+  json_bool(j, it.flags & SPY_DELTA_FULL);
+  json_key(j, "entries");
+  json_arr_begin(j);
+  spy_delta_entry e;
+  while (spy_delta_next(&it, &e)) {
+    json_obj_begin(j);
+    json_key(j, "key");
+    json_strn(j, e.key, e.key_len);
+    json_key(j, "state");
+    json_str(j, e.state == SPY_DELTA_SET ? "set" : "cleared");
+    if (e.state == SPY_DELTA_SET) {
+      json_key(j, "kind");
+      json_str(j, spy_value_kind_name(e.value.kind));
+      json_key(j, "value");
+      value_json(j, &e.value);
+    }
+    json_obj_end(j);
+  }
+  json_arr_end(j);
+  return 0;
+}
+
+static int names_json(json_out *j, const spy_section *s) {
+  spy_name_iter it;
+  int rc = spy_get_name_list(s, &it);
+  if (rc < 0)
+    return rc;
+  const char *n;
+  uint32_t len;
+  json_key(j, "names");
+  json_arr_begin(j);
+  while (spy_name_next(&it, &n, &len))
+    json_strn(j, n, len);
+  json_arr_end(j);
+  return 0;
+}
+
+static int health_json(json_out *j, const spy_section *s) {
+  static const char *const names[SPY_HEALTH_FIELD_COUNT] = {
+      "frames_posted",   "bytes_posted",     "flushes_dropped",
+      "samples_dropped", "frames_lost",      "subscribers",
+      "pool_small_free", "pool_medium_free", "pool_large_free"};
+  uint64_t v[SPY_HEALTH_FIELD_COUNT];
+  int rc = spy_get_health(s, v, SPY_HEALTH_FIELD_COUNT);
+  if (rc < 0)
+    return rc;
+  for (int i = 0; i < SPY_HEALTH_FIELD_COUNT && i < rc; i++) {
+    json_key(j, names[i]);
+    json_uint(j, v[i]);
+  }
+  return 0;
+}
+
+static int provider_json(json_out *j, const spy_section *s) {
+  spy_provider_info p;
+  int rc = spy_get_provider(s, &p);
+  if (rc < 0)
+    return rc;
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)p.id);
+  json_key(j, "id");
+  json_str(j, id);
+  json_key(j, "name");
+  json_strn(j, p.name, p.name_len);
+  json_key(j, "kind");
+  json_str(j, p.kind == SPY_PROVIDER_SYSTEM ? "system" : "user");
+  json_key(j, "pid");
+  json_uint(j, p.pid);
+  json_key(j, "start_ms");
+  json_uint(j, p.start_ms);
+  json_key(j, "subscribers");
+  json_uint(j, p.subscribers);
+  return 0;
+}
+
+static int peer_json(json_out *j, const spy_section *s) {
+  spy_peer_info p;
+  int rc = spy_get_peer(s, &p);
+  if (rc < 0)
+    return rc;
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)p.id);
+  json_key(j, "id");
+  json_str(j, id);
+  json_key(j, "features");
+  json_uint(j, p.features);
+  return 0;
+}
+
+static int subscription_json(json_out *j, const spy_section *s) {
+  spy_subscription sub;
+  int rc = spy_get_subscription(s, &sub);
+  if (rc < 0)
+    return rc;
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)sub.consumer);
+  json_key(j, "consumer");
+  json_str(j, id);
+  json_key(j, "features");
+  json_uint(j, sub.features);
+  json_key(j, "registry");
+  if (!(sub.flags & SPY_SUB_REGISTRY_FILTER)) {
+    json_null(j); /* no filter: every entry */
+  } else {
+    json_arr_begin(j);
+    const uint8_t *cur = NULL;
+    const char *n;
+    uint32_t len;
+    while (spy_subscription_next_registry(&sub, &cur, &n, &len))
+      json_strn(j, n, len);
+    json_arr_end(j);
+  }
+  json_key(j, "buffers");
+  json_obj_begin(j);
+  const uint8_t *cur = NULL;
+  spy_buffer_request b;
+  while (spy_subscription_next_buffer(&sub, &cur, &b)) {
+    char name[SPY_KEY_MAX + 1];
+    memcpy(name, b.name, b.name_len);
+    name[b.name_len] = 0;
+    json_key(j, name);
+    json_obj_begin(j);
+    json_key(j, "mode");
+    json_str(j, b.mode == SPY_BUFFER_STREAM ? "stream" : "thumbnail");
+    json_key(j, "long_edge");
+    json_uint(j, b.long_edge ? b.long_edge : 256);
+    json_obj_end(j);
+  }
+  json_obj_end(j);
+  return 0;
+}
+
+static int pixels_json(json_out *j, const spy_section *s) {
+  spy_pixels p;
+  int rc = spy_get_pixels(s, &p);
+  if (rc < 0)
+    return rc;
+  json_key(j, "buffer");
+  json_strn(j, p.name, p.name_len);
+  json_key(j, "frame");
+  json_uint(j, p.frame);
+  json_key(j, "captured_ms");
+  json_uint(j, p.captured_ms);
+  json_key(j, "width");
+  json_uint(j, p.width);
+  json_key(j, "height");
+  json_uint(j, p.height);
+  json_key(j, "codec");
+  json_str(j, p.codec == SPY_CODEC_VP9 ? "vp9" : "rgba8");
+  json_key(j, "key_frame");
+  json_bool(j, p.key_frame);
+  json_key(j, "data_bytes");
+  json_uint(j, p.data_len);
+  return 0;
+}
+
+static int section_json(json_out *j, const spy_section *s) {
+  switch (s->id) {
+  case SPY_SEC_STATS: return stats_json(j, s);
+  case SPY_SEC_ENV:
+  case SPY_SEC_REGISTRY:
+  case SPY_SEC_BUFFERS: return delta_json(j, s);
+  case SPY_SEC_STATS_SCHEMA: return names_json(j, s);
+  case SPY_SEC_HEALTH: return health_json(j, s);
+  case SPY_SEC_PROVIDER: return provider_json(j, s);
+  case SPY_SEC_PEER: return peer_json(j, s);
+  case SPY_SEC_SUBSCRIPTION: return subscription_json(j, s);
+  case SPY_SEC_PIXELS: return pixels_json(j, s);
+  default: return 0; /* opaque to this tool: id and length only */
+  }
+}
+
+int frame_to_json(json_out *j, const spy_frame *f, size_t offset,
+                  size_t *bad_off) {
+  const char *tn = spy_msg_type_name(f->type);
+  json_obj_begin(j);
+  json_key(j, "offset");
+  json_uint(j, offset);
+  json_key(j, "type");
+  json_str(j, tn ? tn : "unknown");
+  json_key(j, "type_id");
+  json_uint(j, f->type);
+  json_key(j, "ts_ms");
+  json_uint(j, f->ts_ms);
+  json_key(j, "seq");
+  json_uint(j, f->seq);
+  json_key(j, "version");
+  json_uint(j, f->version);
+  json_key(j, "snapshot");
+  json_bool(j, f->flags & SPY_FRAME_SNAPSHOT);
+  json_key(j, "checkpoint");
+  json_bool(j, f->flags & SPY_FRAME_CHECKPOINT);
+  json_key(j, "bytes");
+  json_uint(j, f->len);
+  json_key(j, "sections");
+  json_arr_begin(j);
+  size_t cur = 0;
+  spy_section s;
+  while (spy_frame_next_section(f, &cur, &s)) {
+    const char *sn = spy_section_name(s.id);
+    json_obj_begin(j);
+    json_key(j, "id");
+    json_uint(j, s.id);
+    json_key(j, "name");
+    json_str(j, sn ? sn : "unknown");
+    json_key(j, "bytes");
+    json_uint(j, s.len);
+    int rc = section_json(j, &s);
+    if (rc < 0) {
+      if (bad_off)
+        *bad_off = (size_t)(s.data - f->bytes) - SPY_SECTION_HEADER_BYTES;
+      return rc;
+    }
+    json_obj_end(j);
+  }
+  json_arr_end(j);
+  json_obj_end(j);
+  return 0;
+}
