@@ -90,7 +90,13 @@ static int delta_json(json_out *j, const spy_section *s) {
     json_key(j, "key");
     json_strn(j, e.key, e.key_len);
     json_key(j, "state");
-    json_str(j, e.state == SPY_DELTA_SET ? "set" : "cleared");
+    json_str(j, e.state == SPY_DELTA_SET    ? "set"
+                : e.state == SPY_DELTA_META ? "meta"
+                                            : "cleared");
+    if (e.state == SPY_DELTA_META) {
+      json_key(j, "kind");
+      json_str(j, spy_value_kind_name(e.value.kind));
+    }
     if (e.state == SPY_DELTA_SET) {
       json_key(j, "kind");
       json_str(j, spy_value_kind_name(e.value.kind));
