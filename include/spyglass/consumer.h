@@ -100,6 +100,12 @@ typedef struct spy_state {
   double rx_frames_per_s, rx_bytes_per_s; /* over the last second */
   int64_t clock_offset_ns; /* provider clock − ours, when synced */
   int clock_synced;
+  /* What this state keeps: frames on a shared channel carry the union of
+   * every subscriber's features. 0 = everything (recordings). */
+  uint32_t features;
+  int registry_filter;            /* 1: only registry_names get values */
+  const char *const *registry_names;
+  uint32_t n_registry_names;
 } spy_state;
 
 typedef struct spy_consumer_desc {

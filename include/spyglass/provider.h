@@ -97,6 +97,11 @@ const char *spy_provider_transport_name(const spy_provider *p);
 /* The transport, e.g. for a message profiler to wrap. */
 spy_transport *spy_provider_transport(spy_provider *p);
 
+/* Frame thread: sends what is pending now instead of at the next flush
+ * tick (e.g. before exit, or at the end of a build). Returns 0, or
+ * SPY_EPOOLEMPTY if the flush had to be dropped. */
+int spy_provider_flush(spy_provider *p);
+
 typedef struct spy_provider_stats {
   uint64_t frames;          /* frames measured (frame_end while watched) */
   uint64_t skipped;         /* frame_skip calls while watched */

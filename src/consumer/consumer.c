@@ -124,6 +124,10 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
     rc = SPY_ENOMEM;
   if (rc == 0)
     rc = spy_state_init(&c->st, c->d.history);
+  c->st.features = c->d.features;
+  c->st.registry_filter = c->d.registry_filter;
+  c->st.registry_names = (const char *const *)c->reg;
+  c->st.n_registry_names = c->reg ? c->d.n_registry : 0;
   spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL,
                          .ring_bytes = 256u << 10, .dir = c->d.dir};
   if (rc == 0)

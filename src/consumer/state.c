@@ -109,8 +109,17 @@ static int set_value(spy_state_entry *e, const spy_value *v) {
   return 0;
 }
 
+static int in_filter(const spy_state *s, const char *key, uint32_t len) {
+  for (uint32_t i = 0; i < s->n_registry_names; i++)
+    if (strlen(s->registry_names[i]) == len &&
+        memcmp(s->registry_names[i], key, len) == 0)
+      return 1;
+  return 0;
+}
+
+/* filter: the state whose registry filter applies, or NULL. */
 static int apply_delta(spy_state_table *t, const spy_section *sec,
-                       uint64_t now) {
+                       uint64_t now, const spy_state *filter) {
   spy_delta_iter it;
   int n = spy_get_delta(sec, &it);
   if (n < 0)
@@ -133,7 +142,9 @@ static int apply_delta(spy_state_table *t, const spy_section *sec,
     spy_state_entry *e = upsert(t, d.key, d.key_len);
     if (!e)
       return SPY_ENOMEM;
-    if (d.state == SPY_DELTA_META) {
+    if (d.state == SPY_DELTA_META ||
+        (filter && !in_filter(filter, d.key, d.key_len))) {
+      /* Outside our filter: another subscriber wanted the value. */
       e->has_value = 0;
       e->value.kind = d.value.kind;
     } else {
@@ -222,12 +233,22 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
   if (f->flags & SPY_FRAME_SNAPSHOT)
     s->snapshots++;
   while (rc == 0 && spy_frame_next_section(f, &cur, &sec)) {
+    uint32_t feat = sec.id == SPY_SEC_STATS_SCHEMA ? SPY_FEAT_STATS
+                    : sec.id < 32                  ? SPY_FEAT(sec.id)
+                                                   : 0;
+    if (s->features && !(s->features & feat))
+      continue; /* another subscriber's feature */
     switch (sec.id) {
     case SPY_SEC_STATS: rc = apply_stats(s, &sec); break;
     case SPY_SEC_STATS_SCHEMA: rc = apply_schema(s, &sec); break;
-    case SPY_SEC_ENV: rc = apply_delta(&s->env, &sec, now_ms); break;
-    case SPY_SEC_REGISTRY: rc = apply_delta(&s->registry, &sec, now_ms); break;
-    case SPY_SEC_BUFFERS: rc = apply_delta(&s->buffers, &sec, now_ms); break;
+    case SPY_SEC_ENV: rc = apply_delta(&s->env, &sec, now_ms, NULL); break;
+    case SPY_SEC_REGISTRY:
+      rc = apply_delta(&s->registry, &sec, now_ms,
+                       s->registry_filter ? s : NULL);
+      break;
+    case SPY_SEC_BUFFERS:
+      rc = apply_delta(&s->buffers, &sec, now_ms, NULL);
+      break;
     case SPY_SEC_HEALTH: {
       int n = spy_get_health(&sec, s->health, SPY_HEALTH_FIELD_COUNT);
       rc = n < 0 ? n : 0;

@@ -185,6 +185,12 @@ void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out) {
   out->health_flushes = atomic_load(&q->st_health_flushes);
 }
 
+int spy_provider_flush(spy_provider *p) {
+  uint64_t before = atomic_load(&p->st_flushes_dropped);
+  spy__flush(p, spy__ticks());
+  return atomic_load(&p->st_flushes_dropped) != before ? SPY_EPOOLEMPTY : 0;
+}
+
 int spy_counter_index(const spy_provider *p, const char *name) {
   for (uint32_t c = 0; c < p->n_counters; c++)
     if (strcmp(p->counter_names[c], name) == 0)
@@ -308,7 +314,13 @@ void spy__gpu_resolved(spy_provider *p, uint64_t gpu_frame, double ms) {
     }
   }
   p->gmap_n = keep;
-  p->gpu_last = v; /* forward fill for frames still waiting */
+  /* Forward fill for frames still waiting, from the newest GPU frame seen:
+   * a late answer for an older frame does not roll it back. */
+  if (!p->gpu_any || gpu_frame >= p->gpu_newest) {
+    p->gpu_newest = gpu_frame;
+    p->gpu_last = v;
+    p->gpu_any = 1;
+  }
 }
 
 void spy__value_set(spy_provider *p, const char *name, const spy_value *v) {

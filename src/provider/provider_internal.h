@@ -127,6 +127,8 @@ struct spy_provider {
   int16_t last_fps;
   uint16_t last_cpu;
   uint16_t gpu_last; /* forward fill; SPY_GPU_NONE before any timing */
+  int gpu_any;
+  uint64_t gpu_newest; /* newest GPU frame id resolved */
   /* sample ring, columnar, SPY_SAMPLE_RING deep */
   uint64_t ring_start;
   uint32_t ring_count;
