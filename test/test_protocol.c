@@ -78,7 +78,7 @@ static pid_t spawn_provider(spy_provider_desc d, int *ctl_w, int n_values) {
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
     *ctl_w = fds[1];
   }
-  pid_t pid = fork();
+  pid_t pid = tu_fork();
   if (pid == 0) {
     if (fds[1] >= 0)
       close(fds[1]);
@@ -178,7 +178,7 @@ TEST(killed_consumer_is_dropped_after_ack_grace_and_collection_stops) {
   spy_provider *p;
   spy_provider_desc d = pdesc("host", SPY_PROVIDER_USER);
   CHECK_OK(spy_provider_create(&p, &d));
-  pid_t kid = fork();
+  pid_t kid = tu_fork();
   if (kid == 0) {
     spy_consumer *c;
     spy_consumer_desc cd = cdesc();

@@ -12,6 +12,10 @@
 #include "spyglass/consumer.h"
 
 #define MAX_CANDIDATES 32
+/* After choosing a system provider, a user provider that answers within
+ * this long still wins: the first announce subscribes at once, without a
+ * collection window, and the preference is kept by switching. */
+#define PREFER_WINDOW_MS 1000
 
 typedef struct candidate {
   spy_provider_info info;
@@ -31,7 +35,7 @@ struct spy_consumer {
   uint32_t queries_sent;
   uint64_t next_query_ms, query_delay_ms;
   /* connected */
-  uint64_t sub_sent_ms, last_ack_ms, resubscribed_ms;
+  uint64_t sub_sent_ms, last_ack_ms, resubscribed_ms, chosen_ms;
   uint32_t last_seq;
   int have_seq;
   int resub_attempts;
@@ -202,7 +206,31 @@ static void disconnect(spy_consumer *c, spy_conn next) {
   c->next_query_ms = 0;
 }
 
+/* A different provider: nothing of the old one's state carries over. */
+static void reset_state(spy_consumer *c) {
+  spy_state keep = c->st;
+  spy_state_free(&c->st);
+  if (spy_state_init(&c->st, keep.history) < 0) {
+    c->st = keep; /* out of memory: keep the old rings (freed above) */
+    c->st.rings = NULL;
+    return;
+  }
+  c->st.features = keep.features;
+  c->st.registry_filter = keep.registry_filter;
+  c->st.registry_names = keep.registry_names;
+  c->st.n_registry_names = keep.n_registry_names;
+  c->st.reconnects = keep.reconnects;
+  c->st.subscribes = keep.subscribes;
+  c->st.resyncs = keep.resyncs;
+  c->st.frames_received = keep.frames_received;
+  c->st.bytes_received = keep.bytes_received;
+  c->st.frames_lost = keep.frames_lost;
+  c->st.malformed = keep.malformed;
+}
+
 static int subscribe_to(spy_consumer *c, const candidate *p) {
+  if (p->info.id != c->st.provider.id && c->st.provider.id)
+    reset_state(c);
   char name[64];
   snprintf(name, sizeof name, SPY_DISCOVERY_CHANNEL ":%016llx",
            (unsigned long long)p->info.id);
@@ -216,6 +244,7 @@ static int subscribe_to(spy_consumer *c, const candidate *p) {
   c->st.provider.name = c->st.provider_name;
   c->st.conn = SPY_CONN_SUBSCRIBING;
   uint64_t now = now_ms();
+  c->chosen_ms = now;
   c->sub_sent_ms = c->resubscribed_ms = c->last_ack_ms = now;
   c->st.last_msg_ms = now;
   c->resub_attempts = 0;
@@ -255,8 +284,16 @@ static void read_discovery(spy_consumer *c) {
           cands[i--] = cands[--ncand];
       continue;
     }
-    if ((c->st.conn != SPY_CONN_SEARCHING && c->st.conn != SPY_CONN_LOST) ||
-        !wanted(c, &info) || ncand == MAX_CANDIDATES)
+    int searching = c->st.conn == SPY_CONN_SEARCHING ||
+                    c->st.conn == SPY_CONN_LOST;
+    /* Connected to a system provider we did not ask for by name, and a
+     * user provider answers soon after: the user one is preferred. */
+    int upgrade = !searching && !c->d.want &&
+                  c->st.provider.kind == SPY_PROVIDER_SYSTEM &&
+                  info.kind == SPY_PROVIDER_USER &&
+                  now_ms() - c->chosen_ms < PREFER_WINDOW_MS;
+    if ((!searching && !upgrade) || !wanted(c, &info) ||
+        ncand == MAX_CANDIDATES)
       continue;
     int dup = 0;
     for (int i = 0; i < ncand; i++)
@@ -278,6 +315,11 @@ static void read_discovery(spy_consumer *c) {
     if (cands[i].info.kind == SPY_PROVIDER_USER &&
         cands[best].info.kind != SPY_PROVIDER_USER)
       best = i;
+  if (c->data) { /* the upgrade from a system provider */
+    post_ctl(c, c->data, SPY_MSG_UNSUBSCRIBE);
+    spy_channel_close(c->data);
+    c->data = NULL;
+  }
   subscribe_to(c, &cands[best]);
 }
 
@@ -399,22 +441,9 @@ int spy_consumer_poll(spy_consumer *c, int timeout_ms) {
       if (c->queries_sent < c->d.query_attempts && c->next_query_ms > now &&
           (int64_t)(c->next_query_ms - now) < step)
         step = (int64_t)(c->next_query_ms - now);
-      int n = spy_channel_recv(c->disc, c->rx, c->rxcap, (int)step, NULL);
-      if (n > 0) {
-        /* Put it back through the same path: decode as discovery. */
-        spy_frame f;
-        spy_section s;
-        spy_provider_info info;
-        if (spy_frame_decode(c->rx, (size_t)n, &f, NULL) == 0 &&
-            f.type == SPY_MSG_PROVIDER_ANNOUNCE &&
-            spy_frame_find_section(&f, SPY_SEC_PROVIDER, &s) &&
-            spy_get_provider(&s, &info) == 0 && wanted(c, &info)) {
-          candidate x = {.info = info};
-          memcpy(x.name, info.name, info.name_len);
-          x.info.name = x.name;
-          subscribe_to(c, &x);
-        }
-      }
+      /* Wait for discovery traffic without consuming it, then read it
+       * all through read_discovery. */
+      spy_channel_wait(c->disc, (int)step);
     } else {
       spy_recv_info info;
       int n = spy_channel_recv(c->data, c->rx, c->rxcap, (int)step, &info);
@@ -426,8 +455,8 @@ int spy_consumer_poll(spy_consumer *c, int timeout_ms) {
         } else {
           c->st.frames_lost++;
         }
-        if (!c->data)
-          break;
+        if (!c->data || (timeout_ms >= 0 && now_ms() >= start + (uint64_t)timeout_ms))
+          break; /* a provider faster than us must not keep us here */
         n = spy_channel_recv(c->data, c->rx, c->rxcap, 0, &info);
       }
     }

@@ -119,8 +119,7 @@ void spy__flush(spy_provider *p, uint64_t now) {
   }
   if (timing)
     b->encode_ns = spy__mono_ns() - t0;
-  p->ring_start += p->ring_count;
-  p->ring_count = 0;
+  p->ring_count = 0; /* the next sample sets ring_start */
   if (spy_transport_post(p->tr, b, (size_t)len) == 0)
     atomic_fetch_add_explicit(&p->st_flushes, 1, memory_order_relaxed);
   else

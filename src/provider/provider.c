@@ -240,6 +240,8 @@ void spy__frame_end(spy_provider *p) {
       }
       p->last_cpu = ms_x100((double)(now - p->t_begin) * npt / 1e6);
       uint32_t i = p->ring_count;
+      if (i == 0)
+        p->ring_start = p->frame_no; /* the batch's key */
       if (i < SPY_SAMPLE_RING) {
         p->fps[i] = p->last_fps;
         p->cpu[i] = p->last_cpu;
