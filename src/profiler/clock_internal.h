@@ -1,0 +1,50 @@
+/* clock_internal.h — the clock-sync segment's memory layout and the
+ * OS helpers behind it (clock_seg.c), shared with the protocol in
+ * clock.c. Not installed. */
+#ifndef SPY_CLOCK_INTERNAL_H
+#define SPY_CLOCK_INTERNAL_H
+
+#include <limits.h>
+#include <stdatomic.h>
+
+#include "spyglass/clock.h"
+
+#define SPY__CLOCK_DONE 0x80000000u /* req bit: result published */
+#define SPY__CLOCK_PEER_SLEEPS 0x1u /* waiters bits */
+#define SPY__CLOCK_INIT_SLEEPS 0x2u
+
+/* The shared bytes; layout documented in clock.h. */
+struct spy__clock_shm {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t size;
+  _Atomic uint32_t req;
+  _Atomic uint32_t ack;
+  _Atomic int64_t t_peer;
+  _Atomic int64_t offset_ns;
+  _Atomic int64_t rtt_ns;
+  _Atomic uint32_t rounds;
+  _Atomic uint32_t waiters;
+};
+_Static_assert(sizeof(struct spy__clock_shm) == SPY_CLOCK_SEG_BYTES,
+               "clock segment layout");
+
+struct spy_clock_seg {
+  struct spy__clock_shm *shm;
+  int owner;           /* created by name: unlink on close */
+  char path[PATH_MAX]; /* named segments */
+};
+
+/* Sleeps while *word == expected, at most timeout_ns (shared futex: works
+ * across processes on a MAP_SHARED mapping). Returns 0 when woken or the
+ * value differs, SPY_ETIMEDOUT, or SPY_EINTR. */
+int spy__clock_futex_wait(_Atomic uint32_t *word, uint32_t expected,
+                          int64_t timeout_ns);
+/* Wakes every sleeper on word. */
+void spy__clock_futex_wake(_Atomic uint32_t *word);
+
+/* Resolves (creating and checking) the runtime directory like bus.h's
+ * spy_runtime_dir(); a private copy until the bus lands. */
+int spy__clock_runtime_dir(const char *dir, char *buf, size_t cap);
+
+#endif

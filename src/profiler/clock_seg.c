@@ -1,0 +1,225 @@
+/* clock_seg.c — the clock-sync segment's OS side (Linux): anonymous and
+ * named shared mappings, the per-user runtime directory, futex wait/wake.
+ *
+ * A named segment is created under a temporary name, initialised, then
+ * renamed into place, so an opener sees either nothing or a complete
+ * segment; the opener still checks size, owner, magic and version, since
+ * anything could have put a file there. The runtime directory rules are
+ * the bus's (bus.h); this is a private copy until the bus lands.
+ */
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "profiler/clock_internal.h"
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+
+int spy__clock_futex_wait(_Atomic uint32_t *word, uint32_t expected,
+                          int64_t timeout_ns) {
+  if (timeout_ns <= 0)
+    return SPY_ETIMEDOUT;
+  struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
+                        .tv_nsec = (long)(timeout_ns % 1000000000)};
+  long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts,
+                    NULL, 0);
+  if (rc == 0 || errno == EAGAIN)
+    return 0;
+  if (errno == ETIMEDOUT)
+    return SPY_ETIMEDOUT;
+  return -errno;
+}
+
+void spy__clock_futex_wake(_Atomic uint32_t *word) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* mkdir (if missing) then check: a real directory, ours, private. */
+static int ensure_dir(const char *path) {
+  if (mkdir(path, 0700) < 0 && errno != EEXIST)
+    return -errno;
+  struct stat st;
+  if (lstat(path, &st) < 0)
+    return -errno;
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 077) != 0)
+    return SPY_EOWNER;
+  return 0;
+}
+
+int spy__clock_runtime_dir(const char *dir, char *buf, size_t cap) {
+  int n;
+  const char *env;
+  struct statfs fs;
+  if (dir && *dir)
+    n = snprintf(buf, cap, "%s", dir);
+  else if ((env = getenv("SPYGLASS_DIR")) && *env)
+    n = snprintf(buf, cap, "%s", env);
+  else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
+    n = snprintf(buf, cap, "%s/spyglass", env);
+  else if (statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC)
+    n = snprintf(buf, cap, "/dev/shm/spyglass-%u", (unsigned)geteuid());
+  else
+    n = snprintf(buf, cap, "/tmp/spyglass-%u", (unsigned)geteuid());
+  if (n < 0 || (size_t)n >= cap)
+    return SPY_ENAMETOOLONG;
+  return ensure_dir(buf);
+}
+
+static int valid_name(const char *name) {
+  size_t n = strlen(name);
+  if (n < 1 || n > SPY_CLOCK_NAME_MAX || name[0] == '.')
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+          c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+static int seg_path(const char *name, const char *dir, char *buf,
+                    size_t cap) {
+  if (!valid_name(name))
+    return SPY_EINVAL;
+  char d[PATH_MAX];
+  int rc = spy__clock_runtime_dir(dir, d, sizeof d);
+  if (rc < 0)
+    return rc;
+  int n = snprintf(buf, cap, "%s/%s.clock", d, name);
+  return n < 0 || (size_t)n >= cap ? SPY_ENAMETOOLONG : 0;
+}
+
+static void init_shm(struct spy__clock_shm *m) {
+  m->magic = SPY_CLOCK_MAGIC;
+  m->version = SPY_CLOCK_VERSION;
+  m->size = SPY_CLOCK_SEG_BYTES;
+  atomic_store(&m->req, 0);
+  atomic_store(&m->ack, 0);
+  atomic_store(&m->t_peer, 0);
+  atomic_store(&m->offset_ns, 0);
+  atomic_store(&m->rtt_ns, 0);
+  atomic_store(&m->rounds, 0);
+  atomic_store(&m->waiters, 0);
+}
+
+static void *map_fd(int fd) {
+  void *p = mmap(NULL, SPY_CLOCK_SEG_BYTES, PROT_READ | PROT_WRITE,
+                 MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+int spy_clock_create(spy_clock_seg **out, const char *name, const char *dir) {
+  if (!out)
+    return SPY_EINVAL;
+  *out = NULL;
+  spy_clock_seg *s = calloc(1, sizeof *s);
+  if (!s)
+    return SPY_ENOMEM;
+  if (!name) {
+    void *p = mmap(NULL, SPY_CLOCK_SEG_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      int rc = -errno;
+      free(s);
+      return rc;
+    }
+    s->shm = p;
+    init_shm(s->shm);
+    *out = s;
+    return 0;
+  }
+  int rc = seg_path(name, dir, s->path, sizeof s->path);
+  char tmp[PATH_MAX + 32];
+  if (rc == 0 && snprintf(tmp, sizeof tmp, "%s.%ld.tmp", s->path,
+                          (long)getpid()) >= (int)sizeof tmp)
+    rc = SPY_ENAMETOOLONG;
+  if (rc < 0) {
+    free(s);
+    return rc;
+  }
+  unlink(tmp); /* a leftover of a crashed creator with our pid */
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    rc = -errno;
+    free(s);
+    return rc;
+  }
+  if (ftruncate(fd, SPY_CLOCK_SEG_BYTES) < 0 || !(s->shm = map_fd(fd))) {
+    rc = -errno;
+    close(fd);
+    unlink(tmp);
+    free(s);
+    return rc;
+  }
+  close(fd);
+  init_shm(s->shm);
+  if (rename(tmp, s->path) < 0) {
+    rc = -errno;
+    munmap(s->shm, SPY_CLOCK_SEG_BYTES);
+    unlink(tmp);
+    free(s);
+    return rc;
+  }
+  s->owner = 1;
+  *out = s;
+  return 0;
+}
+
+int spy_clock_open(spy_clock_seg **out, const char *name, const char *dir) {
+  if (!out || !name)
+    return SPY_EINVAL;
+  *out = NULL;
+  spy_clock_seg *s = calloc(1, sizeof *s);
+  if (!s)
+    return SPY_ENOMEM;
+  int rc = seg_path(name, dir, s->path, sizeof s->path);
+  int fd = -1;
+  if (rc == 0 && (fd = open(s->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
+    rc = -errno;
+  struct stat st;
+  if (rc == 0 && fstat(fd, &st) < 0)
+    rc = -errno;
+  if (rc == 0 && st.st_uid != geteuid())
+    rc = SPY_EOWNER;
+  if (rc == 0 && (!S_ISREG(st.st_mode) || st.st_size != SPY_CLOCK_SEG_BYTES))
+    rc = SPY_EBADSEGMENT;
+  if (rc == 0 && !(s->shm = map_fd(fd)))
+    rc = -errno;
+  if (fd >= 0)
+    close(fd);
+  if (rc == 0 && (s->shm->magic != SPY_CLOCK_MAGIC ||
+                  s->shm->version != SPY_CLOCK_VERSION ||
+                  s->shm->size != SPY_CLOCK_SEG_BYTES)) {
+    munmap(s->shm, SPY_CLOCK_SEG_BYTES);
+    rc = SPY_EBADSEGMENT;
+  }
+  if (rc < 0) {
+    free(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+void spy_clock_close(spy_clock_seg *s) {
+  if (!s)
+    return;
+  if (s->shm)
+    munmap(s->shm, SPY_CLOCK_SEG_BYTES);
+  if (s->owner)
+    unlink(s->path);
+  free(s);
+}
