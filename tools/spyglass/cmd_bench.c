@@ -12,6 +12,8 @@ static const struct {
   const char *summary;
 } benches[] = {
     {"wire", bench_wire, "frame encode/decode of a stats flush vs memcpy"},
+    {"clock", bench_clock, "clock sync error and RTT, threads and processes"},
+    {"msgprof", bench_msgprof, "message profiler: wrapped vs unwrapped post"},
 };
 
 static void help(FILE *f) {

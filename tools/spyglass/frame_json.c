@@ -6,6 +6,9 @@
 
 #include <string.h>
 
+#include "spyglass/clock.h"
+#include "spyglass/profiler.h"
+
 static void value_json(json_out *j, const spy_value *v) {
   switch (v->kind) {
   case SPY_VAL_FLOAT: json_num(j, v->v.f[0]); break;
@@ -237,6 +240,81 @@ static int pixels_json(json_out *j, const spy_section *s) {
   return 0;
 }
 
+static void cost_json(json_out *j, const char *key, const spy_msgprof_ns *n) {
+  json_key(j, key);
+  json_obj_begin(j);
+  json_key(j, "mean_ns");
+  json_uint(j, n->mean_ns);
+  json_key(j, "p50_ns");
+  json_uint(j, n->p50_ns);
+  json_key(j, "p99_ns");
+  json_uint(j, n->p99_ns);
+  json_key(j, "max_ns");
+  json_uint(j, n->max_ns);
+  json_obj_end(j);
+}
+
+static int msgprof_json(json_out *j, const spy_section *s) {
+  static spy_msgprof_summary m; /* 6 KiB: not on the stack */
+  int rc = spy_get_msgprof(s, &m);
+  if (rc < 0)
+    return rc;
+  json_key(j, "messages");
+  json_uint(j, m.messages);
+  json_key(j, "errors");
+  json_uint(j, m.errors);
+  json_key(j, "elapsed_ns");
+  json_uint(j, m.elapsed_ns);
+  json_key(j, "size_accounting");
+  json_bool(j, !(m.flags & SPY_MSGPROF_NO_SIZE));
+  json_key(j, "types");
+  json_arr_begin(j);
+  for (uint32_t i = 0; i < m.n_types; i++) {
+    const spy_msgprof_type *t = &m.types[i];
+    const char *tn = spy_msg_type_name(t->type);
+    json_obj_begin(j);
+    json_key(j, "type");
+    json_str(j, tn ? tn : "unknown");
+    json_key(j, "type_id");
+    json_uint(j, t->type);
+    json_key(j, "count");
+    json_uint(j, t->count);
+    json_key(j, "errors");
+    json_uint(j, t->errors);
+    json_key(j, "bytes");
+    json_uint(j, t->bytes);
+    cost_json(j, "encode", &t->encode);
+    cost_json(j, "post", &t->post);
+    json_obj_end(j);
+  }
+  json_arr_end(j);
+  return 0;
+}
+
+static int clock_json(json_out *j, const spy_section *s) {
+  static const char *const ops[] = {"", "request", "ready", "result"};
+  spy_clock_msg c;
+  int rc = spy_get_clock(s, &c);
+  if (rc < 0)
+    return rc;
+  char id[17];
+  json_key(j, "op");
+  json_str(j, ops[c.op]);
+  json_key(j, "rounds");
+  json_uint(j, c.rounds);
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)c.provider);
+  json_key(j, "provider");
+  json_str(j, id);
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)c.consumer);
+  json_key(j, "consumer");
+  json_str(j, id);
+  json_key(j, "offset_ns");
+  json_int(j, c.offset_ns);
+  json_key(j, "rtt_ns");
+  json_int(j, c.rtt_ns);
+  return 0;
+}
+
 static int section_json(json_out *j, const spy_section *s) {
   switch (s->id) {
   case SPY_SEC_STATS: return stats_json(j, s);
@@ -249,6 +327,8 @@ static int section_json(json_out *j, const spy_section *s) {
   case SPY_SEC_PEER: return peer_json(j, s);
   case SPY_SEC_SUBSCRIPTION: return subscription_json(j, s);
   case SPY_SEC_PIXELS: return pixels_json(j, s);
+  case SPY_SEC_MSGPROF: return msgprof_json(j, s);
+  case SPY_SEC_CLOCK: return clock_json(j, s);
   default: return 0; /* opaque to this tool: id and length only */
   }
 }
