@@ -63,8 +63,12 @@ static int put_small(spy_frame_writer *w, void *ctx) {
 
 static int put_large(spy_frame_writer *w, void *ctx) {
   (void)ctx;
-  spy_pixels px = {.frame = 1, .width = PX_W, .height = PX_H,
-                   .name = "color", .name_len = 5, .data = pixels,
+  spy_pixels px = {.frame = 1,
+                   .width = PX_W,
+                   .height = PX_H,
+                   .name = "color",
+                   .name_len = 5,
+                   .data = pixels,
                    .data_len = PX_W * PX_H * 4};
   spy_put_pixels(w, &px);
   return 0;
@@ -130,8 +134,7 @@ int bench_msgprof(int argc, char **argv) {
   pixels = malloc(PX_W * PX_H * 4);
   spy_profiler *p = NULL;
   spy_profiler_desc pd = {.scratch_bytes = BUF};
-  if (!ct.buf.data || !ct.ring || !pixels ||
-      spy_profiler_create(&p, &pd) < 0) {
+  if (!ct.buf.data || !ct.ring || !pixels || spy_profiler_create(&p, &pd) < 0) {
     fprintf(stderr, "bench msgprof: out of memory\n");
     return 1;
   }
@@ -152,13 +155,14 @@ int bench_msgprof(int argc, char **argv) {
   } msgs[] = {{"flush", SPY_MSG_DATA, put_small},
               {"1 MiB raw", SPY_MSG_BUFFER_RAW, put_large}};
   for (size_t m = 0; m < sizeof msgs / sizeof msgs[0]; m++) {
-    case_arg a = {.t = &ct.base, .p = p,
+    case_arg a = {.t = &ct.base,
+                  .p = p,
                   .msg = {.type = msgs[m].type, .encode = msgs[m].fn}};
     spy_msg_record r;
     spy_profiler_measure(p, &a.msg, &r);
     if (r.flags & SPY_MSGREC_ERROR) {
-      fprintf(stderr, "bench msgprof: %s does not encode: %s\n",
-              msgs[m].name, spy_strerror(r.err));
+      fprintf(stderr, "bench msgprof: %s does not encode: %s\n", msgs[m].name,
+              spy_strerror(r.err));
       return 1;
     }
     double bytes = r.bytes;

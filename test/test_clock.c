@@ -38,8 +38,8 @@ static void make_dir(void) {
 }
 
 TEST(pick_median_selects_the_median_rtt_round) {
-  spy_clock_round r[5] = {{500, 50}, {100, 10}, {300, 30}, {200, 20},
-                          {400, 40}};
+  spy_clock_round r[5] = {
+      {500, 50}, {100, 10}, {300, 30}, {200, 20}, {400, 40}};
   spy_clock_result out;
   CHECK_OK(spy_clock_pick_median(r, 5, &out));
   CHECK_EQ(out.chosen, 2);
@@ -47,8 +47,8 @@ TEST(pick_median_selects_the_median_rtt_round) {
   CHECK_EQ(out.rtt_ns, 30);
   CHECK_EQ(out.rounds, 5);
   /* A slow outlier round does not move the choice. */
-  spy_clock_round s[5] = {{-7, 12}, {99999, 900000}, {-5, 11}, {-6, 13},
-                          {-4, 14}};
+  spy_clock_round s[5] = {
+      {-7, 12}, {99999, 900000}, {-5, 11}, {-6, 13}, {-4, 14}};
   CHECK_OK(spy_clock_pick_median(s, 5, &out));
   CHECK_EQ(out.chosen, 3);
   CHECK_EQ(out.offset_ns, -6);
@@ -186,8 +186,7 @@ TEST(peer_killed_mid_sync_gives_a_timeout_not_a_hang) {
     if (spy_clock_open(&mine, "killed", dir) < 0)
       _exit(3);
     int n = 0;
-    spy_clock_opts o = {.now = dying_clock, .now_ctx = &n,
-                        .timeout_ms = 5000};
+    spy_clock_opts o = {.now = dying_clock, .now_ctx = &n, .timeout_ms = 5000};
     spy_clock_serve(mine, &o);
     _exit(4); /* not reached */
   }
@@ -319,9 +318,12 @@ TEST(clock_section_round_trips_and_rejects_malformed) {
   uint8_t buf[256];
   spy_frame_writer w;
   spy_frame_start(&w, buf, sizeof buf, SPY_MSG_CLOCK, 1, 1, 0);
-  spy_clock_msg m = {.op = SPY_CLOCK_OP_RESULT, .rounds = 5,
-                     .provider = 0x1122334455667788ull, .consumer = 9,
-                     .offset_ns = -INJECTED_NS, .rtt_ns = 4321};
+  spy_clock_msg m = {.op = SPY_CLOCK_OP_RESULT,
+                     .rounds = 5,
+                     .provider = 0x1122334455667788ull,
+                     .consumer = 9,
+                     .offset_ns = -INJECTED_NS,
+                     .rtt_ns = 4321};
   spy_put_clock(&w, &m);
   int n = spy_frame_finish(&w);
   CHECK(n > 0);

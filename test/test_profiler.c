@@ -294,11 +294,14 @@ static void fake_stats(spy_transport *t, spy_pool_stats *out) {
 static void fake_dispose(spy_transport *t) {
   ((fake_transport *)t)->disposed++;
 }
-static const spy_transport_ops fake_ops = {
-    .name = "fake", .acquire = fake_acquire, .post = fake_post,
-    .convert = NULL, .codec_supported = fake_codec,
-    .release_unused = fake_release, .pool_stats = fake_stats,
-    .dispose = fake_dispose};
+static const spy_transport_ops fake_ops = {.name = "fake",
+                                           .acquire = fake_acquire,
+                                           .post = fake_post,
+                                           .convert = NULL,
+                                           .codec_supported = fake_codec,
+                                           .release_unused = fake_release,
+                                           .pool_stats = fake_stats,
+                                           .dispose = fake_dispose};
 
 static void fake_init(fake_transport *f, int timing) {
   memset(f, 0, sizeof *f);

@@ -62,9 +62,9 @@ typedef struct spy_clock_seg spy_clock_seg;
 typedef int64_t (*spy_clock_now_fn)(void *ctx);
 
 typedef struct spy_clock_opts {
-  uint32_t rounds;        /* sync: rounds to run; 0 = 5, at most 64 */
-  int timeout_ms;         /* longest wait for the other party; 0 = 1000 */
-  uint32_t spin_us;       /* busy-wait before sleeping; 0 = 50 */
+  uint32_t rounds;  /* sync: rounds to run; 0 = 5, at most 64 */
+  int timeout_ms;   /* longest wait for the other party; 0 = 1000 */
+  uint32_t spin_us; /* busy-wait before sleeping; 0 = 50 */
   /* Test hooks: this party's clock is now(now_ctx) (NULL: CLOCK_MONOTONIC)
    * plus test_offset_ns. */
   spy_clock_now_fn now;

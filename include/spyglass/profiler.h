@@ -94,15 +94,14 @@ typedef void (*spy_msg_record_cb)(const spy_msg_record *rec, void *user);
 #define SPY_PROFILER_MAX_TYPES 64u
 
 typedef struct spy_profiler_desc {
-  uint32_t capacity;      /* records kept; a power of two; 0 = 256 */
+  uint32_t capacity;            /* records kept, a power of two; 0 = 256 */
   spy_msg_record_cb on_message; /* NULL = none */
-  void *user;             /* passed to on_message */
-  int no_size;            /* non-zero: size accounting off, bytes are 0
-                             (0 = on) */
-  uint32_t scratch_bytes; /* measure()'s encode buffer; 0 = 256 KiB, at
-                             most SPY_FRAME_MAX. A message that does not fit
-                             is recorded as an encode error (ENOBUFS). */
-  uint32_t max_wrapped;   /* transports wrapped at once; 0 = 8 */
+  void *user;                   /* passed to on_message */
+  int no_size;                  /* non-zero: size accounting off (0 = on) */
+  /* measure()'s encode buffer; 0 = 256 KiB, at most SPY_FRAME_MAX. A
+   * message that does not fit is recorded as an encode error (ENOBUFS). */
+  uint32_t scratch_bytes;
+  uint32_t max_wrapped; /* transports wrapped at once; 0 = 8 */
 } spy_profiler_desc;
 
 /* Creates a profiler. desc may be NULL (all defaults). Allocates the ring,
@@ -192,7 +191,7 @@ typedef struct spy_msgprof_type {
 } spy_msgprof_type;
 
 typedef struct spy_msgprof_summary {
-  uint64_t messages;   /* = spy_profiler_count() */
+  uint64_t messages; /* = spy_profiler_count() */
   uint64_t errors;
   uint64_t elapsed_ns; /* since create or the last reset */
   uint32_t flags;      /* SPY_MSGPROF_NO_SIZE */

@@ -81,8 +81,7 @@ static int wait_while(struct spy__clock_shm *m, _Atomic uint32_t *word,
     atomic_fetch_or(&m->waiters, bit);
     int rc = 0;
     if (atomic_load(word) == old)
-      rc = spy__clock_futex_wait(word, old,
-                                 deadline - spy_clock_now_ns());
+      rc = spy__clock_futex_wait(word, old, deadline - spy_clock_now_ns());
     atomic_fetch_and(&m->waiters, ~bit);
     if (rc == SPY_ETIMEDOUT)
       return atomic_load(word) != old ? 0 : SPY_ETIMEDOUT;

@@ -31,8 +31,8 @@ int spy__clock_futex_wait(_Atomic uint32_t *word, uint32_t expected,
     return SPY_ETIMEDOUT;
   struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
                         .tv_nsec = (long)(timeout_ns % 1000000000)};
-  long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts,
-                    NULL, 0);
+  long rc =
+      syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
   if (rc == 0 || errno == EAGAIN)
     return 0;
   if (errno == ETIMEDOUT)
@@ -51,8 +51,7 @@ static int ensure_dir(const char *path) {
   struct stat st;
   if (lstat(path, &st) < 0)
     return -errno;
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-      (st.st_mode & 077) != 0)
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
     return SPY_EOWNER;
   return 0;
 }
@@ -90,8 +89,7 @@ static int valid_name(const char *name) {
   return 1;
 }
 
-static int seg_path(const char *name, const char *dir, char *buf,
-                    size_t cap) {
+static int seg_path(const char *name, const char *dir, char *buf, size_t cap) {
   if (!valid_name(name))
     return SPY_EINVAL;
   char d[PATH_MAX];
@@ -116,8 +114,8 @@ static void init_shm(struct spy__clock_shm *m) {
 }
 
 static void *map_fd(int fd) {
-  void *p = mmap(NULL, SPY_CLOCK_SEG_BYTES, PROT_READ | PROT_WRITE,
-                 MAP_SHARED, fd, 0);
+  void *p = mmap(NULL, SPY_CLOCK_SEG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                 fd, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 

@@ -159,8 +159,7 @@ int spy_profiler_measure(spy_profiler *p, const spy_msg *msg,
   return 0;
 }
 
-size_t spy_profiler_messages(spy_profiler *p, spy_msg_record *out,
-                             size_t max) {
+size_t spy_profiler_messages(spy_profiler *p, spy_msg_record *out, size_t max) {
   pthread_mutex_lock(&p->mu);
   uint64_t have = p->n < p->desc.capacity ? p->n : p->desc.capacity;
   if (have > max)

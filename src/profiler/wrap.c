@@ -18,9 +18,9 @@
 #include "profiler/profiler_internal.h"
 
 static struct spy__wrap_slot *slot_of(spy_transport *t) {
-  return (struct spy__wrap_slot *)(void *)((char *)(uintptr_t)t->ops -
-                                           offsetof(struct spy__wrap_slot,
-                                                    ops));
+  return (
+      struct spy__wrap_slot *)(void *)((char *)(uintptr_t)t->ops -
+                                       offsetof(struct spy__wrap_slot, ops));
 }
 
 static int wrapped_post(spy_transport *t, spy_buffer *b, size_t len) {
@@ -30,8 +30,7 @@ static int wrapped_post(spy_transport *t, spy_buffer *b, size_t len) {
   memset(&r, 0, sizeof r);
   /* Read what we need before posting: the buffer belongs to the
    * transport (and may be reused by another thread) once post returns. */
-  int bad = !b || !b->data || len < SPY_FRAME_MIN ||
-            spy_rd32(b->data) != len;
+  int bad = !b || !b->data || len < SPY_FRAME_MIN || spy_rd32(b->data) != len;
   if (b && b->data && len >= 8)
     r.type = spy_rd32(b->data + 4);
   uint64_t enc = b ? b->encode_ns : 0;
