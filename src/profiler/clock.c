@@ -9,6 +9,7 @@
  * skip the wake system call without losing one (the spinning case, which
  * keeps a system call out of the measured path). See clock.h.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -68,9 +69,19 @@ static int wait_while(struct spy__clock_shm *m, _Atomic uint32_t *word,
                       uint32_t old, uint32_t bit, const party *p) {
   int64_t start = spy_clock_now_ns();
   int64_t deadline = start + p->timeout_ns, spin_end = start + p->spin_ns;
+  /* Spin: pure for the first few µs (the other side on its own core
+   * answers in well under one), then yielding, so that on a busy machine
+   * a peer waiting for our core gets it at once rather than after our
+   * time slice. */
+  int64_t yield_after = start + 5000;
   for (unsigned i = 1; atomic_load(word) == old; i++) {
-    if (!(i & 63) && spy_clock_now_ns() >= spin_end)
-      break;
+    if (!(i & 63)) {
+      int64_t now = spy_clock_now_ns();
+      if (now >= spin_end)
+        break;
+      if (now >= yield_after)
+        sched_yield();
+    }
     cpu_relax();
   }
   for (;;) {
