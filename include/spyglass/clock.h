@@ -18,9 +18,10 @@
  * long; the low-RTT rounds are the least lopsided, which is why the
  * median-RTT round is kept rather than the mean.
  *
- * Waiting: each side spins briefly on the shared word, then sleeps on it
- * with a futex; a side that changes a word wakes the other if it sleeps
- * (futex wake both ways). Every wait has a deadline: a peer that is gone
+ * Waiting: each side spins on the shared word (a few µs, then yielding
+ * the CPU between checks, up to spin_us), then sleeps on it with a futex;
+ * a side that changes a word wakes the other if it sleeps (futex wake both
+ * ways). Every wait has a deadline: a peer that is gone
  * gives SPY_ETIMEDOUT, never a hang. A segment whose magic, version or
  * size is wrong gives SPY_EBADSEGMENT.
  *
@@ -64,7 +65,7 @@ typedef int64_t (*spy_clock_now_fn)(void *ctx);
 typedef struct spy_clock_opts {
   uint32_t rounds;  /* sync: rounds to run; 0 = 5, at most 64 */
   int timeout_ms;   /* longest wait for the other party; 0 = 1000 */
-  uint32_t spin_us; /* busy-wait before sleeping; 0 = 50 */
+  uint32_t spin_us; /* spin (yielding after 5 µs) before sleeping; 0 = 50 */
   /* Test hooks: this party's clock is now(now_ctx) (NULL: CLOCK_MONOTONIC)
    * plus test_offset_ns. */
   spy_clock_now_fn now;
