@@ -140,16 +140,16 @@ int spy_clock_create(spy_clock_seg **out, const char *name, const char *dir) {
     return 0;
   }
   int rc = seg_path(name, dir, s->path, sizeof s->path);
-  char tmp[PATH_MAX + 32];
-  if (rc == 0 && snprintf(tmp, sizeof tmp, "%s.%ld.tmp", s->path,
-                          (long)getpid()) >= (int)sizeof tmp)
+  char tmp[PATH_MAX + 16];
+  if (rc == 0 &&
+      snprintf(tmp, sizeof tmp, "%s.XXXXXX", s->path) >= (int)sizeof tmp)
     rc = SPY_ENAMETOOLONG;
   if (rc < 0) {
     free(s);
     return rc;
   }
-  unlink(tmp); /* a leftover of a crashed creator with our pid */
-  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  /* A unique temporary (mode 0600), renamed into place once initialised. */
+  int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) {
     rc = -errno;
     free(s);

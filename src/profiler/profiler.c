@@ -83,10 +83,11 @@ void spy_profiler_get_desc(const spy_profiler *p, spy_profiler_desc *out) {
 /* The totals of `type`; past SPY_PROFILER_MAX_TYPES distinct types, new
  * ones share the totals of type 0. Called with p->mu held. */
 static struct spy__type_acc *acc_of(spy_profiler *p, uint32_t type) {
-  for (;;) {
+  for (int pass = 0; pass < 2; pass++, type = 0) {
     for (uint32_t i = 0; i < p->n_acc; i++)
       if (p->acc[i].type == type)
         return &p->acc[i];
+    /* The last slot is kept for type 0, "other". */
     if (p->n_acc < SPY_PROFILER_MAX_TYPES - 1 ||
         (type == 0 && p->n_acc < SPY_PROFILER_MAX_TYPES)) {
       struct spy__type_acc *a = &p->acc[p->n_acc++];
@@ -94,8 +95,8 @@ static struct spy__type_acc *acc_of(spy_profiler *p, uint32_t type) {
       a->type = type;
       return a;
     }
-    type = 0; /* full: fold into "other" (the last slot is kept for it) */
   }
+  return &p->acc[SPY_PROFILER_MAX_TYPES - 1]; /* not reached: see above */
 }
 
 void spy__profiler_record(spy_profiler *p, spy_msg_record *r) {
