@@ -396,6 +396,26 @@ TEST(unwrap_leaves_the_transport_exactly_as_it_was) {
   spy_profiler_destroy(p);
 }
 
+TEST(wrapped_posts_honour_size_accounting_and_reach_the_callback) {
+  spy_profiler *p;
+  calls = 0;
+  spy_profiler_desc d = {
+      .no_size = 1, .on_message = on_message, .user = &calls};
+  CHECK_OK(spy_profiler_create(&p, &d));
+  fake_transport f;
+  fake_init(&f, 0);
+  CHECK_OK(spy_profiler_wrap(p, &f.base));
+  spy_buffer *b = spy_transport_acquire(&f.base, SPY_TIER_SMALL);
+  CHECK_EQ(spy_transport_post(&f.base, b, encode_into(b, SPY_MSG_PING)), 0);
+  CHECK_EQ(calls, 1);
+  CHECK_EQ(last.type, SPY_MSG_PING);
+  CHECK_EQ(last.bytes, 0);
+  CHECK_EQ(last.flags, 0);
+  CHECK_EQ(last.index, 0);
+  spy_profiler_destroy(p); /* unwraps */
+  CHECK(f.base.ops == &fake_ops);
+}
+
 TEST(wrap_errors_and_several_profilers_and_transports) {
   spy_profiler *a, *b;
   spy_profiler_desc one = {.max_wrapped = 1};
@@ -554,17 +574,19 @@ TEST(records_from_several_threads_are_all_counted) {
   spy_profiler_destroy(p);
 }
 
-TEST_MAIN(TEST_CASE(create_resolves_defaults_and_rejects_bad_capacity),
-          TEST_CASE(ring_wraps_around_and_returns_oldest_first),
-          TEST_CASE(summary_percentiles_on_known_inputs),
-          TEST_CASE(summary_percentiles_cover_the_ring_totals_cover_everything),
-          TEST_CASE(summary_folds_types_beyond_the_limit_into_zero),
-          TEST_CASE(measure_reports_encode_time_and_exact_bytes),
-          TEST_CASE(measure_flags_an_encode_failure_with_zero_cost),
-          TEST_CASE(size_accounting_off_records_zero_bytes),
-          TEST_CASE(wrap_measures_posts_and_forwards_every_op),
-          TEST_CASE(unwrap_leaves_the_transport_exactly_as_it_was),
-          TEST_CASE(wrap_errors_and_several_profilers_and_transports),
-          TEST_CASE(msgprof_section_round_trips),
-          TEST_CASE(msgprof_decoder_rejects_malformed_sections),
-          TEST_CASE(records_from_several_threads_are_all_counted))
+TEST_MAIN(
+    TEST_CASE(create_resolves_defaults_and_rejects_bad_capacity),
+    TEST_CASE(ring_wraps_around_and_returns_oldest_first),
+    TEST_CASE(summary_percentiles_on_known_inputs),
+    TEST_CASE(summary_percentiles_cover_the_ring_totals_cover_everything),
+    TEST_CASE(summary_folds_types_beyond_the_limit_into_zero),
+    TEST_CASE(measure_reports_encode_time_and_exact_bytes),
+    TEST_CASE(measure_flags_an_encode_failure_with_zero_cost),
+    TEST_CASE(size_accounting_off_records_zero_bytes),
+    TEST_CASE(wrap_measures_posts_and_forwards_every_op),
+    TEST_CASE(unwrap_leaves_the_transport_exactly_as_it_was),
+    TEST_CASE(wrapped_posts_honour_size_accounting_and_reach_the_callback),
+    TEST_CASE(wrap_errors_and_several_profilers_and_transports),
+    TEST_CASE(msgprof_section_round_trips),
+    TEST_CASE(msgprof_decoder_rejects_malformed_sections),
+    TEST_CASE(records_from_several_threads_are_all_counted))
