@@ -27,13 +27,13 @@
  * ratios upper bounds):
  *
  *   message                      unwrapped   wrapped          measure() alone
- *   stats flush, 10,832 bytes    752 ns      936 ns (1.24×)   438 ns (0.58×)
- *   buffer:raw, 1 MiB            67.6 µs     71.2 µs (1.05×)  34.0 µs (0.50×)
+ *   stats flush, 10,832 bytes    789 ns      995 ns (1.26×)   470 ns (0.60×)
+ *   buffer:raw, 1 MiB            73.5 µs     74.5 µs (1.01×)  35.2 µs (0.48×)
  *
- * A wrapped post adds a fixed 140–190 ns whatever the message size: four
- * clock reads (about 32 ns each here: two by the encoder, two around the
+ * A wrapped post adds a fixed 140–230 ns whatever the message size: four
+ * clock reads (31–35 ns each here: two by the encoder, two around the
  * post) and one record under a mutex. (The 1 MiB ratio is bandwidth noise:
- * 0.90–1.15 over nine runs.) Unlike the browser library this follows,
+ * 0.90–1.15 over twelve runs, mostly 1.00–1.05.) Unlike the browser library this follows,
  * wrap() does not encode a message twice to separate encode from post,
  * which doubled the cost of a large message there: the encoder times itself
  * because the wrapped transport asks it to. measure() encodes once into the
