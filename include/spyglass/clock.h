@@ -114,7 +114,10 @@ void spy_clock_close(spy_clock_seg *s);
 
 /* The initiator's side: runs o->rounds rounds (opts may be NULL), fills
  * *out from the median-RTT round and publishes the result in the segment
- * for the peer. Errors: SPY_ETIMEDOUT (the peer did not answer within
+ * for the peer. If most rounds of one sync were disturbed (a party
+ * preempted), even the median round is lopsided and its rtt_ns is large:
+ * where it matters, run a few syncs and keep the median offset, or the
+ * offset of the lowest-RTT sync. Errors: SPY_ETIMEDOUT (the peer did not answer within
  * timeout_ms: it is gone or stuck), SPY_EBADSEGMENT, SPY_EINVAL. */
 int spy_clock_sync(spy_clock_seg *s, const spy_clock_opts *o,
                    spy_clock_result *out);
