@@ -240,17 +240,19 @@ static int pixels_json(json_out *j, const spy_section *s) {
   return 0;
 }
 
+/* key: unsigned value, the common case of the sections below. */
+static void kv_uint(json_out *j, const char *key, uint64_t v) {
+  json_key(j, key);
+  json_uint(j, v);
+}
+
 static void cost_json(json_out *j, const char *key, const spy_msgprof_ns *n) {
   json_key(j, key);
   json_obj_begin(j);
-  json_key(j, "mean_ns");
-  json_uint(j, n->mean_ns);
-  json_key(j, "p50_ns");
-  json_uint(j, n->p50_ns);
-  json_key(j, "p99_ns");
-  json_uint(j, n->p99_ns);
-  json_key(j, "max_ns");
-  json_uint(j, n->max_ns);
+  kv_uint(j, "mean_ns", n->mean_ns);
+  kv_uint(j, "p50_ns", n->p50_ns);
+  kv_uint(j, "p99_ns", n->p99_ns);
+  kv_uint(j, "max_ns", n->max_ns);
   json_obj_end(j);
 }
 
@@ -259,12 +261,9 @@ static int msgprof_json(json_out *j, const spy_section *s) {
   int rc = spy_get_msgprof(s, &m);
   if (rc < 0)
     return rc;
-  json_key(j, "messages");
-  json_uint(j, m.messages);
-  json_key(j, "errors");
-  json_uint(j, m.errors);
-  json_key(j, "elapsed_ns");
-  json_uint(j, m.elapsed_ns);
+  kv_uint(j, "messages", m.messages);
+  kv_uint(j, "errors", m.errors);
+  kv_uint(j, "elapsed_ns", m.elapsed_ns);
   json_key(j, "size_accounting");
   json_bool(j, !(m.flags & SPY_MSGPROF_NO_SIZE));
   json_key(j, "types");
@@ -275,14 +274,10 @@ static int msgprof_json(json_out *j, const spy_section *s) {
     json_obj_begin(j);
     json_key(j, "type");
     json_str(j, tn ? tn : "unknown");
-    json_key(j, "type_id");
-    json_uint(j, t->type);
-    json_key(j, "count");
-    json_uint(j, t->count);
-    json_key(j, "errors");
-    json_uint(j, t->errors);
-    json_key(j, "bytes");
-    json_uint(j, t->bytes);
+    kv_uint(j, "type_id", t->type);
+    kv_uint(j, "count", t->count);
+    kv_uint(j, "errors", t->errors);
+    kv_uint(j, "bytes", t->bytes);
     cost_json(j, "encode", &t->encode);
     cost_json(j, "post", &t->post);
     json_obj_end(j);
@@ -300,8 +295,7 @@ static int clock_json(json_out *j, const spy_section *s) {
   char id[17];
   json_key(j, "op");
   json_str(j, ops[c.op]);
-  json_key(j, "rounds");
-  json_uint(j, c.rounds);
+  kv_uint(j, "rounds", c.rounds);
   snprintf(id, sizeof id, "%016llx", (unsigned long long)c.provider);
   json_key(j, "provider");
   json_str(j, id);
