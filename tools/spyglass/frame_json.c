@@ -246,6 +246,14 @@ static void kv_uint(json_out *j, const char *key, uint64_t v) {
   json_uint(j, v);
 }
 
+/* key: a 64-bit id as 16 hex digits, as ids are printed everywhere. */
+static void kv_hex(json_out *j, const char *key, uint64_t v) {
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)v);
+  json_key(j, key);
+  json_str(j, id);
+}
+
 static void cost_json(json_out *j, const char *key, const spy_msgprof_ns *n) {
   json_key(j, key);
   json_obj_begin(j);
@@ -292,16 +300,11 @@ static int clock_json(json_out *j, const spy_section *s) {
   int rc = spy_get_clock(s, &c);
   if (rc < 0)
     return rc;
-  char id[17];
   json_key(j, "op");
   json_str(j, ops[c.op]);
   kv_uint(j, "rounds", c.rounds);
-  snprintf(id, sizeof id, "%016llx", (unsigned long long)c.provider);
-  json_key(j, "provider");
-  json_str(j, id);
-  snprintf(id, sizeof id, "%016llx", (unsigned long long)c.consumer);
-  json_key(j, "consumer");
-  json_str(j, id);
+  kv_hex(j, "provider", c.provider);
+  kv_hex(j, "consumer", c.consumer);
   json_key(j, "offset_ns");
   json_int(j, c.offset_ns);
   json_key(j, "rtt_ns");
