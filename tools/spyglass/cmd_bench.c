@@ -12,6 +12,7 @@ static const struct {
   const char *summary;
 } benches[] = {
     {"wire", bench_wire, "frame encode/decode of a stats flush vs memcpy"},
+    {"bus", bench_bus, "channel post cost, throughput, latency vs baselines"},
     {"clock", bench_clock, "clock sync error and RTT, threads and processes"},
     {"msgprof", bench_msgprof, "message profiler: wrapped vs unwrapped post"},
 };
