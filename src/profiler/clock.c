@@ -12,15 +12,11 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "platform/platform.h"
 #include "profiler/clock_internal.h"
 
-int64_t spy_clock_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+int64_t spy_clock_now_ns(void) { return (int64_t)spy__mono_ns(); }
 
 typedef struct party {
   spy_clock_now_fn now;
@@ -55,14 +51,6 @@ static int seg_ok(const struct spy__clock_shm *m) {
          m->size == SPY_CLOCK_SEG_BYTES;
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 /* Waits while *word == old: spins for spin_ns, then sleeps on the futex
  * with `bit` set in waiters, up to timeout_ns in all. */
 static int wait_while(struct spy__clock_shm *m, _Atomic uint32_t *word,
@@ -82,7 +70,7 @@ static int wait_while(struct spy__clock_shm *m, _Atomic uint32_t *word,
       if (now >= yield_after)
         sched_yield();
     }
-    cpu_relax();
+    spy__cpu_relax();
   }
   for (;;) {
     if (atomic_load(word) != old)
@@ -91,8 +79,11 @@ static int wait_while(struct spy__clock_shm *m, _Atomic uint32_t *word,
       return SPY_EBADSEGMENT;
     atomic_fetch_or(&m->waiters, bit);
     int rc = 0;
-    if (atomic_load(word) == old)
-      rc = spy__clock_futex_wait(word, old, deadline - spy_clock_now_ns());
+    int64_t left = deadline - spy_clock_now_ns();
+    if (left <= 0) /* (a negative timeout would wait forever) */
+      rc = SPY_ETIMEDOUT;
+    else if (atomic_load(word) == old)
+      rc = spy__futex_wait((uint32_t *)word, old, left);
     atomic_fetch_and(&m->waiters, ~bit);
     if (rc == SPY_ETIMEDOUT)
       return atomic_load(word) != old ? 0 : SPY_ETIMEDOUT;
@@ -106,7 +97,7 @@ static void signal_word(struct spy__clock_shm *m, _Atomic uint32_t *word,
                         uint32_t v, uint32_t bit) {
   atomic_store(word, v);
   if (atomic_load(&m->waiters) & bit)
-    spy__clock_futex_wake(word);
+    spy__futex_wake((uint32_t *)word, INT_MAX);
 }
 
 static uint32_t next_req(uint32_t req) {

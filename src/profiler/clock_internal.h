@@ -1,6 +1,6 @@
-/* clock_internal.h — the clock-sync segment's memory layout and the
- * OS helpers behind it (clock_seg.c), shared with the protocol in
- * clock.c. Not installed. */
+/* clock_internal.h — the clock-sync segment's memory layout and handle,
+ * shared by clock_seg.c (mapping it) and clock.c (the protocol). Not
+ * installed. */
 #ifndef SPY_CLOCK_INTERNAL_H
 #define SPY_CLOCK_INTERNAL_H
 
@@ -34,17 +34,5 @@ struct spy_clock_seg {
   int owner;           /* created by name: unlink on close */
   char path[PATH_MAX]; /* named segments */
 };
-
-/* Sleeps while *word == expected, at most timeout_ns (shared futex: works
- * across processes on a MAP_SHARED mapping). Returns 0 when woken or the
- * value differs, SPY_ETIMEDOUT, or SPY_EINTR. */
-int spy__clock_futex_wait(_Atomic uint32_t *word, uint32_t expected,
-                          int64_t timeout_ns);
-/* Wakes every sleeper on word. */
-void spy__clock_futex_wake(_Atomic uint32_t *word);
-
-/* Resolves (creating and checking) the runtime directory like bus.h's
- * spy_runtime_dir(); a private copy until the bus lands. */
-int spy__clock_runtime_dir(const char *dir, char *buf, size_t cap);
 
 #endif

@@ -1,99 +1,29 @@
-/* clock_seg.c — the clock-sync segment's OS side (Linux): anonymous and
- * named shared mappings, the per-user runtime directory, futex wait/wake.
+/* clock_seg.c — the clock-sync segment's memory: an anonymous shared
+ * mapping, or a named file mapped by two processes (Linux).
  *
- * A named segment is created under a temporary name, initialised, then
- * renamed into place, so an opener sees either nothing or a complete
+ * A named segment is created under a unique temporary name, initialised,
+ * then renamed into place, so an opener sees either nothing or a complete
  * segment; the opener still checks size, owner, magic and version, since
- * anything could have put a file there. The runtime directory rules are
- * the bus's (bus.h); this is a private copy until the bus lands.
+ * anything could have put a file there. Names and the runtime directory
+ * follow the bus's rules (bus/rundir.h, shared with the bus).
  */
+#include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/vfs.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bus/rundir.h"
 #include "profiler/clock_internal.h"
 
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC 0x01021994
-#endif
-
-int spy__clock_futex_wait(_Atomic uint32_t *word, uint32_t expected,
-                          int64_t timeout_ns) {
-  if (timeout_ns <= 0)
-    return SPY_ETIMEDOUT;
-  struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
-                        .tv_nsec = (long)(timeout_ns % 1000000000)};
-  long rc =
-      syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
-  if (rc == 0 || errno == EAGAIN)
-    return 0;
-  if (errno == ETIMEDOUT)
-    return SPY_ETIMEDOUT;
-  return -errno;
-}
-
-void spy__clock_futex_wake(_Atomic uint32_t *word) {
-  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-/* mkdir (if missing) then check: a real directory, ours, private. */
-static int ensure_dir(const char *path) {
-  if (mkdir(path, 0700) < 0 && errno != EEXIST)
-    return -errno;
-  struct stat st;
-  if (lstat(path, &st) < 0)
-    return -errno;
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
-    return SPY_EOWNER;
-  return 0;
-}
-
-int spy__clock_runtime_dir(const char *dir, char *buf, size_t cap) {
-  int n;
-  const char *env;
-  struct statfs fs;
-  if (dir && *dir)
-    n = snprintf(buf, cap, "%s", dir);
-  else if ((env = getenv("SPYGLASS_DIR")) && *env)
-    n = snprintf(buf, cap, "%s", env);
-  else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
-    n = snprintf(buf, cap, "%s/spyglass", env);
-  else if (statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC)
-    n = snprintf(buf, cap, "/dev/shm/spyglass-%u", (unsigned)geteuid());
-  else
-    n = snprintf(buf, cap, "/tmp/spyglass-%u", (unsigned)geteuid());
-  if (n < 0 || (size_t)n >= cap)
-    return SPY_ENAMETOOLONG;
-  return ensure_dir(buf);
-}
-
-static int valid_name(const char *name) {
-  size_t n = strlen(name);
-  if (n < 1 || n > SPY_CLOCK_NAME_MAX || name[0] == '.')
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
-          c == '-'))
-      return 0;
-  }
-  return 1;
-}
-
 static int seg_path(const char *name, const char *dir, char *buf, size_t cap) {
-  if (!valid_name(name))
+  if (!spy__channel_name_ok(name))
     return SPY_EINVAL;
   char d[PATH_MAX];
-  int rc = spy__clock_runtime_dir(dir, d, sizeof d);
+  int rc = spy__rundir_resolve(dir, d, sizeof d);
   if (rc < 0)
     return rc;
   int n = snprintf(buf, cap, "%s/%s.clock", d, name);

@@ -10,15 +10,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "platform/platform.h"
 #include "profiler/profiler_internal.h"
-
-uint64_t spy__prof_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int spy_profiler_create(spy_profiler **out, const spy_profiler_desc *desc) {
   if (!out)
@@ -58,7 +52,7 @@ int spy_profiler_create(spy_profiler **out, const spy_profiler_desc *desc) {
   memset(p->scratch, 0, d.scratch_bytes);
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->measure_mu, NULL);
-  p->t_reset = spy__prof_now_ns();
+  p->t_reset = spy__mono_ns();
   *out = p;
   return 0;
 }
@@ -136,12 +130,12 @@ int spy_profiler_measure(spy_profiler *p, const spy_msg *msg,
   r.type = msg->type;
   r.flags = SPY_MSGREC_MEASURED;
   pthread_mutex_lock(&p->measure_mu);
-  uint64_t t0 = spy__prof_now_ns();
+  uint64_t t0 = spy__mono_ns();
   spy_frame_writer w;
   spy_frame_start(&w, p->scratch, p->desc.scratch_bytes, msg->type, 0, 0, 0);
   int rc = msg->encode(&w, msg->ctx);
   int n = spy_frame_finish(&w);
-  uint64_t t1 = spy__prof_now_ns();
+  uint64_t t1 = spy__mono_ns();
   pthread_mutex_unlock(&p->measure_mu);
   if (rc >= 0 && n < 0)
     rc = n;
@@ -185,7 +179,7 @@ void spy_profiler_reset(spy_profiler *p) {
   p->errors = 0;
   p->n_acc = 0;
   memset(p->ring, 0, (size_t)p->desc.capacity * sizeof *p->ring);
-  p->t_reset = spy__prof_now_ns();
+  p->t_reset = spy__mono_ns();
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -246,7 +240,7 @@ void spy_profiler_summary(spy_profiler *p, spy_msgprof_summary *out) {
   pthread_mutex_lock(&p->mu);
   out->messages = p->n;
   out->errors = p->errors;
-  out->elapsed_ns = spy__prof_now_ns() - p->t_reset;
+  out->elapsed_ns = spy__mono_ns() - p->t_reset;
   out->flags = p->desc.no_size ? SPY_MSGPROF_NO_SIZE : 0;
   out->n_types = p->n_acc;
   for (uint32_t i = 0; i < p->n_acc; i++) {

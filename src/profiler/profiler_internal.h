@@ -42,9 +42,6 @@ struct spy_profiler {
   struct spy__wrap_slot *slots;
 };
 
-/* CLOCK_MONOTONIC in ns. */
-uint64_t spy__prof_now_ns(void);
-
 /* Stamps r->index and stores r in the ring and the totals, then calls the
  * callback. r->t_ns must be set by the caller. Thread-safe. Also the
  * tests' way of recording synthetic messages with known costs. */

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "platform/platform.h"
 #include "profiler/profiler_internal.h"
 
 static struct spy__wrap_slot *slot_of(spy_transport *t) {
@@ -34,9 +35,9 @@ static int wrapped_post(spy_transport *t, spy_buffer *b, size_t len) {
   if (b && b->data && len >= 8)
     r.type = spy_rd32(b->data + 4);
   uint64_t enc = b ? b->encode_ns : 0;
-  uint64_t t0 = spy__prof_now_ns();
+  uint64_t t0 = spy__mono_ns();
   int rc = s->orig->post(t, b, len);
-  uint64_t t1 = spy__prof_now_ns();
+  uint64_t t1 = spy__mono_ns();
   r.t_ns = t1;
   if (bad) {
     /* Not a frame we can account for: flagged, zero cost. */
