@@ -32,6 +32,8 @@ install: build
 
 bench: build
 	@$(BUILD)/spyglass bench wire
+	@$(BUILD)/spyglass bench clock
+	@$(BUILD)/spyglass bench msgprof
 
 clean:
 	rm -rf build

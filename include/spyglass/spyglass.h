@@ -13,7 +13,9 @@
 #define SPY_VERSION_PATCH 0
 #define SPY_VERSION_STRING "0.1.0"
 
+#include "spyglass/clock.h"
 #include "spyglass/error.h"
+#include "spyglass/profiler.h"
 #include "spyglass/wire.h"
 
 #endif
