@@ -40,6 +40,7 @@
 #ifndef SPYGLASS_CLOCK_H
 #define SPYGLASS_CLOCK_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,10 @@ typedef struct spy_clock_opts {
   spy_clock_now_fn now;
   void *now_ctx;
   int64_t test_offset_ns;
+  /* Non-NULL: a flag another thread of this process may set to abandon
+   * the wait (a sleeping party checks it at least every 20 ms); the call
+   * then returns SPY_ECANCELED. For a server thread that must stop. */
+  const _Atomic int *cancel;
 } spy_clock_opts;
 
 /* One round as measured by the initiator. */
@@ -111,6 +116,12 @@ int spy_clock_open(spy_clock_seg **out, const char *name, const char *dir);
 /* Unmaps the segment; removes its file if this handle created it. NULL is
  * accepted. */
 void spy_clock_close(spy_clock_seg *s);
+
+/* Removes the named segment's file (the mappings of parties that have it
+ * open stay valid): the survivor's cleanup when its creator died before
+ * closing it. Errors: SPY_ENOENT (not there), SPY_EINVAL (bad name),
+ * SPY_EOWNER, or a system error. */
+int spy_clock_remove(const char *name, const char *dir);
 
 /* The initiator's side: runs o->rounds rounds (opts may be NULL), fills
  * *out from the median-RTT round and publishes the result in the segment

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spyglass/clock.h"
 #include "spyglass/error.h"
 #include "spyglass/transport.h"
 #include "spyglass/wire.h"
@@ -78,6 +79,12 @@ typedef struct spy_provider_desc {
   uint32_t checkpoint_ms;     /* default 5000 */
   uint32_t env_sample_ms;     /* RSS / heap sampling; default 250 */
   int simulate_worker_failure; /* test hook, see spy_transport_desc */
+  /* Test hooks for clock sync: the clock this provider answers syncs with
+   * is clock_now(clock_now_ctx) (NULL: CLOCK_MONOTONIC) plus
+   * clock_test_offset_ns (see spy_clock_opts). */
+  spy_clock_now_fn clock_now;
+  void *clock_now_ctx;
+  int64_t clock_test_offset_ns;
 } spy_provider_desc;
 
 /* Creates a provider, opens its channels and announces it. *out receives
@@ -94,12 +101,18 @@ uint64_t spy_provider_id(const spy_provider *p);
 void spy_provider_get_desc(const spy_provider *p, spy_provider_desc *out);
 /* Which transport is in use: "offload" or "inline". */
 const char *spy_provider_transport_name(const spy_provider *p);
-/* The transport, e.g. for a message profiler to wrap. */
+/* The transport, e.g. for a message profiler to wrap. While a subscriber
+ * asks for SPY_FEAT_MSGPROF the provider wraps it with its own profiler
+ * (its ops then point into that profiler; spy_provider_stats.msgprof_wrapped
+ * says so) and unwraps it when none does; wrap it yourself only while
+ * nobody subscribes to MSGPROF. Read t->ops on the frame thread only. */
 spy_transport *spy_provider_transport(spy_provider *p);
 
 /* Frame thread: sends what is pending now instead of at the next flush
- * tick (e.g. before exit, or at the end of a build). Returns 0, or
- * SPY_EPOOLEMPTY if the flush had to be dropped. */
+ * tick (e.g. before exit, or at the end of a build). Returns 0,
+ * SPY_EPOOLEMPTY if the flush had to be dropped, or SPY_EAGAIN in the
+ * rare moment the service is wrapping or unwrapping the transport for a
+ * MSGPROF subscriber (nothing was sent; call again). */
 int spy_provider_flush(spy_provider *p);
 
 typedef struct spy_provider_stats {
@@ -113,6 +126,12 @@ typedef struct spy_provider_stats {
   /* Collector invocations, per feature (tests check that an unwatched
    * feature is never collected). */
   uint64_t stats_samples, env_samples, registry_flushes, health_flushes;
+  /* Live message profile: 1 while the transport is wrapped for a MSGPROF
+   * subscriber. */
+  uint32_t msgprof_wrapped;
+  /* Clock syncs served to consumers, and those that failed (timed out,
+   * segment missing or malformed). */
+  uint64_t clock_syncs, clock_failures;
 } spy_provider_stats;
 void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out);
 

@@ -23,6 +23,7 @@ typedef struct party {
   void *ctx;
   int64_t offset_ns, timeout_ns, spin_ns;
   uint32_t rounds;
+  const _Atomic int *cancel;
 } party;
 
 static int resolve(const spy_clock_opts *o, party *p) {
@@ -39,6 +40,7 @@ static int resolve(const spy_clock_opts *o, party *p) {
   p->timeout_ns = (int64_t)(d.timeout_ms ? d.timeout_ms : 1000) * 1000000;
   p->spin_ns = (int64_t)(d.spin_us ? d.spin_us : 50) * 1000;
   p->rounds = d.rounds;
+  p->cancel = d.cancel;
   return 0;
 }
 
@@ -77,14 +79,20 @@ static int wait_while(struct spy__clock_shm *m, _Atomic uint32_t *word,
       return 0;
     if (!seg_ok(m))
       return SPY_EBADSEGMENT;
+    if (p->cancel && atomic_load(p->cancel))
+      return SPY_ECANCELED;
     atomic_fetch_or(&m->waiters, bit);
     int rc = 0;
     int64_t left = deadline - spy_clock_now_ns();
+    /* With a cancel flag, sleep in slices so the flag is seen. */
+    int64_t slice = p->cancel && left > 20000000 ? 20000000 : left;
     if (left <= 0) /* (a negative timeout would wait forever) */
       rc = SPY_ETIMEDOUT;
     else if (atomic_load(word) == old)
-      rc = spy__futex_wait((uint32_t *)word, old, left);
+      rc = spy__futex_wait((uint32_t *)word, old, slice);
     atomic_fetch_and(&m->waiters, ~bit);
+    if (rc == SPY_ETIMEDOUT && slice < left)
+      rc = 0; /* a slice, not the deadline: check again */
     if (rc == SPY_ETIMEDOUT)
       return atomic_load(word) != old ? 0 : SPY_ETIMEDOUT;
     if (rc < 0 && rc != SPY_EINTR)

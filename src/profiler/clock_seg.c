@@ -151,3 +151,13 @@ void spy_clock_close(spy_clock_seg *s) {
     unlink(s->path);
   free(s);
 }
+
+int spy_clock_remove(const char *name, const char *dir) {
+  if (!name)
+    return SPY_EINVAL;
+  char path[PATH_MAX];
+  int rc = seg_path(name, dir, path, sizeof path);
+  if (rc < 0)
+    return rc;
+  return unlink(path) < 0 ? -errno : 0;
+}

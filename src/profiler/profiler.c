@@ -183,15 +183,45 @@ void spy_profiler_reset(spy_profiler *p) {
   pthread_mutex_unlock(&p->mu);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
+/* In-place heapsort: glibc's qsort may malloc a scratch array (over 1 KiB
+ * of data), and summary() runs on a provider's frame thread, which must
+ * not allocate. */
+static void sift_down(uint64_t *v, size_t root, size_t n) {
+  for (;;) {
+    size_t c = 2 * root + 1;
+    if (c >= n)
+      return;
+    if (c + 1 < n && v[c + 1] > v[c])
+      c++;
+    if (v[root] >= v[c])
+      return;
+    uint64_t t = v[root];
+    v[root] = v[c];
+    v[c] = t;
+    root = c;
+  }
 }
 
-static int cmp_acc(const void *a, const void *b) {
-  uint32_t x = ((const spy_msgprof_type *)a)->type;
-  uint32_t y = ((const spy_msgprof_type *)b)->type;
-  return x < y ? -1 : x > y;
+static void sort_u64(uint64_t *v, size_t n) {
+  for (size_t i = n / 2; i-- > 0;)
+    sift_down(v, i, n);
+  for (size_t end = n; end > 1; end--) {
+    uint64_t t = v[0];
+    v[0] = v[end - 1];
+    v[end - 1] = t;
+    sift_down(v, 0, end - 1);
+  }
+}
+
+/* Insertion sort by type (at most SPY_PROFILER_MAX_TYPES entries). */
+static void sort_types(spy_msgprof_type *t, uint32_t n) {
+  for (uint32_t i = 1; i < n; i++) {
+    spy_msgprof_type x = t[i];
+    uint32_t j = i;
+    for (; j > 0 && t[j - 1].type > x.type; j--)
+      t[j] = t[j - 1];
+    t[j] = x;
+  }
 }
 
 /* Nearest-rank quantile of v[0..n), sorted: the smallest value with at
@@ -230,7 +260,7 @@ static void ring_percentiles(spy_profiler *p, uint32_t type, int post,
       continue;
     p->sort_buf[k++] = post ? r->post_ns : r->encode_ns;
   }
-  qsort(p->sort_buf, k, sizeof *p->sort_buf, cmp_u64);
+  sort_u64(p->sort_buf, k);
   out->p50_ns = nearest_rank(p->sort_buf, k, 0.50);
   out->p99_ns = nearest_rank(p->sort_buf, k, 0.99);
 }
@@ -258,5 +288,5 @@ void spy_profiler_summary(spy_profiler *p, spy_msgprof_summary *out) {
     ring_percentiles(p, a->type, 1, &t->post);
   }
   pthread_mutex_unlock(&p->mu);
-  qsort(out->types, out->n_types, sizeof out->types[0], cmp_acc);
+  sort_types(out->types, out->n_types);
 }

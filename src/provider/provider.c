@@ -140,8 +140,11 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
 void spy_provider_destroy(spy_provider *p) {
   if (!p)
     return;
+  spy__clock_stop(p); /* cancels a sync being served */
   if (p->tr)
-    p->tr->ops->dispose(p->tr); /* joins the worker: no more service */
+    p->tr->ops->dispose(p->tr); /* joins the worker: no more service;
+                                   a wrapped transport unwraps first */
+  spy_profiler_destroy(p->prof);
   if (p->disc)
     spy__announce(p, SPY_MSG_PROVIDER_GONE);
   spy_channel_close(p->data);
@@ -183,11 +186,15 @@ void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out) {
   out->env_samples = atomic_load(&q->st_env_samples);
   out->registry_flushes = atomic_load(&q->st_registry_flushes);
   out->health_flushes = atomic_load(&q->st_health_flushes);
+  out->msgprof_wrapped = atomic_load(&q->prof_on);
+  out->clock_syncs = atomic_load(&q->st_clock_syncs);
+  out->clock_failures = atomic_load(&q->st_clock_failures);
 }
 
 int spy_provider_flush(spy_provider *p) {
   uint64_t before = atomic_load(&p->st_flushes_dropped);
-  spy__flush(p, spy__ticks());
+  if (spy__flush(p, spy__ticks()) < 0)
+    return SPY_EAGAIN;
   return atomic_load(&p->st_flushes_dropped) != before ? SPY_EPOOLEMPTY : 0;
 }
 

@@ -4,6 +4,9 @@
  *   registry.c   named values kept in wire form
  *   env.c        environment fields (seqlock'ed, set from any thread)
  *   service.c    discovery, subscriptions, heartbeat (worker thread)
+ *   msgprof.c    the live message profile: wrapping the transport while
+ *                a subscriber wants SPY_FEAT_MSGPROF
+ *   clocksrv.c   the thread that serves clock syncs to consumers
  *
  * Threads. The frame thread owns the samples, the registry values and the
  * delta bookkeeping, and encodes the data frame at each flush tick. The
@@ -19,6 +22,8 @@
 #include <stdatomic.h>
 
 #include "spyglass/bus.h"
+#include "spyglass/clock.h"
+#include "spyglass/profiler.h"
 #include "spyglass/provider.h"
 
 #define ACTIVE_WATCHED 1u /* some subscriber */
@@ -108,10 +113,30 @@ typedef struct subscriber {
   uint64_t id;
   uint32_t features;
   uint64_t last_ack_ms;
+  int clock_used; /* asked for a clock sync: its segment is cleaned up */
   int has_filter;
   char **names;
   uint32_t n_names;
 } subscriber;
+
+/* ---- clock server (clocksrv.c) ---------------------------------------- */
+
+#define CLOCK_JOBS 16
+
+typedef struct clock_job {
+  uint64_t consumer;
+  int cleanup; /* 1: remove the consumer's segment file, 0: serve a sync */
+} clock_job;
+
+/* A single-producer (service) single-consumer (clock thread) job ring. */
+typedef struct clock_server {
+  pthread_t th;
+  int started, start_failed; /* service thread */
+  _Atomic int stop;
+  _Atomic uint32_t head; /* jobs pushed; the clock thread's futex word */
+  _Atomic uint32_t tail; /* jobs taken */
+  clock_job jobs[CLOCK_JOBS];
+} clock_server;
 
 /* ---- the provider ------------------------------------------------------ */
 
@@ -172,13 +197,34 @@ struct spy_provider {
   _Atomic uint32_t ready;       /* create finished: the service may run */
   _Atomic uint32_t watch_epoch; /* bumped when watching starts again */
   uint32_t watch_seen;          /* frame thread's copy */
+
+  /* live message profile (msgprof.c) ----------------------------------- */
+  spy_profiler *prof;        /* made by the service at the first want */
+  int prof_failed;           /* create failed: not retried */
+  _Atomic uint32_t prof_on;  /* transport wrapped (published with release) */
+  /* The ops gate: the service swaps p->tr->ops only while the frame
+   * thread is outside its flush (Dekker handshake, neither side waits). */
+  _Atomic uint32_t gate_flush, gate_swap;
+  spy_msgprof_summary prof_sum; /* frame thread's copy for the section */
+
+  /* clock sync (clocksrv.c) --------------------------------------------- */
+  clock_server cs;
+  _Atomic uint64_t st_clock_syncs, st_clock_failures;
 };
 
 /* service.c */
 void spy__service(void *ctx, int wait_ms); /* the transport's tick */
 int spy__announce(spy_provider *p, uint32_t type);
-/* flush.c */
-void spy__flush(spy_provider *p, uint64_t now);
+/* flush.c: 0 if the flush ran (sent, dropped or empty), SPY_EAGAIN if the
+ * service was swapping the transport's ops (retried at the next frame). */
+int spy__flush(spy_provider *p, uint64_t now);
+/* msgprof.c */
+void spy__msgprof_tick(spy_provider *p); /* service: wrap / unwrap */
+int spy__ops_enter(spy_provider *p);     /* frame thread: 0 = not now */
+void spy__ops_leave(spy_provider *p);
+/* clocksrv.c (service thread, except stop: destroy) */
+int spy__clock_push(spy_provider *p, uint64_t consumer, int cleanup);
+void spy__clock_stop(spy_provider *p);
 
 uint64_t spy__provider_wall_ms(void);
 

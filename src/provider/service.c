@@ -12,6 +12,12 @@
  *   resync                  -> snapshot on the next flush
  *   unsubscribe             drops it
  *   nothing posted for idle_ping_ms while subscribed -> ping
+ *   clock request (a subscriber's)
+ *                           -> a job for the clock thread (clocksrv.c),
+ *                              clock ready
+ *   a subscriber that asked for a sync leaves -> its segment file removed
+ *   SPY_FEAT_MSGPROF wanted / no longer -> transport wrapped / unwrapped
+ *                              (msgprof.c)
  */
 #include <fcntl.h>
 #include <malloc.h>
@@ -41,15 +47,19 @@ int spy__announce(spy_provider *p, uint32_t type) {
 }
 
 /* A control message on the data channel, through the transport so it is
- * sequenced with the data frames. */
+ * sequenced with the data frames (and profiled with them). `clk` is the
+ * CLOCK section of a clock message. */
 static void post_ctl(spy_provider *p, uint32_t type, uint64_t peer,
-                     uint32_t features) {
+                     uint32_t features, const spy_clock_msg *clk) {
   spy_buffer *b = spy_transport_acquire(p->tr, SPY_TIER_SMALL);
   if (!b)
     return; /* counted by the pool; the heartbeat retries */
+  uint64_t t0 = p->tr->timing_wanted ? spy__mono_ns() : 0;
   spy_frame_writer w;
   spy_frame_start(&w, b->data, b->cap, type, spy__wall_ms(), 0, 0);
-  if (type != SPY_MSG_PING)
+  if (clk)
+    spy_put_clock(&w, clk);
+  else if (type != SPY_MSG_PING)
     spy_put_peer(&w, peer, features);
   else {
     spy_provider_info info = {.id = p->id, .start_ms = p->start_ms,
@@ -60,6 +70,8 @@ static void post_ctl(spy_provider *p, uint32_t type, uint64_t peer,
     spy_put_provider(&w, &info);
   }
   int n = spy_frame_finish(&w);
+  if (t0)
+    b->encode_ns = spy__mono_ns() - t0;
   if (n > 0)
     spy_transport_post(p->tr, b, (size_t)n);
   else
@@ -126,6 +138,8 @@ static int find_sub(spy_provider *p, uint64_t id) {
 }
 
 static void drop_sub(spy_provider *p, int i) {
+  if (p->subs[i].clock_used) /* dead or gone: its segment must not stay */
+    spy__clock_push(p, p->subs[i].id, 1);
   free_names(&p->subs[i]);
   p->subs[i] = p->subs[p->nsubs - 1];
   memset(&p->subs[p->nsubs - 1], 0, sizeof p->subs[0]);
@@ -162,7 +176,27 @@ static void on_subscribe(spy_provider *p, const spy_section *s,
   recompute(p);
   apply_filters(p);
   atomic_store(&p->snapshot_req, 1); /* every collector starts whole */
-  post_ctl(p, SPY_MSG_SUBSCRIBE_ACK, sub.consumer, sub.features);
+  post_ctl(p, SPY_MSG_SUBSCRIBE_ACK, sub.consumer, sub.features, NULL);
+}
+
+/* A subscriber asks for a clock sync: the clock thread serves it. */
+static void on_clock(spy_provider *p, const spy_frame *f, uint64_t now) {
+  spy_section s;
+  spy_clock_msg m;
+  if (!spy_frame_find_section(f, SPY_SEC_CLOCK, &s) ||
+      spy_get_clock(&s, &m) < 0 || m.op != SPY_CLOCK_OP_REQUEST ||
+      m.provider != p->id)
+    return; /* results and other consumers' traffic */
+  int i = find_sub(p, m.consumer);
+  if (i < 0)
+    return; /* subscribers only */
+  p->subs[i].last_ack_ms = now;
+  p->subs[i].clock_used = 1;
+  if (spy__clock_push(p, m.consumer, 0) < 0)
+    return; /* no READY: the consumer times out */
+  spy_clock_msg ready = {.op = SPY_CLOCK_OP_READY, .rounds = m.rounds,
+                         .provider = p->id, .consumer = m.consumer};
+  post_ctl(p, SPY_MSG_CLOCK, m.consumer, 0, &ready);
 }
 
 static void on_data_msg(spy_provider *p, const uint8_t *buf, int n,
@@ -174,6 +208,10 @@ static void on_data_msg(spy_provider *p, const uint8_t *buf, int n,
   if (f.type == SPY_MSG_SUBSCRIBE) {
     if (spy_frame_find_section(&f, SPY_SEC_SUBSCRIPTION, &s))
       on_subscribe(p, &s, now);
+    return;
+  }
+  if (f.type == SPY_MSG_CLOCK) {
+    on_clock(p, &f, now);
     return;
   }
   spy_peer_info peer;
@@ -234,7 +272,7 @@ static void timers(spy_provider *p, uint64_t now) {
     p->last_posted = ps.posted;
     p->last_post_ms = now;
   } else if (p->nsubs && now - p->last_post_ms >= p->desc.idle_ping_ms) {
-    post_ctl(p, SPY_MSG_PING, 0, 0);
+    post_ctl(p, SPY_MSG_PING, 0, 0, NULL);
     p->last_post_ms = now;
   }
   if ((atomic_load(&p->features) & SPY_FEAT_ENV) && now >= p->next_env_ms) {
@@ -268,4 +306,5 @@ void spy__service(void *ctx, int wait_ms) {
       spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   }
   timers(p, mono_ms());
+  spy__msgprof_tick(p);
 }
