@@ -24,6 +24,19 @@
  * provider for 5000 ms the consumer subscribes again, and if that brings
  * nothing either, or the provider says gone, it searches again.
  *
+ * Clock sync: once connected to a provider, the consumer syncs its clock
+ * with it (unless the desc says no_clock_sync): it creates the segment
+ * spy_clock_segment_name(provider, consumer), posts a CLOCK request on the
+ * data channel, and when the provider answers READY runs the rounds
+ * (clock.h) inside spy_consumer_poll (tens of µs; at most clock_timeout_ms
+ * if the provider dies mid-sync), stores the result in the state and
+ * posts it as a CLOCK result. spy_consumer_clock_sync() does it again.
+ * The segment file is removed when the sync ends, whatever the outcome.
+ *
+ * Message profile: a consumer whose features include SPY_FEAT_MSGPROF
+ * makes the provider profile its transport; the state's `msgprof` then
+ * holds the latest per-type summary (spy_state_msgprof).
+ *
  * Threads: one consumer is used by one thread at a time. Ownership: the
  * consumer owns its state; spy_consumer_state() returns a view valid until
  * the next poll or destroy.
@@ -34,6 +47,7 @@
 #include <stdint.h>
 
 #include "spyglass/error.h"
+#include "spyglass/profiler.h"
 #include "spyglass/wire.h"
 
 #ifdef __cplusplus
@@ -71,6 +85,34 @@ typedef enum spy_field {
   SPY_FIELD_COUNTER0 = 3 /* counter c is SPY_FIELD_COUNTER0 + c */
 } spy_field;
 
+/* One message type's row of the provider's message profile. */
+typedef struct spy_state_msgprof_row {
+  uint32_t type;                /* spy_msg_type (0: types folded together) */
+  uint64_t count, errors, bytes; /* since the provider's profiler reset */
+  double msgs_per_s, bytes_per_s; /* over the last second of the provider's
+                                     clock (since the reset until one
+                                     second has passed) */
+  spy_msgprof_ns encode, post;  /* mean / p50 / p99 / max, ns */
+  uint64_t base_count, base_bytes; /* rate bookkeeping */
+} spy_state_msgprof_row;
+
+#define SPY_STATE_MSGPROF_ROWS 16
+
+/* The latest MSGPROF summary the provider published (a copy). For the
+ * offload transport `post` is the hand-off to the worker's queue; for the
+ * inline transport it is the channel post itself. */
+typedef struct spy_state_msgprof {
+  uint64_t updated_ms;   /* consumer monotonic ms of the last one; 0: none */
+  uint64_t messages, errors; /* all types */
+  uint64_t elapsed_ns;   /* since the provider's profiler reset */
+  uint32_t flags;        /* SPY_MSGPROF_NO_SIZE */
+  uint32_t n;            /* rows filled, ascending type */
+  uint32_t rows_dropped; /* types beyond SPY_STATE_MSGPROF_ROWS */
+  uint64_t base_elapsed_ns; /* rate bookkeeping */
+  int rate_rolled;
+  spy_state_msgprof_row rows[SPY_STATE_MSGPROF_ROWS];
+} spy_state_msgprof;
+
 typedef struct spy_state {
   spy_conn conn;
   spy_provider_info provider; /* name points into provider_name */
@@ -98,7 +140,9 @@ typedef struct spy_state {
   uint64_t subscribes;   /* subscribe messages sent */
   uint64_t reconnects;   /* times a provider was lost */
   double rx_frames_per_s, rx_bytes_per_s; /* over the last second */
-  int64_t clock_offset_ns; /* provider clock − ours, when synced */
+  /* Clock sync: provider clock − ours, when synced, so a provider
+   * timestamp t is t − clock_offset_ns on our clock. */
+  int64_t clock_offset_ns;
   int clock_synced;
   /* What this state keeps: frames on a shared channel carry the union of
    * every subscriber's features. 0 = everything (recordings). */
@@ -106,6 +150,16 @@ typedef struct spy_state {
   int registry_filter;            /* 1: only registry_names get values */
   const char *const *registry_names;
   uint32_t n_registry_names;
+  /* Clock sync, continued: the round trip of the round the offset came
+   * from, rounds run, when (consumer monotonic ms), syncs done and
+   * failed, and the last failure's error (0 if the last sync worked). */
+  int64_t clock_rtt_ns;
+  uint32_t clock_rounds;
+  uint64_t clock_synced_ms;
+  uint64_t clock_syncs, clock_failures;
+  int clock_error;
+  /* The provider's message profile (SPY_FEAT_MSGPROF). */
+  spy_state_msgprof msgprof;
 } spy_state;
 
 typedef struct spy_consumer_desc {
@@ -122,6 +176,10 @@ typedef struct spy_consumer_desc {
   uint32_t query_initial_ms, query_max_ms, query_attempts;
   uint32_t ack_ms, liveness_ms, stale_ms;
   uint32_t recv_bytes;     /* largest frame accepted; default 1 MiB */
+  /* Clock sync. */
+  int no_clock_sync;         /* 1: do not sync on connect (default: do) */
+  uint32_t clock_rounds;     /* rounds per sync; default 5, at most 64 */
+  uint32_t clock_timeout_ms; /* wait for READY, and per round; default 1000 */
 } spy_consumer_desc;
 
 /* Creates a consumer and starts searching. Errors: SPY_EINVAL,
@@ -138,6 +196,14 @@ const spy_state *spy_consumer_state(const spy_consumer *c);
 uint64_t spy_consumer_id(const spy_consumer *c);
 /* Asks the provider for a full snapshot now. */
 int spy_consumer_resync(spy_consumer *c);
+/* Syncs the clock with the connected provider now (again), processing the
+ * channels meanwhile, and stores the result in the state (clock_offset_ns,
+ * clock_rtt_ns, clock_synced). Blocks for the sync: normally a few ms
+ * (the provider's answer comes at its next service tick), at most about
+ * twice clock_timeout_ms. Returns 0, SPY_EGONE (not connected),
+ * SPY_ETIMEDOUT (the provider did not answer, or stopped answering: the
+ * consumer goes on as before), or a segment error. */
+int spy_consumer_clock_sync(spy_consumer *c);
 
 /* Reading the state */
 /* The sample `age` back from the newest (0 = newest) of a field; NAN if
@@ -153,6 +219,9 @@ const spy_state_entry *spy_state_find(const spy_state_table *t,
 int spy_state_is_stale(const spy_consumer *c, const spy_state_entry *e);
 /* Index of a counter by name, or -1. */
 int spy_state_counter(const spy_state *s, const char *name);
+/* The message-profile row of a message type, or NULL. */
+const spy_state_msgprof_row *spy_state_msgprof_type(const spy_state *s,
+                                                    uint32_t type);
 
 /* Applying frames without the protocol (recordings, tests): a state of
  * `history` samples, frames applied in order. */

@@ -1,6 +1,7 @@
 /* consumer.c — the consumer's side of the protocol: discovery with
- * backoff, subscription, heartbeat, liveness, resync on gaps, and applying
- * data frames to the state (state.c). See consumer.h for the rules.
+ * backoff, subscription, heartbeat, liveness, resync on gaps, clock sync
+ * with the provider, and applying data frames to the state (state.c). See
+ * consumer.h for the rules.
  */
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "platform/platform.h"
 #include "spyglass/bus.h"
+#include "spyglass/clock.h"
 #include "spyglass/consumer.h"
 
 #define MAX_CANDIDATES 32
@@ -44,6 +46,11 @@ struct spy_consumer {
   /* copies of the desc's arrays */
   char **reg;
   spy_buffer_request *bufs;
+  /* clock sync: the segment while a request waits for READY */
+  spy_clock_seg *clk;
+  uint64_t clk_deadline_ms;
+  uint64_t clk_auto_provider; /* provider already synced on connect */
+  int clk_rc;                 /* last outcome; 1 while pending */
 };
 
 static uint64_t now_ms(void) { return spy__mono_ns() / 1000000ull; }
@@ -66,13 +73,20 @@ static void resolve(spy_consumer_desc *d) {
     d->stale_ms = 2000;
   if (!d->recv_bytes)
     d->recv_bytes = 1u << 20;
+  if (!d->clock_rounds)
+    d->clock_rounds = SPY_CLOCK_DEFAULT_ROUNDS;
+  if (!d->clock_timeout_ms)
+    d->clock_timeout_ms = 1000;
 }
 
-/* Posts a small control frame on `ch`. */
-static int post_ctl(spy_consumer *c, spy_channel *ch, uint32_t type) {
+/* Posts a small control frame on `ch`; `clk`: a clock message's section. */
+static int post_msg(spy_consumer *c, spy_channel *ch, uint32_t type,
+                    const spy_clock_msg *clk) {
   spy_frame_writer w;
   spy_frame_start(&w, c->ctl, sizeof c->ctl, type, spy__wall_ms(), 0, 0);
-  if (type == SPY_MSG_SUBSCRIBE) {
+  if (clk) {
+    spy_put_clock(&w, clk);
+  } else if (type == SPY_MSG_SUBSCRIBE) {
     spy_subscription s = {.consumer = c->id,
                           .features = c->d.features,
                           .flags = c->d.registry_filter
@@ -90,6 +104,10 @@ static int post_ctl(spy_consumer *c, spy_channel *ch, uint32_t type) {
   return n < 0 ? n : spy_channel_post(ch, c->ctl, (size_t)n);
 }
 
+static int post_ctl(spy_consumer *c, spy_channel *ch, uint32_t type) {
+  return post_msg(c, ch, type, NULL);
+}
+
 int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   *out = NULL;
   spy_consumer *c = calloc(1, sizeof *c);
@@ -99,6 +117,7 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   resolve(&c->d);
   int rc = 0;
   if (c->d.n_registry > SPY_SUB_MAX_NAMES || c->d.n_buffers > SPY_SUB_MAX_NAMES ||
+      c->d.clock_rounds > SPY_CLOCK_MAX_ROUNDS ||
       (c->d.n_registry && !c->d.registry) || (c->d.n_buffers && !c->d.buffers))
     rc = SPY_EINVAL;
   if (rc == 0 && c->d.n_registry) {
@@ -150,6 +169,7 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
 void spy_consumer_destroy(spy_consumer *c) {
   if (!c)
     return;
+  spy_clock_close(c->clk); /* removes a pending request's segment */
   if (c->data) {
     post_ctl(c, c->data, SPY_MSG_UNSUBSCRIBE);
     spy_channel_close(c->data);
@@ -192,7 +212,97 @@ static int wanted(const spy_consumer *c, const spy_provider_info *p) {
           memcmp(c->d.want, p->name, p->name_len) == 0);
 }
 
+/* ---- clock sync ---------------------------------------------------------- */
+
+/* The pending request (if any) ends with rc: its segment is removed. */
+static void clock_end(spy_consumer *c, int rc) {
+  if (!c->clk)
+    return;
+  spy_clock_close(c->clk);
+  c->clk = NULL;
+  c->clk_rc = rc;
+  if (rc < 0) {
+    c->st.clock_failures++;
+    c->st.clock_error = rc;
+  }
+}
+
+/* Creates the segment and asks the provider to serve a sync on it. */
+static int clock_start(spy_consumer *c) {
+  if (!c->data || c->st.conn != SPY_CONN_CONNECTED)
+    return SPY_EGONE;
+  clock_end(c, SPY_ECANCELED); /* an older request is abandoned */
+  char name[SPY_CLOCK_NAME_MAX + 1];
+  int rc = spy_clock_segment_name(c->st.provider.id, c->id, name, sizeof name);
+  if (rc >= 0)
+    rc = spy_clock_create(&c->clk, name, c->d.dir);
+  if (rc < 0) {
+    c->st.clock_failures++;
+    c->st.clock_error = c->clk_rc = rc;
+    return rc;
+  }
+  spy_clock_msg m = {.op = SPY_CLOCK_OP_REQUEST,
+                     .rounds = (uint8_t)c->d.clock_rounds,
+                     .provider = c->st.provider.id, .consumer = c->id};
+  rc = post_msg(c, c->data, SPY_MSG_CLOCK, &m);
+  if (rc < 0) {
+    clock_end(c, rc);
+    return rc;
+  }
+  c->clk_rc = 1;
+  c->clk_deadline_ms = now_ms() + c->d.clock_timeout_ms;
+  return 0;
+}
+
+/* The provider serves: run the rounds now, keep and announce the result. */
+static void clock_run(spy_consumer *c, uint64_t now) {
+  spy_clock_opts o = {.rounds = c->d.clock_rounds,
+                      .timeout_ms = (int)c->d.clock_timeout_ms};
+  spy_clock_result r;
+  int rc = spy_clock_sync(c->clk, &o, &r);
+  clock_end(c, rc);
+  if (rc < 0)
+    return;
+  /* The sync gives ours − provider's; the state keeps provider − ours. */
+  c->st.clock_offset_ns = -r.offset_ns;
+  c->st.clock_rtt_ns = r.rtt_ns;
+  c->st.clock_rounds = r.rounds;
+  c->st.clock_synced = 1;
+  c->st.clock_synced_ms = now;
+  c->st.clock_syncs++;
+  c->st.clock_error = 0;
+  spy_clock_msg m = {.op = SPY_CLOCK_OP_RESULT, .rounds = (uint8_t)r.rounds,
+                     .provider = c->st.provider.id, .consumer = c->id,
+                     .offset_ns = r.offset_ns, .rtt_ns = r.rtt_ns};
+  post_msg(c, c->data, SPY_MSG_CLOCK, &m);
+}
+
+/* The op of a clock message addressed to us by our provider, or 0. */
+static int clock_op_for_us(const spy_consumer *c, const spy_frame *f) {
+  spy_section s;
+  spy_clock_msg m;
+  if (f->type != SPY_MSG_CLOCK ||
+      !spy_frame_find_section(f, SPY_SEC_CLOCK, &s) ||
+      spy_get_clock(&s, &m) < 0 || m.consumer != c->id ||
+      m.provider != c->st.provider.id)
+    return 0;
+  return m.op;
+}
+
+int spy_consumer_clock_sync(spy_consumer *c) {
+  int rc = clock_start(c);
+  if (rc < 0)
+    return rc;
+  /* poll's timers end the request at its deadline at the latest. */
+  while (c->clk_rc == 1)
+    spy_consumer_poll(c, 5);
+  return c->clk_rc;
+}
+
+/* ---- connection --------------------------------------------------------- */
+
 static void disconnect(spy_consumer *c, spy_conn next) {
+  clock_end(c, SPY_EGONE);
   if (c->data) {
     spy_channel_close(c->data);
     c->data = NULL;
@@ -334,10 +444,12 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
   }
   /* Frames from the provider are numbered; other consumers' frames on the
    * channel (subscribe, ack) are not ours to check. */
+  int clock_op = clock_op_for_us(c, &f);
   int from_provider = f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
                       f.type == SPY_MSG_SUBSCRIBE_ACK ||
                       f.type == SPY_MSG_BUFFER_RAW ||
-                      f.type == SPY_MSG_BUFFER_CHUNK;
+                      f.type == SPY_MSG_BUFFER_CHUNK ||
+                      clock_op == SPY_CLOCK_OP_READY;
   if (!from_provider)
     return;
   c->st.last_msg_ms = now;
@@ -361,7 +473,17 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
         c->st.conn == SPY_CONN_SUBSCRIBING) {
       c->st.conn = SPY_CONN_CONNECTED;
       c->st.connected_ms = now;
+      /* Once per provider, not on every re-subscription. */
+      if (!c->d.no_clock_sync && c->clk_auto_provider != c->st.provider.id) {
+        c->clk_auto_provider = c->st.provider.id;
+        clock_start(c);
+      }
     }
+    return;
+  }
+  if (clock_op == SPY_CLOCK_OP_READY) {
+    if (c->clk)
+      clock_run(c, now);
     return;
   }
   if (f.type == SPY_MSG_DATA) {
@@ -396,6 +518,8 @@ static void timers(spy_consumer *c, uint64_t now) {
     }
     return;
   }
+  if (c->clk && now >= c->clk_deadline_ms)
+    clock_end(c, SPY_ETIMEDOUT); /* no READY: the provider does not serve */
   if (now - c->last_ack_ms >= c->d.ack_ms) {
     post_ctl(c, c->data, SPY_MSG_ACK);
     c->last_ack_ms = now;

@@ -2,6 +2,9 @@
  * it (absent = keep, cleared = reset, present = replace; a FULL list
  * replaces a whole table), and stats batches append to per-field rings, so
  * a UI renders from its own running copy rather than from any one packet.
+ * A MSGPROF summary replaces the message-profile rows, with per-type
+ * rates taken over the provider's own clock (elapsed_ns), one second at a
+ * time.
  * A section is validated whole before any of it is applied. */
 #include <math.h>
 #include <stdlib.h>
@@ -226,6 +229,72 @@ static int apply_schema(spy_state *s, const spy_section *sec) {
   return 0;
 }
 
+const spy_state_msgprof_row *spy_state_msgprof_type(const spy_state *s,
+                                                    uint32_t type) {
+  for (uint32_t i = 0; i < s->msgprof.n; i++)
+    if (s->msgprof.rows[i].type == type)
+      return &s->msgprof.rows[i];
+  return NULL;
+}
+
+static double per_s(uint64_t d, uint64_t ns) {
+  return ns ? (double)d * 1e9 / (double)ns : 0;
+}
+
+static int apply_msgprof(spy_state *s, const spy_section *sec,
+                         uint64_t now) {
+  spy_msgprof_summary sum; /* 6 KiB; the consumer thread has the stack */
+  int rc = spy_get_msgprof(sec, &sum);
+  if (rc < 0)
+    return rc;
+  spy_state_msgprof *m = &s->msgprof;
+  spy_state_msgprof old = *m;
+  /* A new profiling session (the provider's profiler was reset) or the
+   * first summary: rates since the reset. After one second of the
+   * provider's clock: rates over that second, then over each next one. */
+  int restart = !old.updated_ms || sum.elapsed_ns < old.base_elapsed_ns;
+  uint64_t base_ns = restart ? 0 : old.base_elapsed_ns;
+  uint64_t dt = sum.elapsed_ns - base_ns;
+  int roll = dt >= 1000000000ull;
+  int rolled = !restart && old.rate_rolled;
+  m->updated_ms = now ? now : 1;
+  m->messages = sum.messages;
+  m->errors = sum.errors;
+  m->elapsed_ns = sum.elapsed_ns;
+  m->flags = sum.flags;
+  m->n = sum.n_types < SPY_STATE_MSGPROF_ROWS ? sum.n_types
+                                              : SPY_STATE_MSGPROF_ROWS;
+  m->rows_dropped = sum.n_types - m->n;
+  for (uint32_t i = 0; i < m->n; i++) {
+    const spy_msgprof_type *t = &sum.types[i];
+    spy_state_msgprof_row *r = &m->rows[i];
+    const spy_state_msgprof_row *o = NULL;
+    for (uint32_t k = 0; !restart && k < old.n; k++)
+      if (old.rows[k].type == t->type)
+        o = &old.rows[k];
+    /* A type not seen at the base point had count 0 there. */
+    uint64_t bc = o ? o->base_count : 0, bb = o ? o->base_bytes : 0;
+    r->type = t->type;
+    r->count = t->count;
+    r->errors = t->errors;
+    r->bytes = t->bytes;
+    r->encode = t->encode;
+    r->post = t->post;
+    if (roll || !rolled || !o) {
+      r->msgs_per_s = per_s(t->count - bc, dt);
+      r->bytes_per_s = per_s(t->bytes - bb, dt);
+    } else {
+      r->msgs_per_s = o->msgs_per_s;
+      r->bytes_per_s = o->bytes_per_s;
+    }
+    r->base_count = roll ? t->count : bc;
+    r->base_bytes = roll ? t->bytes : bb;
+  }
+  m->base_elapsed_ns = roll ? sum.elapsed_ns : base_ns;
+  m->rate_rolled = rolled || roll;
+  return 0;
+}
+
 int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
   size_t cur = 0;
   spy_section sec;
@@ -254,6 +323,7 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
       rc = n < 0 ? n : 0;
       break;
     }
+    case SPY_SEC_MSGPROF: rc = apply_msgprof(s, &sec, now_ms); break;
     default: break; /* sections for other layers */
     }
   }
