@@ -1,7 +1,11 @@
 /* test_provider_alloc.c — the inspected thread makes no heap allocation in
  * steady state: malloc, calloc, realloc and free are interposed and count
  * calls made on the frame thread between frame 100 and frame 10,000, with
- * a subscriber attached, for both transports. (Not built under the
+ * a subscriber attached that also wants the message profile (so every
+ * post is profiled and every flush carries its summary) and has synced its
+ * clock, for both transports. (The first clock request starts the
+ * provider's clock thread; with the inline transport that one-off happens
+ * on the frame thread, before the steady state counted here.) (Not built under the
  * sanitizers, which own malloc themselves.) */
 #include <pthread.h>
 #include <stddef.h>
@@ -58,7 +62,10 @@ static long run(spy_transport_kind kind, uint64_t *flushes) {
   if (spy_provider_create(&p, &d) < 0)
     return -1;
   spy_consumer *c;
-  spy_consumer_desc cd = {.dir = dir, .query_initial_ms = 20};
+  spy_consumer_desc cd = {.dir = dir, .query_initial_ms = 20,
+                          .features = SPY_FEAT_STATS | SPY_FEAT_ENV |
+                                      SPY_FEAT_REGISTRY | SPY_FEAT_HEALTH |
+                                      SPY_FEAT_MSGPROF};
   if (spy_consumer_create(&c, &cd) < 0)
     return -1;
   atomic_store(&stop, 0);
@@ -73,7 +80,11 @@ static long run(spy_transport_kind kind, uint64_t *flushes) {
     spy_frame_end(p);
     usleep(200);
     spy_provider_get_stats(p, &st);
-  } while (!(st.features & SPY_FEAT_REGISTRY) && tu_now_s() < end);
+  } while (!((st.features & SPY_FEAT_REGISTRY) && st.msgprof_wrapped &&
+             st.clock_syncs) &&
+           tu_now_s() < end);
+  if (!st.msgprof_wrapped || !st.clock_syncs)
+    return -2;
   spy_env_set_adapter(p, "software");
   atomic_store(&allocs, 0);
   double v[3] = {1, 2, 3};
