@@ -59,7 +59,11 @@ static spy_consumer_desc cdesc(uint32_t features, int no_clock) {
 
 /* A provider process: a frame every 2 ms until killed. Whenever its
  * transport's wrapping changes it writes to `report`: 'W' wrapped, 'U'
- * unwrapped with the ops table and timing flag exactly as at create. */
+ * unwrapped with the ops table and timing flag exactly as at create.
+ * t->ops is read only after the stats show a change (the service swaps it
+ * behind the gate of msgprof.c and publishes the stat after that), and a
+ * flush after the read passes the gate, which orders the read before the
+ * next swap. */
 static void provider_main(spy_provider_desc d, int report) {
   spy_provider *p;
   if (spy_provider_create(&p, &d) < 0)
@@ -67,23 +71,25 @@ static void provider_main(spy_provider_desc d, int report) {
   spy_transport *t = spy_provider_transport(p);
   const spy_transport_ops *orig = t->ops;
   int orig_timing = t->timing_wanted;
-  int wrapped = 0;
+  spy_provider_flush(p); /* orders the reads above before any swap */
+  uint32_t wrapped = 0;
   for (uint64_t f = 0;; f++) {
     spy_frame_begin(p);
     spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)f);
     usleep(2000);
-    spy_frame_end(p); /* the frame thread: t->ops is ours to read */
-    int now = t->ops != orig;
-    if (report >= 0 && now != wrapped) {
-      spy_provider_stats st;
-      spy_provider_get_stats(p, &st);
-      char c = now ? (st.msgprof_wrapped && t->timing_wanted ? 'W' : 'w')
-                   : (!st.msgprof_wrapped && t->timing_wanted == orig_timing
-                          ? 'U'
-                          : 'u');
+    spy_frame_end(p);
+    spy_provider_stats st;
+    spy_provider_get_stats(p, &st);
+    if (report >= 0 && st.msgprof_wrapped != wrapped) {
+      int now = t->ops != orig;
+      char c = st.msgprof_wrapped ? (now && t->timing_wanted ? 'W' : 'w')
+                                  : (!now && t->timing_wanted == orig_timing
+                                         ? 'U'
+                                         : 'u');
       if (write(report, &c, 1) != 1)
         _exit(5);
-      wrapped = now;
+      wrapped = st.msgprof_wrapped;
+      spy_provider_flush(p); /* orders these reads before the next swap */
     }
   }
 }
@@ -198,6 +204,7 @@ TEST(msgprof_section_in_data_frames_only_while_wanted) {
   CHECK_OK(spy_provider_create(&p, &d));
   spy_transport *t = spy_provider_transport(p);
   const spy_transport_ops *orig = t->ops;
+  CHECK_OK(spy_provider_flush(p)); /* orders that read before any swap */
   CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
                       SPY_FEAT_STATS | SPY_FEAT_MSGPROF));
   spy_provider_stats st;

@@ -104,8 +104,11 @@ const char *spy_provider_transport_name(const spy_provider *p);
 /* The transport, e.g. for a message profiler to wrap. While a subscriber
  * asks for SPY_FEAT_MSGPROF the provider wraps it with its own profiler
  * (its ops then point into that profiler; spy_provider_stats.msgprof_wrapped
- * says so) and unwraps it when none does; wrap it yourself only while
- * nobody subscribes to MSGPROF. Read t->ops on the frame thread only. */
+ * says so) and unwraps it when none does, on its service thread, at a
+ * moment the frame thread is not flushing. So wrap it yourself only while
+ * nobody subscribes to MSGPROF, and read t->ops (on the frame thread) only
+ * when no MSGPROF subscriber can come or go, or right after
+ * spy_provider_get_stats() shows msgprof_wrapped changed. */
 spy_transport *spy_provider_transport(spy_provider *p);
 
 /* Frame thread: sends what is pending now instead of at the next flush

@@ -140,10 +140,10 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
 void spy_provider_destroy(spy_provider *p) {
   if (!p)
     return;
-  spy__clock_stop(p); /* cancels a sync being served */
   if (p->tr)
     p->tr->ops->dispose(p->tr); /* joins the worker: no more service;
                                    a wrapped transport unwraps first */
+  spy__clock_stop(p); /* after the service: cancels a sync being served */
   spy_profiler_destroy(p->prof);
   if (p->disc)
     spy__announce(p, SPY_MSG_PROVIDER_GONE);
