@@ -84,8 +84,8 @@ int spy__clock_push(spy_provider *p, uint64_t consumer, int cleanup) {
   uint32_t h = atomic_load_explicit(&cs->head, memory_order_relaxed);
   if (h - atomic_load_explicit(&cs->tail, memory_order_acquire) >= CLOCK_JOBS)
     return SPY_ENOBUFS; /* the consumer times out and may retry */
-  cs->jobs[h % CLOCK_JOBS] = (clock_job){.consumer = consumer,
-                                         .cleanup = cleanup};
+  cs->jobs[h % CLOCK_JOBS] =
+      (clock_job){.consumer = consumer, .cleanup = cleanup};
   atomic_store_explicit(&cs->head, h + 1, memory_order_release);
   spy__futex_wake((uint32_t *)&cs->head, 1);
   return 0;
