@@ -111,16 +111,6 @@ static pid_t spawn_provider(spy_provider_desc d, int *report_r) {
   return pid;
 }
 
-/* Polls until cond holds or `seconds` pass; returns cond's last value. */
-#define POLL_UNTIL(c, seconds, cond)                                           \
-  ({                                                                           \
-    double end_ = tu_now_s() + (seconds);                                      \
-    int ok_ = 0;                                                               \
-    while (!(ok_ = (cond)) && tu_now_s() < end_)                               \
-      spy_consumer_poll((c), 20);                                              \
-    ok_;                                                                       \
-  })
-
 static char read_report(int fd, double seconds) {
   double end = tu_now_s() + seconds;
   char c;
@@ -338,6 +328,24 @@ TEST(provider_killed_mid_sync_times_out_and_the_consumer_goes_on) {
   spy_consumer_destroy(c);
 }
 
+/* A hand-driven consumer's clock request: creates its segment (into
+ * *seg) and posts the request on its data channel. */
+static int request_sync(uint64_t provider, spy_clock_seg **seg) {
+  char name[SPY_CLOCK_NAME_MAX + 1];
+  spy_clock_segment_name(provider, sn.id, name, sizeof name);
+  int rc = spy_clock_create(seg, name, dir);
+  if (rc < 0)
+    return rc;
+  uint8_t b[256];
+  spy_frame_writer w;
+  spy_frame_start(&w, b, sizeof b, SPY_MSG_CLOCK, 0, 0, 0);
+  spy_clock_msg m = {.op = SPY_CLOCK_OP_REQUEST, .rounds = 5,
+                     .provider = provider, .consumer = sn.id};
+  spy_put_clock(&w, &m);
+  int n = spy_frame_finish(&w);
+  return n < 0 ? n : spy_channel_post(sn.ch, b, (size_t)n);
+}
+
 TEST(consumer_killed_mid_sync_leaves_no_segment_file) {
   fresh_dir();
   spy_provider *p;
@@ -352,20 +360,9 @@ TEST(consumer_killed_mid_sync_leaves_no_segment_file) {
      * once the provider serves, without removing anything. */
     if (sniff_open(&sn, dir, id, SPY_FEAT_STATS) < 0)
       _exit(3);
-    char name[SPY_CLOCK_NAME_MAX + 1];
-    spy_clock_segment_name(id, sn.id, name, sizeof name);
     spy_clock_seg *seg;
-    if (spy_clock_create(&seg, name, dir) < 0)
+    if (request_sync(id, &seg) < 0)
       _exit(4);
-    uint8_t b[256];
-    spy_frame_writer w;
-    spy_frame_start(&w, b, sizeof b, SPY_MSG_CLOCK, 0, 0, 0);
-    spy_clock_msg m = {.op = SPY_CLOCK_OP_REQUEST, .rounds = 5,
-                       .provider = id, .consumer = sn.id};
-    spy_put_clock(&w, &m);
-    int n = spy_frame_finish(&w);
-    if (n < 0 || spy_channel_post(sn.ch, b, (size_t)n) < 0)
-      _exit(5);
     double end = tu_now_s() + 5;
     while (tu_now_s() < end) {
       int got = spy_channel_recv(sn.ch, sn.buf, sizeof sn.buf, 20, NULL);
@@ -405,19 +402,8 @@ TEST(destroy_does_not_wait_for_a_sync_nobody_finishes) {
   CHECK_OK(spy_provider_create(&p, &d));
   uint64_t id = spy_provider_id(p);
   CHECK_OK(sniff_open(&sn, dir, id, SPY_FEAT_STATS));
-  char name[SPY_CLOCK_NAME_MAX + 1];
-  spy_clock_segment_name(id, sn.id, name, sizeof name);
-  spy_clock_seg *seg;
-  CHECK_OK(spy_clock_create(&seg, name, dir));
-  uint8_t b[256];
-  spy_frame_writer w;
-  spy_frame_start(&w, b, sizeof b, SPY_MSG_CLOCK, 0, 0, 0);
-  spy_clock_msg m = {.op = SPY_CLOCK_OP_REQUEST, .rounds = 5,
-                     .provider = id, .consumer = sn.id};
-  spy_put_clock(&w, &m);
-  int n = spy_frame_finish(&w);
-  CHECK(n > 0);
-  CHECK_OK(spy_channel_post(sn.ch, b, (size_t)n));
+  spy_clock_seg *seg = NULL;
+  CHECK_OK(request_sync(id, &seg));
   usleep(100000); /* the clock thread now waits for our rounds */
   double t0 = tu_now_s();
   spy_provider_destroy(p); /* cancels the serve instead of waiting 1 s */

@@ -89,16 +89,6 @@ static pid_t spawn_provider(spy_provider_desc d, int *ctl_w, int n_values) {
   return pid;
 }
 
-/* Polls until cond holds or `seconds` pass; returns cond's last value. */
-#define POLL_UNTIL(c, seconds, cond)                                           \
-  ({                                                                           \
-    double end_ = tu_now_s() + (seconds);                                      \
-    int ok_ = 0;                                                               \
-    while (!(ok_ = (cond)) && tu_now_s() < end_)                               \
-      spy_consumer_poll((c), 20);                                              \
-    ok_;                                                                       \
-  })
-
 TEST(consumer_finds_provider_in_another_process_and_accumulates_state) {
   fresh_dir();
   pid_t pid = spawn_provider(pdesc("alpha", SPY_PROVIDER_USER), NULL, 0);

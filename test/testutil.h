@@ -1,6 +1,7 @@
 /* testutil.h — helpers shared by tests that use real processes and real
  * directories: a private runtime directory per test, recursive removal,
- * waiting for a child with a deadline. */
+ * waiting for a child with a deadline, polling a consumer until a
+ * condition holds. */
 #ifndef SPY_TESTUTIL_H
 #define SPY_TESTUTIL_H
 
@@ -107,5 +108,16 @@ static inline int tu_wait(pid_t pid, double seconds) {
     usleep(2000);
   }
 }
+
+/* Polls consumer c (spyglass/consumer.h) until cond holds or `seconds`
+ * pass; returns cond's last value. */
+#define POLL_UNTIL(c, seconds, cond)                                           \
+  ({                                                                           \
+    double end_ = tu_now_s() + (seconds);                                      \
+    int ok_ = 0;                                                               \
+    while (!(ok_ = (cond)) && tu_now_s() < end_)                               \
+      spy_consumer_poll((c), 20);                                              \
+    ok_;                                                                       \
+  })
 
 #endif
