@@ -42,6 +42,16 @@ static int clock_files(void) {
   return n;
 }
 
+/* Reads p's stats into st until cond holds or 5 s pass. */
+#define WAIT_STATS(p, st, cond)                                                \
+  do {                                                                         \
+    double end_ = tu_now_s() + 5;                                              \
+    do {                                                                       \
+      usleep(1000);                                                            \
+      spy_provider_get_stats((p), &(st));                                      \
+    } while (!(cond) && tu_now_s() < end_);                                    \
+  } while (0)
+
 static spy_provider_desc pdesc(spy_transport_kind kind) {
   spy_provider_desc d = {.name = "live", .dir = dir, .transport = kind,
                          .flush_ms = 20, .idle_ping_ms = 100,
@@ -198,11 +208,7 @@ TEST(msgprof_section_in_data_frames_only_while_wanted) {
   CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
                       SPY_FEAT_STATS | SPY_FEAT_MSGPROF));
   spy_provider_stats st;
-  double end = tu_now_s() + 5;
-  do {
-    usleep(1000);
-    spy_provider_get_stats(p, &st);
-  } while (!st.msgprof_wrapped && tu_now_s() < end);
+  WAIT_STATS(p, st, st.msgprof_wrapped);
   CHECK(st.msgprof_wrapped);
   CHECK(t->ops != orig && t->timing_wanted);
   spy_section sec;
@@ -226,11 +232,7 @@ TEST(msgprof_section_in_data_frames_only_while_wanted) {
   /* Still subscribed, but without MSGPROF: unwrapped, no section. */
   sn.features = SPY_FEAT_STATS;
   sniff_post(&sn, SPY_MSG_SUBSCRIBE, NULL, 0, 0);
-  end = tu_now_s() + 5;
-  do {
-    usleep(1000);
-    spy_provider_get_stats(p, &st);
-  } while (st.msgprof_wrapped && tu_now_s() < end);
+  WAIT_STATS(p, st, !st.msgprof_wrapped);
   CHECK(!st.msgprof_wrapped);
   CHECK(t->ops == orig && !t->timing_wanted);
   spy_frame_begin(p);
@@ -383,11 +385,7 @@ TEST(consumer_killed_mid_sync_leaves_no_segment_file) {
     usleep(10000);
   CHECK_EQ(clock_files(), 0); /* ... removed once it is dropped */
   spy_provider_stats st;
-  end = tu_now_s() + 5;
-  do {
-    usleep(10000);
-    spy_provider_get_stats(p, &st);
-  } while (!st.clock_failures && tu_now_s() < end);
+  WAIT_STATS(p, st, st.clock_failures);
   CHECK_EQ(st.clock_failures, 1); /* the served sync timed out */
   CHECK_EQ(st.clock_syncs, 0);
   CHECK_EQ(st.subscribers, 0);
