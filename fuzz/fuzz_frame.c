@@ -1,11 +1,13 @@
 /* fuzz_frame.c — libFuzzer target for the frame decoder and every section
  * decoder: whatever the bytes, decoding returns an error or a frame whose
- * sections all decode within bounds; never a crash, hang or overread. */
+ * sections all decode within bounds; never a crash, hang or overread. Data
+ * frames are also applied to a consumer state, as a consumer would. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "spyglass/clock.h"
+#include "spyglass/consumer.h"
 #include "spyglass/profiler.h"
 #include "spyglass/wire.h"
 
@@ -109,6 +111,9 @@ static void walk_section(const spy_section *s) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* A stream of frames back to back, as `spyglass decode` reads them. */
   size_t off = 0;
+  spy_state st;
+  if (spy_state_init(&st, 16) < 0)
+    return 0;
   while (off < size) {
     spy_frame f;
     if (spy_frame_decode(data + off, size - off, &f, NULL) < 0)
@@ -117,7 +122,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     spy_section s;
     while (spy_frame_next_section(&f, &cur, &s))
       walk_section(&s);
+    if (f.type == SPY_MSG_DATA)
+      sink += (uint64_t)spy_state_apply(&st, &f, off + 1);
     off += f.len;
   }
+  sink += st.msgprof.n + st.registry.n;
+  spy_state_free(&st);
   return 0;
 }
