@@ -3,14 +3,17 @@
  *
  * A consumer creates the segment spy_clock_segment_name(provider,
  * consumer) and posts a CLOCK request; the service (service.c) checks it
- * comes from a subscriber, pushes a job here and answers READY. This
- * thread opens the segment, answers the rounds (spy_clock_serve) and
- * closes it. Serving blocks for the length of the sync (or up to its
- * timeout if the consumer dies mid-sync), which is why it has a thread of
- * its own: the frame thread and the offload worker never wait for a
- * consumer. The thread starts at the first request (so a provider nobody
- * syncs with has none) and lives until destroy; the service hands it jobs
- * through a single-producer ring and a futex, without a lock.
+ * comes from a subscriber and pushes a job here. This thread opens the
+ * segment, hands the consumer's id back to the service, which posts READY
+ * at its next tick (so READY means "the segment is open and its rounds
+ * are answered at once", and a consumer never waits behind another
+ * consumer's sync), answers the rounds (spy_clock_serve) and closes it. Serving
+ * blocks for the length of the sync (or up to its timeout if the consumer dies
+ * mid-sync), which is why it has a thread of its own: the frame thread and the
+ * offload worker never wait for a consumer. The thread starts at the first
+ * request (so a provider nobody syncs with has none) and lives until destroy;
+ * the service hands it jobs through a single-producer ring and a futex, without
+ * a lock.
  *
  * Cleanup: the consumer created the file and removes it when its sync
  * ends. If it dies first, the service drops it after ack_grace_ms and
@@ -36,6 +39,13 @@ static void run_job(spy_provider *p, const clock_job *j) {
   spy_clock_seg *seg;
   int rc = spy_clock_open(&seg, name, p->desc.dir);
   if (rc == 0) {
+    clock_server *cs = &p->cs;
+    uint32_t h = atomic_load_explicit(&cs->ready_head, memory_order_relaxed);
+    if (h - atomic_load_explicit(&cs->ready_tail, memory_order_acquire) <
+        CLOCK_JOBS) { /* else no READY: the consumer times out */
+      cs->ready[h % CLOCK_JOBS] = j->consumer;
+      atomic_store_explicit(&cs->ready_head, h + 1, memory_order_release);
+    }
     spy_clock_opts o = {.timeout_ms = SERVE_TIMEOUT_MS,
                         .now = p->desc.clock_now,
                         .now_ctx = p->desc.clock_now_ctx,
@@ -89,6 +99,17 @@ int spy__clock_push(spy_provider *p, uint64_t consumer, int cleanup) {
   atomic_store_explicit(&cs->head, h + 1, memory_order_release);
   spy__futex_wake((uint32_t *)&cs->head, 1);
   return 0;
+}
+
+int spy__clock_next_ready(spy_provider *p, uint64_t *consumer) {
+  clock_server *cs = &p->cs;
+  uint32_t t = atomic_load_explicit(&cs->ready_tail, memory_order_relaxed);
+  if (!cs->started ||
+      t == atomic_load_explicit(&cs->ready_head, memory_order_acquire))
+    return 0;
+  *consumer = cs->ready[t % CLOCK_JOBS];
+  atomic_store_explicit(&cs->ready_tail, t + 1, memory_order_release);
+  return 1;
 }
 
 void spy__clock_stop(spy_provider *p) {

@@ -128,7 +128,9 @@ typedef struct clock_job {
   int cleanup; /* 1: remove the consumer's segment file, 0: serve a sync */
 } clock_job;
 
-/* A single-producer (service) single-consumer (clock thread) job ring. */
+/* Two single-producer single-consumer rings: jobs (service -> clock
+ * thread) and segments opened, ready to be announced (clock thread ->
+ * service, which posts READY through the transport). */
 typedef struct clock_server {
   pthread_t th;
   int started, start_failed; /* service thread */
@@ -136,6 +138,8 @@ typedef struct clock_server {
   _Atomic uint32_t head; /* jobs pushed; the clock thread's futex word */
   _Atomic uint32_t tail; /* jobs taken */
   clock_job jobs[CLOCK_JOBS];
+  _Atomic uint32_t ready_head, ready_tail;
+  uint64_t ready[CLOCK_JOBS]; /* consumer ids now being served */
 } clock_server;
 
 /* ---- the provider ------------------------------------------------------ */
@@ -224,6 +228,9 @@ int spy__ops_enter(spy_provider *p);     /* frame thread: 0 = not now */
 void spy__ops_leave(spy_provider *p);
 /* clocksrv.c (service thread, except stop: destroy) */
 int spy__clock_push(spy_provider *p, uint64_t consumer, int cleanup);
+/* Next consumer whose segment the clock thread has opened (to answer
+ * READY), 1; or 0 if none. */
+int spy__clock_next_ready(spy_provider *p, uint64_t *consumer);
 void spy__clock_stop(spy_provider *p);
 
 uint64_t spy__provider_wall_ms(void);

@@ -13,8 +13,8 @@
  *   unsubscribe             drops it
  *   nothing posted for idle_ping_ms while subscribed -> ping
  *   clock request (a subscriber's)
- *                           -> a job for the clock thread (clocksrv.c),
- *                              clock ready
+ *                           -> a job for the clock thread (clocksrv.c);
+ *                              clock ready once it has the segment open
  *   a subscriber that asked for a sync leaves -> its segment file removed
  *   SPY_FEAT_MSGPROF wanted / no longer -> transport wrapped / unwrapped
  *                              (msgprof.c)
@@ -192,11 +192,17 @@ static void on_clock(spy_provider *p, const spy_frame *f, uint64_t now) {
     return; /* subscribers only */
   p->subs[i].last_ack_ms = now;
   p->subs[i].clock_used = 1;
-  if (spy__clock_push(p, m.consumer, 0) < 0)
-    return; /* no READY: the consumer times out */
-  spy_clock_msg ready = {.op = SPY_CLOCK_OP_READY, .rounds = m.rounds,
-                         .provider = p->id, .consumer = m.consumer};
-  post_ctl(p, SPY_MSG_CLOCK, m.consumer, 0, &ready);
+  spy__clock_push(p, m.consumer, 0); /* failed: the consumer times out */
+}
+
+/* READY for every segment the clock thread has opened since last tick. */
+static void clock_ready(spy_provider *p) {
+  uint64_t consumer;
+  while (spy__clock_next_ready(p, &consumer)) {
+    spy_clock_msg ready = {.op = SPY_CLOCK_OP_READY, .provider = p->id,
+                           .consumer = consumer};
+    post_ctl(p, SPY_MSG_CLOCK, consumer, 0, &ready);
+  }
 }
 
 static void on_data_msg(spy_provider *p, const uint8_t *buf, int n,
@@ -306,5 +312,6 @@ void spy__service(void *ctx, int wait_ms) {
       spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   }
   timers(p, mono_ms());
+  clock_ready(p);
   spy__msgprof_tick(p);
 }
