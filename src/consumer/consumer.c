@@ -426,6 +426,7 @@ static void read_discovery(spy_consumer *c) {
         cands[best].info.kind != SPY_PROVIDER_USER)
       best = i;
   if (c->data) { /* the upgrade from a system provider */
+    clock_end(c, SPY_EGONE);
     post_ctl(c, c->data, SPY_MSG_UNSUBSCRIBE);
     spy_channel_close(c->data);
     c->data = NULL;
