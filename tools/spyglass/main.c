@@ -10,8 +10,9 @@ static const struct {
   int (*run)(int argc, char **argv);
   const char *summary;
 } commands[] = {
+    {"demo", cmd_demo, "run the demo scene, inspected live"},
     {"decode", cmd_decode, "print a stream of wire frames as JSON lines"},
-    {"bench", cmd_bench, "run a benchmark (wire)"},
+    {"bench", cmd_bench, "run a benchmark (wire, bus, provider, clock, msgprof)"},
 };
 
 int cli_is_help(const char *arg) {
