@@ -82,6 +82,10 @@ static void provider_main(spy_provider_desc d, int report) {
   const spy_transport_ops *orig = t->ops;
   int orig_timing = t->timing_wanted;
   spy_provider_flush(p); /* orders the reads above before any swap */
+  /* 'R': the test starts its consumer only now, so nobody can have asked
+   * for the profile before the original ops were read. */
+  if (report >= 0 && write(report, "R", 1) != 1)
+    _exit(5);
   uint32_t wrapped = 0;
   for (uint64_t f = 0;; f++) {
     spy_frame_begin(p);
@@ -137,6 +141,7 @@ static void msgprof_rows_grow_and_unsubscribe_unwraps(spy_transport_kind k) {
   int report = -1;
   pid_t pid = spawn_provider(pdesc(k), &report);
   CHECK(report >= 0);
+  CHECK_EQ(read_report(report, 10), 'R');
   spy_consumer *c;
   spy_consumer_desc cd = cdesc(SPY_FEAT_STATS | SPY_FEAT_MSGPROF, 1);
   CHECK_OK(spy_consumer_create(&c, &cd));
