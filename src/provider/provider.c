@@ -130,6 +130,7 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
     return rc;
   }
   p->last_post_ms = spy__mono_ns() / 1000000ull;
+  p->tr_name = p->tr->ops->name;
   if (strcmp(p->tr->ops->name, "inline") == 0)
     atomic_fetch_or(&p->hot.active, ACTIVE_INLINE);
   atomic_store_explicit(&p->ready, 1, memory_order_release);
@@ -169,7 +170,7 @@ void spy_provider_get_desc(const spy_provider *p, spy_provider_desc *out) {
 }
 
 const char *spy_provider_transport_name(const spy_provider *p) {
-  return p->tr->ops->name;
+  return p->tr_name; /* not p->tr->ops: the service may be swapping it */
 }
 
 spy_transport *spy_provider_transport(spy_provider *p) { return p->tr; }

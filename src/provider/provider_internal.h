@@ -191,6 +191,7 @@ struct spy_provider {
   uint64_t id, start_ms;
   spy_channel *disc, *data;
   spy_transport *tr;
+  const char *tr_name; /* "offload" / "inline", read from any thread */
   subscriber subs[MAX_SUBSCRIBERS];
   int nsubs;
   _Atomic uint32_t nsubs_pub;
