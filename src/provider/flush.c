@@ -7,8 +7,9 @@
  * resync) makes every section whole; every checkpoint_ms the registry is
  * sent whole and marked as a checkpoint. While the transport is profiled
  * (msgprof.c) every frame also carries the profiler's summary (MSGPROF),
- * and the encode is timed into the buffer's encode_ns for the profiler. If the pool is empty the flush is
- * dropped and counted; the samples stay in the ring for the next tick.
+ * and the encode is timed into the buffer's encode_ns for the profiler.
+ * If the pool is empty the flush is dropped and counted; the samples stay
+ * in the ring for the next tick.
  *
  * Why here and not on the worker: encoding the samples is a copy of the
  * columns this thread already owns; handing raw columns to the worker to
