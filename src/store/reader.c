@@ -112,7 +112,7 @@ static int index_jsonl(spy_trace_reader *r, char *text, size_t n) {
           r->refs = g;
         }
         srcref *s = &r->refs[r->nrefs];
-        const char *c = p + 28 + 32 + 13; /* `","content":` */
+        const char *c = p + 28 + 32 + 12; /* `","content":` */
         if (spy__hash_parse(p + 28, 32, s->hash) == 0 && c < e) {
           s->p = c;
           s->n = (size_t)(e - c) - 1; /* drop the closing brace */

@@ -11,7 +11,9 @@ static const struct {
   const char *summary;
 } commands[] = {
     {"decode", cmd_decode, "print a stream of wire frames as JSON lines"},
-    {"bench", cmd_bench, "run a benchmark (wire)"},
+    {"bench", cmd_bench, "run a benchmark (wire, trace)"},
+    {"trace", cmd_trace, "summarise a recorded trace (trace summary STORE)"},
+    {"demo", cmd_demo, "run a demo workload (demo build SRC_DIR)"},
 };
 
 int cli_is_help(const char *arg) {
