@@ -686,7 +686,8 @@ int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out) {
                            "session_id=?1",
                            -1, &st, NULL) == SQLITE_OK) {
       sqlite3_bind_text(st, 1, r->session_id, -1, SQLITE_STATIC);
-      if (sqlite3_step(st) == SQLITE_ROW)
+      if (sqlite3_step(st) == SQLITE_ROW &&
+          sqlite3_column_type(st, 0) != SQLITE_NULL)
         out->lost = sqlite3_column_int64(st, 0);
       sqlite3_finalize(st);
     }
@@ -696,7 +697,8 @@ int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out) {
                                  "SELECT actions_lost FROM sessions WHERE "
                                  "session_id=$1",
                                  1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+        !PQgetisnull(res, 0, 0))
       out->lost = atoll(PQgetvalue(res, 0, 0));
     PQclear(res);
   }

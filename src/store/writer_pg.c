@@ -120,6 +120,8 @@ static void put_cell(spy__buf *b, const spy__cell *c) {
   }
 }
 
+static void quiet(void *arg, const char *msg) { (void)arg, (void)msg; }
+
 static int connect_now(pgw *w) {
   if (w->conn && PQstatus(w->conn) == CONNECTION_OK)
     return 0;
@@ -132,7 +134,7 @@ static int connect_now(pgw *w) {
     w->was_down = 1;
     return SPY_ECONNREFUSED;
   }
-  PQsetNoticeProcessor(w->conn, NULL, NULL);
+  PQsetNoticeProcessor(w->conn, quiet, NULL);
   if (w->was_down)
     say(w, 0, "reconnected");
   w->was_down = 0;
@@ -141,7 +143,7 @@ static int connect_now(pgw *w) {
 
 static void put_session_row(pgw *w, spy__buf *b) {
   spy__buf_puts(b, "INSERT INTO sessions(session_id,cwd,created_at,"
-                   "schema_version,actions,actions_lost) VALUES(");
+                   "schema_version) VALUES(");
   lit(b, w->session_id, strlen(w->session_id));
   spy__buf_putc(b, ',');
   lit(b, w->cwd, strlen(w->cwd));
@@ -149,7 +151,7 @@ static void put_session_row(pgw *w, spy__buf *b) {
   spy__buf_i64(b, (int64_t)spy__now_us());
   spy__buf_puts(b, ",");
   spy__buf_i64(b, SPY_TRACE_SCHEMA_VERSION);
-  spy__buf_puts(b, ",0,0) ON CONFLICT DO NOTHING;");
+  spy__buf_puts(b, ") ON CONFLICT DO NOTHING;");
 }
 
 /* The schema version of the server's store, 0 if none. */

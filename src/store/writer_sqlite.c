@@ -139,8 +139,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_bind_text(s, 2, cfg->cwd, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(s, 7, (sqlite3_int64)spy__now_us());
   sqlite3_bind_int(s, 8, SPY_TRACE_SCHEMA_VERSION);
-  sqlite3_bind_int(s, 9, 0);
-  sqlite3_bind_int(s, 10, 0);
+  /* actions / actions_lost stay NULL until a clean close sets them */
   int st = sqlite3_step(s);
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
