@@ -283,6 +283,17 @@ TEST(every_kind_round_trips_through_postgres) {
   CHECK_EQ(compare_store(pg), 0); /* the latest session */
 }
 
+/* Writes every kind as JSON-lines into $SPY_TEST_JSONL_DIR for the
+ * trace_rolldown test, which checks it with @rolldown/debug. */
+TEST(write_every_kind_for_rolldown) {
+  const char *dir = getenv("SPY_TEST_JSONL_DIR");
+  if (!dir) {
+    fprintf(stderr, "  no SPY_TEST_JSONL_DIR: the trace_rolldown test runs this\n");
+    return;
+  }
+  CHECK_EQ(record("jsonl", dir, NULL, NULL), 0);
+}
+
 TEST(catalog_matches_rolldown_kinds) {
   static const char *const names[] = {
       "SessionMeta", "BuildStart", "BuildEnd", "ModuleGraphReady",
@@ -590,6 +601,7 @@ TEST_MAIN(TEST_CASE(catalog_matches_rolldown_kinds),
           TEST_CASE(every_kind_round_trips_through_jsonl),
           TEST_CASE(every_kind_round_trips_through_sqlite),
           TEST_CASE(every_kind_round_trips_through_postgres),
+          TEST_CASE(write_every_kind_for_rolldown),
           TEST_CASE(same_source_emitted_n_times_is_stored_once),
           TEST_CASE(two_sessions_in_one_process_are_isolated),
           TEST_CASE(default_location_is_under_the_desc_cwd),
