@@ -372,6 +372,7 @@ typedef struct spy_trace_stats {
   uint64_t source_bytes;  /* bytes of distinct payloads */
   uint64_t saved_bytes;   /* bytes not stored thanks to dedup */
   uint64_t writer_errors; /* failures the writer reported */
+  uint64_t writer_ns;     /* writer thread busy time: decode … commit */
   uint32_t builds;        /* builds begun */
 } spy_trace_stats;
 

@@ -38,10 +38,22 @@ void spy__buf_putc(spy__buf *b, char c) {
     b->p[b->len++] = c;
 }
 
-void spy__buf_i64(spy__buf *b, int64_t v) {
+void spy__buf_u64(spy__buf *b, uint64_t v) {
   char t[24];
-  int n = snprintf(t, sizeof t, "%lld", (long long)v);
-  spy__buf_put(b, t, (size_t)n);
+  int i = 24;
+  do {
+    t[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  spy__buf_put(b, t + i, (size_t)(24 - i));
+}
+
+void spy__buf_i64(spy__buf *b, int64_t v) {
+  if (v < 0) {
+    spy__buf_putc(b, '-');
+    spy__buf_u64(b, 0 - (uint64_t)v);
+  } else
+    spy__buf_u64(b, (uint64_t)v);
 }
 
 void spy__buf_free(spy__buf *b) {
@@ -50,40 +62,37 @@ void spy__buf_free(spy__buf *b) {
 }
 
 /* Escapes only what JSON requires; bytes >= 0x80 pass through (sources
- * are UTF-8; invalid sequences are the source's own). */
+ * are UTF-8; invalid sequences are the source's own). Reserves the worst
+ * case once, then copies runs that need no escape. */
 void spy__json_str(spy__buf *b, const char *s, size_t n) {
   static const char hx[] = "0123456789abcdef";
-  if (spy__buf_reserve(b, n + 2) < 0)
+  if (spy__buf_reserve(b, 6 * n + 2) < 0)
     return;
-  b->p[b->len++] = '"';
-  size_t run = 0;
+  char *o = b->p + b->len;
+  *o++ = '"';
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (c >= 0x20 && c != '"' && c != '\\')
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      *o++ = (char)c;
       continue;
-    spy__buf_put(b, s + run, i - run);
-    run = i + 1;
-    char e[6] = {'\\', 0};
-    size_t el = 2;
-    switch (c) {
-    case '"': e[1] = '"'; break;
-    case '\\': e[1] = '\\'; break;
-    case '\n': e[1] = 'n'; break;
-    case '\t': e[1] = 't'; break;
-    case '\r': e[1] = 'r'; break;
-    default:
-      e[1] = 'u';
-      spy__buf_put(b, e, 2);
-      e[0] = '0';
-      e[1] = '0';
-      e[2] = hx[c >> 4];
-      e[3] = hx[c & 15];
-      el = 4;
     }
-    spy__buf_put(b, e, el);
+    *o++ = '\\';
+    switch (c) {
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '\n': *o++ = 'n'; break;
+    case '\t': *o++ = 't'; break;
+    case '\r': *o++ = 'r'; break;
+    default:
+      *o++ = 'u';
+      *o++ = '0';
+      *o++ = '0';
+      *o++ = hx[c >> 4];
+      *o++ = hx[c & 15];
+    }
   }
-  spy__buf_put(b, s + run, n - run);
-  spy__buf_putc(b, '"');
+  *o++ = '"';
+  b->len = (size_t)(o - b->p);
 }
 
 static void put_val(spy__buf *b, const spy_trace_kind *rec,
@@ -135,18 +144,20 @@ static void put_val(spy__buf *b, const spy_trace_kind *rec,
 
 void spy__trace_json(spy__buf *b, const char *session_id,
                      const spy_trace_action *a) {
-  char ts[48];
-  int n = snprintf(ts, sizeof ts, "{\"timestamp\":\"%llu\",\"session_id\":",
-                   (unsigned long long)(a->ts_us / 1000u));
-  spy__buf_put(b, ts, (size_t)n);
+  spy__buf_puts(b, "{\"timestamp\":\"");
+  spy__buf_u64(b, a->ts_us / 1000u);
+  spy__buf_puts(b, "\",\"session_id\":");
   spy__json_str(b, session_id, strlen(session_id));
   if (a->build) {
-    n = snprintf(ts, sizeof ts, ",\"build_id\":\"%u\"", (unsigned)a->build);
-    spy__buf_put(b, ts, (size_t)n);
+    spy__buf_puts(b, ",\"build_id\":\"");
+    spy__buf_u64(b, a->build);
+    spy__buf_putc(b, '"');
   }
-  n = snprintf(ts, sizeof ts, ",\"seq\":%llu,\"ts_us\":%llu,\"action\":",
-               (unsigned long long)a->seq, (unsigned long long)a->ts_us);
-  spy__buf_put(b, ts, (size_t)n);
+  spy__buf_puts(b, ",\"seq\":");
+  spy__buf_u64(b, a->seq);
+  spy__buf_puts(b, ",\"ts_us\":");
+  spy__buf_u64(b, a->ts_us);
+  spy__buf_puts(b, ",\"action\":");
   spy__json_str(b, a->name, a->name_len);
   /* the fields, flattened into the event object */
   const spy_trace_kind *k = a->kind;

@@ -1,6 +1,6 @@
 /* reader.c — one reader over the three stores. Each store yields the
  * session's actions as JSON-lines text in seq order (logs.json and
- * meta.json; the actions table of SQLite or PostgreSQL) and payloads by
+ * meta.json; the action_batches of SQLite or PostgreSQL) and payloads by
  * content id (StringRef lines; the sources table); everything else —
  * builds, modules, imports, hook calls, the summary — is derived from the
  * action stream the same way for all three. A store whose schema version
@@ -49,8 +49,10 @@ struct spy_trace_reader {
   /* pg */
   PGconn *pg;
   PGresult *rows;
-  /* iteration */
+  /* iteration: SQL stores unpack one action batch at a time */
   size_t pos;
+  spy__buf btext;
+  size_t boff;
   spy_trace_arena arena, sarena; /* actions; payload lookups */
   spy__buf buf;
 };
@@ -200,8 +202,8 @@ static int open_sqlite(spy_trace_reader *r, const char *path,
       return seterr(r, SPY_ENOENT, "%s: no session", path);
   }
   if (sqlite3_prepare_v2(r->db,
-                         "SELECT payload FROM actions WHERE session_id=?1 "
-                         "ORDER BY seq",
+                         "SELECT codec, size, data FROM action_batches WHERE "
+                         "session_id=?1 ORDER BY first_seq",
                          -1, &r->iter, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(r->db,
                          "SELECT size, codec, content FROM sources WHERE "
@@ -237,9 +239,9 @@ static int open_pg(spy_trace_reader *r, const char *conninfo) {
   }
   const char *params[1] = {r->session_id};
   r->rows = PQexecParams(r->pg,
-                         "SELECT payload::text FROM actions WHERE "
-                         "session_id=$1 ORDER BY seq",
-                         1, NULL, params, NULL, NULL, 0);
+                         "SELECT codec, size, data FROM action_batches WHERE "
+                         "session_id=$1 ORDER BY first_seq",
+                         1, NULL, params, NULL, NULL, 1);
   if (PQresultStatus(r->rows) != PGRES_TUPLES_OK)
     return seterr(r, SPY_EIO, "postgres: %s", PQerrorMessage(r->pg));
   return 0;
@@ -295,41 +297,80 @@ void spy_trace_reader_close(spy_trace_reader *r) {
   spy_trace_arena_free(&r->arena);
   spy_trace_arena_free(&r->sarena);
   spy__buf_free(&r->buf);
+  spy__buf_free(&r->btext);
   free(r->session_id);
   free(r);
 }
 
 int spy_trace_reader_rewind(spy_trace_reader *r) {
   r->pos = 0;
+  r->btext.len = 0;
+  r->boff = 0;
   if (r->iter)
     sqlite3_reset(r->iter);
   return 0;
+}
+
+static uint64_t be64(const char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++)
+    v = v << 8 | (unsigned char)p[i];
+  return v;
+}
+
+/* The next JSON line of the session: 1 and p/n, 0 at the end. */
+static int next_line(spy_trace_reader *r, const char **p, size_t *n) {
+  if (r->type == ST_JSONL) {
+    if (r->pos >= r->nlines)
+      return 0;
+    *p = r->lines[r->pos].p;
+    *n = r->lines[r->pos].n;
+    r->pos++;
+    return 1;
+  }
+  while (r->boff >= r->btext.len) { /* unpack the next batch */
+    int rc;
+    if (r->type == ST_SQLITE) {
+      int s = sqlite3_step(r->iter);
+      if (s == SQLITE_DONE)
+        return 0;
+      if (s != SQLITE_ROW)
+        return seterr(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(r->db));
+      rc = spy__src_unpack(&r->btext, sqlite3_column_int(r->iter, 0),
+                           sqlite3_column_blob(r->iter, 2),
+                           (size_t)sqlite3_column_bytes(r->iter, 2),
+                           (size_t)sqlite3_column_int64(r->iter, 1));
+    } else {
+      if (!r->rows || r->pos >= (size_t)PQntuples(r->rows))
+        return 0;
+      int row = (int)r->pos++;
+      rc = spy__src_unpack(&r->btext, (int)be64(PQgetvalue(r->rows, row, 0)),
+                           PQgetvalue(r->rows, row, 2),
+                           (size_t)PQgetlength(r->rows, row, 2),
+                           (size_t)be64(PQgetvalue(r->rows, row, 1)));
+    }
+    if (rc < 0)
+      return seterr(r, rc, "a corrupt action batch%s", NULL);
+    r->boff = 0;
+  }
+  const char *s = r->btext.p + r->boff;
+  const char *e = memchr(s, '\n', r->btext.len - r->boff);
+  size_t len = e ? (size_t)(e - s) : r->btext.len - r->boff;
+  r->boff += len + 1;
+  *p = s;
+  *n = len;
+  return 1;
 }
 
 int spy_trace_reader_next(spy_trace_reader *r, spy_trace_action *a) {
   for (;;) {
     const char *p = NULL;
     size_t n = 0;
-    if (r->type == ST_JSONL) {
-      if (r->pos >= r->nlines)
-        return 0;
-      p = r->lines[r->pos].p;
-      n = r->lines[r->pos].n;
-    } else if (r->type == ST_SQLITE) {
-      int s = sqlite3_step(r->iter);
-      if (s == SQLITE_DONE)
-        return 0;
-      if (s != SQLITE_ROW)
-        return seterr(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(r->db));
-      p = (const char *)sqlite3_column_text(r->iter, 0);
-      n = (size_t)sqlite3_column_bytes(r->iter, 0);
-    } else {
-      if (!r->rows || r->pos >= (size_t)PQntuples(r->rows))
-        return 0;
-      p = PQgetvalue(r->rows, (int)r->pos, 0);
-      n = (size_t)PQgetlength(r->rows, (int)r->pos, 0);
-    }
-    r->pos++;
+    int got = next_line(r, &p, &n);
+    if (got <= 0)
+      return got;
+    if (n == 0)
+      continue;
     spy_trace_arena_reset(&r->arena);
     spy__jv o;
     int rc = spy__json_parse(p, n, &r->arena, &o);

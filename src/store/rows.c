@@ -3,11 +3,13 @@
  *
  * Tables follow the reference sketch (sessions, builds, modules,
  * module_imports, chunks, chunk_imports, sources, hook_calls, assets) plus
- * actions, which keeps every action's JSON-lines form in seq order (the
- * readers iterate it; application kinds land only there). Per-kind views
- * (act_<snake>) are derived from the catalog. A hook call becomes one
- * hook_calls row when its End arrives; its Start waits here until then.
- * Times are µs since the epoch.
+ * action_batches: every action's JSON-lines form, in seq order, one
+ * zstd-compressed blob per writer batch — the full-fidelity log the
+ * readers iterate (application kinds land only there), at a fraction of
+ * the bytes of one row per action. A hook call becomes one hook_calls row
+ * when its End arrives; its Start waits here until then. Times are µs
+ * since the epoch. Indexes serve the common questions: slowest hooks per
+ * plugin, the import graph of a build, what a plugin did to a module.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +49,9 @@ const spy__table spy__tables[SPY__T_COUNT] = {
                        "session_id,build_id,filename,chunk_id,size,"
                        "content_source_id",
                        "TITIIT", NULL},
-    [SPY__T_ACTIONS] = {"actions", "session_id,seq,build_id,ts,action,payload",
-                        "TIIITJ", "session_id,seq"},
+    [SPY__T_BATCHES] = {"action_batches",
+                        "session_id,first_seq,last_seq,count,codec,size,data",
+                        "TIIIIIB", "session_id,first_seq"},
 };
 
 const char *const spy__indexes[] = {
@@ -67,7 +70,6 @@ const char *const spy__indexes[] = {
     "CREATE INDEX IF NOT EXISTS chunk_imports_build ON chunk_imports"
     "(session_id, build_id)",
     "CREATE INDEX IF NOT EXISTS assets_build ON assets(session_id, build_id)",
-    "CREATE INDEX IF NOT EXISTS actions_kind ON actions(session_id, action)",
     NULL};
 
 void spy__schema_sql(spy__buf *b, int pg) {
@@ -98,37 +100,12 @@ void spy__schema_sql(spy__buf *b, int pg) {
     }
     spy__buf_puts(b, ");\n");
   }
+}
+
+void spy__index_sql(spy__buf *b) {
   for (int i = 0; spy__indexes[i]; i++) {
     spy__buf_puts(b, spy__indexes[i]);
     spy__buf_puts(b, ";\n");
-  }
-}
-
-void spy__views_sql(spy__buf *b, int pg) {
-  for (int k = 1; k <= SPY_TRACE_KIND_COUNT; k++) {
-    const spy_trace_kind *kd = spy_trace_kinds[k];
-    spy__buf_puts(b, pg ? "CREATE OR REPLACE VIEW act_"
-                        : "CREATE VIEW IF NOT EXISTS act_");
-    spy__buf_puts(b, kd->snake);
-    spy__buf_puts(b, " AS SELECT session_id, seq, build_id, ts");
-    for (uint32_t i = 0; i < kd->nfields; i++) {
-      const char *n = kd->fields[i].name;
-      spy__buf_puts(b, ", ");
-      if (pg) {
-        spy__buf_puts(b, "payload->>'");
-        spy__buf_puts(b, n);
-        spy__buf_puts(b, "'");
-      } else {
-        spy__buf_puts(b, "json_extract(payload, '$.");
-        spy__buf_puts(b, n);
-        spy__buf_puts(b, "')");
-      }
-      spy__buf_puts(b, " AS ");
-      spy__buf_puts(b, n);
-    }
-    spy__buf_puts(b, " FROM actions WHERE action = '");
-    spy__buf_puts(b, kd->name);
-    spy__buf_puts(b, "';\n");
   }
 }
 
@@ -223,7 +200,7 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
   c[3] = I((int64_t)a->ts_us);
   c[4] = T(a->name, a->name_len);
   c[5] = T(r->json, r->json_len);
-  if ((rc = sink(arg, SPY__T_ACTIONS, c)) < 0)
+  if ((rc = sink(arg, SPY__ROW_ACTION, c)) < 0)
     return rc;
   const spy_trace_kind *k = a->kind;
   if (!k)

@@ -9,7 +9,10 @@
  * offset 0; a record larger than a quarter of the ring is copied to the
  * heap and queued as a pointer. The writer takes every complete record
  * present (up to a batch), processes them without the lock, then frees
- * their space in one step and commits.
+ * their space in one step and commits. Emitters wake the writer only when
+ * work appears after idleness or the queue passes an eighth full; a woken
+ * writer lets a batch gather for up to 2 ms, so a futex wake is paid per
+ * batch, not per action.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +25,9 @@
 #include "store.h"
 
 #define MARK_WRAP 0u
+#define WAIT_IDLE 1
+#define WAIT_GATHER 2
+#define GATHER_NS 2000000 /* a batch gathers for at most 2 ms */
 #define MARK_HEAP 1u
 #define HEAP_REC 16u
 
@@ -210,13 +216,26 @@ static size_t process(spy_trace *t, const uint8_t *p, spy_trace_stats *st) {
 
 static void *writer_main(void *arg) {
   spy_trace *t = arg;
+  pthread_setname_np(pthread_self(), "spy-trace-wr");
   pthread_mutex_lock(&t->mu);
   for (;;) {
     while (t->used == 0 && !t->closing && !t->flush_req) {
-      t->writer_waiting = 1;
+      t->writer_waiting = WAIT_IDLE;
       pthread_cond_wait(&t->nonempty, &t->mu);
-      t->writer_waiting = 0;
     }
+    /* let a batch gather (bounded latency) unless the queue is filling */
+    if (t->used < t->qcap / 8 && !t->closing && !t->flush_req) {
+      struct timespec dl;
+      clock_gettime(CLOCK_REALTIME, &dl);
+      dl.tv_nsec += GATHER_NS;
+      if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+      }
+      t->writer_waiting = WAIT_GATHER;
+      pthread_cond_timedwait(&t->nonempty, &t->mu, &dl);
+    }
+    t->writer_waiting = 0;
     if (t->used == 0 && t->flush_req && !t->closing) {
       t->flush_req = 0;
       pthread_cond_broadcast(&t->committed_cv);
@@ -229,6 +248,7 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&t->mu);
 
     spy_trace_stats st = {0};
+    uint64_t busy0 = mono_ns();
     size_t taken = 0;
     uint32_t n = 0;
     while (taken < avail && n < t->batch) {
@@ -244,12 +264,23 @@ static void *writer_main(void *arg) {
       head += l;
       taken += l;
       n++;
+      if ((n & 63) == 0) { /* hand space back early: the emitter may wait */
+        pthread_mutex_lock(&t->mu);
+        t->head = head;
+        t->used -= taken;
+        avail -= taken;
+        taken = 0;
+        pthread_cond_broadcast(&t->space);
+        pthread_mutex_unlock(&t->mu);
+      }
     }
     int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
     if (rc < 0)
       report(t, rc, "committing a batch failed");
 
+    uint64_t busy = mono_ns() - busy0;
     pthread_mutex_lock(&t->mu);
+    t->st.writer_ns += busy;
     t->head = head;
     t->used -= taken;
     if (t->used == 0)
@@ -334,8 +365,13 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   t->used += waste + slot;
   t->st.emitted++;
   t->st.queued_bytes += (uint64_t)need;
-  if (t->writer_waiting)
+  /* wake the writer once when work appears, and once more when a
+   * gathering batch grows large; not per action */
+  if (t->writer_waiting == WAIT_IDLE ||
+      (t->writer_waiting == WAIT_GATHER && t->used >= t->qcap / 8)) {
+    t->writer_waiting = 0;
     pthread_cond_signal(&t->nonempty);
+  }
   pthread_mutex_unlock(&t->mu);
   return 0;
 }
@@ -440,6 +476,8 @@ int spy_trace_create(const spy_trace_desc *desc, spy_trace **out) {
     spy_trace_destroy(t);
     return SPY_ENOMEM;
   }
+  /* touch every page now: no page fault on the emitting thread later */
+  memset(t->ring, 0xA5, t->qcap); /* nonzero: not folded into calloc */
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->nonempty, NULL);
   pthread_cond_init(&t->space, NULL);

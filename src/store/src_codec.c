@@ -1,5 +1,6 @@
-/* src_codec.c — source blobs at rest: zstd-compressed when that saves
- * space, raw otherwise; and mkdir -p for the writers' directories. */
+/* src_codec.c — blobs at rest: source payloads and action batches,
+ * zstd-compressed when that saves space, raw otherwise; and mkdir -p for
+ * the writers' directories. */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,12 +9,15 @@
 
 #include "store.h"
 
-int spy__src_pack(spy__buf *out, const char *p, size_t n) {
+int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
+                  int level) {
   out->len = 0;
-  if (n >= 128) {
+  if (n >= 128 && !*cctx)
+    *cctx = ZSTD_createCCtx(); /* reused: a context per call costs faults */
+  if (n >= 128 && *cctx) {
     size_t bound = ZSTD_compressBound(n);
     if (spy__buf_reserve(out, bound) == 0) {
-      size_t z = ZSTD_compress(out->p, bound, p, n, 3);
+      size_t z = ZSTD_compressCCtx(*cctx, out->p, bound, p, n, level);
       if (!ZSTD_isError(z) && z < n - n / 16) {
         out->len = z;
         return SPY__CODEC_ZSTD;
@@ -36,11 +40,48 @@ int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
     return SPY_EBADVALUE;
   if (spy__buf_reserve(out, size + 1) < 0)
     return out->err;
-  size_t r = ZSTD_decompress(out->p, size + 1, p, n);
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  size_t r = d ? ZSTD_decompressDCtx(d, out->p, size + 1, p, n) : 1;
+  ZSTD_freeDCtx(d);
+  if (!d)
+    return SPY_ENOMEM;
   if (ZSTD_isError(r) || r != size)
     return SPY_EBADVALUE;
   out->len = r;
   return 0;
+}
+
+void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *json,
+                     size_t n) {
+  if (!b->n)
+    b->first = seq;
+  b->last = seq;
+  b->n++;
+  spy__buf_put(&b->text, json, n);
+  spy__buf_putc(&b->text, '\n');
+}
+
+int spy__abatch_pack(spy__abatch *b) {
+  return spy__src_pack(&b->packed, &b->cctx, b->text.p ? b->text.p : "",
+                       b->text.len, 1);
+}
+
+void spy__abatch_clear(spy__abatch *b) {
+  b->text.len = 0;
+  b->packed.len = 0;
+  b->n = 0;
+  b->first = b->last = 0;
+}
+
+void spy__abatch_free(spy__abatch *b) {
+  spy__buf_free(&b->text);
+  spy__buf_free(&b->packed);
+  spy__src_pack_free(&b->cctx);
+}
+
+void spy__src_pack_free(void **cctx) {
+  ZSTD_freeCCtx(*cctx);
+  *cctx = NULL;
 }
 
 int spy__mkdirs(const char *path) {

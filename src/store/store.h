@@ -21,6 +21,7 @@ void spy__buf_put(spy__buf *b, const void *p, size_t n);
 void spy__buf_puts(spy__buf *b, const char *s);
 void spy__buf_putc(spy__buf *b, char c);
 void spy__buf_i64(spy__buf *b, int64_t v);
+void spy__buf_u64(spy__buf *b, uint64_t v);
 void spy__buf_free(spy__buf *b);
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -67,7 +68,10 @@ typedef struct spy__table {
 } spy__table;
 enum { SPY__T_SESSIONS, SPY__T_BUILDS, SPY__T_MODULES, SPY__T_MODULE_IMPORTS,
        SPY__T_CHUNKS, SPY__T_CHUNK_IMPORTS, SPY__T_SOURCES, SPY__T_HOOK_CALLS,
-       SPY__T_ASSETS, SPY__T_ACTIONS, SPY__T_COUNT };
+       SPY__T_ASSETS, SPY__T_BATCHES, SPY__T_COUNT };
+/* Not a table: the action itself (session, seq, build, ts, name, json),
+ * which writers append to their current action batch. */
+#define SPY__ROW_ACTION (-1)
 extern const spy__table spy__tables[SPY__T_COUNT];
 /* Index statements (dialect-neutral). */
 extern const char *const spy__indexes[];
@@ -90,17 +94,33 @@ void spy__rows_free(spy__rows *m);
 typedef int (*spy__row_sink)(void *arg, int table, const spy__cell *cells);
 int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
                   void *arg);
-/* The per-kind views derived from the catalog: appends one CREATE VIEW per
- * kind; pg selects the PostgreSQL dialect. */
-void spy__views_sql(spy__buf *b, int pg);
 /* CREATE TABLE statements for every table; pg selects the dialect. */
 void spy__schema_sql(spy__buf *b, int pg);
+/* CREATE INDEX statements (both dialects). */
+void spy__index_sql(spy__buf *b);
+
+/* One writer batch of actions as JSON lines, compressed into one
+ * action_batches row. Zero-initialise. */
+typedef struct spy__abatch {
+  spy__buf text, packed;
+  void *cctx;
+  uint64_t first, last;
+  uint32_t n;
+} spy__abatch;
+void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *json, size_t n);
+/* Compresses the batch into b->packed; returns the codec. */
+int spy__abatch_pack(spy__abatch *b);
+void spy__abatch_clear(spy__abatch *b);
+void spy__abatch_free(spy__abatch *b);
 
 /* ---- source blobs ------------------------------------------------------------ */
 enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1 };
 /* Compresses p[0..n) into out (reset first) when it pays; returns the
- * codec used. */
-int spy__src_pack(spy__buf *out, const char *p, size_t n);
+ * codec used. *cctx is the caller's reusable zstd context (NULL at first;
+ * release it with spy__src_pack_free). */
+int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
+                  int level);
+void spy__src_pack_free(void **cctx);
 /* Decodes a stored blob into out. Returns 0, SPY_EBADVALUE. */
 int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
                     size_t size);

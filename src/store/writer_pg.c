@@ -1,6 +1,7 @@
 /* writer_pg.c — the PostgreSQL writer (libpq): the same schema as SQLite,
  * one transaction per batch, rows sent with COPY (sources through a staging
- * table so a payload already stored is skipped).
+ * table so a payload already stored is skipped), the batch's actions as one
+ * compressed action_batches row.
  *
  * A server that goes away: the failed batch and the ones after it are kept
  * in memory, up to retry_bytes; over that the oldest batch is dropped and
@@ -31,6 +32,8 @@ typedef struct pgw {
   PGconn *conn;
   char *conninfo, *session_id, *cwd;
   spy__rows *rows;
+  spy__abatch ab;
+  void *cctx;
   spy__buf pack;
   batch *cur, *head, *tail; /* pending list: head oldest */
   size_t pending_bytes, retry_bytes;
@@ -180,7 +183,7 @@ static int setup(pgw *w) {
   spy__buf sql = {0};
   spy__buf_puts(&sql, "BEGIN;");
   spy__schema_sql(&sql, 1);
-  spy__views_sql(&sql, 1);
+  spy__index_sql(&sql);
   char ins[160];
   snprintf(ins, sizeof ins,
            "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
@@ -237,6 +240,10 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
 static int sink(void *arg, int table, const spy__cell *c) {
   pgw *w = arg;
   batch *b = w->cur;
+  if (table == SPY__ROW_ACTION) {
+    spy__abatch_add(&w->ab, (uint64_t)c[1].i, c[5].s, c[5].n);
+    return w->ab.text.err;
+  }
   if (table == SPY__T_SESSIONS || (table == SPY__T_BUILDS && c[2].kind == 0)) {
     spy__buf *x = &b->extra;
     if (table == SPY__T_SESSIONS) {
@@ -283,7 +290,7 @@ static int pg_source(void *state, const uint64_t hash[2], const char *p,
   pgw *w = state;
   char id[33];
   spy_trace_hash_hex(hash, id);
-  int codec = spy__src_pack(&w->pack, p, n);
+  int codec = spy__src_pack(&w->pack, &w->cctx, p, n, 1);
   if (w->pack.err)
     return w->pack.err;
   spy__cell c[4] = {{SPY__COL_TEXT, 0, id, 32},
@@ -412,6 +419,23 @@ static int drain(pgw *w, int force) {
 static int pg_commit(void *state) {
   pgw *w = state;
   batch *b = w->cur;
+  if (w->ab.n) {
+    int codec = spy__abatch_pack(&w->ab);
+    spy__cell c[7] = {
+        {SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
+        {SPY__COL_INT, (int64_t)w->ab.first, NULL, 0},
+        {SPY__COL_INT, (int64_t)w->ab.last, NULL, 0},
+        {SPY__COL_INT, w->ab.n, NULL, 0},
+        {SPY__COL_INT, codec, NULL, 0},
+        {SPY__COL_INT, (int64_t)w->ab.text.len, NULL, 0},
+        {SPY__COL_BLOB, 0, w->ab.packed.p ? w->ab.packed.p : "",
+         w->ab.packed.len}};
+    int rc = w->ab.packed.err ? w->ab.packed.err
+                              : sink(w, SPY__T_BATCHES, c);
+    spy__abatch_clear(&w->ab);
+    if (rc < 0)
+      return rc;
+  }
   if (b->actions || b->copy[SPY__T_SOURCES].len) {
     for (int t = 0; t < SPY__T_COUNT; t++)
       if (b->copy[t].err || b->extra.err)
@@ -481,7 +505,9 @@ static int64_t pg_close(void *state) {
     PQfinish(w->conn);
   free_batch(w->cur);
   spy__rows_free(w->rows);
+  spy__abatch_free(&w->ab);
   spy__buf_free(&w->pack);
+  spy__src_pack_free(&w->cctx);
   free(w->conninfo);
   free(w->session_id);
   free(w->cwd);

@@ -12,6 +12,8 @@ static const struct {
   const char *summary;
 } benches[] = {
     {"wire", bench_wire, "frame encode/decode of a stats flush vs memcpy"},
+    {"trace", bench_trace,
+     "demo build untraced vs each trace writer vs the naive baseline"},
 };
 
 static void help(FILE *f) {

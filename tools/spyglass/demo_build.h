@@ -27,6 +27,7 @@ typedef struct demo_build_result {
   double build_ms;     /* the build alone (emitting included) */
   spy_trace_stats st;  /* traced runs */
   int64_t not_stored;  /* actions the store did not get */
+  uint64_t naive_ns;   /* naive mode: time spent serialising and writing */
   char session_id[64];
   char trace_dir[4200];
 } demo_build_result;
