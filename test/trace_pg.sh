@@ -28,8 +28,8 @@ grep -q '^not stored  0 actions$' "$work/s1.txt" || fail "summary lost"
 sid=$(sed -n 's/.*session \([^,]*\),.*/\1/p' "$work/b1.txt")
 [ "$(pg_sql "select count(*) from hook_calls where hook_type='transform' and session_id='$sid'")" -eq 1000 ] ||
   fail "hook_calls"
-[ "$(pg_sql "select count(*) from act_hook_load_call_end where session_id='$sid'")" -eq 200 ] ||
-  fail "view"
+[ "$(pg_sql "select count(*) from modules where session_id='$sid'")" -eq 200 ] ||
+  fail "modules"
 
 # The server goes away mid-build; the build keeps going (buffered).
 slow_build() { # out_dir extra-args… ; runs in the background, sets pid
@@ -39,7 +39,7 @@ slow_build() { # out_dir extra-args… ; runs in the background, sets pid
 }
 wait_rows() { # waits until the store holds more than $1 actions
   for _ in $(seq 200); do
-    n=$(pg_sql "select count(*) from actions" 2>/dev/null || echo 0)
+    n=$(pg_sql "select coalesce(sum(count),0) from action_batches" 2>/dev/null || echo 0)
     [ "${n:-0}" -gt "$1" ] && return 0
     sleep 0.02
   done
@@ -47,7 +47,7 @@ wait_rows() { # waits until the store holds more than $1 actions
 }
 
 echo "== server away mid-build, back in time"
-before=$(pg_sql "select count(*) from actions")
+before=$(pg_sql "select coalesce(sum(count),0) from action_batches")
 slow_build out2 --retry-ms 20000
 wait_rows "$before"
 pg_down
@@ -67,7 +67,7 @@ assert s["actions"] == int(sys.argv[2]), (s["actions"], sys.argv[2])
 PY
 
 echo "== server away too long for the retry budget"
-before=$(pg_sql "select count(*) from actions")
+before=$(pg_sql "select coalesce(sum(count),0) from action_batches")
 slow_build out3 --retry-bytes 1 --retry-ms 20000
 wait_rows "$before"
 pg_down
