@@ -281,6 +281,14 @@ int64_t spy_trace_encode_action(const spy_trace_action *a, void *buf,
 int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
                      spy_trace_action *out);
 
+/* A TRACE section (SPY_SEC_TRACE, in a SPY_MSG_TRACE frame) carries one or
+ * more records back to back. Iterates them: *off starts at 0; returns 1
+ * and fills *out (tree in arena), 0 at the end, or the record's decode
+ * error (the section is then malformed; stop). Needs spyglass/wire.h's
+ * spy_section; pass its data and len. */
+int spy_trace_section_next(const void *data, size_t len, size_t *off,
+                           spy_trace_arena *arena, spy_trace_action *out);
+
 /* Checks a decoded REC against a descriptor: field count and types.
  * Returns 0 or SPY_EBADVALUE. */
 int spy_trace_check(const spy_trace_kind *kind, const spy_trace_val *rec);

@@ -366,6 +366,8 @@ int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
   a.seq = rd64(b + 8);
   a.ts_us = rd64(b + 16);
   a.build = rd32(b + 24);
+  if (rd32(b + 28) != 0) /* reserved */
+    return SPY_EBADVALUE;
   a.name = (const char *)b + HDR;
   a.name_len = nl;
   if (id > SPY_TRACE_KIND_COUNT)
@@ -387,6 +389,18 @@ int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
     return rc;
   *out = a;
   return (int)bytes;
+}
+
+int spy_trace_section_next(const void *data, size_t len, size_t *off,
+                           spy_trace_arena *arena, spy_trace_action *out) {
+  if (*off >= len)
+    return 0;
+  int rc = spy_trace_decode((const uint8_t *)data + *off, len - *off, arena,
+                            out);
+  if (rc < 0)
+    return rc;
+  *off += (size_t)rc;
+  return 1;
 }
 
 /* ---- validation ------------------------------------------------------------ */
