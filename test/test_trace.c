@@ -7,6 +7,7 @@
  * The PostgreSQL case needs SPY_TEST_PG (a conninfo): the trace_pg CTest
  * (test/trace_pg.sh) starts a real server, sets it and runs that case;
  * here, without it, the case says so and does nothing. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,6 +465,38 @@ TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
   CHECK_EQ(k.n, 2001);
 }
 
+static void *emit_thread(void *arg) {
+  spy_trace *t = arg;
+  static const char src[] = "static int x;\n";
+  for (int i = 0; i < 1000; i++)
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){"m", {src, sizeof src - 1},
+                                                "p", 0, "c", 0});
+  return NULL;
+}
+
+TEST(threads_emit_into_one_session) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .ops = &slow_ops, .ops_arg = &k,
+                      .queue_bytes = 65536};
+  CHECK_OK(spy_trace_create(&d, &t));
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++)
+    CHECK(pthread_create(&th[i], NULL, emit_thread, t) == 0);
+  for (int i = 0; i < 4; i++)
+    pthread_join(th[i], NULL);
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.emitted, 4000);
+  CHECK_EQ(st.written, 4000);
+  CHECK_EQ(st.sources, 1);
+  spy_trace_destroy(t);
+  CHECK_EQ(k.n, 4000);
+}
+
 TEST(emit_rejects_a_missing_required_field) {
   capture k;
   memset(&k, 0, sizeof k);
@@ -607,6 +640,7 @@ TEST_MAIN(TEST_CASE(catalog_matches_rolldown_kinds),
           TEST_CASE(default_location_is_under_the_desc_cwd),
           TEST_CASE(disabled_session_never_calls_the_writer),
           TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
+          TEST_CASE(threads_emit_into_one_session),
           TEST_CASE(emit_rejects_a_missing_required_field),
           TEST_CASE(create_rejects_bad_descs),
           TEST_CASE(application_kind_goes_through_the_same_path),
