@@ -32,6 +32,7 @@ install: build
 
 bench: build
 	@$(BUILD)/spyglass bench wire
+	@$(BUILD)/spyglass bench trace
 
 clean:
 	rm -rf build

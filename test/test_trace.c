@@ -295,6 +295,83 @@ TEST(write_every_kind_for_rolldown) {
   CHECK_EQ(record("jsonl", dir, NULL, NULL), 0);
 }
 
+typedef struct seen {
+  int builds, ended, modules, external, imports, calls, transform_in;
+  char last_import[64];
+} seen;
+static int on_build(void *arg, const spy_trace_build_info *b) {
+  seen *s = arg;
+  s->builds++;
+  s->ended += b->ended_us >= b->started_us && b->build == 1;
+  return 0;
+}
+static int on_module(void *arg, const char *m, int ext) {
+  seen *s = arg;
+  s->modules += m[0] != 0;
+  s->external += ext;
+  return 0;
+}
+static int on_import(void *arg, const char *from, const char *to,
+                     const char *kind) {
+  seen *s = arg;
+  s->imports++;
+  snprintf(s->last_import, sizeof s->last_import, "%s>%s:%s", from, to, kind);
+  return 0;
+}
+static int on_call(void *arg, const spy_trace_hook_call *h) {
+  seen *s = arg;
+  s->calls++;
+  if (strcmp(h->hook, "transform") == 0 && h->has_input && !h->has_output &&
+      strcmp(h->plugin, "p1") == 0 && h->ended_us >= h->started_us)
+    s->transform_in++;
+  return 0;
+}
+
+TEST(reader_answers_builds_modules_imports_hook_calls_and_sources) {
+  const char *kinds[] = {"jsonl", "sqlite"};
+  for (int w = 0; w < 2; w++) {
+    const char *dir = mktmp();
+    CHECK(dir);
+    CHECK_EQ(record(kinds[w], dir, NULL, NULL), 0);
+    spy_trace_reader *r;
+    CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+    seen s;
+    memset(&s, 0, sizeof s);
+    CHECK_OK(spy_trace_reader_builds(r, on_build, &s));
+    CHECK_OK(spy_trace_reader_modules(r, 1, on_module, &s));
+    CHECK_OK(spy_trace_reader_imports(r, 1, on_import, &s));
+    CHECK_OK(spy_trace_reader_hook_calls(r, on_call, &s));
+    CHECK_EQ(s.builds, 1);
+    CHECK_EQ(s.ended, 1);
+    CHECK_EQ(s.modules, 2);
+    CHECK_EQ(s.external, 1);
+    CHECK_EQ(s.imports, 1);
+    CHECK_STR(s.last_import, "main.c>b.c:import-statement");
+    CHECK_EQ(s.calls, 4);
+    CHECK_EQ(s.transform_in, 1);
+    uint64_t h[2];
+    spy_trace_hash(big, sizeof big - 1, h);
+    const char *p;
+    size_t n;
+    CHECK_OK(spy_trace_reader_source(r, h, &p, &n));
+    CHECK_EQ(n, sizeof big - 1);
+    CHECK(memcmp(p, big, n) == 0);
+    h[0] ^= 1;
+    CHECK_EQ(spy_trace_reader_source(r, h, &p, &n), SPY_ENOENT);
+    spy_trace_summary sum;
+    CHECK_OK(spy_trace_reader_summary(r, &sum));
+    CHECK_EQ(sum.actions, 15);
+    CHECK_EQ(sum.modules, 2);
+    CHECK_EQ(sum.chunks, 2);
+    CHECK_EQ(sum.hook_calls, 4);
+    CHECK_EQ(sum.sources, 3);
+    CHECK_EQ(sum.saved_bytes, 2 * (sizeof big - 1));
+    CHECK_EQ(sum.lost, 0);
+    spy_trace_reader_close(r);
+    rmrf(dir);
+  }
+}
+
 TEST(catalog_matches_rolldown_kinds) {
   static const char *const names[] = {
       "SessionMeta", "BuildStart", "BuildEnd", "ModuleGraphReady",
@@ -635,6 +712,7 @@ TEST_MAIN(TEST_CASE(catalog_matches_rolldown_kinds),
           TEST_CASE(every_kind_round_trips_through_sqlite),
           TEST_CASE(every_kind_round_trips_through_postgres),
           TEST_CASE(write_every_kind_for_rolldown),
+          TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
           TEST_CASE(same_source_emitted_n_times_is_stored_once),
           TEST_CASE(two_sessions_in_one_process_are_isolated),
           TEST_CASE(default_location_is_under_the_desc_cwd),

@@ -14,7 +14,7 @@
 
 #include <xxhash.h>
 
-#include "spyglass/trace.h"
+#include "store.h"
 
 #define HDR 32u
 #define MAX_DEPTH 16
@@ -463,14 +463,29 @@ int spy_trace_check(const spy_trace_kind *kind, const spy_trace_val *rec) {
   return 0;
 }
 
+const spy_trace_val *spy__field(const spy_trace_kind *k,
+                                const spy_trace_val *rec, const char *name) {
+  if (!k || !rec)
+    return NULL;
+  for (uint32_t i = 0; i < k->nfields && i < rec->n; i++)
+    if (strcmp(k->fields[i].name, name) == 0)
+      return &rec->u.items[i];
+  return NULL;
+}
+
 const spy_trace_val *spy_trace_get(const spy_trace_action *a,
                                    const char *name) {
-  if (!a || !a->kind)
-    return NULL;
-  for (uint32_t i = 0; i < a->kind->nfields && i < a->fields.n; i++)
-    if (strcmp(a->kind->fields[i].name, name) == 0)
-      return &a->fields.u.items[i];
-  return NULL;
+  return a ? spy__field(a->kind, &a->fields, name) : NULL;
+}
+
+const char *spy__hook_type(const spy_trace_kind *k) {
+  if (strstr(k->snake, "resolve_id"))
+    return "resolve_id";
+  if (strstr(k->snake, "transform"))
+    return "transform";
+  if (strstr(k->snake, "render_chunk"))
+    return "render_chunk";
+  return "load";
 }
 
 /* ---- hashing --------------------------------------------------------------- */

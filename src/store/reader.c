@@ -66,26 +66,6 @@ const char *spy_trace_reader_error(const spy_trace_reader *r) {
   return r && r->err[0] ? r->err : "no error";
 }
 
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *p = len >= 0 ? malloc((size_t)len + 1) : NULL;
-  if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
-    free(p);
-    p = NULL;
-  }
-  fclose(f);
-  if (p) {
-    p[len] = 0;
-    *n = (size_t)len;
-  }
-  return p;
-}
-
 static int cmp_line(const void *a, const void *b) {
   const line *x = a, *y = b;
   return x->seq < y->seq ? -1 : x->seq > y->seq;
@@ -144,7 +124,7 @@ static int open_jsonl(spy_trace_reader *r, const char *dir) {
   char path[4096];
   snprintf(path, sizeof path, "%s/spyglass.json", dir);
   size_t n;
-  char *meta = slurp(path, &n);
+  char *meta = spy__slurp(path, &n);
   r->jsonl_lost = -1;
   if (meta) {
     const char *v = strstr(meta, "\"schema_version\":");
@@ -161,7 +141,7 @@ static int open_jsonl(spy_trace_reader *r, const char *dir) {
   const char *names[2] = {"meta.json", "logs.json"};
   for (int i = 0; i < 2; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    r->text[i] = slurp(path, &n);
+    r->text[i] = spy__slurp(path, &n);
     if (!r->text[i]) {
       if (i == 0)
         continue;
@@ -475,14 +455,6 @@ int spy_trace_reader_builds(spy_trace_reader *r,
   return rc < 0 ? rc : 0;
 }
 
-static const spy_trace_val *recf(const spy_trace_kind *k,
-                                 const spy_trace_val *r, const char *name) {
-  for (uint32_t i = 0; i < k->nfields && i < r->n; i++)
-    if (strcmp(k->fields[i].name, name) == 0)
-      return &r->u.items[i];
-  return NULL;
-}
-
 /* Walks the ModuleGraphReady of `build`, calling one of the callbacks. */
 static int walk_modules(spy_trace_reader *r, uint32_t build,
                         int (*mcb)(void *, const char *, int),
@@ -500,19 +472,19 @@ static int walk_modules(spy_trace_reader *r, uint32_t build,
     const spy_trace_kind *mk = &spy_rec_kind_module;
     for (uint32_t i = 0; mods && i < mods->n; i++) {
       const spy_trace_val *m = &mods->u.items[i];
-      const spy_trace_val *id = recf(mk, m, "id");
+      const spy_trace_val *id = spy__field(mk, m, "id");
       snprintf(s1, sizeof s1, "%.*s", (int)id->n, id->u.s);
       if (mcb) {
-        if (mcb(arg, s1, recf(mk, m, "is_external")->type == SPY_TV_TRUE))
+        if (mcb(arg, s1, spy__field(mk, m, "is_external")->type == SPY_TV_TRUE))
           return 0;
         continue;
       }
-      const spy_trace_val *imps = recf(mk, m, "imports");
+      const spy_trace_val *imps = spy__field(mk, m, "imports");
       const spy_trace_kind *ik = &spy_rec_kind_module_import;
       for (uint32_t j = 0; imps && imps->type == SPY_TV_LIST && j < imps->n;
            j++) {
-        const spy_trace_val *to = recf(ik, &imps->u.items[j], "module_id");
-        const spy_trace_val *kd = recf(ik, &imps->u.items[j], "kind");
+        const spy_trace_val *to = spy__field(ik, &imps->u.items[j], "module_id");
+        const spy_trace_val *kd = spy__field(ik, &imps->u.items[j], "kind");
         snprintf(s2, sizeof s2, "%.*s", (int)to->n, to->u.s);
         snprintf(s3, sizeof s3, "%.*s", (int)kd->n, kd->u.s);
         if (icb(arg, s1, s2, s3))
@@ -576,14 +548,9 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
       const spy_trace_val *mod = spy_trace_get(&a, "module_id");
       if (!mod)
         mod = spy_trace_get(&a, "module_request");
-      const char *sn = a.kind->snake;
       *o = (open_call){dupv(cid), dupv(spy_trace_get(&a, "plugin_name")),
-                       dupv(mod),
-                       strstr(sn, "resolve_id")     ? "resolve_id"
-                       : strstr(sn, "transform")    ? "transform"
-                       : strstr(sn, "render_chunk") ? "render_chunk"
-                                                    : "load",
-                       a.build, a.ts_us, 0, {0, 0}};
+                       dupv(mod), spy__hook_type(a.kind), a.build, a.ts_us, 0,
+                       {0, 0}};
       if (src && src->has_hash) {
         o->has_input = 1;
         o->input[0] = src->hash[0];

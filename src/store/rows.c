@@ -169,24 +169,6 @@ static spy__cell IV(const spy_trace_val *v) {
              ? I(v->type == SPY_TV_TRUE)
              : (spy__cell){0};
 }
-static const spy_trace_val *rf(const spy_trace_kind *k, const spy_trace_val *r,
-                               const char *name) {
-  for (uint32_t i = 0; i < k->nfields && i < r->n; i++)
-    if (strcmp(k->fields[i].name, name) == 0)
-      return &r->u.items[i];
-  return NULL;
-}
-
-static const char *hook_type(const spy_trace_kind *k) {
-  if (strstr(k->snake, "resolve_id"))
-    return "resolve_id";
-  if (strstr(k->snake, "transform"))
-    return "transform";
-  if (strstr(k->snake, "render_chunk"))
-    return "render_chunk";
-  return "load";
-}
-
 int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
                   void *arg) {
   const spy_trace_action *a = r->action;
@@ -209,11 +191,11 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
   c[1] = I(a->build);
   switch (k->role) {
   case SPY_ROLE_SESSION:
-    c[1] = TV(rf(k, f, "cwd"));
-    c[2] = TV(rf(k, f, "platform"));
-    c[3] = TV(rf(k, f, "format"));
-    c[4] = TV(rf(k, f, "dir"));
-    c[5] = TV(rf(k, f, "file"));
+    c[1] = TV(spy__field(k, f, "cwd"));
+    c[2] = TV(spy__field(k, f, "platform"));
+    c[3] = TV(spy__field(k, f, "format"));
+    c[4] = TV(spy__field(k, f, "dir"));
+    c[5] = TV(spy__field(k, f, "file"));
     c[6] = I((int64_t)a->ts_us);
     c[7] = I(SPY_TRACE_SCHEMA_VERSION);
     c[8] = (spy__cell){0};
@@ -228,22 +210,22 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
     c[3] = I((int64_t)a->ts_us); /* the writer turns this into an update */
     return sink(arg, SPY__T_BUILDS, c);
   case SPY_ROLE_MODULES: {
-    const spy_trace_val *mods = rf(k, f, "modules");
+    const spy_trace_val *mods = spy__field(k, f, "modules");
     const spy_trace_kind *mk = &spy_rec_kind_module;
     for (uint32_t i = 0; mods && i < mods->n; i++) {
       const spy_trace_val *mo = &mods->u.items[i];
-      c[2] = TV(rf(mk, mo, "id"));
-      c[3] = IV(rf(mk, mo, "is_external"));
+      c[2] = TV(spy__field(mk, mo, "id"));
+      c[3] = IV(spy__field(mk, mo, "is_external"));
       if ((rc = sink(arg, SPY__T_MODULES, c)) < 0)
         return rc;
-      const spy_trace_val *imps = rf(mk, mo, "imports");
+      const spy_trace_val *imps = spy__field(mk, mo, "imports");
       const spy_trace_kind *ik = &spy_rec_kind_module_import;
       for (uint32_t j = 0; imps && imps->type == SPY_TV_LIST && j < imps->n;
            j++) {
         const spy_trace_val *im = &imps->u.items[j];
-        spy__cell d[6] = {c[0], c[1], TV(rf(mk, mo, "id")),
-                          TV(rf(ik, im, "module_id")), TV(rf(ik, im, "kind")),
-                          TV(rf(ik, im, "module_request"))};
+        spy__cell d[6] = {c[0], c[1], TV(spy__field(mk, mo, "id")),
+                          TV(spy__field(ik, im, "module_id")), TV(spy__field(ik, im, "kind")),
+                          TV(spy__field(ik, im, "module_request"))};
         if ((rc = sink(arg, SPY__T_MODULE_IMPORTS, d)) < 0)
           return rc;
       }
@@ -251,24 +233,24 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
     return 0;
   }
   case SPY_ROLE_CHUNKS: {
-    const spy_trace_val *chs = rf(k, f, "chunks");
+    const spy_trace_val *chs = spy__field(k, f, "chunks");
     const spy_trace_kind *ck = &spy_rec_kind_chunk;
     for (uint32_t i = 0; chs && i < chs->n; i++) {
       const spy_trace_val *ch = &chs->u.items[i];
-      c[2] = IV(rf(ck, ch, "chunk_id"));
-      c[3] = TV(rf(ck, ch, "name"));
-      c[4] = TV(rf(ck, ch, "reason"));
-      c[5] = IV(rf(ck, ch, "is_user_defined_entry"));
-      c[6] = IV(rf(ck, ch, "is_async_entry"));
-      c[7] = TV(rf(ck, ch, "entry_module"));
+      c[2] = IV(spy__field(ck, ch, "chunk_id"));
+      c[3] = TV(spy__field(ck, ch, "name"));
+      c[4] = TV(spy__field(ck, ch, "reason"));
+      c[5] = IV(spy__field(ck, ch, "is_user_defined_entry"));
+      c[6] = IV(spy__field(ck, ch, "is_async_entry"));
+      c[7] = TV(spy__field(ck, ch, "entry_module"));
       if ((rc = sink(arg, SPY__T_CHUNKS, c)) < 0)
         return rc;
-      const spy_trace_val *imps = rf(ck, ch, "imports");
+      const spy_trace_val *imps = spy__field(ck, ch, "imports");
       const spy_trace_kind *ik = &spy_rec_kind_chunk_import;
       for (uint32_t j = 0; imps && j < imps->n; j++) {
         const spy_trace_val *im = &imps->u.items[j];
-        spy__cell d[5] = {c[0], c[1], c[2], IV(rf(ik, im, "chunk_id")),
-                          TV(rf(ik, im, "kind"))};
+        spy__cell d[5] = {c[0], c[1], c[2], IV(spy__field(ik, im, "chunk_id")),
+                          TV(spy__field(ik, im, "kind"))};
         if ((rc = sink(arg, SPY__T_CHUNK_IMPORTS, d)) < 0)
           return rc;
       }
@@ -276,15 +258,15 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
     return 0;
   }
   case SPY_ROLE_ASSETS: {
-    const spy_trace_val *as = rf(k, f, "assets");
+    const spy_trace_val *as = spy__field(k, f, "assets");
     const spy_trace_kind *ak = &spy_rec_kind_asset;
     for (uint32_t i = 0; as && i < as->n; i++) {
       const spy_trace_val *it = &as->u.items[i];
-      const spy_trace_val *ct = rf(ak, it, "content");
+      const spy_trace_val *ct = spy__field(ak, it, "content");
       char id[33];
-      c[2] = TV(rf(ak, it, "filename"));
-      c[3] = IV(rf(ak, it, "chunk_id"));
-      c[4] = IV(rf(ak, it, "size"));
+      c[2] = TV(spy__field(ak, it, "filename"));
+      c[3] = IV(spy__field(ak, it, "chunk_id"));
+      c[4] = IV(spy__field(ak, it, "size"));
       c[5] = (spy__cell){0};
       if (ct && ct->has_hash) {
         spy_trace_hash_hex(ct->hash, id);
@@ -297,10 +279,10 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
   }
   case SPY_ROLE_HOOK_START:
   case SPY_ROLE_HOOK_END: {
-    const spy_trace_val *cid = rf(k, f, "call_id");
+    const spy_trace_val *cid = spy__field(k, f, "call_id");
     if (!cid || cid->type != SPY_TV_STR)
       return 0;
-    const spy_trace_val *src = rf(k, f, "content");
+    const spy_trace_val *src = spy__field(k, f, "content");
     size_t bk = bucket_of(cid->u.s, cid->n);
     pending **pp = &m->bucket[bk];
     while (*pp && (strlen((*pp)->call_id) != cid->n ||
@@ -312,9 +294,9 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
         free(p);
         return SPY_ENOMEM;
       }
-      const spy_trace_val *mod = rf(k, f, "module_id");
+      const spy_trace_val *mod = spy__field(k, f, "module_id");
       if (!mod)
-        mod = rf(k, f, "module_request");
+        mod = spy__field(k, f, "module_request");
       p->module = mod && mod->type == SPY_TV_STR ? strndup(mod->u.s, mod->n)
                                                  : strdup("");
       p->build = a->build;
@@ -331,9 +313,9 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
     char out[33];
     c[1] = I(p ? p->build : a->build);
     c[2] = T(cid->u.s, cid->n);
-    c[3] = T(hook_type(k), strlen(hook_type(k)));
-    c[4] = TV(rf(k, f, "plugin_name"));
-    c[5] = IV(rf(k, f, "plugin_id"));
+    c[3] = T(spy__hook_type(k), strlen(spy__hook_type(k)));
+    c[4] = TV(spy__field(k, f, "plugin_name"));
+    c[5] = IV(spy__field(k, f, "plugin_id"));
     c[6] = p ? T(p->module, strlen(p->module)) : (spy__cell){0};
     c[7] = p ? I((int64_t)p->started) : (spy__cell){0};
     c[8] = I((int64_t)a->ts_us);

@@ -1,7 +1,9 @@
 /* src_codec.c — blobs at rest: source payloads and action batches,
- * zstd-compressed when that saves space, raw otherwise; and mkdir -p for
- * the writers' directories. */
+ * zstd-compressed when that saves space, raw otherwise; and the files
+ * around them (mkdir -p, read a whole file). */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -82,6 +84,26 @@ void spy__abatch_free(spy__abatch *b) {
 void spy__src_pack_free(void **cctx) {
   ZSTD_freeCCtx(*cctx);
   *cctx = NULL;
+}
+
+char *spy__slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *p = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
+    free(p);
+    p = NULL;
+  }
+  fclose(f);
+  if (p) {
+    p[len] = 0;
+    *n = (size_t)len;
+  }
+  return p;
 }
 
 int spy__mkdirs(const char *path) {

@@ -24,6 +24,15 @@ void spy__buf_i64(spy__buf *b, int64_t v);
 void spy__buf_u64(spy__buf *b, uint64_t v);
 void spy__buf_free(spy__buf *b);
 
+/* ---- catalog helpers --------------------------------------------------------- */
+/* The field `name` of a decoded record described by k, or NULL. */
+const spy_trace_val *spy__field(const spy_trace_kind *k, const spy_trace_val *rec,
+                                const char *name);
+/* "transform", "load", "resolve_id" or "render_chunk" for a hook kind. */
+const char *spy__hook_type(const spy_trace_kind *k);
+/* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
+char *spy__slurp(const char *path, size_t *n);
+
 /* ---- JSON ------------------------------------------------------------------ */
 /* Appends s[0..n) as a JSON string literal (quotes included). */
 void spy__json_str(spy__buf *b, const char *s, size_t n);

@@ -33,7 +33,7 @@ typedef struct sqlw {
 
 static int fail(sqlw *w, const char *what) {
   char msg[512];
-  snprintf(msg, sizeof msg, "sqlite: %s: %s", what,
+  snprintf(msg, sizeof msg, "sqlite: %.200s: %.250s", what,
            w->db ? sqlite3_errmsg(w->db) : "cannot open");
   if (w->report)
     w->report(w->report_ctx, SPY_EIO, msg);

@@ -207,26 +207,6 @@ static void normalise(char *p) {
   memcpy(p, out, o + 1);
 }
 
-static char *read_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *p = len >= 0 ? malloc((size_t)len + 1) : NULL;
-  if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
-    free(p);
-    p = NULL;
-  }
-  fclose(f);
-  if (p) {
-    p[len] = 0;
-    *n = (size_t)len;
-  }
-  return p;
-}
-
 /* ---- plugins -------------------------------------------------------------- */
 
 /* Returns the rewritten source in out (reset), or 0 if unchanged. */
@@ -448,7 +428,7 @@ static int process_module(demo *d, uint32_t i) {
     EMIT(d, hook_load_call_start, .module_id = m->path,
          .plugin_name = plugins[0].name, .plugin_id = 0, .call_id = cid);
   size_t n = 0;
-  char *src = read_file(path, &n);
+  char *src = spy__slurp(path, &n);
   if (!src) {
     src = strdup("");
     n = 0;
