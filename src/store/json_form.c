@@ -95,6 +95,9 @@ void spy__json_str(spy__buf *b, const char *s, size_t n) {
   b->len = (size_t)(o - b->p);
 }
 
+static void put_members(spy__buf *b, const spy_trace_kind *k,
+                        const spy_trace_val *rec, int comma);
+
 static void put_val(spy__buf *b, const spy_trace_kind *rec,
                     const spy_trace_val *v) {
   switch (v->type) {
@@ -123,22 +126,29 @@ static void put_val(spy__buf *b, const spy_trace_kind *rec,
     break;
   case SPY_TV_REC:
     spy__buf_putc(b, '{');
-    for (uint32_t i = 0; i < v->n; i++) {
-      if (i)
-        spy__buf_putc(b, ',');
-      const spy_trace_field *f = rec && i < rec->nfields ? &rec->fields[i] : NULL;
-      if (f)
-        spy__json_str(b, f->name, strlen(f->name));
-      else {
-        char k[16];
-        int n = snprintf(k, sizeof k, "f%u", (unsigned)i);
-        spy__json_str(b, k, (size_t)n);
-      }
-      spy__buf_putc(b, ':');
-      put_val(b, f ? f->rec : NULL, &v->u.items[i]);
-    }
+    put_members(b, rec, v, 0);
     spy__buf_putc(b, '}');
     break;
+  }
+}
+
+/* "name":value for each field of a REC, named by its descriptor (fN for
+ * a kind this build does not know); `comma` puts one before the first. */
+static void put_members(spy__buf *b, const spy_trace_kind *k,
+                        const spy_trace_val *rec, int comma) {
+  for (uint32_t i = 0; i < rec->n; i++) {
+    if (i || comma)
+      spy__buf_putc(b, ',');
+    const spy_trace_field *f = k && i < k->nfields ? &k->fields[i] : NULL;
+    if (f)
+      spy__json_str(b, f->name, strlen(f->name));
+    else {
+      char key[16];
+      int kn = snprintf(key, sizeof key, "f%u", (unsigned)i);
+      spy__json_str(b, key, (size_t)kn);
+    }
+    spy__buf_putc(b, ':');
+    put_val(b, f ? f->rec : NULL, &rec->u.items[i]);
   }
 }
 
@@ -159,21 +169,7 @@ void spy__trace_json(spy__buf *b, const char *session_id,
   spy__buf_u64(b, a->ts_us);
   spy__buf_puts(b, ",\"action\":");
   spy__json_str(b, a->name, a->name_len);
-  /* the fields, flattened into the event object */
-  const spy_trace_kind *k = a->kind;
-  for (uint32_t i = 0; i < a->fields.n; i++) {
-    spy__buf_putc(b, ',');
-    const spy_trace_field *f = k && i < k->nfields ? &k->fields[i] : NULL;
-    if (f)
-      spy__json_str(b, f->name, strlen(f->name));
-    else {
-      char key[16];
-      int kn = snprintf(key, sizeof key, "f%u", (unsigned)i);
-      spy__json_str(b, key, (size_t)kn);
-    }
-    spy__buf_putc(b, ':');
-    put_val(b, f ? f->rec : NULL, &a->fields.u.items[i]);
-  }
+  put_members(b, a->kind, &a->fields, 1); /* flattened into the event */
   spy__buf_putc(b, '}');
 }
 

@@ -68,6 +68,34 @@ int spy__abatch_pack(spy__abatch *b) {
                        b->text.len, 1);
 }
 
+int spy__abatch_row(spy__abatch *b, const char *session_id, spy__cell c[7]) {
+  int codec = spy__abatch_pack(b);
+  if (b->packed.err)
+    return b->packed.err;
+  c[0] = (spy__cell){SPY__COL_TEXT, 0, session_id, strlen(session_id)};
+  c[1] = (spy__cell){SPY__COL_INT, (int64_t)b->first, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_INT, (int64_t)b->last, NULL, 0};
+  c[3] = (spy__cell){SPY__COL_INT, b->n, NULL, 0};
+  c[4] = (spy__cell){SPY__COL_INT, codec, NULL, 0};
+  c[5] = (spy__cell){SPY__COL_INT, (int64_t)b->text.len, NULL, 0};
+  c[6] = (spy__cell){SPY__COL_BLOB, 0, b->packed.p ? b->packed.p : "",
+                     b->packed.len};
+  return 0;
+}
+
+int spy__source_row(spy__buf *out, void **cctx, const uint64_t hash[2],
+                    const char *p, size_t n, char id[33], spy__cell c[4]) {
+  spy_trace_hash_hex(hash, id);
+  int codec = spy__src_pack(out, cctx, p, n, 1);
+  if (out->err)
+    return out->err;
+  c[0] = (spy__cell){SPY__COL_TEXT, 0, id, 32};
+  c[1] = (spy__cell){SPY__COL_INT, (int64_t)n, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_INT, codec, NULL, 0};
+  c[3] = (spy__cell){SPY__COL_BLOB, 0, out->p ? out->p : "", out->len};
+  return 0;
+}
+
 void spy__abatch_clear(spy__abatch *b) {
   b->text.len = 0;
   b->packed.len = 0;

@@ -120,6 +120,14 @@ void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *json, size_t n);
 /* Compresses the batch into b->packed; returns the codec. */
 int spy__abatch_pack(spy__abatch *b);
 void spy__abatch_clear(spy__abatch *b);
+/* Packs the batch and fills the cells of its action_batches row (valid
+ * until the batch changes). Returns 0 or SPY_ENOMEM. */
+int spy__abatch_row(spy__abatch *b, const char *session_id, spy__cell c[7]);
+/* Packs a payload (into out, with the reusable *cctx) and fills the cells
+ * of its sources row; id receives the hex content id. Returns 0 or
+ * SPY_ENOMEM. */
+int spy__source_row(spy__buf *out, void **cctx, const uint64_t hash[2],
+                    const char *p, size_t n, char id[33], spy__cell c[4]);
 void spy__abatch_free(spy__abatch *b);
 
 /* ---- source blobs ------------------------------------------------------------ */

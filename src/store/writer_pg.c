@@ -289,14 +289,10 @@ static int pg_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   pgw *w = state;
   char id[33];
-  spy_trace_hash_hex(hash, id);
-  int codec = spy__src_pack(&w->pack, &w->cctx, p, n, 1);
-  if (w->pack.err)
-    return w->pack.err;
-  spy__cell c[4] = {{SPY__COL_TEXT, 0, id, 32},
-                    {SPY__COL_INT, (int64_t)n, NULL, 0},
-                    {SPY__COL_INT, codec, NULL, 0},
-                    {SPY__COL_BLOB, 0, w->pack.p ? w->pack.p : "", w->pack.len}};
+  spy__cell c[4];
+  int rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c);
+  if (rc < 0)
+    return rc;
   return sink(w, SPY__T_SOURCES, c);
 }
 
@@ -420,18 +416,10 @@ static int pg_commit(void *state) {
   pgw *w = state;
   batch *b = w->cur;
   if (w->ab.n) {
-    int codec = spy__abatch_pack(&w->ab);
-    spy__cell c[7] = {
-        {SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
-        {SPY__COL_INT, (int64_t)w->ab.first, NULL, 0},
-        {SPY__COL_INT, (int64_t)w->ab.last, NULL, 0},
-        {SPY__COL_INT, w->ab.n, NULL, 0},
-        {SPY__COL_INT, codec, NULL, 0},
-        {SPY__COL_INT, (int64_t)w->ab.text.len, NULL, 0},
-        {SPY__COL_BLOB, 0, w->ab.packed.p ? w->ab.packed.p : "",
-         w->ab.packed.len}};
-    int rc = w->ab.packed.err ? w->ab.packed.err
-                              : sink(w, SPY__T_BATCHES, c);
+    spy__cell c[7];
+    int rc = spy__abatch_row(&w->ab, w->session_id, c);
+    if (rc == 0)
+      rc = sink(w, SPY__T_BATCHES, c);
     spy__abatch_clear(&w->ab);
     if (rc < 0)
       return rc;

@@ -205,14 +205,9 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
   if (rc)
     return rc;
   char id[33];
-  spy_trace_hash_hex(hash, id);
-  int codec = spy__src_pack(&w->pack, &w->cctx, p, n, 1);
-  if (w->pack.err)
-    return w->pack.err;
-  spy__cell c[4] = {{SPY__COL_TEXT, 0, id, 32},
-                    {SPY__COL_INT, (int64_t)n, NULL, 0},
-                    {SPY__COL_INT, codec, NULL, 0},
-                    {SPY__COL_BLOB, 0, w->pack.p ? w->pack.p : "", w->pack.len}};
+  spy__cell c[4];
+  if ((rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c)) < 0)
+    return rc;
   return run(w, w->ins[SPY__T_SOURCES], c, 4);
 }
 
@@ -231,22 +226,12 @@ static int sq_action(void *state, const spy_trace_record *r) {
 static int sq_commit(void *state) {
   sqlw *w = state;
   if (w->batch.n) {
+    spy__cell c[7];
     int rc = begin(w);
-    int codec = spy__abatch_pack(&w->batch);
-    if (rc == 0 && w->batch.packed.err)
-      rc = w->batch.packed.err;
-    if (rc == 0) {
-      spy__cell c[7] = {
-          {SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
-          {SPY__COL_INT, (int64_t)w->batch.first, NULL, 0},
-          {SPY__COL_INT, (int64_t)w->batch.last, NULL, 0},
-          {SPY__COL_INT, w->batch.n, NULL, 0},
-          {SPY__COL_INT, codec, NULL, 0},
-          {SPY__COL_INT, (int64_t)w->batch.text.len, NULL, 0},
-          {SPY__COL_BLOB, 0, w->batch.packed.p ? w->batch.packed.p : "",
-           w->batch.packed.len}};
+    if (rc == 0)
+      rc = spy__abatch_row(&w->batch, w->session_id, c);
+    if (rc == 0)
       rc = run(w, w->ins[SPY__T_BATCHES], c, 7);
-    }
     if (rc < 0) {
       atomic_fetch_add(&w->lost, w->batch.n);
       w->actions -= w->batch.n;
