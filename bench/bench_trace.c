@@ -23,8 +23,8 @@
 
 /* ---- the generated tree ------------------------------------------------- */
 
-static const char *const words[] = {"frame", "buffer", "texture", "queue",
-                                    "vertex", "shader", "camera", "scene"};
+static const char *const words[] = {"frame",  "buffer", "texture", "queue",
+                                    "vertex", "shader", "camera",  "scene"};
 
 static int gen_tree(const char *root, int ndirs, int nfiles) {
   char path[4400];
@@ -36,8 +36,8 @@ static int gen_tree(const char *root, int ndirs, int nfiles) {
     snprintf(path, sizeof path, "%s/m%03d", root, d);
     mkdir(path, 0755);
     for (int f = 0; f < nfiles; f++) {
-      snprintf(path, sizeof path, "%s/m%03d/%s%03d.%c", root, d,
-               words[f % 8], f, f % 4 ? 'c' : 'h');
+      snprintf(path, sizeof path, "%s/m%03d/%s%03d.%c", root, d, words[f % 8],
+               f, f % 4 ? 'c' : 'h');
       FILE *o = fopen(path, "w");
       if (!o)
         return -1;
@@ -73,7 +73,8 @@ static int gen_tree(const char *root, int ndirs, int nfiles) {
   return 0;
 }
 
-/* ---- disk usage ----------------------------------------------------------- */
+/* ---- disk usage -----------------------------------------------------------
+ */
 
 static uint64_t du_total;
 static int du_cb(const char *p, const struct stat *sb, int flag,
@@ -93,7 +94,9 @@ static int rm_cb(const char *p, const struct stat *sb, int flag,
   (void)sb, (void)flag, (void)f;
   return remove(p);
 }
-static void rmrf(const char *path) { nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+static void rmrf(const char *path) {
+  nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 static int64_t pg_db_size(const char *conninfo) {
   PGconn *c = PQconnectdb(conninfo);
@@ -109,7 +112,8 @@ static int64_t pg_db_size(const char *conninfo) {
   return v;
 }
 
-/* ---- one tree -------------------------------------------------------------- */
+/* ---- one tree --------------------------------------------------------------
+ */
 
 typedef struct run {
   const char *name, *trace;
@@ -124,8 +128,8 @@ static int one(const char *src, const char *scratch, run *x) {
   snprintf(out, sizeof out, "%s/out-%s", scratch, x->name);
   rmrf(out);
   mkdir(out, 0755);
-  demo_build_opts o = {.src_dir = src, .out_dir = out, .trace = x->trace,
-                       .quiet = 1};
+  demo_build_opts o = {
+      .src_dir = src, .out_dir = out, .trace = x->trace, .quiet = 1};
   int64_t before = 0;
   const char *pg = getenv("SPY_BENCH_PG");
   if (strcmp(x->name, "postgres") == 0)
@@ -166,8 +170,8 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
       emit = (x->r.build_ms - base->r.build_ms) * 1e6 / actions;
     bench_row(t, name,
               (double[]){x->wall_ms, x->wall_ms / base->wall_ms,
-                         i ? actions / (x->wall_ms * 1e-3) : NAN,
-                         tput / 1e3, i ? (double)x->bytes / 1e6 : NAN,
+                         i ? actions / (x->wall_ms * 1e-3) : NAN, tput / 1e3,
+                         i ? (double)x->bytes / 1e6 : NAN,
                          i ? (double)x->bytes / (double)naive->bytes : NAN,
                          emit});
   }
@@ -177,8 +181,10 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
                       const char *scratch, int quick, char *note,
                       size_t note_len) {
   const char *pg = getenv("SPY_BENCH_PG");
-  run runs[] = {{"untraced", "none"},  {"naive", "naive"},
-                {"jsonl", "jsonl"},    {"sqlite", "sqlite"},
+  run runs[] = {{"untraced", "none"},
+                {"naive", "naive"},
+                {"jsonl", "jsonl"},
+                {"sqlite", "sqlite"},
                 {"postgres", pg}};
   int n = sizeof runs / sizeof runs[0];
   /* warm the page cache, then the runs; untraced and sqlite twice (the
@@ -208,7 +214,8 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
   return 0;
 }
 
-/* ---- the emitter alone ------------------------------------------------------- */
+/* ---- the emitter alone
+ * ------------------------------------------------------- */
 
 typedef struct emit_fx {
   spy_trace *t;
@@ -220,9 +227,12 @@ static void emit_once(void *arg) {
   emit_fx *e = arg;
   if (e->kind == 0)
     spy_emit_hook_transform_call_start(
-        e->t, &(spy_act_hook_transform_call_start){
-                  "m042/frame001.c", {e->src, sizeof e->src},
-                  "demo:strip-comments", 2, "c123456", 0});
+        e->t, &(spy_act_hook_transform_call_start){"m042/frame001.c",
+                                                   {e->src, sizeof e->src},
+                                                   "demo:strip-comments",
+                                                   2,
+                                                   "c123456",
+                                                   0});
   else
     spy_emit_hook_resolve_id_call_start(
         e->t, &(spy_act_hook_resolve_id_call_start){
@@ -243,9 +253,8 @@ static int64_t null_close(void *s) {
   (void)s;
   return 0;
 }
-static const spy_trace_writer_ops null_ops = {"null", null_open, NULL,
-                                              null_action, NULL, null_close,
-                                              NULL};
+static const spy_trace_writer_ops null_ops = {
+    "null", null_open, NULL, null_action, NULL, null_close, NULL};
 
 /* The emitting thread's own cost: rounds of emits into a fresh session
  * whose queue holds them all, minus any time spent waiting for space
@@ -253,16 +262,15 @@ static const spy_trace_writer_ops null_ops = {"null", null_open, NULL,
 static void bench_emit(bench_table *t, int quick) {
   static emit_fx e;
   memset(e.src, 'a', sizeof e.src);
-  const char *names[] = {"emit: transform start, 2 KB",
-                         "emit: resolveId start",
+  const char *names[] = {"emit: transform start, 2 KB", "emit: resolveId start",
                          "emit: disabled session"};
   enum { N = 20000, ROUNDS = 9 };
   for (int k = 0; k < 3; k++) {
     double v[ROUNDS];
     int rounds = quick ? 3 : ROUNDS;
     for (int r = 0; r < rounds; r++) {
-      spy_trace_desc d = {.enabled = k < 2, .ops = &null_ops,
-                          .queue_bytes = (size_t)64 << 20};
+      spy_trace_desc d = {
+          .enabled = k < 2, .ops = &null_ops, .queue_bytes = (size_t)64 << 20};
       if (spy_trace_create(&d, &e.t) < 0)
         return;
       e.kind = k == 1;
@@ -304,8 +312,8 @@ int bench_trace(int argc, char **argv) {
   static bench_table t = {
       .title = "bench trace: demo build, untraced vs each writer vs the "
                "naive baseline",
-      .cols = {"run", "wall_ms", "x_untraced", "actions_per_s",
-               "writer_kact_s", "disk_MB", "bytes_x_naive", "emit_ns_action"},
+      .cols = {"run", "wall_ms", "x_untraced", "actions_per_s", "writer_kact_s",
+               "disk_MB", "bytes_x_naive", "emit_ns_action"},
       .ncols = 8};
   static char n1[512], n2[512];
   char label[32];

@@ -38,16 +38,24 @@ int main(int argc, char **argv) {
                            {"b.c", 1, {NULL, 0}, {imp, 1}, 0}};
   const char *cm[] = {"a.c"};
   spy_rec_chunk_import ci[] = {{1, "dynamic-import", 0}};
-  spy_rec_chunk ch[] = {{0, "main", SPY_TRACE_NULL_INT, 1, 0, "a.c", {cm, 1},
-                         "entry", {ci, 1}, 0}};
+  spy_rec_chunk ch[] = {{0,
+                         "main",
+                         SPY_TRACE_NULL_INT,
+                         1,
+                         0,
+                         "a.c",
+                         {cm, 1},
+                         "entry",
+                         {ci, 1},
+                         0}};
   spy_rec_asset as[] = {{0, {"x\n", 2}, 2, "a.js", 0}};
   spy_rec_plugin_item pl[] = {{"p", 0, 0}};
   spy_rec_input_item in[] = {{NULL, "a.c", 0}};
-  len[k] = spy_trace_encode(&spy_kind_session_meta,
-                            &(spy_act_session_meta){{in, 1}, {pl, 1}, "/w",
-                                                    "node", "esm", NULL, "f",
-                                                    0},
-                            1, 1000, 0, rec[k], 4096);
+  len[k] =
+      spy_trace_encode(&spy_kind_session_meta,
+                       &(spy_act_session_meta){
+                           {in, 1}, {pl, 1}, "/w", "node", "esm", NULL, "f", 0},
+                       1, 1000, 0, rec[k], 4096);
   k++;
   len[k] = spy_trace_encode(&spy_kind_module_graph_ready,
                             &(spy_act_module_graph_ready){{mods, 2}, 0}, 2,
@@ -57,11 +65,10 @@ int main(int argc, char **argv) {
                             &(spy_act_chunk_graph_ready){{ch, 1}, 0}, 3, 1002,
                             1, rec[k], 4096);
   k++;
-  len[k] = spy_trace_encode(
-      &spy_kind_hook_transform_call_start,
-      &(spy_act_hook_transform_call_start){"a.c", {"int x;\n", 7}, "p", 0,
-                                           "c1", 0},
-      4, 1003, 1, rec[k], 4096);
+  len[k] = spy_trace_encode(&spy_kind_hook_transform_call_start,
+                            &(spy_act_hook_transform_call_start){
+                                "a.c", {"int x;\n", 7}, "p", 0, "c1", 0},
+                            4, 1003, 1, rec[k], 4096);
   k++;
   len[k] = spy_trace_encode(&spy_kind_hook_resolve_id_call_end,
                             &(spy_act_hook_resolve_id_call_end){
@@ -72,8 +79,8 @@ int main(int argc, char **argv) {
                             &(spy_act_assets_ready){{as, 1}, 0}, 6, 1005, 1,
                             rec[k], 4096);
   k++;
-  len[k] = spy_trace_encode(&spy_kind_build_end, NULL, 7, 1006, 1, rec[k],
-                            4096);
+  len[k] =
+      spy_trace_encode(&spy_kind_build_end, NULL, 7, 1006, 1, rec[k], 4096);
   k++;
   spy_frame_writer w;
   spy_frame_start(&w, frame, sizeof frame, SPY_MSG_TRACE, 1000, 1, 0);

@@ -35,63 +35,88 @@ static void rmrf(const char *dir) {
 
 /* ---- one action of every kind ------------------------------------------- */
 
-static const char big[] = "int main(void) {\n  return 0; /* \"quoted\" \\ */\n}\n";
+static const char big[] =
+    "int main(void) {\n  return 0; /* \"quoted\" \\ */\n}\n";
 
 static void emit_all(spy_trace *t) {
   spy_rec_input_item in[] = {{"main", "src/main.c", 0}, {NULL, "b.c", 0}};
   spy_rec_plugin_item pl[] = {{"p0", 0, 0}, {"p1", 1, 0}};
-  spy_emit_session_meta(t, &(spy_act_session_meta){
-                               .inputs = {in, 2}, .plugins = {pl, 2},
-                               .cwd = "/w", .platform = "node",
-                               .format = "esm", .dir = "dist", .file = NULL});
+  spy_emit_session_meta(t, &(spy_act_session_meta){.inputs = {in, 2},
+                                                   .plugins = {pl, 2},
+                                                   .cwd = "/w",
+                                                   .platform = "node",
+                                                   .format = "esm",
+                                                   .dir = "dist",
+                                                   .file = NULL});
   spy_trace_build_begin(t);
   spy_rec_module_import mi[] = {{"b.c", "import-statement", "./b", 0}};
   const char *importers[] = {"main.c"};
-  spy_rec_module mods[] = {
-      {"main.c", 0, {mi, 1}, {NULL, 0}, 0},
-      {"b.c", 1, {NULL, 0}, {importers, 1}, 0}};
-  spy_emit_module_graph_ready(t, &(spy_act_module_graph_ready){
-                                     .modules = {mods, 2}});
+  spy_rec_module mods[] = {{"main.c", 0, {mi, 1}, {NULL, 0}, 0},
+                           {"b.c", 1, {NULL, 0}, {importers, 1}, 0}};
+  spy_emit_module_graph_ready(
+      t, &(spy_act_module_graph_ready){.modules = {mods, 2}});
   const char *cm[] = {"main.c", "b.c"};
   spy_rec_chunk_import ci[] = {{1, "dynamic-import", 0}};
-  spy_rec_chunk chunks[] = {{0, "main", SPY_TRACE_NULL_INT, 1, 0, "main.c",
-                             {cm, 2}, "entry", {ci, 1}, 0},
-                            {1, NULL, 0, 0, 1, NULL, {cm + 1, 1}, "common",
-                             {NULL, 0}, 0}};
-  spy_emit_chunk_graph_ready(t, &(spy_act_chunk_graph_ready){
-                                    .chunks = {chunks, 2}});
+  spy_rec_chunk chunks[] = {
+      {0,
+       "main",
+       SPY_TRACE_NULL_INT,
+       1,
+       0,
+       "main.c",
+       {cm, 2},
+       "entry",
+       {ci, 1},
+       0},
+      {1, NULL, 0, 0, 1, NULL, {cm + 1, 1}, "common", {NULL, 0}, 0}};
+  spy_emit_chunk_graph_ready(
+      t, &(spy_act_chunk_graph_ready){.chunks = {chunks, 2}});
   const char *pm[] = {"node_modules/x/i.js"};
   int64_t pc[] = {0, 1};
-  spy_rec_package_info pk[] = {{"x@1", "x", NULL, "node_modules/x/package.json",
-                                "node_modules/x", 1, "direct", 1234, {pm, 1},
-                                {pc, 2}, 0}};
-  spy_emit_package_graph_ready(t, &(spy_act_package_graph_ready){
-                                      .packages = {pk, 1}});
-  spy_emit_hook_resolve_id_call_start(
-      t, &(spy_act_hook_resolve_id_call_start){
-             .importer = NULL, .module_request = "./b",
-             .import_kind = "import-statement", .plugin_name = "p0",
-             .plugin_id = 0, .trigger = "automatic", .call_id = "r1"});
+  spy_rec_package_info pk[] = {{"x@1",
+                                "x",
+                                NULL,
+                                "node_modules/x/package.json",
+                                "node_modules/x",
+                                1,
+                                "direct",
+                                1234,
+                                {pm, 1},
+                                {pc, 2},
+                                0}};
+  spy_emit_package_graph_ready(
+      t, &(spy_act_package_graph_ready){.packages = {pk, 1}});
+  spy_emit_hook_resolve_id_call_start(t, &(spy_act_hook_resolve_id_call_start){
+                                             .importer = NULL,
+                                             .module_request = "./b",
+                                             .import_kind = "import-statement",
+                                             .plugin_name = "p0",
+                                             .plugin_id = 0,
+                                             .trigger = "automatic",
+                                             .call_id = "r1"});
   spy_emit_hook_resolve_id_call_end(
-      t, &(spy_act_hook_resolve_id_call_end){
-             .resolved_id = "b.c", .is_external = -1, .plugin_name = "p0",
-             .plugin_id = 0, .trigger = "manual", .call_id = "r1"});
-  spy_emit_hook_load_call_start(t, &(spy_act_hook_load_call_start){
-                                       "main.c", "p0", 0, "l1", 0});
+      t, &(spy_act_hook_resolve_id_call_end){.resolved_id = "b.c",
+                                             .is_external = -1,
+                                             .plugin_name = "p0",
+                                             .plugin_id = 0,
+                                             .trigger = "manual",
+                                             .call_id = "r1"});
+  spy_emit_hook_load_call_start(
+      t, &(spy_act_hook_load_call_start){"main.c", "p0", 0, "l1", 0});
   spy_emit_hook_load_call_end(
       t, &(spy_act_hook_load_call_end){
              "main.c", {big, sizeof big - 1}, "p0", 0, "l1", 0});
   spy_emit_hook_transform_call_start(
       t, &(spy_act_hook_transform_call_start){
              "main.c", {big, sizeof big - 1}, "p1", 1, "t1", 0});
-  spy_emit_hook_transform_call_end(
-      t, &(spy_act_hook_transform_call_end){
-             "main.c", {NULL, 0}, "p1", 1, "t1", 0});
+  spy_emit_hook_transform_call_end(t,
+                                   &(spy_act_hook_transform_call_end){
+                                       "main.c", {NULL, 0}, "p1", 1, "t1", 0});
   spy_emit_hook_render_chunk_start(
       t, &(spy_act_hook_render_chunk_start){
              "p1", 1, "rc1", {"chunk\tsource\x01", 13}, 0});
-  spy_emit_hook_render_chunk_end(t, &(spy_act_hook_render_chunk_end){
-                                        "p1", 1, "rc1", {"out", 3}, 0});
+  spy_emit_hook_render_chunk_end(
+      t, &(spy_act_hook_render_chunk_end){"p1", 1, "rc1", {"out", 3}, 0});
   spy_rec_asset as[] = {{0, {big, sizeof big - 1}, 42, "main.js", 0},
                         {SPY_TRACE_NULL_INT, {NULL, 0}, 0, "x.css", 0}};
   spy_emit_assets_ready(t, &(spy_act_assets_ready){.assets = {as, 2}});
@@ -180,8 +205,8 @@ static void capture_free(capture *k) {
 static int reference(capture *k) {
   memset(k, 0, sizeof *k);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1, .ops = &capture_ops, .ops_arg = k,
-                      .session_id = "ref"};
+  spy_trace_desc d = {
+      .enabled = 1, .ops = &capture_ops, .ops_arg = k, .session_id = "ref"};
   int rc = spy_trace_create(&d, &t);
   if (rc < 0)
     return rc;
@@ -246,8 +271,8 @@ static int compare_store(const char *store) {
 static int record(const char *writer, const char *dir, const char *conninfo,
                   char *sid_out) {
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1, .writer = writer, .dir = dir,
-                      .conninfo = conninfo};
+  spy_trace_desc d = {
+      .enabled = 1, .writer = writer, .dir = dir, .conninfo = conninfo};
   int rc = spy_trace_create(&d, &t);
   if (rc < 0)
     return rc;
@@ -289,7 +314,8 @@ TEST(every_kind_round_trips_through_postgres) {
 TEST(write_every_kind_for_rolldown) {
   const char *dir = getenv("SPY_TEST_JSONL_DIR");
   if (!dir) {
-    fprintf(stderr, "  no SPY_TEST_JSONL_DIR: the trace_rolldown test runs this\n");
+    fprintf(stderr,
+            "  no SPY_TEST_JSONL_DIR: the trace_rolldown test runs this\n");
     return;
   }
   CHECK_EQ(record("jsonl", dir, NULL, NULL), 0);
@@ -373,12 +399,21 @@ TEST(reader_answers_builds_modules_imports_hook_calls_and_sources) {
 }
 
 TEST(catalog_matches_rolldown_kinds) {
-  static const char *const names[] = {
-      "SessionMeta", "BuildStart", "BuildEnd", "ModuleGraphReady",
-      "ChunkGraphReady", "PackageGraphReady", "HookResolveIdCallStart",
-      "HookResolveIdCallEnd", "HookLoadCallStart", "HookLoadCallEnd",
-      "HookTransformCallStart", "HookTransformCallEnd",
-      "HookRenderChunkStart", "HookRenderChunkEnd", "AssetsReady"};
+  static const char *const names[] = {"SessionMeta",
+                                      "BuildStart",
+                                      "BuildEnd",
+                                      "ModuleGraphReady",
+                                      "ChunkGraphReady",
+                                      "PackageGraphReady",
+                                      "HookResolveIdCallStart",
+                                      "HookResolveIdCallEnd",
+                                      "HookLoadCallStart",
+                                      "HookLoadCallEnd",
+                                      "HookTransformCallStart",
+                                      "HookTransformCallEnd",
+                                      "HookRenderChunkStart",
+                                      "HookRenderChunkEnd",
+                                      "AssetsReady"};
   for (int i = 0; i < 15; i++) {
     CHECK(spy_trace_kind_find(names[i]));
     CHECK_EQ(spy_trace_kind_find(names[i])->id, i + 1);
@@ -388,7 +423,8 @@ TEST(catalog_matches_rolldown_kinds) {
   CHECK_EQ(spy_kind_hook_transform_call_start.fields[1].type, SPY_TF_SRC);
 }
 
-/* ---- dedup ------------------------------------------------------------------ */
+/* ---- dedup ------------------------------------------------------------------
+ */
 
 TEST(same_source_emitted_n_times_is_stored_once) {
   const char *dir = mktmp();
@@ -402,8 +438,8 @@ TEST(same_source_emitted_n_times_is_stored_once) {
     char cid[16];
     snprintf(cid, sizeof cid, "t%d", i);
     spy_emit_hook_transform_call_start(
-        t, &(spy_act_hook_transform_call_start){"m.c", {src, sizeof src},
-                                                "p", 0, cid, 0});
+        t, &(spy_act_hook_transform_call_start){
+               "m.c", {src, sizeof src}, "p", 0, cid, 0});
   }
   CHECK_OK(spy_trace_flush(t));
   spy_trace_stats st;
@@ -417,8 +453,10 @@ TEST(same_source_emitted_n_times_is_stored_once) {
   sqlite3 *db;
   CHECK(sqlite3_open(path, &db) == SQLITE_OK);
   sqlite3_stmt *s;
-  CHECK(sqlite3_prepare_v2(db, "SELECT count(*), sum(size), sum(length(content))"
-                               " FROM sources", -1, &s, NULL) == SQLITE_OK);
+  CHECK(sqlite3_prepare_v2(db,
+                           "SELECT count(*), sum(size), sum(length(content))"
+                           " FROM sources",
+                           -1, &s, NULL) == SQLITE_OK);
   CHECK(sqlite3_step(s) == SQLITE_ROW);
   CHECK_EQ(sqlite3_column_int(s, 0), 1);
   CHECK_EQ(sqlite3_column_int(s, 1), sizeof src);
@@ -441,7 +479,8 @@ TEST(same_source_emitted_n_times_is_stored_once) {
   rmrf(dir);
 }
 
-/* ---- sessions ---------------------------------------------------------------- */
+/* ---- sessions
+ * ---------------------------------------------------------------- */
 
 TEST(two_sessions_in_one_process_are_isolated) {
   capture a, b;
@@ -457,8 +496,8 @@ TEST(two_sessions_in_one_process_are_isolated) {
   CHECK_EQ(spy_trace_build_begin(ta), 2);
   CHECK_EQ(spy_trace_build_begin(tb), 1);
   for (int i = 0; i < 5; i++)
-    spy_emit_hook_load_call_start(ta, &(spy_act_hook_load_call_start){
-                                          "a.c", "p", 0, "x", 0});
+    spy_emit_hook_load_call_start(
+        ta, &(spy_act_hook_load_call_start){"a.c", "p", 0, "x", 0});
   spy_emit_build_end(tb, &(spy_act_build_end){0});
   spy_trace_destroy(ta);
   spy_trace_destroy(tb);
@@ -502,7 +541,8 @@ TEST(disabled_session_never_calls_the_writer) {
   CHECK_EQ(k.opened + k.n + k.commits + k.closed + k.sources, 0);
 }
 
-/* ---- the queue ---------------------------------------------------------------- */
+/* ---- the queue
+ * ---------------------------------------------------------------- */
 
 static int slow_action(void *st, const spy_trace_record *r) {
   (void)r;
@@ -517,21 +557,24 @@ TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
   capture k;
   memset(&k, 0, sizeof k);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1, .ops = &slow_ops, .ops_arg = &k,
-                      .queue_bytes = 65536, .batch_actions = 64};
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &slow_ops,
+                      .ops_arg = &k,
+                      .queue_bytes = 65536,
+                      .batch_actions = 64};
   CHECK_OK(spy_trace_create(&d, &t));
   static char src[3000];
   memset(src, 'y', sizeof src);
   for (int i = 0; i < 2000; i++)
     CHECK_OK(spy_emit_hook_transform_call_start(
-        t, &(spy_act_hook_transform_call_start){"m", {src, sizeof src}, "p",
-                                                0, "c", 0}));
+        t, &(spy_act_hook_transform_call_start){
+               "m", {src, sizeof src}, "p", 0, "c", 0}));
   /* a record larger than a quarter of the queue goes through the heap */
   static char huge[100000];
   memset(huge, 'z', sizeof huge);
   CHECK_OK(spy_emit_hook_transform_call_start(
-      t, &(spy_act_hook_transform_call_start){"m", {huge, sizeof huge}, "p", 0,
-                                              "c", 0}));
+      t, &(spy_act_hook_transform_call_start){
+             "m", {huge, sizeof huge}, "p", 0, "c", 0}));
   CHECK_OK(spy_trace_flush(t));
   spy_trace_stats st;
   spy_trace_get_stats(t, &st);
@@ -547,8 +590,8 @@ static void *emit_thread(void *arg) {
   static const char src[] = "static int x;\n";
   for (int i = 0; i < 1000; i++)
     spy_emit_hook_transform_call_start(
-        t, &(spy_act_hook_transform_call_start){"m", {src, sizeof src - 1},
-                                                "p", 0, "c", 0});
+        t, &(spy_act_hook_transform_call_start){
+               "m", {src, sizeof src - 1}, "p", 0, "c", 0});
   return NULL;
 }
 
@@ -556,8 +599,8 @@ TEST(threads_emit_into_one_session) {
   capture k;
   memset(&k, 0, sizeof k);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1, .ops = &slow_ops, .ops_arg = &k,
-                      .queue_bytes = 65536};
+  spy_trace_desc d = {
+      .enabled = 1, .ops = &slow_ops, .ops_arg = &k, .queue_bytes = 65536};
   CHECK_OK(spy_trace_create(&d, &t));
   pthread_t th[4];
   for (int i = 0; i < 4; i++)
@@ -580,8 +623,8 @@ TEST(emit_rejects_a_missing_required_field) {
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .ops = &capture_ops, .ops_arg = &k};
   CHECK_OK(spy_trace_create(&d, &t));
-  CHECK_EQ(spy_emit_hook_load_call_start(t, &(spy_act_hook_load_call_start){
-                                                NULL, "p", 0, "c", 0}),
+  CHECK_EQ(spy_emit_hook_load_call_start(
+               t, &(spy_act_hook_load_call_start){NULL, "p", 0, "c", 0}),
            SPY_EINVAL);
   spy_trace_destroy(t);
   CHECK_EQ(k.n, 0);
@@ -599,11 +642,12 @@ TEST(create_rejects_bad_descs) {
   CHECK_EQ(spy_trace_destroy(NULL), 0);
 }
 
-/* ---- application kinds ------------------------------------------------------ */
+/* ---- application kinds ------------------------------------------------------
+ */
 
 #define MY_FRAME_STATS(F, X)                                                   \
-  F(X, INT, frame, _) F(X, STR, scene, _) F(X, OSRC, shader, _)                \
-  F(X, LIST, plugins, plugin_item)
+  F(X, INT, frame, _)                                                          \
+  F(X, STR, scene, _) F(X, OSRC, shader, _) F(X, LIST, plugins, plugin_item)
 SPY_TRACE_DECLARE_KIND(FrameStats, frame_stats, MY_FRAME_STATS)
 SPY_TRACE_DEFINE_KIND(FrameStats, frame_stats, MY_FRAME_STATS)
 
@@ -614,9 +658,9 @@ TEST(application_kind_goes_through_the_same_path) {
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
   CHECK_OK(spy_trace_create(&d, &t));
   spy_rec_plugin_item pi = {"shader-cache", 3, 0};
-  CHECK_OK(spy_emit_frame_stats(t, &(spy_act_frame_stats){
-                                       7, "forest", {"void main(){}", 13},
-                                       {&pi, 1}, 0}));
+  CHECK_OK(spy_emit_frame_stats(
+      t,
+      &(spy_act_frame_stats){7, "forest", {"void main(){}", 13}, {&pi, 1}, 0}));
   CHECK_EQ(spy_trace_destroy(t), 0);
   spy_trace_reader *r;
   CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
@@ -632,7 +676,8 @@ TEST(application_kind_goes_through_the_same_path) {
   rmrf(dir);
 }
 
-/* ---- schema ------------------------------------------------------------------ */
+/* ---- schema
+ * ------------------------------------------------------------------ */
 
 TEST(newer_sqlite_schema_is_refused) {
   const char *dir = mktmp();
@@ -651,8 +696,8 @@ TEST(newer_sqlite_schema_is_refused) {
   spy_trace_reader_close(r);
   /* a writer refuses to append to it too */
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir,
-                      .on_error = NULL};
+  spy_trace_desc d = {
+      .enabled = 1, .writer = "sqlite", .dir = dir, .on_error = NULL};
   CHECK_EQ(spy_trace_create(&d, &t), SPY_EBADSCHEMA);
   rmrf(dir);
 }
@@ -673,14 +718,15 @@ TEST(newer_jsonl_schema_is_refused) {
   rmrf(dir);
 }
 
-/* ---- the record codec ---------------------------------------------------------- */
+/* ---- the record codec
+ * ---------------------------------------------------------- */
 
 TEST(decode_rejects_truncated_and_corrupt_records) {
   uint8_t buf[512];
-  int64_t n = spy_trace_encode(
-      &spy_kind_hook_load_call_start,
-      &(spy_act_hook_load_call_start){"m.c", "p", 3, "c1", 0}, 9, 1000, 2, buf,
-      sizeof buf);
+  int64_t n =
+      spy_trace_encode(&spy_kind_hook_load_call_start,
+                       &(spy_act_hook_load_call_start){"m.c", "p", 3, "c1", 0},
+                       9, 1000, 2, buf, sizeof buf);
   CHECK(n > 32);
   spy_trace_arena ar = {0};
   spy_trace_action a;
@@ -707,21 +753,22 @@ TEST(decode_rejects_truncated_and_corrupt_records) {
            spy_trace_encode(&spy_kind_build_start, NULL, 1, 1, 1, NULL, 0));
 }
 
-TEST_MAIN(TEST_CASE(catalog_matches_rolldown_kinds),
-          TEST_CASE(every_kind_round_trips_through_jsonl),
-          TEST_CASE(every_kind_round_trips_through_sqlite),
-          TEST_CASE(every_kind_round_trips_through_postgres),
-          TEST_CASE(write_every_kind_for_rolldown),
-          TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
-          TEST_CASE(same_source_emitted_n_times_is_stored_once),
-          TEST_CASE(two_sessions_in_one_process_are_isolated),
-          TEST_CASE(default_location_is_under_the_desc_cwd),
-          TEST_CASE(disabled_session_never_calls_the_writer),
-          TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
-          TEST_CASE(threads_emit_into_one_session),
-          TEST_CASE(emit_rejects_a_missing_required_field),
-          TEST_CASE(create_rejects_bad_descs),
-          TEST_CASE(application_kind_goes_through_the_same_path),
-          TEST_CASE(newer_sqlite_schema_is_refused),
-          TEST_CASE(newer_jsonl_schema_is_refused),
-          TEST_CASE(decode_rejects_truncated_and_corrupt_records))
+TEST_MAIN(
+    TEST_CASE(catalog_matches_rolldown_kinds),
+    TEST_CASE(every_kind_round_trips_through_jsonl),
+    TEST_CASE(every_kind_round_trips_through_sqlite),
+    TEST_CASE(every_kind_round_trips_through_postgres),
+    TEST_CASE(write_every_kind_for_rolldown),
+    TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
+    TEST_CASE(same_source_emitted_n_times_is_stored_once),
+    TEST_CASE(two_sessions_in_one_process_are_isolated),
+    TEST_CASE(default_location_is_under_the_desc_cwd),
+    TEST_CASE(disabled_session_never_calls_the_writer),
+    TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
+    TEST_CASE(threads_emit_into_one_session),
+    TEST_CASE(emit_rejects_a_missing_required_field),
+    TEST_CASE(create_rejects_bad_descs),
+    TEST_CASE(application_kind_goes_through_the_same_path),
+    TEST_CASE(newer_sqlite_schema_is_refused),
+    TEST_CASE(newer_jsonl_schema_is_refused),
+    TEST_CASE(decode_rejects_truncated_and_corrupt_records))

@@ -17,9 +17,11 @@ int main(void) {
   }
   spy_trace_build_begin(t);
   spy_emit_hook_transform_call_start(
-      t, &(spy_act_hook_transform_call_start){
-             .module_id = "main.c", .content = {"int x;\n", 7},
-             .plugin_name = "example", .plugin_id = 0, .call_id = "1"});
+      t, &(spy_act_hook_transform_call_start){.module_id = "main.c",
+                                              .content = {"int x;\n", 7},
+                                              .plugin_name = "example",
+                                              .plugin_id = 0,
+                                              .call_id = "1"});
   spy_trace_build_end(t);
   spy_trace_destroy(t);
   spy_trace_reader *r;

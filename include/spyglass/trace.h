@@ -131,7 +131,7 @@ typedef struct spy_trace_kind {
 /* struct spy_rec_<snake> for each record; spy_rec_kind_<snake> describes it */
 #define SPY__REC_STRUCT(snake, FIELDS)                                         \
   typedef struct spy_rec_##snake {                                             \
-    FIELDS(SPY__MEMBER, _) char spy_end_;                                         \
+    FIELDS(SPY__MEMBER, _) char spy_end_;                                      \
   } spy_rec_##snake;                                                           \
   extern const spy_trace_kind spy_rec_kind_##snake;
 SPY_TRACE_RECORDS(SPY__REC_STRUCT)
@@ -170,11 +170,10 @@ static inline int spy_trace_on(const spy_trace *t) {
  * with their name and land in the stores' actions table. */
 #define SPY_TRACE_DECLARE_KIND(Name, snake, FIELDS)                            \
   typedef struct spy_act_##snake {                                             \
-    FIELDS(SPY__MEMBER, _) char spy_end_;                                         \
+    FIELDS(SPY__MEMBER, _) char spy_end_;                                      \
   } spy_act_##snake;                                                           \
   extern const spy_trace_kind spy_kind_##snake;                                \
-  static inline int spy_emit_##snake(spy_trace *t,                             \
-                                     const spy_act_##snake *a) {               \
+  static inline int spy_emit_##snake(spy_trace *t, const spy_act_##snake *a) { \
     if (!spy_trace_on(t))                                                      \
       return 0;                                                                \
     return spy_trace_emit(t, &spy_kind_##snake, a);                            \
@@ -244,9 +243,9 @@ typedef struct spy_trace_action {
   const spy_trace_kind *kind;
   const char *name;
   uint32_t name_len;
-  uint64_t seq;   /* per session, from 1 */
-  uint64_t ts_us; /* wall clock, µs since the epoch */
-  uint32_t build; /* build number in the session, 0 = none */
+  uint64_t seq;         /* per session, from 1 */
+  uint64_t ts_us;       /* wall clock, µs since the epoch */
+  uint32_t build;       /* build number in the session, 0 = none */
   spy_trace_val fields; /* a REC */
 } spy_trace_action;
 
@@ -294,8 +293,7 @@ int spy_trace_section_next(const void *data, size_t len, size_t *off,
 int spy_trace_check(const spy_trace_kind *kind, const spy_trace_val *rec);
 
 /* The field `name` of a decoded action, or NULL. */
-const spy_trace_val *spy_trace_get(const spy_trace_action *a,
-                                   const char *name);
+const spy_trace_val *spy_trace_get(const spy_trace_action *a, const char *name);
 
 /* Hex content id (32 chars + NUL) of a hash pair. */
 void spy_trace_hash_hex(const uint64_t hash[2], char out[33]);
@@ -308,18 +306,18 @@ void spy_trace_hash(const void *p, size_t n, uint64_t out[2]);
  * call only. */
 typedef struct spy_trace_record {
   const spy_trace_action *action; /* SRC values carry their hash */
-  const char *json; /* the action's JSON-lines form, no newline */
+  const char *json;               /* the action's JSON-lines form, no newline */
   size_t json_len;
 } spy_trace_record;
 
 typedef struct spy_trace_writer_cfg {
-  const char *dir;        /* session directory (created) */
-  const char *conninfo;   /* postgres */
+  const char *dir;      /* session directory (created) */
+  const char *conninfo; /* postgres */
   const char *session_id;
   const char *cwd;
-  size_t retry_bytes;     /* postgres: bytes kept while unreachable */
-  uint32_t retry_ms;      /* postgres: how long close keeps retrying */
-  void *arg;              /* the desc's ops_arg */
+  size_t retry_bytes; /* postgres: bytes kept while unreachable */
+  uint32_t retry_ms;  /* postgres: how long close keeps retrying */
+  void *arg;          /* the desc's ops_arg */
   /* Report a failure (the writer keeps going where it can). */
   void (*report)(void *ctx, int err, const char *msg);
   void *report_ctx;
@@ -350,13 +348,13 @@ const spy_trace_writer_ops *spy_trace_writer_find(const char *name);
 /* ---- sessions ------------------------------------------------------------ */
 
 typedef struct spy_trace_desc {
-  int enabled;            /* 0: every emit is one branch, nothing opened */
-  const char *cwd;        /* the traced program's working dir; default getcwd() */
-  const char *dir;        /* session dir; default <cwd>/.spyglass/<session-id> */
-  const char *writer;     /* "jsonl" (default), "sqlite", "postgres" */
-  const char *conninfo;   /* postgres: libpq conninfo or URI */
+  int enabled;          /* 0: every emit is one branch, nothing opened */
+  const char *cwd;      /* the traced program's working dir; default getcwd() */
+  const char *dir;      /* session dir; default <cwd>/.spyglass/<session-id> */
+  const char *writer;   /* "jsonl" (default), "sqlite", "postgres" */
+  const char *conninfo; /* postgres: libpq conninfo or URI */
   const spy_trace_writer_ops *ops; /* custom writer: overrides `writer` */
-  void *ops_arg;          /* passed to ops->open in cfg.arg */
+  void *ops_arg;                   /* passed to ops->open in cfg.arg */
   const char *session_id; /* default: generated, unique per process + time */
   size_t queue_bytes;     /* default 8 MiB; min 64 KiB */
   uint32_t batch_actions; /* actions per commit at most; default 4096 */
@@ -473,8 +471,8 @@ int spy_trace_reader_modules(spy_trace_reader *r, uint32_t build,
                                        int is_external),
                              void *arg);
 int spy_trace_reader_imports(spy_trace_reader *r, uint32_t build,
-                             int (*cb)(void *, const char *from,
-                                       const char *to, const char *kind),
+                             int (*cb)(void *, const char *from, const char *to,
+                                       const char *kind),
                              void *arg);
 int spy_trace_reader_hook_calls(spy_trace_reader *r,
                                 int (*cb)(void *, const spy_trace_hook_call *),

@@ -19,27 +19,52 @@
 #ifndef SPYGLASS_TRACE_CATALOG_H
 #define SPYGLASS_TRACE_CATALOG_H
 
+// clang-format off  (one field per line reads better than packed)
+
 /* ---- nested records ----------------------------------------------------- */
-#define SPY_REC_INPUT_ITEM(F, X) F(X, OSTR, name, _) F(X, STR, filename, _)
-#define SPY_REC_PLUGIN_ITEM(F, X) F(X, STR, name, _) F(X, INT, plugin_id, _)
-#define SPY_REC_MODULE_IMPORT(F, X)                                               \
-  F(X, STR, module_id, _) F(X, STR, kind, _) F(X, STR, module_request, _)
-#define SPY_REC_MODULE(F, X)                                                      \
-  F(X, STR, id, _) F(X, BOOL, is_external, _) F(X, OLIST, imports, module_import)       \
-  F(X, OSTRS, importers, _)
-#define SPY_REC_CHUNK_IMPORT(F, X) F(X, INT, chunk_id, _) F(X, STR, kind, _)
-#define SPY_REC_CHUNK(F, X)                                                       \
-  F(X, INT, chunk_id, _) F(X, OSTR, name, _) F(X, OINT, advanced_chunk_group_id, _)     \
-  F(X, BOOL, is_user_defined_entry, _) F(X, BOOL, is_async_entry, _)                 \
-  F(X, OSTR, entry_module, _) F(X, STRS, modules, _) F(X, STR, reason, _)               \
-  F(X, LIST, imports, chunk_import)
-#define SPY_REC_ASSET(F, X)                                                       \
-  F(X, OINT, chunk_id, _) F(X, OSRC, content, _) F(X, INT, size, _)                     \
+#define SPY_REC_INPUT_ITEM(F, X)                                               \
+  F(X, OSTR, name, _)                                                          \
   F(X, STR, filename, _)
-#define SPY_REC_PACKAGE_INFO(F, X)                                                \
-  F(X, STR, package_id, _) F(X, OSTR, name, _) F(X, OSTR, version, _)                   \
-  F(X, STR, package_json_path, _) F(X, STR, package_root, _) F(X, BOOL, is_used, _)    \
-  F(X, STR, dependency_type, _) F(X, INT, size, _) F(X, STRS, modules, _)               \
+#define SPY_REC_PLUGIN_ITEM(F, X)                                              \
+  F(X, STR, name, _)                                                           \
+  F(X, INT, plugin_id, _)
+#define SPY_REC_MODULE_IMPORT(F, X)                                            \
+  F(X, STR, module_id, _)                                                      \
+  F(X, STR, kind, _)                                                           \
+  F(X, STR, module_request, _)
+#define SPY_REC_MODULE(F, X)                                                   \
+  F(X, STR, id, _)                                                             \
+  F(X, BOOL, is_external, _)                                                   \
+  F(X, OLIST, imports, module_import)                                          \
+  F(X, OSTRS, importers, _)
+#define SPY_REC_CHUNK_IMPORT(F, X)                                             \
+  F(X, INT, chunk_id, _)                                                       \
+  F(X, STR, kind, _)
+#define SPY_REC_CHUNK(F, X)                                                    \
+  F(X, INT, chunk_id, _)                                                       \
+  F(X, OSTR, name, _)                                                          \
+  F(X, OINT, advanced_chunk_group_id, _)                                       \
+  F(X, BOOL, is_user_defined_entry, _)                                         \
+  F(X, BOOL, is_async_entry, _)                                                \
+  F(X, OSTR, entry_module, _)                                                  \
+  F(X, STRS, modules, _)                                                       \
+  F(X, STR, reason, _)                                                         \
+  F(X, LIST, imports, chunk_import)
+#define SPY_REC_ASSET(F, X)                                                    \
+  F(X, OINT, chunk_id, _)                                                      \
+  F(X, OSRC, content, _)                                                       \
+  F(X, INT, size, _)                                                           \
+  F(X, STR, filename, _)
+#define SPY_REC_PACKAGE_INFO(F, X)                                             \
+  F(X, STR, package_id, _)                                                     \
+  F(X, OSTR, name, _)                                                          \
+  F(X, OSTR, version, _)                                                       \
+  F(X, STR, package_json_path, _)                                              \
+  F(X, STR, package_root, _)                                                   \
+  F(X, BOOL, is_used, _)                                                       \
+  F(X, STR, dependency_type, _)                                                \
+  F(X, INT, size, _)                                                           \
+  F(X, STRS, modules, _)                                                       \
   F(X, INTS, chunk_ids, _)
 
 /* R(snake, FIELDS), in dependency order (a record before its users). */
@@ -54,39 +79,71 @@
   R(package_info, SPY_REC_PACKAGE_INFO)
 
 /* ---- actions ------------------------------------------------------------ */
-#define SPY_ACT_SESSION_META(F, X)                                                \
-  F(X, LIST, inputs, input_item) F(X, LIST, plugins, plugin_item) F(X, STR, cwd, _)     \
-  F(X, STR, platform, _) F(X, STR, format, _) F(X, OSTR, dir, _) F(X, OSTR, file, _)
+#define SPY_ACT_SESSION_META(F, X)                                             \
+  F(X, LIST, inputs, input_item)                                               \
+  F(X, LIST, plugins, plugin_item)                                             \
+  F(X, STR, cwd, _)                                                            \
+  F(X, STR, platform, _)                                                       \
+  F(X, STR, format, _)                                                         \
+  F(X, OSTR, dir, _)                                                           \
+  F(X, OSTR, file, _)
 #define SPY_ACT_NONE(F, X)
-#define SPY_ACT_MODULE_GRAPH_READY(F, X) F(X, LIST, modules, module)
-#define SPY_ACT_CHUNK_GRAPH_READY(F, X) F(X, LIST, chunks, chunk)
-#define SPY_ACT_PACKAGE_GRAPH_READY(F, X) F(X, LIST, packages, package_info)
-#define SPY_ACT_HOOK_RESOLVE_ID_CALL_START(F, X)                                  \
-  F(X, OSTR, importer, _) F(X, STR, module_request, _) F(X, STR, import_kind, _)        \
-  F(X, STR, plugin_name, _) F(X, INT, plugin_id, _) F(X, STR, trigger, _)               \
+#define SPY_ACT_MODULE_GRAPH_READY(F, X)                                       \
+  F(X, LIST, modules, module)
+#define SPY_ACT_CHUNK_GRAPH_READY(F, X)                                        \
+  F(X, LIST, chunks, chunk)
+#define SPY_ACT_PACKAGE_GRAPH_READY(F, X)                                      \
+  F(X, LIST, packages, package_info)
+#define SPY_ACT_HOOK_RESOLVE_ID_CALL_START(F, X)                               \
+  F(X, OSTR, importer, _)                                                      \
+  F(X, STR, module_request, _)                                                 \
+  F(X, STR, import_kind, _)                                                    \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, trigger, _)                                                        \
   F(X, STR, call_id, _)
-#define SPY_ACT_HOOK_RESOLVE_ID_CALL_END(F, X)                                    \
-  F(X, OSTR, resolved_id, _) F(X, OBOOL, is_external, _) F(X, STR, plugin_name, _)      \
-  F(X, INT, plugin_id, _) F(X, STR, trigger, _) F(X, STR, call_id, _)
-#define SPY_ACT_HOOK_LOAD_CALL_START(F, X)                                        \
-  F(X, STR, module_id, _) F(X, STR, plugin_name, _) F(X, INT, plugin_id, _)             \
+#define SPY_ACT_HOOK_RESOLVE_ID_CALL_END(F, X)                                 \
+  F(X, OSTR, resolved_id, _)                                                   \
+  F(X, OBOOL, is_external, _)                                                  \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, trigger, _)                                                        \
   F(X, STR, call_id, _)
-#define SPY_ACT_HOOK_LOAD_CALL_END(F, X)                                          \
-  F(X, STR, module_id, _) F(X, OSRC, content, _) F(X, STR, plugin_name, _)              \
-  F(X, INT, plugin_id, _) F(X, STR, call_id, _)
-#define SPY_ACT_HOOK_TRANSFORM_CALL_START(F, X)                                   \
-  F(X, STR, module_id, _) F(X, SRC, content, _) F(X, STR, plugin_name, _)               \
-  F(X, INT, plugin_id, _) F(X, STR, call_id, _)
-#define SPY_ACT_HOOK_TRANSFORM_CALL_END(F, X)                                     \
-  F(X, STR, module_id, _) F(X, OSRC, content, _) F(X, STR, plugin_name, _)              \
-  F(X, INT, plugin_id, _) F(X, STR, call_id, _)
-#define SPY_ACT_HOOK_RENDER_CHUNK_START(F, X)                                     \
-  F(X, STR, plugin_name, _) F(X, INT, plugin_id, _) F(X, STR, call_id, _)               \
+#define SPY_ACT_HOOK_LOAD_CALL_START(F, X)                                     \
+  F(X, STR, module_id, _)                                                      \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, call_id, _)
+#define SPY_ACT_HOOK_LOAD_CALL_END(F, X)                                       \
+  F(X, STR, module_id, _)                                                      \
+  F(X, OSRC, content, _)                                                       \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, call_id, _)
+#define SPY_ACT_HOOK_TRANSFORM_CALL_START(F, X)                                \
+  F(X, STR, module_id, _)                                                      \
+  F(X, SRC, content, _)                                                        \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, call_id, _)
+#define SPY_ACT_HOOK_TRANSFORM_CALL_END(F, X)                                  \
+  F(X, STR, module_id, _)                                                      \
+  F(X, OSRC, content, _)                                                       \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, call_id, _)
+#define SPY_ACT_HOOK_RENDER_CHUNK_START(F, X)                                  \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, call_id, _)                                                        \
   F(X, SRC, content, _)
-#define SPY_ACT_HOOK_RENDER_CHUNK_END(F, X)                                       \
-  F(X, STR, plugin_name, _) F(X, INT, plugin_id, _) F(X, STR, call_id, _)               \
+#define SPY_ACT_HOOK_RENDER_CHUNK_END(F, X)                                    \
+  F(X, STR, plugin_name, _)                                                    \
+  F(X, INT, plugin_id, _)                                                      \
+  F(X, STR, call_id, _)                                                        \
   F(X, OSRC, content, _)
-#define SPY_ACT_ASSETS_READY(F, X) F(X, LIST, assets, asset)
+#define SPY_ACT_ASSETS_READY(F, X)                                             \
+  F(X, LIST, assets, asset)
 
 /* A(id, Name, snake, role, FIELDS). id is the kind's number on the wire;
  * role tells the SQL writers which relational tables the action fills. */
@@ -116,5 +173,6 @@
   A(14, HookRenderChunkEnd, hook_render_chunk_end, HOOK_END,                   \
     SPY_ACT_HOOK_RENDER_CHUNK_END)                                             \
   A(15, AssetsReady, assets_ready, ASSETS, SPY_ACT_ASSETS_READY)
+// clang-format on
 
 #endif

@@ -125,8 +125,8 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
     int8_t v;
     memcpy(&v, at, 1);
     put_u8(e, v < 0 && f->type == SPY_TF_OBOOL ? SPY_TV_NULL
-              : v                             ? SPY_TV_TRUE
-                                              : SPY_TV_FALSE);
+              : v                              ? SPY_TV_TRUE
+                                               : SPY_TV_FALSE);
     break;
   }
   default: { /* lists */
@@ -181,7 +181,8 @@ int64_t spy_trace_encode(const spy_trace_kind *kind, const void *act,
   return enc_finish(&e);
 }
 
-/* ---- from a tree ---------------------------------------------------------- */
+/* ---- from a tree ----------------------------------------------------------
+ */
 
 static void enc_val(enc *e, const spy_trace_val *v) {
   switch (v->type) {
@@ -218,7 +219,8 @@ int64_t spy_trace_encode_action(const spy_trace_action *a, void *buf,
   return enc_finish(&e);
 }
 
-/* ---- arena ---------------------------------------------------------------- */
+/* ---- arena ----------------------------------------------------------------
+ */
 
 typedef struct block {
   struct block *next;
@@ -266,7 +268,8 @@ void spy_trace_arena_free(spy_trace_arena *a) {
   a->used = a->cap = 0;
 }
 
-/* ---- decode ---------------------------------------------------------------- */
+/* ---- decode ----------------------------------------------------------------
+ */
 
 typedef struct dec {
   const uint8_t *p, *end;
@@ -395,15 +398,16 @@ int spy_trace_section_next(const void *data, size_t len, size_t *off,
                            spy_trace_arena *arena, spy_trace_action *out) {
   if (*off >= len)
     return 0;
-  int rc = spy_trace_decode((const uint8_t *)data + *off, len - *off, arena,
-                            out);
+  int rc =
+      spy_trace_decode((const uint8_t *)data + *off, len - *off, arena, out);
   if (rc < 0)
     return rc;
   *off += (size_t)rc;
   return 1;
 }
 
-/* ---- validation ------------------------------------------------------------ */
+/* ---- validation ------------------------------------------------------------
+ */
 
 static int check_field(const spy_trace_field *f, const spy_trace_val *v) {
   int t = v->type;
@@ -488,7 +492,8 @@ const char *spy__hook_type(const spy_trace_kind *k) {
   return "load";
 }
 
-/* ---- hashing --------------------------------------------------------------- */
+/* ---- hashing ---------------------------------------------------------------
+ */
 
 void spy_trace_hash(const void *p, size_t n, uint64_t out[2]) {
   XXH128_hash_t h = XXH3_128bits(p, n);

@@ -31,7 +31,9 @@ void spy__buf_put(spy__buf *b, const void *p, size_t n) {
   b->len += n;
 }
 
-void spy__buf_puts(spy__buf *b, const char *s) { spy__buf_put(b, s, strlen(s)); }
+void spy__buf_puts(spy__buf *b, const char *s) {
+  spy__buf_put(b, s, strlen(s));
+}
 
 void spy__buf_putc(spy__buf *b, char c) {
   if (spy__buf_reserve(b, 1) == 0)

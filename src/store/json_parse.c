@@ -247,9 +247,9 @@ static int value(jp *j, spy__jv *v) {
     j->p++;
     digits++;
   }
-  while (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E' ||
-                           *j->p == '+' || *j->p == '-' ||
-                           (*j->p >= '0' && *j->p <= '9'))) {
+  while (j->p < j->end &&
+         (*j->p == '.' || *j->p == 'e' || *j->p == 'E' || *j->p == '+' ||
+          *j->p == '-' || (*j->p >= '0' && *j->p <= '9'))) {
     frac = 1;
     j->p++;
   }
@@ -305,8 +305,15 @@ static int to_val(const spy__jv *j, const spy_trace_field *f,
   case 'n': v->type = SPY_TV_NULL; return 0;
   case 't': v->type = SPY_TV_TRUE; return 0;
   case 'f': v->type = SPY_TV_FALSE; return 0;
-  case 'i': v->type = SPY_TV_INT; v->u.i = j->i; return 0;
-  case 'd': v->type = SPY_TV_STR; v->u.s = j->s; v->n = j->n; return 0;
+  case 'i':
+    v->type = SPY_TV_INT;
+    v->u.i = j->i;
+    return 0;
+  case 'd':
+    v->type = SPY_TV_STR;
+    v->u.s = j->s;
+    v->n = j->n;
+    return 0;
   case 's':
     if (f && (f->type == SPY_TF_SRC || f->type == SPY_TF_OSRC)) {
       if (j->n == 37 && memcmp(j->s, "$ref:", 5) == 0 &&
@@ -342,10 +349,9 @@ static int to_val(const spy__jv *j, const spy_trace_field *f,
         (void)rf;
         items[i].type = SPY_TV_REC;
         items[i].n = rec->nfields;
-        spy_trace_val *ri = rec->nfields
-                                ? spy_trace_arena_alloc(a, rec->nfields *
-                                                               sizeof *ri)
-                                : NULL;
+        spy_trace_val *ri =
+            rec->nfields ? spy_trace_arena_alloc(a, rec->nfields * sizeof *ri)
+                         : NULL;
         if (rec->nfields && !ri)
           return SPY_ENOMEM;
         for (uint32_t k = 0; k < rec->nfields; k++) {
@@ -375,7 +381,7 @@ static int to_val(const spy__jv *j, const spy_trace_field *f,
 }
 
 static const char *const envelope[] = {"timestamp", "session_id", "build_id",
-                                       "seq", "ts_us", "action"};
+                                       "seq",       "ts_us",      "action"};
 
 int spy__json_to_action(const spy__jv *o, spy_trace_arena *a,
                         spy_trace_action *out) {

@@ -85,7 +85,8 @@ static int index_jsonl(spy_trace_reader *r, char *text, size_t n) {
     char *e = nl ? nl : end;
     size_t len = (size_t)(e - p);
     if (len > 2) {
-      if (len > 40 && memcmp(p, "{\"action\":\"StringRef\",\"id\":\"", 28) == 0) {
+      if (len > 40 &&
+          memcmp(p, "{\"action\":\"StringRef\",\"id\":\"", 28) == 0) {
         if (r->nrefs == r->cap_refs) {
           r->cap_refs = r->cap_refs ? 2 * r->cap_refs : 256;
           srcref *g = realloc(r->refs, r->cap_refs * sizeof *g);
@@ -163,9 +164,8 @@ static int open_sqlite(spy_trace_reader *r, const char *path,
   sqlite3_busy_timeout(r->db, 5000);
   int v = spy__sqlite_check_version(r->db);
   if (v == SPY_EBADSCHEMA)
-    return seterr(r, v,
-                  "%s: written by a newer spyglass (schema version too new)",
-                  path);
+    return seterr(
+        r, v, "%s: written by a newer spyglass (schema version too new)", path);
   if (v <= 0)
     return seterr(r, SPY_EBADSCHEMA, "%s: not a spyglass trace", path);
   if (!session) {
@@ -419,7 +419,8 @@ int spy_trace_reader_source(spy_trace_reader *r, const uint64_t hash[2],
   return rc;
 }
 
-/* ---- derived views ---------------------------------------------------------- */
+/* ---- derived views ----------------------------------------------------------
+ */
 
 static int kind_is(const spy_trace_action *a, const spy_trace_kind *k) {
   return a->kind == k;
@@ -456,11 +457,9 @@ int spy_trace_reader_builds(spy_trace_reader *r,
 }
 
 /* Walks the ModuleGraphReady of `build`, calling one of the callbacks. */
-static int walk_modules(spy_trace_reader *r, uint32_t build,
-                        int (*mcb)(void *, const char *, int),
-                        int (*icb)(void *, const char *, const char *,
-                                   const char *),
-                        void *arg) {
+static int walk_modules(
+    spy_trace_reader *r, uint32_t build, int (*mcb)(void *, const char *, int),
+    int (*icb)(void *, const char *, const char *, const char *), void *arg) {
   spy_trace_action a;
   int rc;
   char s1[4096], s2[4096], s3[64];
@@ -483,7 +482,8 @@ static int walk_modules(spy_trace_reader *r, uint32_t build,
       const spy_trace_kind *ik = &spy_rec_kind_module_import;
       for (uint32_t j = 0; imps && imps->type == SPY_TV_LIST && j < imps->n;
            j++) {
-        const spy_trace_val *to = spy__field(ik, &imps->u.items[j], "module_id");
+        const spy_trace_val *to =
+            spy__field(ik, &imps->u.items[j], "module_id");
         const spy_trace_val *kd = spy__field(ik, &imps->u.items[j], "kind");
         snprintf(s2, sizeof s2, "%.*s", (int)to->n, to->u.s);
         snprintf(s3, sizeof s3, "%.*s", (int)kd->n, kd->u.s);
@@ -549,8 +549,9 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
       if (!mod)
         mod = spy_trace_get(&a, "module_request");
       *o = (open_call){dupv(cid), dupv(spy_trace_get(&a, "plugin_name")),
-                       dupv(mod), spy__hook_type(a.kind), a.build, a.ts_us, 0,
-                       {0, 0}};
+                       dupv(mod), spy__hook_type(a.kind),
+                       a.build,   a.ts_us,
+                       0,         {0, 0}};
       if (src && src->has_hash) {
         o->has_input = 1;
         o->input[0] = src->hash[0];
@@ -562,8 +563,10 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
       open_call *o = &open[i];
       if (strlen(o->call_id) != cid->n || memcmp(o->call_id, cid->u.s, cid->n))
         continue;
-      spy_trace_hook_call h = {o->build,  o->hook, o->plugin, o->module,
-                               o->call_id, o->started, a.ts_us, o->has_input,
+      spy_trace_hook_call h = {o->build,   o->hook,
+                               o->plugin,  o->module,
+                               o->call_id, o->started,
+                               a.ts_us,    o->has_input,
                                0,          {o->input[0], o->input[1]},
                                {0, 0}};
       if (src && src->has_hash) {
@@ -588,7 +591,8 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
   return rc < 0 ? rc : 0;
 }
 
-/* ---- summary ------------------------------------------------------------------ */
+/* ---- summary
+ * ------------------------------------------------------------------ */
 
 typedef struct refcount {
   uint64_t hash[2];
@@ -611,9 +615,7 @@ static void count_refs(const spy_trace_val *v, refcount **rs, size_t *n,
       count_refs(&v->u.items[i], rs, n, cap);
 }
 
-static int cmp_refcount(const void *a, const void *b) {
-  return cmp_ref(a, b);
-}
+static int cmp_refcount(const void *a, const void *b) { return cmp_ref(a, b); }
 
 int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out) {
   memset(out, 0, sizeof *out);

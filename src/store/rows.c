@@ -109,7 +109,8 @@ void spy__index_sql(spy__buf *b) {
   }
 }
 
-/* ---- mapping -------------------------------------------------------------- */
+/* ---- mapping --------------------------------------------------------------
+ */
 
 typedef struct pending {
   char *call_id;
@@ -223,8 +224,11 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
       for (uint32_t j = 0; imps && imps->type == SPY_TV_LIST && j < imps->n;
            j++) {
         const spy_trace_val *im = &imps->u.items[j];
-        spy__cell d[6] = {c[0], c[1], TV(spy__field(mk, mo, "id")),
-                          TV(spy__field(ik, im, "module_id")), TV(spy__field(ik, im, "kind")),
+        spy__cell d[6] = {c[0],
+                          c[1],
+                          TV(spy__field(mk, mo, "id")),
+                          TV(spy__field(ik, im, "module_id")),
+                          TV(spy__field(ik, im, "kind")),
                           TV(spy__field(ik, im, "module_request"))};
         if ((rc = sink(arg, SPY__T_MODULE_IMPORTS, d)) < 0)
           return rc;

@@ -299,7 +299,8 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-/* ---- emit ------------------------------------------------------------------ */
+/* ---- emit ------------------------------------------------------------------
+ */
 
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (!t || !t->hot.enabled)
@@ -406,7 +407,8 @@ int spy_trace_build_end(spy_trace *t) {
   return spy_emit_build_end(t, &(spy_act_build_end){0});
 }
 
-/* ---- lifecycle ---------------------------------------------------------------- */
+/* ---- lifecycle
+ * ---------------------------------------------------------------- */
 
 static char *dupstr(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -487,9 +489,9 @@ int spy_trace_create(const spy_trace_desc *desc, spy_trace **out) {
   int rc = 0;
   if (t->dir && ops != &spy__writer_pg && !d.ops)
     rc = spy__mkdirs(t->dir);
-  spy_trace_writer_cfg cfg = {t->dir,        t->conninfo,   t->session_id,
-                              t->cwd,        t->retry_bytes, t->retry_ms,
-                              t->ops_arg,    report,        t};
+  spy_trace_writer_cfg cfg = {t->dir,     t->conninfo,    t->session_id,
+                              t->cwd,     t->retry_bytes, t->retry_ms,
+                              t->ops_arg, report,         t};
   if (rc == 0)
     rc = ops->open(&t->wstate, &cfg);
   if (rc == 0 && pthread_create(&t->thread, NULL, writer_main, t) != 0)

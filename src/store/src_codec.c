@@ -53,8 +53,7 @@ int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
   return 0;
 }
 
-void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *json,
-                     size_t n) {
+void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *json, size_t n) {
   if (!b->n)
     b->first = seq;
   b->last = seq;

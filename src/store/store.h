@@ -10,7 +10,8 @@
 
 #include "spyglass/trace.h"
 
-/* ---- byte buffer ---------------------------------------------------------- */
+/* ---- byte buffer ----------------------------------------------------------
+ */
 typedef struct spy__buf {
   char *p;
   size_t len, cap;
@@ -24,16 +25,18 @@ void spy__buf_i64(spy__buf *b, int64_t v);
 void spy__buf_u64(spy__buf *b, uint64_t v);
 void spy__buf_free(spy__buf *b);
 
-/* ---- catalog helpers --------------------------------------------------------- */
+/* ---- catalog helpers
+ * --------------------------------------------------------- */
 /* The field `name` of a decoded record described by k, or NULL. */
-const spy_trace_val *spy__field(const spy_trace_kind *k, const spy_trace_val *rec,
-                                const char *name);
+const spy_trace_val *spy__field(const spy_trace_kind *k,
+                                const spy_trace_val *rec, const char *name);
 /* "transform", "load", "resolve_id" or "render_chunk" for a hook kind. */
 const char *spy__hook_type(const spy_trace_kind *k);
 /* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
 char *spy__slurp(const char *path, size_t *n);
 
-/* ---- JSON ------------------------------------------------------------------ */
+/* ---- JSON ------------------------------------------------------------------
+ */
 /* Appends s[0..n) as a JSON string literal (quotes included). */
 void spy__json_str(spy__buf *b, const char *s, size_t n);
 /* Appends the action's JSON-lines object (no newline), Rolldown's devtools
@@ -47,8 +50,9 @@ void spy__trace_json_stringref(spy__buf *b, const uint64_t hash[2],
 
 /* A parsed JSON value (arena-allocated); objects keep their keys. */
 typedef struct spy__jv {
-  uint8_t type; /* 'n' null, 'f', 't', 'i' int, 'd' other number, 's', 'a', 'o' */
-  uint32_t n;   /* string bytes / array or object members */
+  uint8_t
+      type;   /* 'n' null, 'f', 't', 'i' int, 'd' other number, 's', 'a', 'o' */
+  uint32_t n; /* string bytes / array or object members */
   int64_t i;
   const char *s; /* unescaped string */
   struct spy__jv *items;
@@ -66,18 +70,33 @@ int spy__json_to_action(const spy__jv *o, spy_trace_arena *a,
 /* Parses a 32-hex content id; returns 0 or SPY_EBADVALUE. */
 int spy__hash_parse(const char *s, size_t n, uint64_t out[2]);
 
-/* ---- relational rows -------------------------------------------------------- */
-enum { SPY__COL_INT = 'I', SPY__COL_TEXT = 'T', SPY__COL_BLOB = 'B',
-       SPY__COL_JSON = 'J' };
+/* ---- relational rows --------------------------------------------------------
+ */
+enum {
+  SPY__COL_INT = 'I',
+  SPY__COL_TEXT = 'T',
+  SPY__COL_BLOB = 'B',
+  SPY__COL_JSON = 'J'
+};
 typedef struct spy__table {
   const char *name;
-  const char *cols;    /* comma separated */
-  const char *types;   /* one SPY__COL_* per column */
-  const char *key;     /* primary key columns or NULL */
+  const char *cols;  /* comma separated */
+  const char *types; /* one SPY__COL_* per column */
+  const char *key;   /* primary key columns or NULL */
 } spy__table;
-enum { SPY__T_SESSIONS, SPY__T_BUILDS, SPY__T_MODULES, SPY__T_MODULE_IMPORTS,
-       SPY__T_CHUNKS, SPY__T_CHUNK_IMPORTS, SPY__T_SOURCES, SPY__T_HOOK_CALLS,
-       SPY__T_ASSETS, SPY__T_BATCHES, SPY__T_COUNT };
+enum {
+  SPY__T_SESSIONS,
+  SPY__T_BUILDS,
+  SPY__T_MODULES,
+  SPY__T_MODULE_IMPORTS,
+  SPY__T_CHUNKS,
+  SPY__T_CHUNK_IMPORTS,
+  SPY__T_SOURCES,
+  SPY__T_HOOK_CALLS,
+  SPY__T_ASSETS,
+  SPY__T_BATCHES,
+  SPY__T_COUNT
+};
 /* Not a table: the action itself (session, seq, build, ts, name, json),
  * which writers append to their current action batch. */
 #define SPY__ROW_ACTION (-1)
@@ -130,7 +149,8 @@ int spy__source_row(spy__buf *out, void **cctx, const uint64_t hash[2],
                     const char *p, size_t n, char id[33], spy__cell c[4]);
 void spy__abatch_free(spy__abatch *b);
 
-/* ---- source blobs ------------------------------------------------------------ */
+/* ---- source blobs
+ * ------------------------------------------------------------ */
 enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1 };
 /* Compresses p[0..n) into out (reset first) when it pays; returns the
  * codec used. *cctx is the caller's reusable zstd context (NULL at first;
@@ -142,7 +162,8 @@ void spy__src_pack_free(void **cctx);
 int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
                     size_t size);
 
-/* ---- writers ------------------------------------------------------------------ */
+/* ---- writers
+ * ------------------------------------------------------------------ */
 extern const spy_trace_writer_ops spy__writer_jsonl;
 extern const spy_trace_writer_ops spy__writer_sqlite;
 extern const spy_trace_writer_ops spy__writer_pg;

@@ -170,8 +170,9 @@ int spy__pg_check_version(PGconn *c) {
 }
 
 static int setup(pgw *w) {
-  int rc = q(w, "CREATE TABLE IF NOT EXISTS spyglass_meta(key TEXT PRIMARY "
-                "KEY, value TEXT)",
+  int rc = q(w,
+             "CREATE TABLE IF NOT EXISTS spyglass_meta(key TEXT PRIMARY "
+             "KEY, value TEXT)",
              NULL);
   if (rc)
     return rc;
@@ -341,15 +342,17 @@ static int send_batch(pgw *w, batch *b) {
     spy__buf_free(&s);
   }
   if (!rc && b->copy[SPY__T_SOURCES].len) {
-    rc = q(w, "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources); "
-              "TRUNCATE src_stage",
+    rc = q(w,
+           "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources); "
+           "TRUNCATE src_stage",
            NULL);
     if (!rc)
       rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
                    &b->copy[SPY__T_SOURCES]);
     if (!rc)
-      rc = q(w, "INSERT INTO sources SELECT * FROM src_stage ON CONFLICT DO "
-                "NOTHING",
+      rc = q(w,
+             "INSERT INTO sources SELECT * FROM src_stage ON CONFLICT DO "
+             "NOTHING",
              NULL);
   }
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)

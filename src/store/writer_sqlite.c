@@ -50,8 +50,8 @@ static int exec(sqlw *w, const char *sql) {
 }
 
 static int prepare(sqlw *w, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v3(w->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
-                         NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v3(w->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
+      SQLITE_OK)
     return fail(w, sql);
   return 0;
 }
@@ -104,7 +104,8 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     return rc;
   spy__schema_sql(&w->sql, 0);
   char ver[64];
-  snprintf(ver, sizeof ver, "PRAGMA user_version=%d;", SPY_TRACE_SCHEMA_VERSION);
+  snprintf(ver, sizeof ver, "PRAGMA user_version=%d;",
+           SPY_TRACE_SCHEMA_VERSION);
   spy__buf_puts(&w->sql, ver);
   spy__buf_putc(&w->sql, 0);
   if (w->sql.err)

@@ -117,34 +117,50 @@ int cmd_trace(int argc, char **argv) {
     json_out j;
     json_init(&j, stdout);
     json_obj_begin(&j);
-    json_key(&j, "actions"); json_uint(&j, s.actions);
-    json_key(&j, "builds"); json_uint(&j, s.builds);
-    json_key(&j, "modules"); json_uint(&j, s.modules);
-    json_key(&j, "chunks"); json_uint(&j, s.chunks);
-    json_key(&j, "hook_calls"); json_uint(&j, s.hook_calls);
-    json_key(&j, "sources"); json_uint(&j, s.sources);
-    json_key(&j, "source_bytes"); json_uint(&j, s.source_bytes);
-    json_key(&j, "stored_bytes"); json_uint(&j, s.stored_bytes);
-    json_key(&j, "saved_bytes"); json_uint(&j, s.saved_bytes);
-    json_key(&j, "not_stored"); json_int(&j, s.lost);
+    json_key(&j, "actions");
+    json_uint(&j, s.actions);
+    json_key(&j, "builds");
+    json_uint(&j, s.builds);
+    json_key(&j, "modules");
+    json_uint(&j, s.modules);
+    json_key(&j, "chunks");
+    json_uint(&j, s.chunks);
+    json_key(&j, "hook_calls");
+    json_uint(&j, s.hook_calls);
+    json_key(&j, "sources");
+    json_uint(&j, s.sources);
+    json_key(&j, "source_bytes");
+    json_uint(&j, s.source_bytes);
+    json_key(&j, "stored_bytes");
+    json_uint(&j, s.stored_bytes);
+    json_key(&j, "saved_bytes");
+    json_uint(&j, s.saved_bytes);
+    json_key(&j, "not_stored");
+    json_int(&j, s.lost);
     json_key(&j, "plugins");
     json_arr_begin(&j);
     for (int i = 0; i < a.n; i++) {
       json_obj_begin(&j);
-      json_key(&j, "plugin"); json_str(&j, a.p[i].name);
-      json_key(&j, "hook"); json_str(&j, a.p[i].hook);
-      json_key(&j, "calls"); json_uint(&j, a.p[i].calls);
-      json_key(&j, "total_us"); json_uint(&j, a.p[i].total_us);
-      json_key(&j, "max_us"); json_uint(&j, a.p[i].max_us);
-      json_key(&j, "slowest"); json_str(&j, a.p[i].slowest);
+      json_key(&j, "plugin");
+      json_str(&j, a.p[i].name);
+      json_key(&j, "hook");
+      json_str(&j, a.p[i].hook);
+      json_key(&j, "calls");
+      json_uint(&j, a.p[i].calls);
+      json_key(&j, "total_us");
+      json_uint(&j, a.p[i].total_us);
+      json_key(&j, "max_us");
+      json_uint(&j, a.p[i].max_us);
+      json_key(&j, "slowest");
+      json_str(&j, a.p[i].slowest);
       json_obj_end(&j);
     }
     json_arr_end(&j);
     json_obj_end(&j);
     json_newline(&j);
   } else {
-    printf("actions     %llu in %llu build(s)\n",
-           (unsigned long long)s.actions, (unsigned long long)s.builds);
+    printf("actions     %llu in %llu build(s)\n", (unsigned long long)s.actions,
+           (unsigned long long)s.builds);
     printf("modules     %llu\nchunks      %llu\nhook calls  %llu\n",
            (unsigned long long)s.modules, (unsigned long long)s.chunks,
            (unsigned long long)s.hook_calls);

@@ -58,9 +58,10 @@ static void naive_emit(demo *d, const spy_trace_kind *k, const void *act) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   uint8_t stackbuf[4096];
-  int64_t need = spy_trace_encode(k, act, ++d->nseq, spy__now_us(), 1,
-                                  stackbuf, sizeof stackbuf);
-  uint8_t *p = need > (int64_t)sizeof stackbuf ? malloc((size_t)need) : stackbuf;
+  int64_t need = spy_trace_encode(k, act, ++d->nseq, spy__now_us(), 1, stackbuf,
+                                  sizeof stackbuf);
+  uint8_t *p =
+      need > (int64_t)sizeof stackbuf ? malloc((size_t)need) : stackbuf;
   if (!p)
     return;
   if (p != stackbuf)
@@ -207,7 +208,8 @@ static void normalise(char *p) {
   memcpy(p, out, o + 1);
 }
 
-/* ---- plugins -------------------------------------------------------------- */
+/* ---- plugins --------------------------------------------------------------
+ */
 
 /* Returns the rewritten source in out (reset), or 0 if unchanged. */
 typedef int (*transform_fn)(const module *m, const char *src, size_t n,
@@ -303,16 +305,14 @@ static const struct {
   transform_fn fn;
 } plugins[] = {
     {"demo:resolver", NULL}, /* resolveId + load */
-    {"demo:banner", t_banner},
-    {"demo:strip-comments", t_strip_comments},
-    {"demo:define-check", t_pass},
-    {"demo:collapse-whitespace", t_collapse_ws},
-    {"demo:license-scan", t_pass},
-    {"demo:footer", NULL}, /* renderChunk */
+    {"demo:banner", t_banner},     {"demo:strip-comments", t_strip_comments},
+    {"demo:define-check", t_pass}, {"demo:collapse-whitespace", t_collapse_ws},
+    {"demo:license-scan", t_pass}, {"demo:footer", NULL}, /* renderChunk */
 };
 enum { NPLUGINS = sizeof plugins / sizeof plugins[0], P_FOOTER = 6 };
 
-/* ---- the build ---------------------------------------------------------------- */
+/* ---- the build
+ * ---------------------------------------------------------------- */
 
 static void call_id(demo *d, char out[32]) {
   snprintf(out, 32, "c%llu", (unsigned long long)++d->calls);
@@ -495,9 +495,8 @@ static int emit_module_graph(demo *d) {
       break;
     }
     for (uint32_t j = 0; j < m->nimports; j++)
-      imps[i][j] = (spy_rec_module_import){d->mods[m->imports[j]].path,
-                                           "import-statement", m->requests[j],
-                                           0};
+      imps[i][j] = (spy_rec_module_import){
+          d->mods[m->imports[j]].path, "import-statement", m->requests[j], 0};
     for (uint32_t j = 0; j < m->nimporters; j++)
       importers[i][j] = d->mods[m->importers[j]].path;
     ms[i] = (spy_rec_module){.id = m->path,
@@ -593,8 +592,7 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
     snprintf(res->session_id, sizeof res->session_id, "%s",
              spy_trace_session_id(d.t));
     if (spy_trace_dir(d.t))
-      snprintf(res->trace_dir, sizeof res->trace_dir, "%s",
-               spy_trace_dir(d.t));
+      snprintf(res->trace_dir, sizeof res->trace_dir, "%s", spy_trace_dir(d.t));
   }
   if (tracing(&d))
     emit_session_meta(&d);
@@ -719,7 +717,7 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
     rc = spy__mkdirs(dist);
   }
   spy_rec_asset *as = calloc(nc ? nc : 1, sizeof *as);
-  char (*fnames)[300] = calloc(nc ? nc : 1, sizeof *fnames);
+  char(*fnames)[300] = calloc(nc ? nc : 1, sizeof *fnames);
   if (!as || !fnames)
     rc = SPY_ENOMEM;
   for (uint32_t c = 0; c < nc && rc == 0; c++) {
@@ -728,13 +726,13 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
       if (*p == '/')
         *p = '_';
     if (dist[0])
-      rc = write_asset(dist, fnames[c], cs[c].code ? cs[c].code : "",
-                       cs[c].len);
-    as[c] = (spy_rec_asset){.chunk_id = c,
-                            .content = TX(cs[c].code ? cs[c].code : "",
-                                          cs[c].len),
-                            .size = (int64_t)cs[c].len,
-                            .filename = fnames[c]};
+      rc =
+          write_asset(dist, fnames[c], cs[c].code ? cs[c].code : "", cs[c].len);
+    as[c] =
+        (spy_rec_asset){.chunk_id = c,
+                        .content = TX(cs[c].code ? cs[c].code : "", cs[c].len),
+                        .size = (int64_t)cs[c].len,
+                        .filename = fnames[c]};
   }
   if (rc == 0 && tracing(&d))
     EMIT(&d, assets_ready, .assets = {as, nc});
@@ -785,7 +783,8 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
   return rc;
 }
 
-/* ---- the command ---------------------------------------------------------------- */
+/* ---- the command
+ * ---------------------------------------------------------------- */
 
 static void help(FILE *f) {
   fprintf(f,

@@ -10,10 +10,10 @@
 
 typedef struct demo_build_opts {
   const char *src_dir;
-  const char *out_dir;    /* assets go to <out>/dist; NULL = do not write */
-  const char *trace;      /* NULL/"none", "jsonl", "sqlite", "postgres://…",
-                             "naive" (the reference's before: inline, twice) */
-  const char *trace_dir;  /* session dir override (NULL: <out>/.spyglass/<id>) */
+  const char *out_dir;   /* assets go to <out>/dist; NULL = do not write */
+  const char *trace;     /* NULL/"none", "jsonl", "sqlite", "postgres://…",
+                            "naive" (the reference's before: inline, twice) */
+  const char *trace_dir; /* session dir override (NULL: <out>/.spyglass/<id>) */
   uint32_t hook_delay_us; /* sleep in each transform (fault tests) */
   size_t retry_bytes;     /* postgres buffering budget (0 = default) */
   uint32_t retry_ms;      /* postgres retry on close (0 = default) */
@@ -23,11 +23,11 @@ typedef struct demo_build_opts {
 typedef struct demo_build_result {
   uint32_t modules, chunks, edges;
   uint64_t source_bytes, actions;
-  double wall_ms;      /* build + trace drain */
-  double build_ms;     /* the build alone (emitting included) */
-  spy_trace_stats st;  /* traced runs */
-  int64_t not_stored;  /* actions the store did not get */
-  uint64_t naive_ns;   /* naive mode: time spent serialising and writing */
+  double wall_ms;     /* build + trace drain */
+  double build_ms;    /* the build alone (emitting included) */
+  spy_trace_stats st; /* traced runs */
+  int64_t not_stored; /* actions the store did not get */
+  uint64_t naive_ns;  /* naive mode: time spent serialising and writing */
   char session_id[64];
   char trace_dir[4200];
 } demo_build_result;
