@@ -3,7 +3,8 @@
 # mid-build: the database opens cleanly, passes an integrity check, and
 # holds a gap-free prefix of the actions (every committed batch, read
 # back through the reader too); the
-# summary reads it and says the writer did not finish.
+# summary reads it and says the writer did not finish. Then the CLI's
+# answers to bad usage and unreadable stores.
 set -euo pipefail
 tool=$1
 . "$(dirname "$0")/trace_lib.sh"
@@ -38,4 +39,13 @@ echo "after SIGKILL: $count actions committed, seq $lo..$hi"
 "$tool" trace summary "$(dirname "$db")" >"$work/s.txt" || fail "summary"
 grep -q "^actions     $count in 1 build" "$work/s.txt" || { cat "$work/s.txt"; fail "summary count"; }
 grep -q 'not stored  unknown' "$work/s.txt" || fail "summary should say the writer did not finish"
+
+# bad usage and unreadable stores: exit codes and messages
+code() { "$@" >/dev/null 2>&1 && echo 0 || echo $?; }
+[ "$(code "$tool" demo)" -eq 2 ] || fail "spyglass demo without build"
+[ "$(code "$tool" demo build)" -eq 2 ] || fail "demo build without SRC_DIR"
+[ "$(code "$tool" demo build "$work/src" --trace nosuch)" -eq 2 ] || fail "unknown --trace"
+[ "$(code "$tool" trace summary "$work/nosuch")" -eq 1 ] || fail "missing store"
+[ "$(code "$tool" trace)" -eq 2 ] || fail "trace without subcommand"
+"$tool" demo build --help | grep -q 'SRC_DIR' || fail "demo build --help"
 echo "trace_faults: all passed"
