@@ -49,6 +49,7 @@ int bench_parse(int argc, char **argv, bench_opts *o, const char *usage);
 void bench_sink(uint64_t v);
 
 int bench_wire(int argc, char **argv);
+int bench_bus(int argc, char **argv);
 int bench_trace(int argc, char **argv);
 
 #endif

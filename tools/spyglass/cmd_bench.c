@@ -12,6 +12,7 @@ static const struct {
   const char *summary;
 } benches[] = {
     {"wire", bench_wire, "frame encode/decode of a stats flush vs memcpy"},
+    {"bus", bench_bus, "channel post cost, throughput, latency vs baselines"},
     {"trace", bench_trace,
      "demo build untraced vs each trace writer vs the naive baseline"},
 };

@@ -1,0 +1,118 @@
+/* bus.h — named broadcast channels on one host, in shared memory.
+ *
+ * The C counterpart of the browser's BroadcastChannel. A channel is a name;
+ * every opener of that name (a thread or process of the same user on this
+ * host) receives every frame any *other* opener posts to it. There is no
+ * daemon.
+ *
+ * Each opener owns one single-producer ring in shared memory, in the
+ * channel's directory under the per-user runtime directory. Posting copies
+ * the frame once into the poster's own ring, so a post costs the same
+ * whatever the number of readers and never waits for one. Receiving reads
+ * every other opener's ring from a private cursor. A reader that falls
+ * behind detects the overrun, counts the frames it lost and carries on from
+ * the oldest frame still intact. A ring whose owner died (its lock is no
+ * longer held) is removed by the next opener of any channel.
+ *
+ * Runtime directory: $SPYGLASS_DIR, else $XDG_RUNTIME_DIR/spyglass, else
+ * /dev/shm/spyglass-<uid> when /dev/shm is a tmpfs, else
+ * /tmp/spyglass-<uid>. It is created with mode 0700; an existing one must be
+ * a real directory owned by this user and not accessible by others, or
+ * every open fails with SPY_EOWNER.
+ *
+ * Thread-safety: a spy_channel handle is used by one thread at a time
+ * (post and receive may be on different threads only if the caller
+ * serialises them); different handles, even on the same name in one
+ * process, are independent.
+ */
+#ifndef SPYGLASS_BUS_H
+#define SPYGLASS_BUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spyglass/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct spy_channel spy_channel;
+
+#define SPY_CHANNEL_NAME_MAX 128u
+#define SPY_DISCOVERY_CHANNEL "spyglass"
+
+typedef struct spy_channel_desc {
+  const char *name;    /* required: [A-Za-z0-9._:-], 1..128 bytes */
+  uint32_t ring_bytes; /* this opener's ring; 0 = 1 MiB; power of two,
+                          64 KiB .. 256 MiB. The largest frame it can post
+                          is ring_bytes / 4. */
+  const char *dir;     /* runtime directory; NULL = the default above */
+} spy_channel_desc;
+
+/* Opens (creating if needed) the channel and this opener's ring.
+ * Errors: SPY_EINVAL (bad name or ring size), SPY_EOWNER (runtime directory
+ * owned by another user or accessible by others), SPY_ENOMEM, or a
+ * system error. Free with spy_channel_close(). */
+int spy_channel_open(spy_channel **out, const spy_channel_desc *desc);
+
+/* Closes the handle and removes its ring; the last opener of a channel
+ * removes the channel's directory. NULL is accepted. */
+void spy_channel_close(spy_channel *ch);
+
+/* Posts one frame (len bytes) to every other opener. Never blocks: the
+ * frame is copied into this opener's ring (overwriting the oldest frames
+ * if readers are behind) and sleeping readers are woken. Returns 0 or
+ * SPY_ETOOBIG (len > ring_bytes / 4), SPY_EINVAL (len 0 or > SPY_FRAME_MAX).
+ * The bytes are not interpreted. */
+int spy_channel_post(spy_channel *ch, const void *frame, size_t len);
+
+typedef struct spy_recv_info {
+  uint64_t sender;  /* id of the opener that posted it */
+  uint64_t lost;    /* frames from this sender lost to overrun just before
+                       this one (0 normally) */
+  uint32_t len;     /* frame length (also set on SPY_ENOBUFS) */
+} spy_recv_info;
+
+/* Receives the next frame from any other opener into buf (cap bytes).
+ * Waits up to timeout_ms (0: do not wait, < 0: forever) without spinning.
+ * Returns the frame length (> 0); SPY_EAGAIN when the wait ended with no
+ * frame; SPY_ENOBUFS if the next frame is larger than cap (it is skipped
+ * and info->len says how large it was). info may be NULL. */
+int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
+                     spy_recv_info *info);
+
+/* A file descriptor that becomes readable when frames may be waiting, for
+ * an event loop (poll/epoll). After it polls readable, call
+ * spy_channel_recv(…, 0, …) until SPY_EAGAIN: that drains the fd and
+ * re-arms it. Implemented with a small watcher thread started on the first
+ * call. Returns the fd (owned by the channel) or a negative error. */
+int spy_channel_fd(spy_channel *ch);
+
+/* This opener's id (also the sender id its frames carry). */
+uint64_t spy_channel_id(const spy_channel *ch);
+
+typedef struct spy_channel_stats {
+  uint64_t posted, bytes_posted;     /* by this opener */
+  uint64_t received, bytes_received; /* by this opener */
+  uint64_t lost;                     /* overruns seen by this opener */
+  uint64_t oversize;                 /* frames skipped: larger than cap */
+  uint64_t wakes;                    /* futex wakes this opener issued */
+  uint32_t peers;                    /* other openers currently mapped */
+} spy_channel_stats;
+void spy_channel_get_stats(const spy_channel *ch, spy_channel_stats *out);
+
+/* Resolves the runtime directory (creating and checking it as described
+ * above) into buf. Returns 0 or SPY_EOWNER / SPY_ENAMETOOLONG / a system
+ * error. `dir` overrides the default as in spy_channel_desc. */
+int spy_runtime_dir(const char *dir, char *buf, size_t cap);
+
+/* Removes dead openers' rings and empty channel directories under the
+ * runtime directory. spy_channel_open() does this already; exposed for
+ * tools. Returns the number of rings removed or a negative error. */
+int spy_bus_sweep(const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

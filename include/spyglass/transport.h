@@ -1,0 +1,149 @@
+/* transport.h — the producer side's send path: pooled buffers and a post
+ * that never blocks the inspected thread.
+ *
+ * The provider fills a pooled buffer with an encoded frame on the inspected
+ * thread and hands it to the transport. Two implementations sit behind the
+ * one table of function pointers below, so nothing above it names a
+ * transport:
+ *   - offload: a worker thread posts the buffer to the channel and returns
+ *     it to the pool. The inspected thread only touches lock-free queues:
+ *     no lock, no system call, no allocation.
+ *   - inline: the same work on the calling thread (single-threaded or
+ *     embedded targets, or when the worker cannot start).
+ *
+ * Pool tiers: SMALL 4 KiB × 8, MEDIUM 256 KiB × 4 (the per-flush data
+ * frame), LARGE 16 MiB × 4 (buffer readback; allocated only when a buffer
+ * subscription first needs one). All buffers are allocated when the
+ * transport is created (LARGE: on first use), never on the hot path. When a
+ * tier is empty, acquire returns NULL and the caller drops its flush and
+ * counts it: nothing ever waits for a buffer.
+ */
+#ifndef SPYGLASS_TRANSPORT_H
+#define SPYGLASS_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spyglass/bus.h"
+#include "spyglass/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum spy_tier {
+  SPY_TIER_SMALL = 0,  /* 4 KiB */
+  SPY_TIER_MEDIUM = 1, /* 256 KiB */
+  SPY_TIER_LARGE = 2,  /* 16 MiB */
+  SPY_TIER_COUNT = 3
+} spy_tier;
+
+#define SPY_POOL_SMALL_BYTES (4u * 1024u)
+#define SPY_POOL_SMALL_COUNT 8u
+#define SPY_POOL_MEDIUM_BYTES (256u * 1024u)
+#define SPY_POOL_MEDIUM_COUNT 4u
+#define SPY_POOL_LARGE_BYTES (16u * 1024u * 1024u)
+#define SPY_POOL_LARGE_COUNT 4u
+
+/* A pooled buffer. Owned by the pool; lent to the caller between acquire
+ * and post (or release_unused). */
+typedef struct spy_buffer {
+  uint8_t *data;
+  uint32_t cap;
+  uint8_t tier;
+  uint8_t reserved;
+  uint16_t index;
+  /* Set by the encoder when the transport asks for encode timing
+   * (spy_transport.timing_wanted, set by a wrapping message profiler):
+   * nanoseconds spent encoding the frame now in `data`. 0 otherwise. */
+  uint64_t encode_ns;
+} spy_buffer;
+
+typedef struct spy_pool_stats {
+  uint32_t free[SPY_TIER_COUNT];
+  uint32_t total[SPY_TIER_COUNT];
+  uint64_t acquire_failed; /* acquires that found the tier empty */
+  uint64_t posted;         /* frames posted to the channel */
+  uint64_t bytes_posted;
+  uint64_t post_failed;    /* posts the channel refused (too big, closed) */
+} spy_pool_stats;
+
+/* A request to convert captured pixels (in a LARGE buffer) to RGBA8 and,
+ * for a stream subscription with codec support, encode them. */
+typedef struct spy_convert_request {
+  const char *name;    /* buffer entry name */
+  uint64_t frame;      /* provider frame the pixels were read on */
+  uint32_t width, height;
+  uint16_t pixel_type; /* spy_pixel_type (media.h) */
+  uint8_t mode;        /* spy_buffer_mode */
+  uint16_t long_edge;  /* thumbnail long edge */
+} spy_convert_request;
+
+typedef struct spy_transport spy_transport;
+
+typedef struct spy_transport_ops {
+  const char *name; /* "offload" or "inline" */
+  /* Takes a free buffer of the tier, or NULL if none is free. Lock-free,
+   * never waits, never allocates (LARGE: allocates its buffers on the
+   * first call, which is on a buffer subscription's first readback). */
+  spy_buffer *(*acquire)(spy_transport *t, spy_tier tier);
+  /* Posts the frame in b->data[0..len) to the channel and returns b to the
+   * pool; ownership of b passes to the transport whatever the result.
+   * Returns 0, or a negative error (the frame is dropped and counted). */
+  int (*post)(spy_transport *t, spy_buffer *b, size_t len);
+  /* Converts and posts captured pixels as buffer:raw or buffer:chunk.
+   * Takes ownership of pixels. May be NULL (not supported). */
+  int (*convert)(spy_transport *t, const spy_convert_request *req,
+                 spy_buffer *pixels);
+  /* Codec support: -1 not known yet, 0 no VP9 (raw only), 1 VP9. */
+  int (*codec_supported)(spy_transport *t);
+  /* Returns an acquired buffer that will not be posted. */
+  void (*release_unused)(spy_transport *t, spy_buffer *b);
+  void (*pool_stats)(spy_transport *t, spy_pool_stats *out);
+  /* Stops the worker (posting what it holds), frees the pool. */
+  void (*dispose)(spy_transport *t);
+} spy_transport_ops;
+
+/* The common head of every transport. `ops` may be swapped by a wrapper
+ * (the message profiler) that forwards to the original table. */
+struct spy_transport {
+  const spy_transport_ops *ops;
+  /* Non-zero asks encoders to time their encode into spy_buffer.encode_ns.
+   * Read with a relaxed load on the hot path. */
+  volatile int timing_wanted;
+};
+
+typedef enum spy_transport_kind {
+  SPY_TRANSPORT_AUTO = 0, /* offload, falling back to inline */
+  SPY_TRANSPORT_OFFLOAD = 1,
+  SPY_TRANSPORT_INLINE = 2
+} spy_transport_kind;
+
+typedef struct spy_transport_desc {
+  spy_transport_kind kind; /* default AUTO */
+  spy_channel *channel;    /* where frames go; not owned */
+  /* Test hook: make the offload worker fail to start (AUTO then falls
+   * back to inline; OFFLOAD fails with the error). */
+  int simulate_worker_failure;
+} spy_transport_desc;
+
+/* Creates a transport. *out receives it; destroy with
+ * t->ops->dispose(t). Errors: SPY_EINVAL (no channel), SPY_ENOMEM, or the
+ * worker's start error for OFFLOAD. AUTO never fails for lack of a
+ * worker: it returns an inline transport instead. */
+int spy_transport_create(spy_transport **out, const spy_transport_desc *desc);
+
+/* Convenience forwards to t->ops. */
+static inline spy_buffer *spy_transport_acquire(spy_transport *t,
+                                                spy_tier tier) {
+  return t->ops->acquire(t, tier);
+}
+static inline int spy_transport_post(spy_transport *t, spy_buffer *b,
+                                     size_t len) {
+  return t->ops->post(t, b, len);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,76 @@
+/* testutil.h — helpers shared by tests that use real processes and real
+ * directories: a private runtime directory per test, recursive removal,
+ * waiting for a child with a deadline. */
+#ifndef SPY_TESTUTIL_H
+#define SPY_TESTUTIL_H
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Creates a fresh 0700 directory for one test's channels. */
+static inline char *tu_rundir(char *buf, size_t cap) {
+  snprintf(buf, cap, "/dev/shm/spy_test_XXXXXX");
+  if (!mkdtemp(buf)) {
+    snprintf(buf, cap, "/tmp/spy_test_XXXXXX");
+    if (!mkdtemp(buf))
+      return NULL;
+  }
+  chmod(buf, 0700);
+  return buf;
+}
+
+static inline void tu_rm_rf(const char *path) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  if (system(cmd) != 0)
+    fprintf(stderr, "  warning: could not remove %s\n", path);
+}
+
+/* Counts entries (other than . and ..) in a directory; -1 if missing. */
+static inline int tu_count_entries(const char *path) {
+  DIR *d = opendir(path);
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      n++;
+  closedir(d);
+  return n;
+}
+
+static inline double tu_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits for pid up to `seconds`; kills it after that. Returns its exit
+ * status (0..255), 128+signal if killed by one, or -1 on timeout. */
+static inline int tu_wait(pid_t pid, double seconds) {
+  double end = tu_now_s() + seconds;
+  for (;;) {
+    int st;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (r < 0)
+      return -1;
+    if (tu_now_s() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    usleep(2000);
+  }
+}
+
+#endif
