@@ -8,7 +8,9 @@
  * its actions counted as lost (and the dedup memory forgotten, so payloads
  * are sent again). Reconnection is tried with backoff (100 ms doubling to
  * 1 s) at each batch, and on close for up to retry_ms; what is still
- * unsent then is lost. The count is returned by close and written to
+ * unsent then is lost. A batch whose COMMIT answer was lost is kept and
+ * looked up on reconnection (stored, or sent again), so the count of lost
+ * actions is exact whenever the server comes back. The count is returned by close and written to
  * sessions.actions_lost once the server is reachable. */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -24,6 +26,8 @@ typedef struct batch {
   spy__buf copy[SPY__T_COUNT];
   spy__buf extra; /* UPDATE statements */
   uint64_t actions;
+  uint64_t first_seq; /* its action_batches key, 0 if it has no actions */
+  int uncertain;      /* COMMIT sent, answer lost: stored or not unknown */
   size_t bytes;
   struct batch *next;
 } batch;
@@ -363,8 +367,13 @@ static int send_batch(pgw *w, batch *b) {
     rc = b->extra.err ? b->extra.err : q(w, b->extra.p, NULL);
     b->extra.len--;
   }
-  if (!rc)
+  b->uncertain = 0;
+  if (!rc) {
+    b->uncertain = 1; /* until the server answers */
     rc = q(w, "COMMIT", NULL);
+    if (!rc || PQstatus(w->conn) == CONNECTION_OK)
+      b->uncertain = 0;
+  }
   if (rc) {
     if (PQstatus(w->conn) == CONNECTION_OK)
       q(w, "ROLLBACK", NULL);
@@ -376,6 +385,25 @@ static int send_batch(pgw *w, batch *b) {
   return 0;
 }
 
+/* After a lost COMMIT answer: is the batch in the store? 1 yes, 0 no,
+ * negative when the server cannot say. */
+static int batch_stored(pgw *w, const batch *b) {
+  spy__buf s = {0};
+  spy__buf_puts(&s, "SELECT 1 FROM action_batches WHERE session_id=");
+  lit(&s, w->session_id, strlen(w->session_id));
+  spy__buf_puts(&s, " AND first_seq=");
+  spy__buf_u64(&s, b->first_seq);
+  spy__buf_putc(&s, 0);
+  PGresult *r = NULL;
+  int rc = s.err ? s.err : q(w, s.p, &r);
+  spy__buf_free(&s);
+  if (rc)
+    return rc;
+  rc = PQntuples(r) > 0;
+  PQclear(r);
+  return rc;
+}
+
 /* Sends pending batches, oldest first, while the server takes them. */
 static int drain(pgw *w, int force) {
   uint64_t now = mono_ms();
@@ -383,6 +411,23 @@ static int drain(pgw *w, int force) {
     return SPY_EAGAIN;
   while (w->head) {
     int rc = connect_now(w);
+    if (!rc && w->head->uncertain && w->head->first_seq) {
+      int there = batch_stored(w, w->head);
+      if (there < 0)
+        rc = there;
+      else
+        w->head->uncertain = 0;
+      if (there == 1) { /* committed before the link broke: done */
+        w->stored += w->head->actions;
+        batch *b = w->head;
+        w->head = b->next;
+        if (!w->head)
+          w->tail = NULL;
+        w->pending_bytes -= b->bytes;
+        free_batch(b);
+        continue;
+      }
+    }
     if (!rc) {
       rc = send_batch(w, w->head);
       if (rc && PQstatus(w->conn) == CONNECTION_OK) {
@@ -420,6 +465,7 @@ static int pg_commit(void *state) {
   batch *b = w->cur;
   if (w->ab.n) {
     spy__cell c[7];
+    b->first_seq = w->ab.first;
     int rc = spy__abatch_row(&w->ab, w->session_id, c);
     if (rc == 0)
       rc = sink(w, SPY__T_BATCHES, c);
@@ -442,12 +488,22 @@ static int pg_commit(void *state) {
       return SPY_ENOMEM;
   }
   int rc = drain(w, 0);
-  /* bounded buffering: drop the oldest batches beyond the budget */
-  while (w->head && w->pending_bytes > w->retry_bytes) {
-    batch *o = w->head;
-    w->head = o->next;
-    if (!w->head)
+  /* bounded buffering: drop the oldest batches beyond the budget, but
+   * never one whose COMMIT answer was lost (it may be stored: it is
+   * checked on reconnection, so that the lost count stays exact) */
+  batch **pp = &w->head;
+  while (*pp && w->pending_bytes > w->retry_bytes) {
+    batch *o = *pp;
+    if (o->uncertain) {
+      pp = &o->next;
+      continue;
+    }
+    *pp = o->next;
+    if (w->tail == o) {
       w->tail = NULL;
+      for (batch *t = w->head; t; t = t->next)
+        w->tail = t;
+    }
     w->pending_bytes -= o->bytes;
     atomic_fetch_add(&w->lost, o->actions);
     free_batch(o);
