@@ -21,7 +21,7 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	@$(BUILD)/spyglass --help
+	@$(BUILD)/spyglass demo
 
 test:
 	@scripts/deps.sh test
@@ -32,6 +32,8 @@ install: build
 
 bench: build
 	@$(BUILD)/spyglass bench wire
+	@$(BUILD)/spyglass bench clock
+	@$(BUILD)/spyglass bench msgprof
 	@$(BUILD)/spyglass bench trace
 
 clean:

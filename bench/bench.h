@@ -50,6 +50,15 @@ void bench_sink(uint64_t v);
 
 int bench_wire(int argc, char **argv);
 int bench_bus(int argc, char **argv);
+int bench_provider(int argc, char **argv);
+int bench_clock(int argc, char **argv);
+int bench_msgprof(int argc, char **argv);
 int bench_trace(int argc, char **argv);
+
+/* Appends bench wire's stats flush (240 samples x (fps, cpu, gpu, 8
+ * counters) + a 50-entry registry delta, provider path) to a started
+ * frame: the "small message" of other benches. */
+struct spy_frame_writer;
+void bench_put_stats_flush(struct spy_frame_writer *w);
 
 #endif

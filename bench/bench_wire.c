@@ -56,26 +56,39 @@ static void fixture_init(void) {
   }
 }
 
-/* arg != NULL: the provider's path, registry entries pre-encoded and
- * copied as one run; NULL: every entry encoded field by field. */
-static void encode_once(void *arg) {
-  spy_frame_writer w;
-  spy_frame_start(&w, fx.frame, sizeof fx.frame, SPY_MSG_DATA,
-                  1700000000000ull, (uint32_t)fx.frame_no, 0);
-  spy_stats_batch b = {.start_frame = fx.frame_no, .count = SAMPLES,
+/* The flush's sections: stats, then the registry delta. provider_path:
+ * registry entries pre-encoded and copied as one run; else every entry
+ * encoded field by field. */
+static void put_flush(spy_frame_writer *w, uint64_t frame_no,
+                      int provider_path) {
+  spy_stats_batch b = {.start_frame = frame_no, .count = SAMPLES,
                        .n_counters = COUNTERS, .fps_x10 = fx.fps,
                        .cpu_x100 = fx.cpu, .gpu_x100 = fx.gpu,
                        .counters = fx.counters};
-  spy_put_stats(&w, &b);
+  spy_put_stats(w, &b);
   spy_delta_writer d;
-  spy_delta_begin(&d, &w, SPY_SEC_REGISTRY, 0);
-  if (arg)
+  spy_delta_begin(&d, w, SPY_SEC_REGISTRY, 0);
+  if (provider_path)
     spy_delta_put_encoded(&d, fx.encoded, fx.encoded_len, ENTRIES);
   else
     for (int e = 0; e < ENTRIES; e++)
       spy_delta_put(&d, SPY_DELTA_SET, fx.keys[e], fx.key_len[e],
                     &fx.values[e]);
   spy_delta_end(&d);
+}
+
+void bench_put_stats_flush(spy_frame_writer *w) {
+  if (!fx.encoded_len)
+    fixture_init();
+  put_flush(w, fx.frame_no, 1);
+}
+
+/* arg != NULL: the provider's path; NULL: field by field. */
+static void encode_once(void *arg) {
+  spy_frame_writer w;
+  spy_frame_start(&w, fx.frame, sizeof fx.frame, SPY_MSG_DATA,
+                  1700000000000ull, (uint32_t)fx.frame_no, 0);
+  put_flush(&w, fx.frame_no, arg != NULL);
   int n = spy_frame_finish(&w);
   fx.frame_len = n > 0 ? (size_t)n : 0;
   fx.frame_no += SAMPLES;

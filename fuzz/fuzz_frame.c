@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "spyglass/clock.h"
+#include "spyglass/profiler.h"
 #include "spyglass/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -84,6 +86,19 @@ static void walk_section(const spy_section *s) {
     spy_pixels px;
     if (spy_get_pixels(s, &px) == 0 && px.data_len)
       acc += ((const uint8_t *)px.data)[px.data_len - 1];
+    break;
+  }
+  case SPY_SEC_MSGPROF: {
+    static spy_msgprof_summary m; /* 6 KiB: keep it off the stack */
+    if (spy_get_msgprof(s, &m) == 0)
+      for (uint32_t i = 0; i < m.n_types; i++)
+        acc += m.types[i].type + m.types[i].bytes + m.types[i].post.p99_ns;
+    break;
+  }
+  case SPY_SEC_CLOCK: {
+    spy_clock_msg c;
+    if (spy_get_clock(s, &c) == 0)
+      acc += c.op + (uint64_t)c.offset_ns + c.provider;
     break;
   }
   default: break;

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "spyglass/clock.h"
+#include "spyglass/profiler.h"
 #include "spyglass/wire.h"
 
 static const char *dir;
@@ -87,6 +89,22 @@ int main(int argc, char **argv) {
                    .data_len = 16};
   spy_put_pixels(&w, &px);
   KEEP("pixels");
+  /* A data frame carrying a profiler summary of two types. */
+  spy_frame_start(&w, b, sizeof b, SPY_MSG_DATA, 1, 7, 0);
+  static spy_msgprof_summary ms = {
+      .messages = 12, .errors = 1, .elapsed_ns = 1000000000, .n_types = 2,
+      .types = {{.type = SPY_MSG_DATA, .count = 10, .bytes = 108320,
+                 .encode = {350, 340, 500, 600}, .post = {700, 690, 900, 950}},
+                {.type = SPY_MSG_BUFFER_RAW, .count = 2, .errors = 1,
+                 .bytes = 1048660, .encode = {34000, 34000, 34000, 34000},
+                 .post = {40000, 40000, 40000, 40000}}}};
+  spy_put_msgprof(&w, &ms);
+  KEEP("msgprof");
+  spy_frame_start(&w, b, sizeof b, SPY_MSG_CLOCK, 1, 8, 0);
+  spy_clock_msg cm = {.op = SPY_CLOCK_OP_RESULT, .rounds = 5, .provider = 42,
+                      .consumer = 9, .offset_ns = -1234567000, .rtt_ns = 470};
+  spy_put_clock(&w, &cm);
+  KEEP("clock");
   save("stream", stream, (int)slen);
   return 0;
 }

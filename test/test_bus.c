@@ -49,7 +49,7 @@ TEST(two_processes_exchange_frames_both_ways) {
   fresh_dir();
   spy_channel *a = open_ch("pair", 0);
   CHECK(a);
-  pid_t pid = fork();
+  pid_t pid = tu_fork();
   if (pid == 0) {
     spy_channel *b = open_ch("pair", 0);
     uint8_t f[256];
@@ -80,7 +80,7 @@ TEST(eight_consumers_receive_every_frame) {
   CHECK(pipe(ready) == 0);
   pid_t kids[READERS];
   for (int k = 0; k < READERS; k++) {
-    kids[k] = fork();
+    kids[k] = tu_fork();
     if (kids[k] == 0) {
       spy_channel *r = open_ch("fanout", 64 << 10);
       if (!r || write(ready[1], "x", 1) != 1)
@@ -185,7 +185,7 @@ TEST(foreign_owned_or_world_writable_runtime_dir_is_refused) {
 
 TEST(stale_channel_from_dead_process_is_removed_on_next_open) {
   fresh_dir();
-  pid_t pid = fork();
+  pid_t pid = tu_fork();
   if (pid == 0) {
     spy_channel *c = open_ch("stale", 0);
     if (!c)
@@ -208,7 +208,7 @@ TEST(dead_peer_ring_is_reaped_while_channel_lives) {
   fresh_dir();
   spy_channel *a = open_ch("live", 0);
   CHECK(a);
-  pid_t pid = fork();
+  pid_t pid = tu_fork();
   if (pid == 0) {
     spy_channel *c = open_ch("live", 0);
     uint8_t f[64];

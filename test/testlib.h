@@ -20,6 +20,9 @@ struct spy_test_case {
 };
 
 static int spy_test_failed_;
+/* Called after every case, pass or fail (testutil.h uses it to kill child
+ * processes a failed check left behind). */
+static void (*spy_test_after_each_)(void);
 
 #define TEST(name) static void name(void)
 #define TEST_CASE(name) {#name, name}
@@ -85,6 +88,8 @@ static inline int spy_test_run(int argc, char **argv,
     spy_test_failed_ = 0;
     fprintf(stderr, "[ RUN  ] %s\n", cases[i].name);
     cases[i].fn();
+    if (spy_test_after_each_)
+      spy_test_after_each_();
     if (spy_test_failed_) {
       failed++;
       fprintf(stderr, "[ FAIL ] %s\n", cases[i].name);

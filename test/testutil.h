@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 /* Creates a fresh 0700 directory for one test's channels. */
 static inline char *tu_rundir(char *buf, size_t cap) {
   snprintf(buf, cap, "/dev/shm/spy_test_XXXXXX");
@@ -47,6 +49,36 @@ static inline int tu_count_entries(const char *path) {
   return n;
 }
 
+/* Child processes a test started: whatever happens to the test, they are
+ * killed and reaped after it. */
+static pid_t tu_children[64];
+static int tu_nchildren;
+
+static inline void tu_reap_children(void) {
+  for (int i = 0; i < tu_nchildren; i++) {
+    if (kill(tu_children[i], SIGKILL) == 0)
+      waitpid(tu_children[i], NULL, 0);
+  }
+  tu_nchildren = 0;
+}
+
+static inline void tu_forget(pid_t pid) {
+  for (int i = 0; i < tu_nchildren; i++)
+    if (tu_children[i] == pid)
+      tu_children[i--] = tu_children[--tu_nchildren];
+}
+
+/* fork() that registers the child for tu_reap_children. */
+static inline pid_t tu_fork(void) {
+  pid_t pid = fork();
+  if (pid > 0) {
+    spy_test_after_each_ = tu_reap_children;
+    if (tu_nchildren < 64)
+      tu_children[tu_nchildren++] = pid;
+  }
+  return pid;
+}
+
 static inline double tu_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -60,13 +92,16 @@ static inline int tu_wait(pid_t pid, double seconds) {
   for (;;) {
     int st;
     pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid)
+    if (r == pid) {
+      tu_forget(pid);
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
     if (r < 0)
       return -1;
     if (tu_now_s() > end) {
       kill(pid, SIGKILL);
       waitpid(pid, &st, 0);
+      tu_forget(pid);
       return -1;
     }
     usleep(2000);

@@ -42,7 +42,6 @@ grep -q 'not stored  unknown' "$work/s.txt" || fail "summary should say the writ
 
 # bad usage and unreadable stores: exit codes and messages
 code() { "$@" >/dev/null 2>&1 && echo 0 || echo $?; }
-[ "$(code "$tool" demo)" -eq 2 ] || fail "spyglass demo without build"
 [ "$(code "$tool" demo build)" -eq 2 ] || fail "demo build without SRC_DIR"
 [ "$(code "$tool" demo build "$work/src" --trace nosuch)" -eq 2 ] || fail "unknown --trace"
 [ "$(code "$tool" trace summary "$work/nosuch")" -eq 1 ] || fail "missing store"

@@ -82,6 +82,12 @@ typedef struct spy_recv_info {
 int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
                      spy_recv_info *info);
 
+/* Waits up to timeout_ms (0: just check, < 0: forever) until a frame is
+ * waiting, without taking it. Returns 1 if one is, 0 if not. For a reader
+ * that wants to drain with its own logic after the wait. Not for use with
+ * spy_channel_fd on the same handle. */
+int spy_channel_wait(spy_channel *ch, int timeout_ms);
+
 /* A file descriptor that becomes readable when frames may be waiting, for
  * an event loop (poll/epoll). After it polls readable, call
  * spy_channel_recv(…, 0, …) until SPY_EAGAIN: that drains the fd and

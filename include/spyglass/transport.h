@@ -53,6 +53,7 @@ typedef struct spy_buffer {
   uint8_t tier;
   uint8_t reserved;
   uint16_t index;
+  uint32_t len; /* set by post: the frame's length */
   /* Set by the encoder when the transport asks for encode timing
    * (spy_transport.timing_wanted, set by a wrapping message profiler):
    * nanoseconds spent encoding the frame now in `data`. 0 otherwise. */
@@ -89,7 +90,10 @@ typedef struct spy_transport_ops {
   spy_buffer *(*acquire)(spy_transport *t, spy_tier tier);
   /* Posts the frame in b->data[0..len) to the channel and returns b to the
    * pool; ownership of b passes to the transport whatever the result.
-   * Returns 0, or a negative error (the frame is dropped and counted). */
+   * The FRAME section's sequence number is stamped at the moment of
+   * posting, on the posting thread, so a channel's frames are numbered in
+   * the order they are really posted. Any thread may post. Returns 0, or a
+   * negative error (the frame is dropped and counted). */
   int (*post)(spy_transport *t, spy_buffer *b, size_t len);
   /* Converts and posts captured pixels as buffer:raw or buffer:chunk.
    * Takes ownership of pixels. May be NULL (not supported). */
@@ -122,6 +126,12 @@ typedef enum spy_transport_kind {
 typedef struct spy_transport_desc {
   spy_transport_kind kind; /* default AUTO */
   spy_channel *channel;    /* where frames go; not owned */
+  /* Offload only: the worker calls tick(tick_ctx, wait_ms) between
+   * draining its queue; tick may block up to wait_ms waiting for input
+   * (the provider answers its channels there). Without tick the worker
+   * polls its queue every 10 ms. The inline transport never calls it. */
+  void (*tick)(void *ctx, int wait_ms);
+  void *tick_ctx;
   /* Test hook: make the offload worker fail to start (AUTO then falls
    * back to inline; OFFLOAD fails with the error). */
   int simulate_worker_failure;

@@ -206,6 +206,10 @@ typedef struct spy_stats_batch {
   const void *cpu_x100; /* uint16[count] */
   const void *gpu_x100; /* uint16[count] */
   const void *counters; /* uint32[n_counters][count] */
+  /* Encoding only: elements between the starts of two counter columns in
+   * `counters` (0 = count, i.e. packed). Lets a ring of fixed capacity be
+   * encoded without repacking. */
+  uint32_t counter_stride;
 } spy_stats_batch;
 
 /* Appends a STATS section. Columns are copied as little-endian arrays. */
@@ -238,13 +242,16 @@ int spy_name_next(spy_name_iter *it, const char **name, uint32_t *len);
  * u8 state, u8 kind, u16 key_len, u32 value_len, key, value, pad to 4.
  * A key absent from the list is unchanged (unless the list is FULL, when
  * everything not listed is cleared); state CLEARED resets it; state SET
- * replaces it with the value.
+ * replaces it with the value; state META says it exists, with its kind,
+ * but carries no value (value_len 0).
  */
 #define SPY_DELTA_FULL 0x0001u /* a whole snapshot, not a delta */
 
 typedef enum spy_delta_state {
-  SPY_DELTA_SET = 1,
-  SPY_DELTA_CLEARED = 2
+  SPY_DELTA_SET = 1,     /* replaced by the value */
+  SPY_DELTA_CLEARED = 2, /* reset: no value */
+  SPY_DELTA_META = 3     /* exists with this kind, value not sampled (a
+                            registry entry outside the subscription filter) */
 } spy_delta_state;
 
 /* Value kinds. 1..7 follow the original registry kinds. */

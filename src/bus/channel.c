@@ -531,6 +531,33 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap,
   }
 }
 
+int spy_channel_wait(spy_channel *ch, int timeout_ms) {
+  uint64_t deadline =
+      timeout_ms > 0 ? spy__mono_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+  for (;;) {
+    if (gen_changed(ch))
+      rescan(ch);
+    if (any_pending(ch))
+      return 1;
+    if (timeout_ms == 0)
+      return 0;
+    int64_t wait_ns = -1;
+    if (timeout_ms > 0) {
+      uint64_t now = spy__mono_ns();
+      if (now >= deadline)
+        return 0;
+      wait_ns = (int64_t)(deadline - now);
+    }
+    uint32_t st = spy__ec_prepare(ch->ctl);
+    if (any_pending(ch)) {
+      spy__ec_cancel(ch->ctl, st);
+      return 1;
+    }
+    if (spy__ec_wait(ch->ctl, st, wait_ns) == SPY_ETIMEDOUT)
+      spy__ec_cancel(ch->ctl, st);
+  }
+}
+
 int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
                      spy_recv_info *info) {
   if (ch->efd < 0)

@@ -1,6 +1,8 @@
 /* ring.c — the single-writer broadcast ring (see ring.h for the scheme). */
 #include "bus/ring.h"
 
+#include "platform/platform.h"
+
 #include <string.h>
 
 #include "spyglass/error.h"
@@ -33,17 +35,7 @@ int spy__ring_check(const spy_ring_hdr *h, size_t map_bytes) {
 
 /* The data copies race with readers by design (they detect it and discard
  * the copy), so ThreadSanitizer is told not to instrument them. */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NO_TSAN __attribute__((no_sanitize("thread")))
-#endif
-#endif
-#if !defined(NO_TSAN) && defined(__SANITIZE_THREAD__)
-#define NO_TSAN __attribute__((no_sanitize_thread))
-#endif
-#ifndef NO_TSAN
-#define NO_TSAN
-#endif
+#define NO_TSAN SPY_NO_TSAN
 
 NO_TSAN static void copy_in(uint8_t *dst, const void *src, size_t n) {
   memcpy(dst, src, n);

@@ -20,6 +20,38 @@ uint64_t spy__random_u64(void);
 int spy__futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 int spy__futex_wake(uint32_t *addr, int count);
 
+/* The frame clock: a calibrated cycle counter, or CLOCK_MONOTONIC in ns.
+ * Call spy__ticks_init() once before the first spy__ticks(). */
+void spy__ticks_init(void);
+extern int spy__use_tsc;
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+static inline uint64_t spy__ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_expect(spy__use_tsc, 1))
+    return __rdtsc();
+#endif
+  return spy__mono_ns();
+}
+double spy__ns_per_tick(void);
+int spy__ticks_are_tsc(void);
+
+/* For the few copies that race with a writer by design and are validated
+ * afterwards (seqlocks, the broadcast ring): ThreadSanitizer is told not to
+ * instrument them. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPY_NO_TSAN __attribute__((no_sanitize("thread"), noinline))
+#endif
+#endif
+#if !defined(SPY_NO_TSAN) && defined(__SANITIZE_THREAD__)
+#define SPY_NO_TSAN __attribute__((no_sanitize_thread, noinline))
+#endif
+#ifndef SPY_NO_TSAN
+#define SPY_NO_TSAN
+#endif
+
 /* A pause hint for spin-wait loops. */
 static inline void spy__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

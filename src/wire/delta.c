@@ -103,13 +103,16 @@ void spy_delta_put(spy_delta_writer *d, uint8_t state, const char *key,
   spy_frame_writer *w = d->w;
   if (w->err)
     return;
-  uint32_t kind = state == SPY_DELTA_SET && value ? value->kind : SPY_VAL_NONE;
+  uint32_t kind = state != SPY_DELTA_CLEARED && value ? value->kind
+                                                      : SPY_VAL_NONE;
   int size = spy_value_kind_size(kind);
-  if (key_len - 1u >= SPY_KEY_MAX || (uint8_t)(state - 1u) > 1u ||
-      size == -2 || (state == SPY_DELTA_SET && kind == SPY_VAL_NONE)) {
+  if (key_len - 1u >= SPY_KEY_MAX || (uint8_t)(state - 1u) > 2u ||
+      size == -2 || (state != SPY_DELTA_CLEARED && kind == SPY_VAL_NONE)) {
     set_err(w, SPY_EINVAL);
     return;
   }
+  if (state == SPY_DELTA_META)
+    size = 0; /* kind only */
   size_t vlen = (size_t)size;
   if (size < 0) {
     vlen = value->v.s.len;
@@ -188,6 +191,9 @@ static long check_entry(const uint8_t *p, size_t avail) {
   if (state == SPY_DELTA_SET) {
     if (kind == SPY_VAL_NONE ||
         (size >= 0 ? vlen != (uint32_t)size : vlen > SPY_STRING_MAX))
+      return SPY_EBADVALUE;
+  } else if (state == SPY_DELTA_META) {
+    if (kind == SPY_VAL_NONE || vlen)
       return SPY_EBADVALUE;
   } else if (state != SPY_DELTA_CLEARED || kind != SPY_VAL_NONE || vlen) {
     return SPY_EBADVALUE;

@@ -59,8 +59,15 @@ void spy_put_stats(spy_frame_writer *w, const spy_stats_batch *b) {
   spy_wr32(h + 8, b->count);
   spy_wr16(h + 12, b->n_counters);
   spy_wr16(h + 14, b->flags);
-  if (b->n_counters)
-    put_col32(w, b->counters, (size_t)b->n_counters * b->count);
+  uint32_t stride = b->counter_stride ? b->counter_stride : b->count;
+  if (stride == b->count) {
+    if (b->n_counters)
+      put_col32(w, b->counters, (size_t)b->n_counters * b->count);
+  } else {
+    for (uint32_t c = 0; c < b->n_counters; c++)
+      put_col32(w, (const uint32_t *)b->counters + (size_t)c * stride,
+                b->count);
+  }
   put_col16(w, b->fps_x10, b->count);
   put_col16(w, b->cpu_x100, b->count);
   put_col16(w, b->gpu_x100, b->count);

@@ -6,6 +6,9 @@
 
 #include <string.h>
 
+#include "spyglass/clock.h"
+#include "spyglass/profiler.h"
+
 static void value_json(json_out *j, const spy_value *v) {
   switch (v->kind) {
   case SPY_VAL_FLOAT: json_num(j, v->v.f[0]); break;
@@ -90,7 +93,13 @@ static int delta_json(json_out *j, const spy_section *s) {
     json_key(j, "key");
     json_strn(j, e.key, e.key_len);
     json_key(j, "state");
-    json_str(j, e.state == SPY_DELTA_SET ? "set" : "cleared");
+    json_str(j, e.state == SPY_DELTA_SET    ? "set"
+                : e.state == SPY_DELTA_META ? "meta"
+                                            : "cleared");
+    if (e.state == SPY_DELTA_META) {
+      json_key(j, "kind");
+      json_str(j, spy_value_kind_name(e.value.kind));
+    }
     if (e.state == SPY_DELTA_SET) {
       json_key(j, "kind");
       json_str(j, spy_value_kind_name(e.value.kind));
@@ -237,6 +246,78 @@ static int pixels_json(json_out *j, const spy_section *s) {
   return 0;
 }
 
+/* key: unsigned value, the common case of the sections below. */
+static void kv_uint(json_out *j, const char *key, uint64_t v) {
+  json_key(j, key);
+  json_uint(j, v);
+}
+
+/* key: a 64-bit id as 16 hex digits, as ids are printed everywhere. */
+static void kv_hex(json_out *j, const char *key, uint64_t v) {
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)v);
+  json_key(j, key);
+  json_str(j, id);
+}
+
+static void cost_json(json_out *j, const char *key, const spy_msgprof_ns *n) {
+  json_key(j, key);
+  json_obj_begin(j);
+  kv_uint(j, "mean_ns", n->mean_ns);
+  kv_uint(j, "p50_ns", n->p50_ns);
+  kv_uint(j, "p99_ns", n->p99_ns);
+  kv_uint(j, "max_ns", n->max_ns);
+  json_obj_end(j);
+}
+
+static int msgprof_json(json_out *j, const spy_section *s) {
+  static spy_msgprof_summary m; /* 6 KiB: not on the stack */
+  int rc = spy_get_msgprof(s, &m);
+  if (rc < 0)
+    return rc;
+  kv_uint(j, "messages", m.messages);
+  kv_uint(j, "errors", m.errors);
+  kv_uint(j, "elapsed_ns", m.elapsed_ns);
+  json_key(j, "size_accounting");
+  json_bool(j, !(m.flags & SPY_MSGPROF_NO_SIZE));
+  json_key(j, "types");
+  json_arr_begin(j);
+  for (uint32_t i = 0; i < m.n_types; i++) {
+    const spy_msgprof_type *t = &m.types[i];
+    const char *tn = spy_msg_type_name(t->type);
+    json_obj_begin(j);
+    json_key(j, "type");
+    json_str(j, tn ? tn : "unknown");
+    kv_uint(j, "type_id", t->type);
+    kv_uint(j, "count", t->count);
+    kv_uint(j, "errors", t->errors);
+    kv_uint(j, "bytes", t->bytes);
+    cost_json(j, "encode", &t->encode);
+    cost_json(j, "post", &t->post);
+    json_obj_end(j);
+  }
+  json_arr_end(j);
+  return 0;
+}
+
+static int clock_json(json_out *j, const spy_section *s) {
+  static const char *const ops[] = {"", "request", "ready", "result"};
+  spy_clock_msg c;
+  int rc = spy_get_clock(s, &c);
+  if (rc < 0)
+    return rc;
+  json_key(j, "op");
+  json_str(j, ops[c.op]);
+  kv_uint(j, "rounds", c.rounds);
+  kv_hex(j, "provider", c.provider);
+  kv_hex(j, "consumer", c.consumer);
+  json_key(j, "offset_ns");
+  json_int(j, c.offset_ns);
+  json_key(j, "rtt_ns");
+  json_int(j, c.rtt_ns);
+  return 0;
+}
+
 static int section_json(json_out *j, const spy_section *s) {
   switch (s->id) {
   case SPY_SEC_STATS: return stats_json(j, s);
@@ -249,6 +330,8 @@ static int section_json(json_out *j, const spy_section *s) {
   case SPY_SEC_PEER: return peer_json(j, s);
   case SPY_SEC_SUBSCRIPTION: return subscription_json(j, s);
   case SPY_SEC_PIXELS: return pixels_json(j, s);
+  case SPY_SEC_MSGPROF: return msgprof_json(j, s);
+  case SPY_SEC_CLOCK: return clock_json(j, s);
   default: return 0; /* opaque to this tool: id and length only */
   }
 }

@@ -10,10 +10,11 @@ static const struct {
   int (*run)(int argc, char **argv);
   const char *summary;
 } commands[] = {
+    {"demo", cmd_demo, "run the demo scene, inspected live"},
     {"decode", cmd_decode, "print a stream of wire frames as JSON lines"},
-    {"bench", cmd_bench, "run a benchmark (wire, trace)"},
+    {"bench", cmd_bench,
+     "run a benchmark (wire, bus, provider, clock, msgprof, trace)"},
     {"trace", cmd_trace, "summarise a recorded trace (trace summary STORE)"},
-    {"demo", cmd_demo, "run a demo workload (demo build SRC_DIR)"},
 };
 
 int cli_is_help(const char *arg) {

@@ -1,0 +1,476 @@
+/* consumer.c — the consumer's side of the protocol: discovery with
+ * backoff, subscription, heartbeat, liveness, resync on gaps, and applying
+ * data frames to the state (state.c). See consumer.h for the rules.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "platform/platform.h"
+#include "spyglass/bus.h"
+#include "spyglass/consumer.h"
+
+#define MAX_CANDIDATES 32
+/* After choosing a system provider, a user provider that answers within
+ * this long still wins: the first announce subscribes at once, without a
+ * collection window, and the preference is kept by switching. */
+#define PREFER_WINDOW_MS 1000
+
+typedef struct candidate {
+  spy_provider_info info;
+  char name[SPY_NAME_MAX + 1];
+  uint64_t seen_ms;
+} candidate;
+
+struct spy_consumer {
+  spy_state st;
+  spy_consumer_desc d;
+  uint64_t id;
+  spy_channel *disc, *data;
+  uint8_t *rx;
+  size_t rxcap;
+  uint8_t ctl[4096];
+  /* searching */
+  uint32_t queries_sent;
+  uint64_t next_query_ms, query_delay_ms;
+  /* connected */
+  uint64_t sub_sent_ms, last_ack_ms, resubscribed_ms, chosen_ms;
+  uint32_t last_seq;
+  int have_seq;
+  int resub_attempts;
+  /* rate meter */
+  uint64_t meter_start_ms, meter_frames, meter_bytes;
+  /* copies of the desc's arrays */
+  char **reg;
+  spy_buffer_request *bufs;
+};
+
+static uint64_t now_ms(void) { return spy__mono_ns() / 1000000ull; }
+
+static void resolve(spy_consumer_desc *d) {
+  if (!d->features)
+    d->features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
+                  SPY_FEAT_HEALTH;
+  if (!d->query_initial_ms)
+    d->query_initial_ms = 500;
+  if (!d->query_max_ms)
+    d->query_max_ms = 5000;
+  if (!d->query_attempts)
+    d->query_attempts = 10;
+  if (!d->ack_ms)
+    d->ack_ms = 1000;
+  if (!d->liveness_ms)
+    d->liveness_ms = 5000;
+  if (!d->stale_ms)
+    d->stale_ms = 2000;
+  if (!d->recv_bytes)
+    d->recv_bytes = 1u << 20;
+}
+
+/* Posts a small control frame on `ch`. */
+static int post_ctl(spy_consumer *c, spy_channel *ch, uint32_t type) {
+  spy_frame_writer w;
+  spy_frame_start(&w, c->ctl, sizeof c->ctl, type, spy__wall_ms(), 0, 0);
+  if (type == SPY_MSG_SUBSCRIBE) {
+    spy_subscription s = {.consumer = c->id,
+                          .features = c->d.features,
+                          .flags = c->d.registry_filter
+                                       ? SPY_SUB_REGISTRY_FILTER
+                                       : 0,
+                          .n_registry = (uint16_t)c->d.n_registry,
+                          .n_buffers = (uint16_t)c->d.n_buffers,
+                          .registry = (const char *const *)c->reg,
+                          .buffers = c->bufs};
+    spy_put_subscription(&w, &s);
+  } else {
+    spy_put_peer(&w, c->id, c->d.features);
+  }
+  int n = spy_frame_finish(&w);
+  return n < 0 ? n : spy_channel_post(ch, c->ctl, (size_t)n);
+}
+
+int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
+  *out = NULL;
+  spy_consumer *c = calloc(1, sizeof *c);
+  if (!c)
+    return SPY_ENOMEM;
+  c->d = desc ? *desc : (spy_consumer_desc){0};
+  resolve(&c->d);
+  int rc = 0;
+  if (c->d.n_registry > SPY_SUB_MAX_NAMES || c->d.n_buffers > SPY_SUB_MAX_NAMES ||
+      (c->d.n_registry && !c->d.registry) || (c->d.n_buffers && !c->d.buffers))
+    rc = SPY_EINVAL;
+  if (rc == 0 && c->d.n_registry) {
+    c->reg = calloc(c->d.n_registry, sizeof *c->reg);
+    for (uint32_t i = 0; c->reg && i < c->d.n_registry; i++)
+      c->reg[i] = strdup(c->d.registry[i]);
+    if (!c->reg)
+      rc = SPY_ENOMEM;
+  }
+  if (rc == 0 && c->d.n_buffers) {
+    c->bufs = calloc(c->d.n_buffers, sizeof *c->bufs);
+    if (!c->bufs)
+      rc = SPY_ENOMEM;
+    for (uint32_t i = 0; c->bufs && i < c->d.n_buffers; i++) {
+      c->bufs[i] = c->d.buffers[i];
+      c->bufs[i].name = strdup(c->d.buffers[i].name);
+    }
+  }
+  c->d.registry = NULL;
+  c->d.buffers = NULL;
+  if (c->d.want)
+    c->d.want = strdup(c->d.want);
+  c->id = spy__random_u64();
+  c->rxcap = c->d.recv_bytes;
+  c->rx = malloc(c->rxcap);
+  if (rc == 0 && !c->rx)
+    rc = SPY_ENOMEM;
+  if (rc == 0)
+    rc = spy_state_init(&c->st, c->d.history);
+  c->st.features = c->d.features;
+  c->st.registry_filter = c->d.registry_filter;
+  c->st.registry_names = (const char *const *)c->reg;
+  c->st.n_registry_names = c->reg ? c->d.n_registry : 0;
+  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL,
+                         .ring_bytes = 256u << 10, .dir = c->d.dir};
+  if (rc == 0)
+    rc = spy_channel_open(&c->disc, &cd);
+  if (rc < 0) {
+    spy_consumer_destroy(c);
+    return rc;
+  }
+  c->query_delay_ms = c->d.query_initial_ms;
+  c->next_query_ms = 0; /* query on the first poll */
+  c->meter_start_ms = now_ms();
+  *out = c;
+  return 0;
+}
+
+void spy_consumer_destroy(spy_consumer *c) {
+  if (!c)
+    return;
+  if (c->data) {
+    post_ctl(c, c->data, SPY_MSG_UNSUBSCRIBE);
+    spy_channel_close(c->data);
+  }
+  spy_channel_close(c->disc);
+  for (uint32_t i = 0; c->reg && i < c->d.n_registry; i++)
+    free(c->reg[i]);
+  free(c->reg);
+  for (uint32_t i = 0; c->bufs && i < c->d.n_buffers; i++)
+    free((char *)c->bufs[i].name);
+  free(c->bufs);
+  free((char *)c->d.want);
+  free(c->rx);
+  spy_state_free(&c->st);
+  free(c);
+}
+
+const spy_state *spy_consumer_state(const spy_consumer *c) { return &c->st; }
+uint64_t spy_consumer_id(const spy_consumer *c) { return c->id; }
+
+int spy_state_is_stale(const spy_consumer *c, const spy_state_entry *e) {
+  uint64_t now = now_ms();
+  if (c->st.conn != SPY_CONN_CONNECTED ||
+      now - c->st.last_msg_ms > c->d.stale_ms)
+    return 1; /* the provider itself went quiet */
+  /* Unchanged values are not resent, but a checkpoint refreshes every
+   * value every 5 s: older than that plus the grace means not refreshed. */
+  return e && now - e->updated_ms > 5000 + c->d.stale_ms;
+}
+
+/* ---- discovery ---------------------------------------------------------- */
+
+static int wanted(const spy_consumer *c, const spy_provider_info *p) {
+  if (!c->d.want)
+    return 1;
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)p->id);
+  return strcmp(c->d.want, id) == 0 ||
+         (strlen(c->d.want) == p->name_len &&
+          memcmp(c->d.want, p->name, p->name_len) == 0);
+}
+
+static void disconnect(spy_consumer *c, spy_conn next) {
+  if (c->data) {
+    spy_channel_close(c->data);
+    c->data = NULL;
+  }
+  if (c->st.conn == SPY_CONN_CONNECTED || c->st.conn == SPY_CONN_SUBSCRIBING)
+    c->st.reconnects++;
+  c->st.conn = next;
+  c->have_seq = 0;
+  c->queries_sent = 0;
+  c->query_delay_ms = c->d.query_initial_ms;
+  c->next_query_ms = 0;
+}
+
+/* A different provider: nothing of the old one's state carries over. */
+static void reset_state(spy_consumer *c) {
+  spy_state keep = c->st;
+  spy_state_free(&c->st);
+  if (spy_state_init(&c->st, keep.history) < 0) {
+    c->st = keep; /* out of memory: keep the old rings (freed above) */
+    c->st.rings = NULL;
+    return;
+  }
+  c->st.features = keep.features;
+  c->st.registry_filter = keep.registry_filter;
+  c->st.registry_names = keep.registry_names;
+  c->st.n_registry_names = keep.n_registry_names;
+  c->st.reconnects = keep.reconnects;
+  c->st.subscribes = keep.subscribes;
+  c->st.resyncs = keep.resyncs;
+  c->st.frames_received = keep.frames_received;
+  c->st.bytes_received = keep.bytes_received;
+  c->st.frames_lost = keep.frames_lost;
+  c->st.malformed = keep.malformed;
+}
+
+static int subscribe_to(spy_consumer *c, const candidate *p) {
+  if (p->info.id != c->st.provider.id && c->st.provider.id)
+    reset_state(c);
+  char name[64];
+  snprintf(name, sizeof name, SPY_DISCOVERY_CHANNEL ":%016llx",
+           (unsigned long long)p->info.id);
+  spy_channel_desc cd = {.name = name, .ring_bytes = 64u << 10,
+                         .dir = c->d.dir};
+  int rc = spy_channel_open(&c->data, &cd);
+  if (rc < 0)
+    return rc;
+  c->st.provider = p->info;
+  memcpy(c->st.provider_name, p->name, sizeof c->st.provider_name);
+  c->st.provider.name = c->st.provider_name;
+  c->st.conn = SPY_CONN_SUBSCRIBING;
+  uint64_t now = now_ms();
+  c->chosen_ms = now;
+  c->sub_sent_ms = c->resubscribed_ms = c->last_ack_ms = now;
+  c->st.last_msg_ms = now;
+  c->resub_attempts = 0;
+  c->have_seq = 0;
+  c->st.subscribes++;
+  return post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
+}
+
+/* Reads the discovery channel: candidates while searching, gone while
+ * connected. */
+static void read_discovery(spy_consumer *c) {
+  candidate cands[MAX_CANDIDATES];
+  int ncand = 0;
+  for (int k = 0; k < 256; k++) {
+    int n = spy_channel_recv(c->disc, c->rx, c->rxcap, 0, NULL);
+    if (n == SPY_EAGAIN)
+      break;
+    if (n < 0)
+      continue;
+    spy_frame f;
+    spy_section s;
+    spy_provider_info info;
+    if (spy_frame_decode(c->rx, (size_t)n, &f, NULL) < 0) {
+      c->st.malformed++;
+      continue;
+    }
+    if ((f.type != SPY_MSG_PROVIDER_ANNOUNCE &&
+         f.type != SPY_MSG_PROVIDER_GONE) ||
+        !spy_frame_find_section(&f, SPY_SEC_PROVIDER, &s) ||
+        spy_get_provider(&s, &info) < 0)
+      continue;
+    if (f.type == SPY_MSG_PROVIDER_GONE) {
+      if (c->st.conn != SPY_CONN_SEARCHING && info.id == c->st.provider.id)
+        disconnect(c, SPY_CONN_LOST);
+      for (int i = 0; i < ncand; i++)
+        if (cands[i].info.id == info.id)
+          cands[i--] = cands[--ncand];
+      continue;
+    }
+    int searching = c->st.conn == SPY_CONN_SEARCHING ||
+                    c->st.conn == SPY_CONN_LOST;
+    /* Connected to a system provider we did not ask for by name, and a
+     * user provider answers soon after: the user one is preferred. */
+    int upgrade = !searching && !c->d.want &&
+                  c->st.provider.kind == SPY_PROVIDER_SYSTEM &&
+                  info.kind == SPY_PROVIDER_USER &&
+                  now_ms() - c->chosen_ms < PREFER_WINDOW_MS;
+    if ((!searching && !upgrade) || !wanted(c, &info) ||
+        ncand == MAX_CANDIDATES)
+      continue;
+    int dup = 0;
+    for (int i = 0; i < ncand; i++)
+      dup |= cands[i].info.id == info.id;
+    if (dup)
+      continue;
+    candidate *x = &cands[ncand++];
+    x->info = info;
+    memcpy(x->name, info.name, info.name_len);
+    x->name[info.name_len] = 0;
+    x->info.name = x->name;
+  }
+  if (!ncand)
+    return;
+  /* Among announces that arrived together: a user provider first, then
+   * the first announced. */
+  int best = 0;
+  for (int i = 1; i < ncand; i++)
+    if (cands[i].info.kind == SPY_PROVIDER_USER &&
+        cands[best].info.kind != SPY_PROVIDER_USER)
+      best = i;
+  if (c->data) { /* the upgrade from a system provider */
+    post_ctl(c, c->data, SPY_MSG_UNSUBSCRIBE);
+    spy_channel_close(c->data);
+    c->data = NULL;
+  }
+  subscribe_to(c, &cands[best]);
+}
+
+/* ---- data -------------------------------------------------------------- */
+
+static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
+                     const spy_recv_info *info, uint64_t now) {
+  spy_frame f;
+  if (spy_frame_decode(buf, (size_t)n, &f, NULL) < 0) {
+    c->st.malformed++;
+    return;
+  }
+  /* Frames from the provider are numbered; other consumers' frames on the
+   * channel (subscribe, ack) are not ours to check. */
+  int from_provider = f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
+                      f.type == SPY_MSG_SUBSCRIBE_ACK ||
+                      f.type == SPY_MSG_BUFFER_RAW ||
+                      f.type == SPY_MSG_BUFFER_CHUNK;
+  if (!from_provider)
+    return;
+  c->st.last_msg_ms = now;
+  c->st.frames_received++;
+  c->st.bytes_received += (uint64_t)n;
+  c->meter_frames++;
+  c->meter_bytes += (uint64_t)n;
+  int gap = info->lost > 0 || (c->have_seq && f.seq != c->last_seq + 1);
+  if (gap && c->st.conn == SPY_CONN_CONNECTED) {
+    c->st.frames_lost += info->lost ? info->lost : 1;
+    c->st.resyncs++;
+    post_ctl(c, c->data, SPY_MSG_RESYNC); /* the next flush is whole */
+  }
+  c->last_seq = f.seq;
+  c->have_seq = 1;
+  if (f.type == SPY_MSG_SUBSCRIBE_ACK) {
+    spy_section s;
+    spy_peer_info peer;
+    if (spy_frame_find_section(&f, SPY_SEC_PEER, &s) &&
+        spy_get_peer(&s, &peer) == 0 && peer.id == c->id &&
+        c->st.conn == SPY_CONN_SUBSCRIBING) {
+      c->st.conn = SPY_CONN_CONNECTED;
+      c->st.connected_ms = now;
+    }
+    return;
+  }
+  if (f.type == SPY_MSG_DATA) {
+    if (c->st.conn == SPY_CONN_SUBSCRIBING) {
+      /* Data before our ack (another subscriber's flush): apply it; our
+       * own snapshot follows. */
+    }
+    if (spy_state_apply(&c->st, &f, now) < 0)
+      c->st.malformed++;
+  }
+}
+
+static void meter(spy_consumer *c, uint64_t now) {
+  uint64_t dt = now - c->meter_start_ms;
+  if (dt < 1000)
+    return;
+  c->st.rx_frames_per_s = (double)c->meter_frames * 1000.0 / (double)dt;
+  c->st.rx_bytes_per_s = (double)c->meter_bytes * 1000.0 / (double)dt;
+  c->meter_frames = c->meter_bytes = 0;
+  c->meter_start_ms = now;
+}
+
+static void timers(spy_consumer *c, uint64_t now) {
+  if (c->st.conn == SPY_CONN_SEARCHING || c->st.conn == SPY_CONN_LOST) {
+    if (c->queries_sent < c->d.query_attempts && now >= c->next_query_ms) {
+      post_ctl(c, c->disc, SPY_MSG_PROVIDER_QUERY);
+      c->queries_sent++;
+      c->next_query_ms = now + c->query_delay_ms;
+      c->query_delay_ms *= 2;
+      if (c->query_delay_ms > c->d.query_max_ms)
+        c->query_delay_ms = c->d.query_max_ms;
+    }
+    return;
+  }
+  if (now - c->last_ack_ms >= c->d.ack_ms) {
+    post_ctl(c, c->data, SPY_MSG_ACK);
+    c->last_ack_ms = now;
+  }
+  if (c->st.conn == SPY_CONN_SUBSCRIBING && now - c->sub_sent_ms >= c->d.ack_ms) {
+    /* No ack yet: the provider may not have seen our subscribe. */
+    post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
+    c->st.subscribes++;
+    c->sub_sent_ms = now;
+  }
+  uint64_t silent = now - c->st.last_msg_ms;
+  if (silent >= c->d.liveness_ms && now - c->resubscribed_ms >= c->d.liveness_ms) {
+    if (c->resub_attempts >= 1) {
+      disconnect(c, SPY_CONN_LOST); /* still nothing: find a provider */
+      return;
+    }
+    c->resub_attempts++;
+    c->resubscribed_ms = now;
+    c->st.conn = SPY_CONN_SUBSCRIBING;
+    c->sub_sent_ms = now;
+    c->st.subscribes++;
+    post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
+  } else if (silent < c->d.liveness_ms) {
+    c->resub_attempts = 0;
+  }
+}
+
+int spy_consumer_poll(spy_consumer *c, int timeout_ms) {
+  uint64_t start = now_ms();
+  int applied = 0;
+  for (;;) {
+    uint64_t now = now_ms();
+    read_discovery(c);
+    timers(c, now);
+    meter(c, now);
+    /* Wait on the data channel when we have one, else on discovery, but
+     * never past the next timer. */
+    int64_t left = timeout_ms < 0 ? 100 : (int64_t)start + timeout_ms - (int64_t)now;
+    if (left < 0)
+      left = 0;
+    int64_t step = left > 100 ? 100 : left;
+    if (c->st.conn == SPY_CONN_SEARCHING || c->st.conn == SPY_CONN_LOST) {
+      if (c->queries_sent < c->d.query_attempts && c->next_query_ms > now &&
+          (int64_t)(c->next_query_ms - now) < step)
+        step = (int64_t)(c->next_query_ms - now);
+      /* Wait for discovery traffic without consuming it, then read it
+       * all through read_discovery. */
+      spy_channel_wait(c->disc, (int)step);
+    } else {
+      spy_recv_info info;
+      int n = spy_channel_recv(c->data, c->rx, c->rxcap, (int)step, &info);
+      while (n > 0 || n == SPY_ENOBUFS) {
+        uint64_t t = now_ms();
+        if (n > 0) {
+          on_frame(c, c->rx, n, &info, t);
+          applied++;
+        } else {
+          c->st.frames_lost++;
+        }
+        if (!c->data || (timeout_ms >= 0 && now_ms() >= start + (uint64_t)timeout_ms))
+          break; /* a provider faster than us must not keep us here */
+        n = spy_channel_recv(c->data, c->rx, c->rxcap, 0, &info);
+      }
+    }
+    if (timeout_ms >= 0 && now_ms() >= start + (uint64_t)timeout_ms)
+      break;
+    if (timeout_ms < 0 && applied)
+      break;
+  }
+  return applied;
+}
+
+int spy_consumer_resync(spy_consumer *c) {
+  if (!c->data)
+    return SPY_EGONE;
+  c->st.resyncs++;
+  return post_ctl(c, c->data, SPY_MSG_RESYNC);
+}

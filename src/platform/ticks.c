@@ -1,0 +1,56 @@
+/* ticks.c — the provider's frame clock: the CPU's invariant time-stamp
+ * counter, calibrated once against CLOCK_MONOTONIC, or CLOCK_MONOTONIC
+ * itself where there is no usable counter. Reading the counter costs a few
+ * nanoseconds; clock_gettime costs several times that on a VM. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "platform/platform.h"
+
+static double ns_per_tick = 1.0;
+int spy__use_tsc;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__) || defined(__i386__)
+static inline uint64_t rdtsc(void) { return __rdtsc(); }
+
+/* The counter is only a clock if it runs at a constant rate through every
+ * power state: the kernel says so with these two cpuinfo flags. */
+static int tsc_invariant(void) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f)
+    return 0;
+  char line[4096];
+  int constant = 0, nonstop = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "flags", 5) != 0)
+      continue;
+    constant = strstr(line, " constant_tsc") != NULL;
+    nonstop = strstr(line, " nonstop_tsc") != NULL;
+    break;
+  }
+  fclose(f);
+  return constant && nonstop;
+}
+#endif
+
+static void calibrate(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!tsc_invariant())
+    return;
+  uint64_t n0 = spy__mono_ns(), c0 = rdtsc();
+  while (spy__mono_ns() - n0 < 5000000) {
+  }
+  uint64_t n1 = spy__mono_ns(), c1 = rdtsc();
+  if (c1 <= c0)
+    return;
+  ns_per_tick = (double)(n1 - n0) / (double)(c1 - c0);
+  spy__use_tsc = 1;
+#endif
+}
+
+void spy__ticks_init(void) { pthread_once(&once, calibrate); }
+
+double spy__ns_per_tick(void) { return ns_per_tick; }
+int spy__ticks_are_tsc(void) { return spy__use_tsc; }

@@ -1,0 +1,381 @@
+/* provider.c — creating and destroying a provider, and its frame-thread
+ * work: the frame clock, per-frame samples, counters, GPU attribution and
+ * named values (see provider.h; the state is in provider_internal.h).
+ *
+ * A sample is written once per frame into columnar rings of scaled
+ * integers (fps ×10, cpu and gpu ms ×100, counters), SPY_SAMPLE_RING deep;
+ * a full ring drops the newest sample and counts it. Samples are keyed by
+ * the provider's frame counter.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "platform/platform.h"
+#include "provider/provider_internal.h"
+
+static const char *const builtin_counters[SPY_COUNTER_BUILTIN] = {
+    "draws", "passes", "mips", "objects", "fast", "effect", "particles",
+    "dirty"};
+
+uint64_t spy__provider_wall_ms(void) { return spy__wall_ms(); }
+
+static uint64_t ms_to_ticks(spy_provider *p, uint32_t ms) {
+  return (uint64_t)((double)ms * 1e6 / p->ns_per_tick);
+}
+
+static void resolve_defaults(spy_provider_desc *d) {
+  if (!d->registry_capacity)
+    d->registry_capacity = 256;
+  if (!d->string_max)
+    d->string_max = 128;
+  if (!d->ring_bytes)
+    d->ring_bytes = 4u << 20;
+  if (!d->flush_ms)
+    d->flush_ms = 250;
+  if (!d->idle_ping_ms)
+    d->idle_ping_ms = 2000;
+  if (!d->ack_grace_ms)
+    d->ack_grace_ms = 3000;
+  if (!d->checkpoint_ms)
+    d->checkpoint_ms = 5000;
+  if (!d->env_sample_ms)
+    d->env_sample_ms = 250;
+}
+
+static void process_name(char *out, size_t cap) {
+  out[0] = 0;
+  FILE *f = fopen("/proc/self/comm", "r");
+  if (f) {
+    if (fgets(out, (int)cap, f))
+      out[strcspn(out, "\n")] = 0;
+    fclose(f);
+  }
+  if (!out[0])
+    snprintf(out, cap, "pid-%d", (int)getpid());
+}
+
+int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
+  *out = NULL;
+  spy_provider_desc d = desc ? *desc : (spy_provider_desc){0};
+  resolve_defaults(&d);
+  if (d.n_counters > SPY_MAX_COUNTERS - SPY_COUNTER_BUILTIN ||
+      (d.n_counters && !d.counters) || d.kind > SPY_PROVIDER_SYSTEM ||
+      d.string_max > 4096 || d.registry_capacity > 65536)
+    return SPY_EINVAL;
+  if (d.name && strlen(d.name) > SPY_NAME_MAX)
+    return SPY_EINVAL;
+  spy_provider *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
+  if (!p)
+    return SPY_ENOMEM;
+  memset(p, 0, sizeof *p);
+  spy__env_init(&p->env);
+  p->desc = d;
+  if (d.name)
+    snprintf(p->name, sizeof p->name, "%s", d.name);
+  else
+    process_name(p->name, sizeof p->name);
+  p->desc.name = p->name;
+  p->desc.counters = NULL; /* copied below; not kept */
+  p->id = spy__random_u64();
+  p->start_ms = spy__wall_ms();
+  spy__ticks_init();
+  p->ns_per_tick = spy__ns_per_tick();
+  p->flush_ticks = ms_to_ticks(p, d.flush_ms);
+  p->checkpoint_ticks = ms_to_ticks(p, d.checkpoint_ms);
+  p->service_ticks = ms_to_ticks(p, 5);
+  p->gpu_last = SPY_GPU_NONE;
+  p->n_counters = SPY_COUNTER_BUILTIN + d.n_counters;
+  for (uint32_t c = 0; c < p->n_counters; c++) {
+    const char *n = c < SPY_COUNTER_BUILTIN ? builtin_counters[c]
+                                            : d.counters[c - SPY_COUNTER_BUILTIN];
+    if (!n || !*n || strlen(n) > SPY_KEY_MAX) {
+      spy_provider_destroy(p);
+      return SPY_EINVAL;
+    }
+    snprintf(p->counter_names[c], sizeof p->counter_names[c], "%s", n);
+  }
+  p->rxcap = 64 * 1024;
+  p->rxbuf = malloc(p->rxcap);
+  p->ctr = calloc((size_t)p->n_counters * SPY_SAMPLE_RING, sizeof *p->ctr);
+  int rc = !p->rxbuf || !p->ctr ? SPY_ENOMEM
+                                : spy__registry_init(&p->reg, d.registry_capacity,
+                                                     d.string_max);
+  char data_name[64];
+  snprintf(data_name, sizeof data_name, SPY_DISCOVERY_CHANNEL ":%016llx",
+           (unsigned long long)p->id);
+  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .ring_bytes = 256u << 10,
+                         .dir = d.dir};
+  if (rc == 0)
+    rc = spy_channel_open(&p->disc, &cd);
+  cd.name = data_name;
+  cd.ring_bytes = d.ring_bytes;
+  if (rc == 0)
+    rc = spy_channel_open(&p->data, &cd);
+  /* Announce before the worker exists: the discovery channel then has a
+   * single user at a time. */
+  if (rc == 0)
+    spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
+  if (rc == 0) {
+    spy_transport_desc td = {.kind = d.transport, .channel = p->data,
+                             .tick = spy__service, .tick_ctx = p,
+                             .simulate_worker_failure =
+                                 d.simulate_worker_failure};
+    rc = spy_transport_create(&p->tr, &td);
+  }
+  if (rc < 0) {
+    spy_provider_destroy(p);
+    return rc;
+  }
+  p->last_post_ms = spy__mono_ns() / 1000000ull;
+  if (strcmp(p->tr->ops->name, "inline") == 0)
+    atomic_fetch_or(&p->hot.active, ACTIVE_INLINE);
+  atomic_store_explicit(&p->ready, 1, memory_order_release);
+  spy__futex_wake((uint32_t *)&p->ready, 1);
+  *out = p;
+  return 0;
+}
+
+void spy_provider_destroy(spy_provider *p) {
+  if (!p)
+    return;
+  if (p->tr)
+    p->tr->ops->dispose(p->tr); /* joins the worker: no more service */
+  if (p->disc)
+    spy__announce(p, SPY_MSG_PROVIDER_GONE);
+  spy_channel_close(p->data);
+  spy_channel_close(p->disc);
+  for (int i = 0; i < p->nsubs; i++) {
+    for (uint32_t k = 0; k < p->subs[i].n_names; k++)
+      free(p->subs[i].names[k]);
+    free(p->subs[i].names);
+  }
+  spy__registry_free(&p->reg);
+  spy__env_free(&p->env);
+  free(p->rxbuf);
+  free(p->ctr);
+  free(p);
+}
+
+uint64_t spy_provider_id(const spy_provider *p) { return p->id; }
+
+void spy_provider_get_desc(const spy_provider *p, spy_provider_desc *out) {
+  *out = p->desc;
+}
+
+const char *spy_provider_transport_name(const spy_provider *p) {
+  return p->tr->ops->name;
+}
+
+spy_transport *spy_provider_transport(spy_provider *p) { return p->tr; }
+
+void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out) {
+  spy_provider *q = (spy_provider *)p;
+  out->frames = atomic_load(&q->st_frames);
+  out->skipped = atomic_load(&q->st_skipped);
+  out->samples_dropped = atomic_load(&q->st_samples_dropped);
+  out->flushes = atomic_load(&q->st_flushes);
+  out->flushes_dropped = atomic_load(&q->st_flushes_dropped);
+  out->subscribers = atomic_load(&q->nsubs_pub);
+  out->features = atomic_load(&q->features);
+  out->stats_samples = atomic_load(&q->st_stats_samples);
+  out->env_samples = atomic_load(&q->st_env_samples);
+  out->registry_flushes = atomic_load(&q->st_registry_flushes);
+  out->health_flushes = atomic_load(&q->st_health_flushes);
+}
+
+int spy_provider_flush(spy_provider *p) {
+  uint64_t before = atomic_load(&p->st_flushes_dropped);
+  spy__flush(p, spy__ticks());
+  return atomic_load(&p->st_flushes_dropped) != before ? SPY_EPOOLEMPTY : 0;
+}
+
+int spy_counter_index(const spy_provider *p, const char *name) {
+  for (uint32_t c = 0; c < p->n_counters; c++)
+    if (strcmp(p->counter_names[c], name) == 0)
+      return (int)c;
+  return SPY_ENOENT;
+}
+
+/* ---- frame thread ------------------------------------------------------ */
+
+/* Relaxed counters only the frame thread writes: no atomic RMW needed. */
+#define BUMP(x) atomic_store_explicit(&(x), \
+    atomic_load_explicit(&(x), memory_order_relaxed) + 1, memory_order_relaxed)
+
+void spy__frame_begin(spy_provider *p) {
+  uint32_t f = atomic_load_explicit(&p->features, memory_order_acquire);
+  if (!f)
+    return;
+  uint32_t epoch = atomic_load_explicit(&p->watch_epoch, memory_order_relaxed);
+  p->t_begin = spy__ticks();
+  if (epoch != p->watch_seen) {
+    /* Watched again after a while: no FPS across the unwatched gap, and
+     * the first flush a full period from now. */
+    p->watch_seen = epoch;
+    p->have_prev = 0;
+    p->next_flush = p->t_begin + p->flush_ticks;
+  }
+  p->in_frame = 1;
+  for (uint32_t c = 0; c < p->n_counters; c++)
+    p->hot.counters[c] = 0; /* short: cheaper than a memset call */
+}
+
+static uint16_t ms_x100(double ms) {
+  double v = ms * 100.0 + 0.5;
+  return v >= 65534.0 ? 65534 : v <= 0 ? 0 : (uint16_t)v;
+}
+
+void spy__frame_end(spy_provider *p) {
+  uint32_t f = atomic_load_explicit(&p->features, memory_order_relaxed);
+  uint64_t now = 0;
+  if (f) {
+    now = spy__ticks();
+    if (p->in_frame && (f & SPY_FEAT_STATS)) {
+      double npt = p->ns_per_tick;
+      if (p->have_prev) {
+        double dt_ns = (double)(now - p->t_prev_end) * npt;
+        double fps = dt_ns > 0 ? 1e10 / dt_ns : 0; /* ×10 */
+        p->last_fps = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
+      }
+      p->last_cpu = ms_x100((double)(now - p->t_begin) * npt / 1e6);
+      uint32_t i = p->ring_count;
+      if (i == 0)
+        p->ring_start = p->frame_no; /* the batch's key */
+      if (i < SPY_SAMPLE_RING) {
+        p->fps[i] = p->last_fps;
+        p->cpu[i] = p->last_cpu;
+        p->gpu[i] = p->gpu_last;
+        for (uint32_t c = 0; c < p->n_counters; c++)
+          p->ctr[(size_t)c * SPY_SAMPLE_RING + i] = p->hot.counters[c];
+        p->ring_count = i + 1;
+      } else {
+        BUMP(p->st_samples_dropped); /* full: the newest is dropped */
+      }
+      BUMP(p->st_stats_samples);
+    }
+    p->t_prev_end = now;
+    p->have_prev = 1;
+    p->in_frame = 0;
+    p->skip_reason = 0;
+    p->frame_no++;
+    BUMP(p->st_frames);
+    if (now >= p->next_flush)
+      spy__flush(p, now);
+  }
+  /* Inline transport: the frame thread also answers the channels: every
+   * service_ticks while watched (the clock was read anyway), else every
+   * 64th frame reads the clock to check. */
+  if (atomic_load_explicit(&p->hot.active, memory_order_relaxed) &
+      ACTIVE_INLINE) {
+    if (!f && --p->service_countdown > 0)
+      return;
+    p->service_countdown = 64;
+    if (!now)
+      now = spy__ticks();
+    if (now >= p->next_service) {
+      p->next_service = now + p->service_ticks;
+      spy__service(p, 0);
+    }
+  }
+}
+
+void spy__frame_skip(spy_provider *p, int reason) {
+  if (!atomic_load_explicit(&p->features, memory_order_relaxed))
+    return;
+  /* Nothing measured; every value keeps its last reading. The frame
+   * interval restarts, so the next FPS is not inflated by the pause. */
+  p->in_frame = 0;
+  p->skip_reason = reason;
+  p->have_prev = 0;
+  BUMP(p->st_skipped);
+  uint64_t now = spy__ticks();
+  if (now >= p->next_flush)
+    spy__flush(p, now);
+}
+
+void spy__gpu_issued(spy_provider *p, uint64_t gpu_frame) {
+  if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
+        SPY_FEAT_STATS))
+    return;
+  if (p->gmap_n == GPU_MAP_MAX) { /* never resolved: forget the oldest */
+    memmove(p->gmap, p->gmap + 1, (GPU_MAP_MAX - 1) * sizeof p->gmap[0]);
+    p->gmap_n--;
+  }
+  p->gmap[p->gmap_n].gpu_id = gpu_frame;
+  p->gmap[p->gmap_n].frame = p->frame_no; /* the frame now in progress */
+  p->gmap_n++;
+}
+
+void spy__gpu_resolved(spy_provider *p, uint64_t gpu_frame, double ms) {
+  if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
+        SPY_FEAT_STATS))
+    return;
+  uint16_t v = ms_x100(ms);
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < p->gmap_n; i++) {
+    if (p->gmap[i].gpu_id <= gpu_frame) {
+      uint64_t fr = p->gmap[i].frame;
+      if (fr >= p->ring_start && fr < p->ring_start + p->ring_count)
+        p->gpu[fr - p->ring_start] = v; /* not flushed yet: attribute */
+    } else {
+      p->gmap[keep++] = p->gmap[i];
+    }
+  }
+  p->gmap_n = keep;
+  /* Forward fill for frames still waiting, from the newest GPU frame seen:
+   * a late answer for an older frame does not roll it back. */
+  if (!p->gpu_any || gpu_frame >= p->gpu_newest) {
+    p->gpu_newest = gpu_frame;
+    p->gpu_last = v;
+    p->gpu_any = 1;
+  }
+}
+
+void spy_value_set_str(spy_provider *p, const char *name, const char *s) {
+  if (!spy__watched(p) || !s)
+    return;
+  spy_value x = {.kind = SPY_VAL_STRING};
+  x.v.s.ptr = s;
+  x.v.s.len = (uint32_t)strnlen(s, SPY_STRING_MAX);
+  spy__value_set(p, name, &x);
+}
+
+int spy_value_handle(spy_provider *p, const char *name) {
+  return spy__registry_lookup(
+      &p->reg, name, 1,
+      atomic_load_explicit(&p->reg_all_wanted, memory_order_relaxed));
+}
+
+/* ---- environment setters (any thread) ---------------------------------- */
+
+void spy_env_set_adapter(spy_provider *p, const char *adapter) {
+  spy_env_set(p, "adapter", adapter);
+}
+
+void spy_env_set_resolution(spy_provider *p, uint32_t width, uint32_t height,
+                            double pixel_ratio) {
+  spy_value v = {.kind = SPY_VAL_UINT};
+  v.v.u = width;
+  spy__env_set(&p->env, "width", &v);
+  v.v.u = height;
+  spy__env_set(&p->env, "height", &v);
+  v.kind = SPY_VAL_FLOAT;
+  v.v.f[0] = pixel_ratio;
+  spy__env_set(&p->env, "pixel_ratio", &v);
+}
+
+void spy_env_set_debug_mode(spy_provider *p, const char *mode) {
+  spy_env_set(p, "debug_mode", mode ? mode : "");
+}
+
+void spy_env_set(spy_provider *p, const char *key, const char *value) {
+  if (!key || !value)
+    return;
+  spy_value v = {.kind = SPY_VAL_STRING};
+  v.v.s.ptr = value;
+  v.v.s.len = (uint32_t)strnlen(value, ENV_STR_MAX);
+  spy__env_set(&p->env, key, &v);
+}

@@ -1,0 +1,186 @@
+/* provider_internal.h — the provider's state, shared by its files:
+ *   provider.c   create/destroy, the frame clock, samples, GPU attribution
+ *   flush.c      encoding one data frame per flush tick
+ *   registry.c   named values kept in wire form
+ *   env.c        environment fields (seqlock'ed, set from any thread)
+ *   service.c    discovery, subscriptions, heartbeat (worker thread)
+ *
+ * Threads. The frame thread owns the samples, the registry values and the
+ * delta bookkeeping, and encodes the data frame at each flush tick. The
+ * service (the offload worker, or the frame thread at ticks with the inline
+ * transport) owns the channels' receive side and the subscriber list, and
+ * publishes to the frame thread through atomics only: the feature union,
+ * `active`, the snapshot request and each registry entry's `wanted` flag.
+ */
+#ifndef SPY_PROVIDER_INTERNAL_H
+#define SPY_PROVIDER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "spyglass/bus.h"
+#include "spyglass/provider.h"
+
+#define ACTIVE_WATCHED SPY__WATCHED /* some subscriber */
+#define ACTIVE_INLINE 2u  /* inline transport: the frame thread services */
+
+#define MAX_SUBSCRIBERS 16
+#define GPU_MAP_MAX 256
+#define ENV_MAX 32
+#define ENV_STR_MAX 128
+#define NAME_CACHE 64
+
+/* ---- registry ---------------------------------------------------------- */
+
+typedef struct reg_entry {
+  char name[SPY_KEY_MAX + 1];
+  uint32_t name_len;
+  uint8_t kind;
+  _Atomic uint8_t wanted; /* written by the service: in some filter */
+  uint8_t meta_sent;      /* metadata-only form last sent */
+  uint32_t version, sent_version;
+  uint32_t enc_len; /* bytes of the encoded SET entry in enc */
+  uint8_t *enc;     /* this entry in wire form, value updated in place */
+} reg_entry;
+
+typedef struct registry {
+  reg_entry *e;
+  uint8_t *arena;
+  uint32_t slot_bytes; /* room per entry in arena */
+  uint32_t cap, string_max;
+  _Atomic uint32_t count; /* entries published (names readable) */
+  int32_t *table;         /* open addressing: entry index or -1 */
+  uint32_t table_mask;
+  struct {
+    const char *ptr;
+    int32_t idx;
+  } cache[NAME_CACHE]; /* name pointer -> entry, checked by content */
+} registry;
+
+int spy__registry_init(registry *r, uint32_t cap, uint32_t string_max);
+void spy__registry_free(registry *r);
+/* Entry for name, registering it (frame thread). < 0: SPY_ENOSPC/EINVAL. */
+int spy__registry_lookup(registry *r, const char *name, int register_it,
+                         int wanted_default);
+/* Stores v in entry i (frame thread). */
+void spy__registry_store(registry *r, int i, const spy_value *v);
+/* Appends the REGISTRY section: changed entries, or all if full. */
+void spy__registry_encode(registry *r, spy_frame_writer *w, int full);
+
+/* ---- environment ------------------------------------------------------- */
+
+typedef struct env_field {
+  char key[32];
+  spy_value value; /* strings point into str */
+  char str[ENV_STR_MAX];
+  uint32_t version;
+} env_field;
+
+typedef struct env_table {
+  pthread_mutex_t writers; /* setters from any thread, among themselves */
+  _Atomic uint32_t seq;    /* seqlock: odd while a setter writes */
+  env_field f[ENV_MAX];
+  _Atomic uint32_t n;
+  /* Frame thread: the copy last read, and what was last sent. */
+  env_field snap[ENV_MAX];
+  uint32_t snap_n;
+  uint32_t sent_version[ENV_MAX];
+  /* Fields the frame thread itself keeps (paused, idle, memory): no
+   * seqlock needed. */
+  env_field local[8];
+  uint32_t local_sent[8];
+  uint32_t local_n;
+} env_table;
+
+void spy__env_init(env_table *e);
+void spy__env_free(env_table *e);
+void spy__env_set(env_table *e, const char *key, const spy_value *v);
+/* Frame thread: sets one of its own fields (slot < 8). */
+void spy__env_set_local(env_table *e, uint32_t slot, const char *key,
+                        const spy_value *v);
+/* Frame thread: appends the ENV section with what changed since the last
+ * call, or everything if full. Nothing at all if nothing changed. */
+void spy__env_encode(env_table *e, spy_frame_writer *w, int full);
+
+/* ---- subscribers (service thread) -------------------------------------- */
+
+typedef struct subscriber {
+  uint64_t id;
+  uint32_t features;
+  uint64_t last_ack_ms;
+  int has_filter;
+  char **names;
+  uint32_t n_names;
+} subscriber;
+
+/* ---- the provider ------------------------------------------------------ */
+
+struct spy_provider {
+  spy__provider_hot hot; /* first: read by the inline fast paths */
+
+  /* frame thread ------------------------------------------------------- */
+  double ns_per_tick;
+  uint64_t t_begin, t_prev_end, next_flush, flush_ticks;
+  uint64_t next_checkpoint, checkpoint_ticks;
+  uint64_t next_service, service_ticks; /* inline transport only */
+  int have_prev, in_frame, skip_reason, service_countdown;
+  uint64_t frame_no;
+  int16_t last_fps;
+  uint16_t last_cpu;
+  uint16_t gpu_last; /* forward fill; SPY_GPU_NONE before any timing */
+  int gpu_any;
+  uint64_t gpu_newest; /* newest GPU frame id resolved */
+  /* sample ring, columnar, SPY_SAMPLE_RING deep */
+  uint64_t ring_start;
+  uint32_t ring_count;
+  int16_t fps[SPY_SAMPLE_RING];
+  uint16_t cpu[SPY_SAMPLE_RING], gpu[SPY_SAMPLE_RING];
+  uint32_t *ctr; /* [n_counters][SPY_SAMPLE_RING] */
+  uint32_t n_counters;
+  char counter_names[SPY_MAX_COUNTERS][SPY_KEY_MAX + 1];
+  struct {
+    uint64_t gpu_id, frame;
+  } gmap[GPU_MAP_MAX];
+  uint32_t gmap_n;
+  registry reg;
+  env_table env;
+  int sent_paused, sent_idle;
+
+  /* shared: service -> frame thread ------------------------------------ */
+  _Atomic uint32_t features;
+  _Atomic uint32_t snapshot_req;
+  _Atomic uint64_t rss_bytes, heap_bytes; /* sampled by the service */
+
+  /* statistics (relaxed atomics; read from any thread) ----------------- */
+  _Atomic uint64_t st_frames, st_skipped, st_samples_dropped, st_flushes,
+      st_flushes_dropped, st_stats_samples, st_env_samples,
+      st_registry_flushes, st_health_flushes;
+
+  /* service thread ----------------------------------------------------- */
+  spy_provider_desc desc; /* defaults resolved */
+  char name[SPY_NAME_MAX + 1];
+  uint64_t id, start_ms;
+  spy_channel *disc, *data;
+  spy_transport *tr;
+  subscriber subs[MAX_SUBSCRIBERS];
+  int nsubs;
+  _Atomic uint32_t nsubs_pub;
+  uint8_t *rxbuf;
+  size_t rxcap;
+  uint64_t last_posted, last_post_ms, next_env_ms;
+  uint32_t filter_gen, filter_gen_applied, reg_seen;
+  _Atomic int reg_all_wanted; /* some subscriber has no registry filter */
+  _Atomic uint32_t ready;       /* create finished: the service may run */
+  _Atomic uint32_t watch_epoch; /* bumped when watching starts again */
+  uint32_t watch_seen;          /* frame thread's copy */
+};
+
+/* service.c */
+void spy__service(void *ctx, int wait_ms); /* the transport's tick */
+int spy__announce(spy_provider *p, uint32_t type);
+/* flush.c */
+void spy__flush(spy_provider *p, uint64_t now);
+
+uint64_t spy__provider_wall_ms(void);
+
+#endif

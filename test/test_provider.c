@@ -1,0 +1,417 @@
+/* test_provider.c — what the provider samples and sends, seen on its data
+ * channel by a hand-driven subscriber: GPU attribution, the sample ring,
+ * deltas, collection only of what is watched, a dropped flush when the
+ * pool is empty, skipped frames, the inline fallback, compiled-out macros.
+ */
+#include <math.h>
+#include <pthread.h>
+
+#include "sniffer.h"
+#include "spyglass/provider.h"
+#include "testlib.h"
+
+static char dir[256];
+static sniffer sn;
+
+static spy_provider *make(spy_transport_kind kind, int fail_worker) {
+  if (dir[0])
+    tu_rm_rf(dir);
+  tu_rundir(dir, sizeof dir);
+  spy_provider *p = NULL;
+  const char *app[] = {"enemies", "bullets"};
+  spy_provider_desc d = {.name = "ptest", .dir = dir, .transport = kind,
+                         .flush_ms = 100000, .idle_ping_ms = 100000,
+                         .ack_grace_ms = 100000, .checkpoint_ms = 100000,
+                         .counters = app, .n_counters = 2,
+                         .simulate_worker_failure = fail_worker};
+  if (spy_provider_create(&p, &d) < 0)
+    return NULL;
+  return p;
+}
+
+static int wait_features(spy_provider *p, uint32_t want) {
+  spy_provider_stats st;
+  double end = tu_now_s() + 5;
+  do {
+    spy_provider_get_stats(p, &st);
+    if ((st.features & want) == want)
+      return 1;
+    usleep(1000);
+  } while (tu_now_s() < end);
+  return 0;
+}
+
+static void frame(spy_provider *p) {
+  spy_frame_begin(p);
+  spy_frame_end(p);
+}
+
+static int get_stats(spy_stats_batch *b) {
+  spy_section s;
+  return spy_frame_find_section(&sn.f, SPY_SEC_STATS, &s) &&
+         spy_get_stats(&s, b) == 0;
+}
+
+TEST(gpu_time_attributed_coalesced_out_of_order_and_forward_filled) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  frame(p); /* frame 0: no GPU timing known yet */
+  for (int i = 0; i < 10; i++) { /* frames 1..10 issue GPU frames 100..109 */
+    spy_frame_begin(p);
+    spy_gpu_issued(p, 100 + (uint64_t)i);
+    spy_frame_end(p);
+  }
+  spy_gpu_resolved(p, 103, 5.0); /* coalesced: 100..103 take this value */
+  spy_gpu_resolved(p, 109, 7.0); /* newer first ... */
+  spy_gpu_resolved(p, 105, 6.0); /* ... an older one late: nothing left */
+  frame(p); /* frame 11: forward-filled */
+  for (int i = 0; i < 2; i++) { /* frames 12, 13: flushed before resolve */
+    spy_frame_begin(p);
+    spy_gpu_issued(p, 110 + (uint64_t)i);
+    spy_frame_end(p);
+  }
+  CHECK_OK(spy_provider_flush(p));
+  spy_gpu_resolved(p, 111, 9.0);
+  frame(p); /* frame 14 */
+  CHECK_OK(spy_provider_flush(p));
+
+  spy_stats_batch b;
+  CHECK(sniff_data(&sn, 5) && get_stats(&b));
+  CHECK_EQ(b.count, 14);
+  static const uint16_t want[14] = {SPY_GPU_NONE, 500, 500, 500, 500, 700,
+                                    700, 700, 700, 700, 700, 700, 700, 700};
+  for (uint32_t i = 0; i < 14; i++)
+    CHECK_EQ(spy_stats_gpu_x100(&b, i), want[i]);
+  uint64_t first = b.start_frame;
+  CHECK(sniff_data(&sn, 5) && get_stats(&b));
+  CHECK_EQ(b.count, 1);
+  CHECK_EQ(b.start_frame, first + 14);
+  CHECK_EQ(spy_stats_gpu_x100(&b, 0), 900);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+TEST(full_sample_ring_drops_the_newest_and_counts_them) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  for (int i = 0; i < 300; i++) {
+    spy_frame_begin(p);
+    spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)i);
+    spy_frame_end(p);
+  }
+  CHECK_OK(spy_provider_flush(p));
+  spy_provider_stats st;
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.samples_dropped, 60);
+  spy_stats_batch b;
+  CHECK(sniff_data(&sn, 5) && get_stats(&b));
+  CHECK_EQ(b.count, SPY_SAMPLE_RING);
+  CHECK_EQ(b.n_counters, SPY_COUNTER_BUILTIN + 2);
+  /* The oldest were kept, the newest dropped. */
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_DRAWS, 0), 0);
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_DRAWS, 239), 239);
+  uint64_t first = b.start_frame;
+  frame(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && get_stats(&b));
+  CHECK_EQ(b.start_frame, first + 300); /* frame keys show the gap */
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+static int delta_count(uint32_t sec_id, spy_delta_iter *it) {
+  spy_section s;
+  if (!spy_frame_find_section(&sn.f, sec_id, &s))
+    return 0;
+  return spy_get_delta(&s, it);
+}
+
+static int delta_has(uint32_t sec_id, const char *key) {
+  spy_delta_iter it;
+  spy_delta_entry e;
+  if (delta_count(sec_id, &it) <= 0)
+    return 0;
+  while (spy_delta_next(&it, &e))
+    if (e.key_len == strlen(key) && memcmp(e.key, key, e.key_len) == 0)
+      return 1;
+  return 0;
+}
+
+TEST(registry_and_env_send_only_what_changed) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
+                      SPY_FEAT_REGISTRY | SPY_FEAT_ENV | SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_REGISTRY | SPY_FEAT_ENV));
+  spy_env_set_adapter(p, "soft");
+  spy_frame_begin(p);
+  spy_value_set_f64(p, "a", 1.0);
+  spy_value_set_i64(p, "b", 2);
+  spy_counter_set(p, SPY_COUNTER_PASSES, 3);
+  spy_frame_end(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  CHECK(sn.f.flags & SPY_FRAME_SNAPSHOT); /* a new subscriber: whole */
+  spy_delta_iter it;
+  CHECK_EQ(delta_count(SPY_SEC_REGISTRY, &it), 2);
+  CHECK(it.flags & SPY_DELTA_FULL);
+  CHECK(delta_has(SPY_SEC_ENV, "adapter"));
+  CHECK(delta_has(SPY_SEC_ENV, "paused"));
+  spy_section sec;
+  CHECK(spy_frame_find_section(&sn.f, SPY_SEC_STATS_SCHEMA, &sec));
+
+  /* Same values again, one changed, new env field. */
+  spy_frame_begin(p);
+  spy_value_set_f64(p, "a", 1.0);
+  spy_value_set_i64(p, "b", 3);
+  spy_counter_set(p, SPY_COUNTER_PASSES, 4);
+  spy_frame_end(p);
+  spy_env_set_resolution(p, 800, 600, 1.0);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  CHECK(!(sn.f.flags & SPY_FRAME_SNAPSHOT));
+  CHECK_EQ(delta_count(SPY_SEC_REGISTRY, &it), 1);
+  CHECK(!(it.flags & SPY_DELTA_FULL));
+  CHECK(delta_has(SPY_SEC_REGISTRY, "b"));
+  CHECK_EQ(delta_count(SPY_SEC_ENV, &it), 3); /* width, height, ratio */
+  CHECK(!delta_has(SPY_SEC_ENV, "adapter"));
+  CHECK(!spy_frame_find_section(&sn.f, SPY_SEC_STATS_SCHEMA, &sec));
+  spy_stats_batch b;
+  CHECK(get_stats(&b) && b.count == 1);
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_PASSES, 0), 4);
+
+  /* Nothing changed: no registry or env section at all. */
+  frame(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  CHECK_EQ(delta_count(SPY_SEC_REGISTRY, &it), 0);
+  CHECK_EQ(delta_count(SPY_SEC_ENV, &it), 0);
+
+  /* A resync makes the next one whole again. */
+  sniff_post(&sn, SPY_MSG_RESYNC, NULL, 0, 0);
+  usleep(100000);
+  frame(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  CHECK(sn.f.flags & SPY_FRAME_SNAPSHOT);
+  CHECK_EQ(delta_count(SPY_SEC_REGISTRY, &it), 2);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+TEST(unwatched_features_are_never_collected) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  spy_provider_stats st;
+  for (int i = 0; i < 50; i++) { /* nobody watching at all */
+    spy_frame_begin(p);
+    spy_value_set_f64(p, "x", i);
+    spy_frame_end(p);
+  }
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.frames, 0);
+  CHECK_EQ(st.stats_samples, 0);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  for (int i = 0; i < 50; i++) {
+    spy_frame_begin(p);
+    spy_value_set_f64(p, "x", i);
+    spy_frame_end(p);
+  }
+  CHECK_OK(spy_provider_flush(p));
+  usleep(100000);
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.stats_samples, 50);
+  CHECK_EQ(st.env_samples, 0);      /* no RSS reads for nobody */
+  CHECK_EQ(st.registry_flushes, 0); /* registry never encoded */
+  CHECK_EQ(st.health_flushes, 0);
+  CHECK(sniff_data(&sn, 5));
+  spy_section s;
+  CHECK(!spy_frame_find_section(&sn.f, SPY_SEC_REGISTRY, &s));
+  CHECK(!spy_frame_find_section(&sn.f, SPY_SEC_ENV, &s));
+  /* Now someone wants the environment: it is sampled. */
+  sn.features |= SPY_FEAT_ENV;
+  sniff_post(&sn, SPY_MSG_SUBSCRIBE, NULL, 0, 0);
+  CHECK(wait_features(p, SPY_FEAT_ENV));
+  double end = tu_now_s() + 5;
+  do {
+    usleep(10000);
+    spy_provider_get_stats(p, &st);
+  } while (!st.env_samples && tu_now_s() < end);
+  CHECK(st.env_samples > 0);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+TEST(empty_pool_drops_the_flush_and_reports_it) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
+                      SPY_FEAT_STATS | SPY_FEAT_HEALTH));
+  CHECK(wait_features(p, SPY_FEAT_STATS | SPY_FEAT_HEALTH));
+  spy_transport *t = spy_provider_transport(p);
+  spy_buffer *held[SPY_POOL_MEDIUM_COUNT];
+  for (unsigned i = 0; i < SPY_POOL_MEDIUM_COUNT; i++)
+    CHECK((held[i] = spy_transport_acquire(t, SPY_TIER_MEDIUM)) != NULL);
+  frame(p);
+  CHECK_EQ(spy_provider_flush(p), SPY_EPOOLEMPTY);
+  spy_provider_stats st;
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.flushes_dropped, 1);
+  for (unsigned i = 0; i < SPY_POOL_MEDIUM_COUNT; i++)
+    t->ops->release_unused(t, held[i]);
+  frame(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  spy_section s;
+  uint64_t h[SPY_HEALTH_FIELD_COUNT];
+  CHECK(spy_frame_find_section(&sn.f, SPY_SEC_HEALTH, &s));
+  CHECK(spy_get_health(&s, h, SPY_HEALTH_FIELD_COUNT) > 0);
+  CHECK_EQ(h[SPY_HEALTH_FLUSHES_DROPPED], 1); /* visible to consumers */
+  spy_stats_batch b;
+  CHECK(get_stats(&b));
+  CHECK_EQ(b.count, 2); /* the dropped flush's sample was kept */
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+TEST(skipped_frames_measure_nothing_and_show_paused) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
+                      SPY_FEAT_STATS | SPY_FEAT_ENV));
+  CHECK(wait_features(p, SPY_FEAT_STATS | SPY_FEAT_ENV));
+  /* FPS is the raw 1/delta of each frame, not an average. */
+  frame(p);
+  usleep(10000);
+  frame(p);
+  usleep(40000);
+  spy_frame_begin(p);
+  usleep(5000);
+  spy_frame_end(p);
+  for (int i = 0; i < 5; i++)
+    spy_frame_skip(p, SPY_SKIP_PAUSED);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  spy_stats_batch b;
+  CHECK(get_stats(&b));
+  CHECK_EQ(b.count, 3); /* skipped frames add no samples */
+  CHECK(spy_stats_fps_x10(&b, 1) > 500);  /* ~100 fps after 10 ms */
+  CHECK(spy_stats_fps_x10(&b, 2) < 400);  /* ~22 fps after 45 ms */
+  CHECK(spy_stats_cpu_x100(&b, 2) >= 450); /* ~5 ms of CPU work */
+  spy_delta_iter it;
+  spy_delta_entry e;
+  spy_section s;
+  CHECK(spy_frame_find_section(&sn.f, SPY_SEC_ENV, &s));
+  CHECK(spy_get_delta(&s, &it) > 0);
+  int paused = -1;
+  while (spy_delta_next(&it, &e))
+    if (e.key_len == 6 && !memcmp(e.key, "paused", 6))
+      paused = e.value.v.b;
+  CHECK_EQ(paused, 1);
+  frame(p); /* drawing again */
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  CHECK(spy_frame_find_section(&sn.f, SPY_SEC_ENV, &s));
+  CHECK(spy_get_delta(&s, &it) > 0);
+  paused = -1;
+  while (spy_delta_next(&it, &e))
+    if (e.key_len == 6 && !memcmp(e.key, "paused", 6))
+      paused = e.value.v.b;
+  CHECK_EQ(paused, 0);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+static _Atomic int loop_stop;
+static void *frame_loop(void *arg) {
+  spy_provider *p = arg;
+  while (!atomic_load(&loop_stop)) {
+    spy_frame_begin(p);
+    usleep(500);
+    spy_frame_end(p);
+  }
+  return NULL;
+}
+
+TEST(inline_transport_is_the_fallback_when_the_worker_cannot_start) {
+  spy_provider *p = make(SPY_TRANSPORT_AUTO, 1);
+  CHECK(p);
+  CHECK_STR(spy_provider_transport_name(p), "inline");
+  pthread_t t;
+  atomic_store(&loop_stop, 0);
+  pthread_create(&t, NULL, frame_loop, p); /* the frame thread serves */
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  atomic_store(&loop_stop, 1);
+  pthread_join(t, NULL);
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  for (int i = 0; i < 10; i++)
+    frame(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  spy_stats_batch b;
+  CHECK(get_stats(&b) && b.count >= 10);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+  /* Asked for offload explicitly, a failing worker is an error. */
+  spy_provider *q = NULL;
+  spy_provider_desc d = {.dir = dir, .transport = SPY_TRANSPORT_OFFLOAD,
+                         .simulate_worker_failure = 1};
+  CHECK(spy_provider_create(&q, &d) < 0);
+  CHECK(q == NULL);
+}
+
+TEST(counters_reset_each_frame_and_app_counters_are_named) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_EQ(spy_counter_index(p, "draws"), SPY_COUNTER_DRAWS);
+  CHECK_EQ(spy_counter_index(p, "bullets"), SPY_COUNTER_BUILTIN + 1);
+  CHECK_EQ(spy_counter_index(p, "nope"), SPY_ENOENT);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  spy_frame_begin(p);
+  spy_counter_add(p, SPY_COUNTER_BUILTIN + 1, 2);
+  spy_counter_add(p, SPY_COUNTER_BUILTIN + 1, 3);
+  spy_frame_end(p);
+  frame(p); /* nothing added: back to 0 */
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  spy_stats_batch b;
+  CHECK(get_stats(&b) && b.count == 2);
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_BUILTIN + 1, 0), 5);
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_BUILTIN + 1, 1), 0);
+  spy_section s;
+  spy_name_iter it;
+  CHECK(spy_frame_find_section(&sn.f, SPY_SEC_STATS_SCHEMA, &s));
+  CHECK_EQ(spy_get_name_list(&s, &it), SPY_COUNTER_BUILTIN + 2);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+/* In compiled_out.c, built without SPY_ENABLE: every macro is a no-op. */
+int spy_test_compiled_out_calls(void);
+
+TEST(macros_compile_to_nothing_without_spy_enable) {
+  CHECK_EQ(spy_test_compiled_out_calls(), 11);
+}
+
+int main(int argc, char **argv) {
+  static const struct spy_test_case cases[] = {
+      TEST_CASE(gpu_time_attributed_coalesced_out_of_order_and_forward_filled),
+      TEST_CASE(full_sample_ring_drops_the_newest_and_counts_them),
+      TEST_CASE(registry_and_env_send_only_what_changed),
+      TEST_CASE(unwatched_features_are_never_collected),
+      TEST_CASE(empty_pool_drops_the_flush_and_reports_it),
+      TEST_CASE(skipped_frames_measure_nothing_and_show_paused),
+      TEST_CASE(inline_transport_is_the_fallback_when_the_worker_cannot_start),
+      TEST_CASE(counters_reset_each_frame_and_app_counters_are_named),
+      TEST_CASE(macros_compile_to_nothing_without_spy_enable)};
+  int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);
+  if (dir[0])
+    tu_rm_rf(dir);
+  return rc;
+}

@@ -1,0 +1,131 @@
+/* test_provider_alloc.c — the inspected thread makes no heap allocation in
+ * steady state: malloc, calloc, realloc and free are interposed and count
+ * calls made on the frame thread between frame 100 and frame 10,000, with
+ * a subscriber attached, for both transports. (Not built under the
+ * sanitizers, which own malloc themselves.) */
+#include <pthread.h>
+#include <stddef.h>
+
+#include "spyglass/consumer.h"
+#include "spyglass/provider.h"
+#include "testlib.h"
+#include "testutil.h"
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+
+static _Thread_local volatile int counting;
+static _Atomic long allocs;
+
+void *malloc(size_t n) {
+  if (counting)
+    atomic_fetch_add(&allocs, 1);
+  return __libc_malloc(n);
+}
+void *calloc(size_t a, size_t b) {
+  if (counting)
+    atomic_fetch_add(&allocs, 1);
+  return __libc_calloc(a, b);
+}
+void *realloc(void *p, size_t n) {
+  if (counting)
+    atomic_fetch_add(&allocs, 1);
+  return __libc_realloc(p, n);
+}
+void free(void *p) {
+  if (counting && p)
+    atomic_fetch_add(&allocs, 1);
+  __libc_free(p);
+}
+
+static char dir[256];
+static _Atomic int stop;
+
+static void *consumer_thread(void *arg) {
+  spy_consumer *c = arg;
+  while (!atomic_load(&stop))
+    spy_consumer_poll(c, 20);
+  return NULL;
+}
+
+static long run(spy_transport_kind kind, uint64_t *flushes) {
+  tu_rundir(dir, sizeof dir);
+  spy_provider *p;
+  spy_provider_desc d = {.name = "alloc", .dir = dir, .transport = kind,
+                         .flush_ms = 5, .env_sample_ms = 5};
+  if (spy_provider_create(&p, &d) < 0)
+    return -1;
+  spy_consumer *c;
+  spy_consumer_desc cd = {.dir = dir, .query_initial_ms = 20};
+  if (spy_consumer_create(&c, &cd) < 0)
+    return -1;
+  atomic_store(&stop, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, consumer_thread, c);
+  /* Wait until subscribed, driving frames (the inline transport serves
+   * the channels from here). */
+  spy_provider_stats st;
+  double end = tu_now_s() + 10;
+  do {
+    spy_frame_begin(p);
+    spy_frame_end(p);
+    usleep(200);
+    spy_provider_get_stats(p, &st);
+  } while (!(st.features & SPY_FEAT_REGISTRY) && tu_now_s() < end);
+  spy_env_set_adapter(p, "software");
+  atomic_store(&allocs, 0);
+  double v[3] = {1, 2, 3};
+  for (int f = 0; f < 10000; f++) {
+    if (f == 100)
+      counting = 1;
+    spy_frame_begin(p);
+    for (uint32_t k = 0; k < 8; k++)
+      spy_counter_set(p, k, (uint32_t)(f + k));
+    spy_value_set_f64(p, "time", f * 0.016);
+    spy_value_set_i64(p, "frame", f);
+    spy_value_set_vec(p, "camera", v, 3);
+    spy_value_set_bool(p, "even", !(f & 1));
+    spy_gpu_issued(p, (uint64_t)f);
+    if (f % 3 == 2)
+      spy_gpu_resolved(p, (uint64_t)f - 1, 1.5);
+    spy_frame_end(p);
+    if (f % 50 == 0)
+      usleep(1000); /* let flushes happen in between */
+  }
+  counting = 0;
+  long n = atomic_load(&allocs);
+  spy_provider_get_stats(p, &st);
+  *flushes = st.flushes;
+  atomic_store(&stop, 1);
+  pthread_join(t, NULL);
+  spy_consumer_destroy(c);
+  spy_provider_destroy(p);
+  tu_rm_rf(dir);
+  return n;
+}
+
+TEST(offload_frame_thread_allocates_nothing_in_steady_state) {
+  uint64_t flushes = 0;
+  CHECK_EQ(run(SPY_TRANSPORT_OFFLOAD, &flushes), 0);
+  CHECK(flushes > 5); /* data really flowed meanwhile */
+}
+
+TEST(inline_frame_thread_allocates_nothing_in_steady_state) {
+  uint64_t flushes = 0;
+  CHECK_EQ(run(SPY_TRANSPORT_INLINE, &flushes), 0);
+  CHECK(flushes > 5);
+}
+
+TEST(the_counter_sees_allocations_when_there_are_some) {
+  counting = 1;
+  void *volatile p = malloc(16);
+  counting = 0;
+  free(p);
+  CHECK(atomic_load(&allocs) > 0); /* the interposition works */
+}
+
+TEST_MAIN(TEST_CASE(offload_frame_thread_allocates_nothing_in_steady_state),
+          TEST_CASE(inline_frame_thread_allocates_nothing_in_steady_state),
+          TEST_CASE(the_counter_sees_allocations_when_there_are_some))
