@@ -10,8 +10,8 @@
  * 1 s) at each batch, and on close for up to retry_ms; what is still
  * unsent then is lost. A batch whose COMMIT answer was lost is kept and
  * looked up on reconnection (stored, or sent again), so the count of lost
- * actions is exact whenever the server comes back. The count is returned by close and written to
- * sessions.actions_lost once the server is reachable. */
+ * actions is exact whenever the server comes back. The count is returned by
+ * close and written to sessions.actions_lost once the server is reachable. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,6 +385,16 @@ static int send_batch(pgw *w, batch *b) {
   return 0;
 }
 
+/* Frees the oldest pending batch (sent, or found stored). */
+static void pop_head(pgw *w) {
+  batch *b = w->head;
+  w->head = b->next;
+  if (!w->head)
+    w->tail = NULL;
+  w->pending_bytes -= b->bytes;
+  free_batch(b);
+}
+
 /* After a lost COMMIT answer: is the batch in the store? 1 yes, 0 no,
  * negative when the server cannot say. */
 static int batch_stored(pgw *w, const batch *b) {
@@ -419,12 +429,7 @@ static int drain(pgw *w, int force) {
         w->head->uncertain = 0;
       if (there == 1) { /* committed before the link broke: done */
         w->stored += w->head->actions;
-        batch *b = w->head;
-        w->head = b->next;
-        if (!w->head)
-          w->tail = NULL;
-        w->pending_bytes -= b->bytes;
-        free_batch(b);
+        pop_head(w);
         continue;
       }
     }
@@ -439,12 +444,7 @@ static int drain(pgw *w, int force) {
         w->stored += w->head->actions;
       }
       if (!rc) {
-        batch *b = w->head;
-        w->head = b->next;
-        if (!w->head)
-          w->tail = NULL;
-        w->pending_bytes -= b->bytes;
-        free_batch(b);
+        pop_head(w);
         continue;
       }
     }
