@@ -47,6 +47,7 @@ typedef struct pgw {
   uint64_t next_try_ms, backoff_ms;
   int session_done;
   int was_down;
+  int opened; /* open succeeded: close sends and records the counts */
   void (*report)(void *, int, const char *);
   void *report_ctx;
 } pgw;
@@ -239,7 +240,9 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   int rc = connect_now(w);
   if (rc)
     return rc;
-  return setup(w);
+  rc = setup(w);
+  w->opened = rc == 0;
+  return rc;
 }
 
 static int sink(void *arg, int table, const spy__cell *c) {
@@ -516,38 +519,52 @@ static uint64_t pg_lost(void *state) {
   return atomic_load(&((pgw *)state)->lost);
 }
 
+/* Writes the session's final counts; 0 or a negative code. */
+static int final_update(pgw *w, uint64_t lost) {
+  spy__buf s = {0};
+  spy__buf_puts(&s, "UPDATE sessions SET actions=");
+  spy__buf_i64(&s, (int64_t)w->stored);
+  spy__buf_puts(&s, ", actions_lost=");
+  spy__buf_i64(&s, (int64_t)lost);
+  spy__buf_puts(&s, " WHERE session_id=");
+  lit(&s, w->session_id, strlen(w->session_id));
+  spy__buf_putc(&s, 0);
+  int rc = s.err ? s.err : q(w, s.p, NULL);
+  spy__buf_free(&s);
+  return rc;
+}
+
 static int64_t pg_close(void *state) {
   pgw *w = state;
   if (!w)
     return 0;
-  if (w->cur && w->conninfo) {
+  if (w->opened) {
+    /* send what is pending and the final counts, retrying while the
+     * server is away, for up to retry_ms */
     pg_commit(w);
     uint64_t deadline = mono_ms() + w->retry_ms;
-    while (w->head && mono_ms() < deadline) {
+    for (;;) {
+      if (w->head)
+        drain(w, 1);
+      if (!w->head && connect_now(w) == 0 &&
+          final_update(w, atomic_load(&w->lost)) == 0)
+        break;
+      if (mono_ms() >= deadline) {
+        for (batch *b = w->head, *n; b; b = n) {
+          n = b->next;
+          atomic_fetch_add(&w->lost, b->actions);
+          free_batch(b);
+        }
+        w->head = w->tail = NULL;
+        if (connect_now(w) == 0) /* record the loss if it can be */
+          final_update(w, atomic_load(&w->lost));
+        break;
+      }
       struct timespec ts = {0, 50 * 1000000};
       nanosleep(&ts, NULL);
-      drain(w, 1);
     }
   }
-  for (batch *b = w->head, *n; b; b = n) {
-    n = b->next;
-    atomic_fetch_add(&w->lost, b->actions);
-    free_batch(b);
-  }
   uint64_t lost = atomic_load(&w->lost);
-  if (w->conn && PQstatus(w->conn) == CONNECTION_OK && w->session_id) {
-    spy__buf s = {0};
-    spy__buf_puts(&s, "UPDATE sessions SET actions=");
-    spy__buf_i64(&s, (int64_t)w->stored);
-    spy__buf_puts(&s, ", actions_lost=");
-    spy__buf_i64(&s, (int64_t)lost);
-    spy__buf_puts(&s, " WHERE session_id=");
-    lit(&s, w->session_id, strlen(w->session_id));
-    spy__buf_putc(&s, 0);
-    if (!s.err)
-      q(w, s.p, NULL);
-    spy__buf_free(&s);
-  }
   if (w->conn)
     PQfinish(w->conn);
   free_batch(w->cur);
