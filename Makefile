@@ -34,6 +34,7 @@ bench: build
 	@$(BUILD)/spyglass bench wire
 	@$(BUILD)/spyglass bench clock
 	@$(BUILD)/spyglass bench msgprof
+	@$(BUILD)/spyglass bench trace
 
 clean:
 	rm -rf build

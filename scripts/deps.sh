@@ -7,7 +7,7 @@ want=(cmake make gcc clang pkg-config libclang-rt-14-dev
       libsqlite3-dev libpq-dev libncurses-dev libxxhash-dev libzstd-dev
       sqlite3)
 case "${1:-test}" in
-  test) want+=(tmux postgresql procps) ;;
+  test) want+=(tmux postgresql procps python3) ;;
   demo|build) ;;
   *) echo "deps.sh: unknown set '$1' (build, test or demo)" >&2; exit 2 ;;
 esac
@@ -18,6 +18,11 @@ for p in "${want[@]}"; do
     missing+=("$p")
   fi
 done
+# The trace tests install @rolldown/debug with npm. Any node + npm will do
+# (e.g. nodesource's nodejs, which bundles npm); Debian's only if none.
+if [ "${1:-test}" = test ] && ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "spyglass: installing missing Debian packages: ${missing[*]}"

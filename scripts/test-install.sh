@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-install.sh BUILD_DIR — installs BUILD_DIR into a scratch prefix, then
 # builds examples/embed against it twice, with find_package(spyglass) and
-# with pkg-config, and runs both binaries.
+# with pkg-config, and runs both binaries; the same for examples/trace
+# (the store layer: spyglass::spyglass_store, pkg-config spyglass-store).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$1
@@ -21,5 +22,13 @@ LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/embed-cmake/embed" 3
 cc -Wall -Wextra -Werror examples/embed/main.c -o "$prefix/embed-pc" \
   $(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs spyglass)
 LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/embed-pc" 3
+
+# 3. the store layer: CMake package target and pkg-config spyglass-store
+cmake -S examples/trace -B "$prefix/trace-cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/trace-cmake" >/dev/null
+LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/trace-cmake/trace_example"
+cc -Wall -Wextra -Werror examples/trace/main.c -o "$prefix/trace-pc" \
+  $(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs spyglass-store)
+LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/trace-pc"
 "$prefix/bin/spyglass" --version
 echo "install: find_package and pkg-config builds ran"

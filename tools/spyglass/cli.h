@@ -9,6 +9,8 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 int cmd_decode(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_demo_build(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 /* True if argv[i] is -h or --help. */
 int cli_is_help(const char *arg);

@@ -17,6 +17,8 @@ static const struct {
      "cost of one instrumented frame vs two clock reads"},
     {"clock", bench_clock, "clock sync error and RTT, threads and processes"},
     {"msgprof", bench_msgprof, "message profiler: wrapped vs unwrapped post"},
+    {"trace", bench_trace,
+     "demo build untraced vs each trace writer vs the naive baseline"},
 };
 
 static void help(FILE *f) {

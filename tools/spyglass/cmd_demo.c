@@ -172,6 +172,8 @@ static void *watch_main(void *arg) {
 /* ---- the frame loop ------------------------------------------------------ */
 
 int cmd_demo(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "build") == 0) /* demo_build.c */
+    return cmd_demo_build(argc - 1, argv + 1);
   demo_opts o;
   int rc = parse(argc, argv, &o);
   if (rc)

@@ -12,7 +12,9 @@ static const struct {
 } commands[] = {
     {"demo", cmd_demo, "run the demo scene, inspected live"},
     {"decode", cmd_decode, "print a stream of wire frames as JSON lines"},
-    {"bench", cmd_bench, "run a benchmark (wire, bus, provider, clock, msgprof)"},
+    {"bench", cmd_bench,
+     "run a benchmark (wire, bus, provider, clock, msgprof, trace)"},
+    {"trace", cmd_trace, "summarise a recorded trace (trace summary STORE)"},
 };
 
 int cli_is_help(const char *arg) {

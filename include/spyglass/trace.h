@@ -1,0 +1,492 @@
+/* trace.h — structured trace actions to storage (the store layer).
+ *
+ * A trace session (spy_trace) is an object created from a desc: where the
+ * traced program works, where the trace goes, which writer, and whether it
+ * is enabled. Everything hangs off the session; two sessions never see each
+ * other's actions and nothing is process-global.
+ *
+ * Emitting (spy_emit_<kind>) is the hot path. A disabled session costs one
+ * predictable branch: nothing is built, copied or hashed. An enabled one
+ * encodes the action once, in its wire form (docs/wire.md, TRACE), into a
+ * bounded byte queue and returns; a writer thread decodes it, hashes large
+ * payloads (XXH3-128) so each is stored once per session, serialises the
+ * action once (its JSON-lines form) and hands it to the writer. When the
+ * queue is full the emitter waits (a build trace loses nothing) and the
+ * wait is counted.
+ *
+ * Writers: "jsonl" (default: Rolldown's devtools log format), "sqlite" and
+ * "postgres", behind one table of function pointers (spy_trace_writer_ops);
+ * an application may pass its own. Readers: spy_trace_reader over any of
+ * the three stores.
+ *
+ * Link with spyglass_store (pkg-config spyglass-store); the core library
+ * spyglass does not contain this layer.
+ */
+#ifndef SPYGLASS_TRACE_H
+#define SPYGLASS_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spyglass/error.h"
+#include "spyglass/trace_catalog.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- field types and descriptors ---------------------------------------- */
+
+typedef enum spy_tf {
+  SPY_TF_STR = 1, /* const char *, NUL-terminated */
+  SPY_TF_OSTR,    /* const char *, NULL = null */
+  SPY_TF_SRC,     /* spy_trace_text: a large payload, stored once */
+  SPY_TF_OSRC,    /* spy_trace_text, ptr NULL = null */
+  SPY_TF_INT,     /* int64_t */
+  SPY_TF_OINT,    /* int64_t, SPY_TRACE_NULL_INT = null */
+  SPY_TF_BOOL,    /* int8_t, 0 or 1 */
+  SPY_TF_OBOOL,   /* int8_t, 0, 1 or -1 = null */
+  SPY_TF_LIST,    /* {const rec *items; uint32_t n;} */
+  SPY_TF_OLIST,   /* same, items NULL = null */
+  SPY_TF_STRS,    /* {const char *const *items; uint32_t n;} */
+  SPY_TF_OSTRS,   /* same, items NULL = null */
+  SPY_TF_INTS     /* {const int64_t *items; uint32_t n;} */
+} spy_tf;
+
+#define SPY_TRACE_NULL_INT INT64_MIN
+
+/* A large payload (source text): ptr/len; need not be NUL-terminated. */
+typedef struct spy_trace_text {
+  const char *ptr;
+  size_t len;
+} spy_trace_text;
+
+/* The layout every LIST / STRS / INTS member shares. */
+typedef struct spy_trace_list {
+  const void *items;
+  uint32_t n;
+} spy_trace_list;
+
+/* Which relational rows an action fills in the SQL stores. */
+typedef enum spy_trace_role {
+  SPY_ROLE_NONE = 0,
+  SPY_ROLE_SESSION,
+  SPY_ROLE_BUILD_START,
+  SPY_ROLE_BUILD_END,
+  SPY_ROLE_MODULES,
+  SPY_ROLE_CHUNKS,
+  SPY_ROLE_HOOK_START,
+  SPY_ROLE_HOOK_END,
+  SPY_ROLE_ASSETS
+} spy_trace_role;
+
+struct spy_trace_kind;
+typedef struct spy_trace_field {
+  const char *name;
+  uint8_t type;                     /* spy_tf */
+  uint32_t offset;                  /* in the C struct */
+  const struct spy_trace_kind *rec; /* LIST / OLIST: the item record */
+} spy_trace_field;
+
+/* Describes an action kind or a nested record (id 0, role NONE). */
+typedef struct spy_trace_kind {
+  const char *name;  /* "HookTransformCallStart" (records: snake name) */
+  const char *snake; /* "hook_transform_call_start" */
+  uint16_t id;       /* wire id of a built-in kind; 0 = application kind */
+  uint16_t role;     /* spy_trace_role */
+  uint32_t nfields;
+  uint32_t size; /* sizeof the C struct */
+  const spy_trace_field *fields;
+} spy_trace_kind;
+
+/* ---- structs and descriptors derived from the catalog ------------------- */
+
+#define SPY__M_STR(n, r) const char *n;
+#define SPY__M_OSTR(n, r) const char *n;
+#define SPY__M_SRC(n, r) spy_trace_text n;
+#define SPY__M_OSRC(n, r) spy_trace_text n;
+#define SPY__M_INT(n, r) int64_t n;
+#define SPY__M_OINT(n, r) int64_t n;
+#define SPY__M_BOOL(n, r) int8_t n;
+#define SPY__M_OBOOL(n, r) int8_t n;
+#define SPY__M_LIST(n, r)                                                      \
+  struct {                                                                     \
+    const struct spy_rec_##r *items;                                           \
+    uint32_t n;                                                                \
+  } n;
+#define SPY__M_OLIST SPY__M_LIST
+#define SPY__M_STRS(n, r)                                                      \
+  struct {                                                                     \
+    const char *const *items;                                                  \
+    uint32_t n;                                                                \
+  } n;
+#define SPY__M_OSTRS SPY__M_STRS
+#define SPY__M_INTS(n, r)                                                      \
+  struct {                                                                     \
+    const int64_t *items;                                                      \
+    uint32_t n;                                                                \
+  } n;
+#define SPY__MEMBER(X, type, name, rec) SPY__M_##type(name, rec)
+
+/* struct spy_rec_<snake> for each record; spy_rec_kind_<snake> describes it */
+#define SPY__REC_STRUCT(snake, FIELDS)                                         \
+  typedef struct spy_rec_##snake {                                             \
+    FIELDS(SPY__MEMBER, _) char spy_end_;                                      \
+  } spy_rec_##snake;                                                           \
+  extern const spy_trace_kind spy_rec_kind_##snake;
+SPY_TRACE_RECORDS(SPY__REC_STRUCT)
+
+/* The opaque session; its first member is this public part so that the
+ * inline emitters test `enabled` without a call. */
+typedef struct spy_trace spy_trace;
+typedef struct spy_trace_hot {
+  int enabled;
+} spy_trace_hot;
+
+/* The out-of-line part of every emit: encodes `act` (a struct described by
+ * `kind`) into the session's queue. Returns 0, SPY_EINVAL (a required
+ * string is NULL, a string or list is too large), SPY_ECLOSED (the session
+ * is being destroyed). Thread-safe: any number of threads may emit into
+ * one session. Waits, and counts the wait, while the queue is full. The
+ * action is copied: the caller's memory may be reused on return. */
+int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act);
+
+#if defined(__GNUC__)
+#define SPY_TRACE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define SPY_TRACE_UNLIKELY(x) (x)
+#endif
+
+/* True if `t` records actions. Use it to skip preparing an expensive
+ * action (building a module list) when nobody records. */
+static inline int spy_trace_on(const spy_trace *t) {
+  return SPY_TRACE_UNLIKELY(((const spy_trace_hot *)(const void *)t)->enabled);
+}
+
+/* Declares an action kind: struct spy_act_<snake>, its descriptor
+ * spy_kind_<snake> and the typed emitter spy_emit_<snake>(t, &act), which
+ * costs one branch on a disabled session. Applications use it for their
+ * own kinds (with SPY_TRACE_DEFINE_KIND in one .c file); such kinds travel
+ * with their name and land in the stores' actions table. */
+#define SPY_TRACE_DECLARE_KIND(Name, snake, FIELDS)                            \
+  typedef struct spy_act_##snake {                                             \
+    FIELDS(SPY__MEMBER, _) char spy_end_;                                      \
+  } spy_act_##snake;                                                           \
+  extern const spy_trace_kind spy_kind_##snake;                                \
+  static inline int spy_emit_##snake(spy_trace *t, const spy_act_##snake *a) { \
+    if (!spy_trace_on(t))                                                      \
+      return 0;                                                                \
+    return spy_trace_emit(t, &spy_kind_##snake, a);                            \
+  }
+
+#define SPY__FIELD_DESC(st, type, fname, rec)                                  \
+  {#fname, SPY_TF_##type, (uint32_t)offsetof(st, fname), &spy_rec_kind_##rec},
+/* The `rec` of a field that is not a LIST: an empty record. */
+extern const spy_trace_kind spy_rec_kind__;
+/* Defines the descriptor of a kind declared with SPY_TRACE_DECLARE_KIND,
+ * in one .c file. Its LIST fields may use the built-in records. */
+#define SPY_TRACE_DEFINE_KIND(Name, snake, FIELDS)                             \
+  static const spy_trace_field spy_fields_##snake[] = {                        \
+      FIELDS(SPY__FIELD_DESC, spy_act_##snake){NULL, 0, 0, NULL}};             \
+  const spy_trace_kind spy_kind_##snake = {                                    \
+      #Name,                                                                   \
+      #snake,                                                                  \
+      0,                                                                       \
+      SPY_ROLE_NONE,                                                           \
+      sizeof spy_fields_##snake / sizeof spy_fields_##snake[0] - 1,            \
+      sizeof(spy_act_##snake),                                                 \
+      spy_fields_##snake};
+
+#define SPY__ACT_DECL(id, Name, snake, role, FIELDS)                           \
+  SPY_TRACE_DECLARE_KIND(Name, snake, FIELDS)
+SPY_TRACE_ACTIONS(SPY__ACT_DECL)
+
+/* The built-in kinds, indexed by wire id (1..SPY_TRACE_KIND_COUNT); [0]
+ * is NULL. */
+#define SPY_TRACE_KIND_COUNT 15
+extern const spy_trace_kind *const spy_trace_kinds[SPY_TRACE_KIND_COUNT + 1];
+/* The built-in kind named `name` ("BuildStart"), or NULL. */
+const spy_trace_kind *spy_trace_kind_find(const char *name);
+
+/* ---- decoded actions: a value tree --------------------------------------- */
+
+typedef enum spy_tv {
+  SPY_TV_NULL = 0,
+  SPY_TV_FALSE = 1,
+  SPY_TV_TRUE = 2,
+  SPY_TV_INT = 3,
+  SPY_TV_STR = 4,
+  SPY_TV_SRC = 5,    /* a large payload, inline */
+  SPY_TV_SRCREF = 6, /* a large payload by content hash only */
+  SPY_TV_LIST = 7,
+  SPY_TV_REC = 8
+} spy_tv;
+
+/* One decoded value. STR/SRC: s, n bytes (not NUL-terminated); SRC and
+ * SRCREF carry the content hash in hash[] once it is known (has_hash);
+ * LIST/REC: items, n values. */
+typedef struct spy_trace_val {
+  uint8_t type;
+  uint8_t has_hash;
+  uint32_t n;
+  union {
+    int64_t i;
+    const char *s;
+    const struct spy_trace_val *items;
+  } u;
+  uint64_t hash[2]; /* XXH3-128: high, low */
+} spy_trace_val;
+
+/* A decoded action. kind is NULL for a kind this build does not know;
+ * name always holds its name. */
+typedef struct spy_trace_action {
+  const spy_trace_kind *kind;
+  const char *name;
+  uint32_t name_len;
+  uint64_t seq;         /* per session, from 1 */
+  uint64_t ts_us;       /* wall clock, µs since the epoch */
+  uint32_t build;       /* build number in the session, 0 = none */
+  spy_trace_val fields; /* a REC */
+} spy_trace_action;
+
+/* Arena for decoded trees: owned by whoever decodes, reset per action;
+ * blocks never move, so pointers into it stay valid until the reset.
+ * Zero-initialise; spy_trace_arena_free releases it. Not thread-safe. */
+typedef struct spy_trace_arena {
+  void *head; /* newest block */
+  size_t used, cap;
+} spy_trace_arena;
+/* Returns n bytes aligned to 8, or NULL when memory runs out. */
+void *spy_trace_arena_alloc(spy_trace_arena *a, size_t n);
+void spy_trace_arena_reset(spy_trace_arena *a);
+void spy_trace_arena_free(spy_trace_arena *a);
+
+/* Encodes one action record (the TRACE section's unit, docs/wire.md) of a
+ * struct described by `kind` into buf[0..cap). Returns the bytes it needs
+ * or wrote (when > cap nothing useful was written: call again with a
+ * bigger buffer), or SPY_EINVAL. Pure; thread-safe. */
+int64_t spy_trace_encode(const spy_trace_kind *kind, const void *act,
+                         uint64_t seq, uint64_t ts_us, uint32_t build,
+                         void *buf, size_t cap);
+/* Same from a decoded action (its fields tree). */
+int64_t spy_trace_encode_action(const spy_trace_action *a, void *buf,
+                                size_t cap);
+
+/* Decodes one action record at p (n bytes available). Bounds-checked; the
+ * tree lives in `arena` and points into p. Returns the record's length
+ * (> 0), or SPY_ETRUNCATED, SPY_EBADSECTION (lengths disagree),
+ * SPY_EBADVALUE (unknown value tag, nesting too deep, a known kind whose
+ * fields do not match its declaration), SPY_ENOMEM. */
+int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
+                     spy_trace_action *out);
+
+/* A TRACE section (SPY_SEC_TRACE, in a SPY_MSG_TRACE frame) carries one or
+ * more records back to back. Iterates them: *off starts at 0; returns 1
+ * and fills *out (tree in arena), 0 at the end, or the record's decode
+ * error (the section is then malformed; stop). Needs spyglass/wire.h's
+ * spy_section; pass its data and len. */
+int spy_trace_section_next(const void *data, size_t len, size_t *off,
+                           spy_trace_arena *arena, spy_trace_action *out);
+
+/* Checks a decoded REC against a descriptor: field count and types.
+ * Returns 0 or SPY_EBADVALUE. */
+int spy_trace_check(const spy_trace_kind *kind, const spy_trace_val *rec);
+
+/* The field `name` of a decoded action, or NULL. */
+const spy_trace_val *spy_trace_get(const spy_trace_action *a, const char *name);
+
+/* Hex content id (32 chars + NUL) of a hash pair. */
+void spy_trace_hash_hex(const uint64_t hash[2], char out[33]);
+/* Hashes a payload (XXH3-128). */
+void spy_trace_hash(const void *p, size_t n, uint64_t out[2]);
+
+/* ---- writers ------------------------------------------------------------- */
+
+/* What the writer thread hands a writer. Everything is valid during the
+ * call only. */
+typedef struct spy_trace_record {
+  const spy_trace_action *action; /* SRC values carry their hash */
+  const char *json;               /* the action's JSON-lines form, no newline */
+  size_t json_len;
+} spy_trace_record;
+
+typedef struct spy_trace_writer_cfg {
+  const char *dir;      /* session directory (created) */
+  const char *conninfo; /* postgres */
+  const char *session_id;
+  const char *cwd;
+  size_t retry_bytes; /* postgres: bytes kept while unreachable */
+  uint32_t retry_ms;  /* postgres: how long close keeps retrying */
+  void *arg;          /* the desc's ops_arg */
+  /* Report a failure (the writer keeps going where it can). */
+  void (*report)(void *ctx, int err, const char *msg);
+  void *report_ctx;
+} spy_trace_writer_cfg;
+
+/* A store writer. All calls come from the session's writer thread only.
+ * open: creates the state; returns 0 or a negative code. source: a payload
+ * seen for the first time in this session (id = content hash), called
+ * before the action referring to it. action: one action. commit: the end
+ * of a batch; a durable store makes everything before it durable. close:
+ * flushes and frees (safe on a half-open state); returns the number of
+ * actions it could not store (>= 0). lost (optional): actions given to the
+ * writer that it has dropped so far. Optional ops may be NULL. */
+typedef struct spy_trace_writer_ops {
+  const char *name;
+  int (*open)(void **state, const spy_trace_writer_cfg *cfg);
+  int (*source)(void *state, const uint64_t hash[2], const char *p, size_t n);
+  int (*action)(void *state, const spy_trace_record *r);
+  int (*commit)(void *state);
+  int64_t (*close)(void *state);
+  uint64_t (*lost)(void *state);
+} spy_trace_writer_ops;
+
+/* The built-in writer named `name` ("jsonl", "sqlite", "postgres") or
+ * NULL. The table is constant. */
+const spy_trace_writer_ops *spy_trace_writer_find(const char *name);
+
+/* ---- sessions ------------------------------------------------------------ */
+
+typedef struct spy_trace_desc {
+  int enabled;          /* 0: every emit is one branch, nothing opened */
+  const char *cwd;      /* the traced program's working dir; default getcwd() */
+  const char *dir;      /* session dir; default <cwd>/.spyglass/<session-id> */
+  const char *writer;   /* "jsonl" (default), "sqlite", "postgres" */
+  const char *conninfo; /* postgres: libpq conninfo or URI */
+  const spy_trace_writer_ops *ops; /* custom writer: overrides `writer` */
+  void *ops_arg;                   /* passed to ops->open in cfg.arg */
+  const char *session_id; /* default: generated, unique per process + time */
+  size_t queue_bytes;     /* default 8 MiB; min 64 KiB */
+  uint32_t batch_actions; /* actions per commit at most; default 4096 */
+  size_t retry_bytes;     /* postgres buffering while away; default 64 MiB */
+  uint32_t retry_ms;      /* postgres retry on close; default 10000 */
+  /* Writer failures; default: a line on stderr. Called on the writer
+   * thread. */
+  void (*on_error)(void *arg, int err, const char *msg);
+  void *on_error_arg;
+} spy_trace_desc;
+
+typedef struct spy_trace_stats {
+  uint64_t emitted;       /* actions accepted by emit */
+  uint64_t written;       /* actions handed to the writer */
+  uint64_t lost;          /* actions the writer could not store */
+  uint64_t waits;         /* emits that found the queue full and waited */
+  uint64_t wait_ns;       /* total time spent waiting */
+  uint64_t queued_bytes;  /* bytes that went through the queue */
+  uint64_t sources;       /* distinct payloads stored */
+  uint64_t sources_dup;   /* payloads seen again and not stored */
+  uint64_t source_bytes;  /* bytes of distinct payloads */
+  uint64_t saved_bytes;   /* bytes not stored thanks to dedup */
+  uint64_t writer_errors; /* failures the writer reported */
+  uint64_t writer_ns;     /* writer thread busy time: decode … commit */
+  uint32_t builds;        /* builds begun */
+} spy_trace_stats;
+
+/* Creates a session. Enabled: resolves the defaults, creates the session
+ * directory (jsonl, sqlite), opens the writer and starts the writer thread,
+ * then emits nothing (call spy_trace_session_meta yourself). Disabled:
+ * allocates the handle only. Returns 0 and *out, or SPY_EINVAL (unknown
+ * writer, postgres without conninfo), SPY_ENOMEM, a filesystem error, or
+ * the writer's open error (SPY_EBADSCHEMA for a newer store). The caller
+ * owns *out and frees it with spy_trace_destroy. */
+int spy_trace_create(const spy_trace_desc *desc, spy_trace **out);
+
+/* Drains the queue, closes the writer, joins the thread, frees. Returns
+ * the number of actions that were not stored (0 if all were), or a
+ * negative code. NULL is a no-op returning 0. Must not race with emits. */
+int64_t spy_trace_destroy(spy_trace *t);
+
+/* Waits until every action emitted so far is committed by the writer.
+ * Returns 0 or SPY_ECLOSED. Thread-safe. */
+int spy_trace_flush(spy_trace *t);
+
+/* Begins a build: assigns the next build number (1, 2, …), makes it the
+ * current build for later actions and emits BuildStart. Returns the build
+ * number (> 0), 0 for a disabled session, or a negative code. */
+int spy_trace_build_begin(spy_trace *t);
+/* Emits BuildEnd for the current build. */
+int spy_trace_build_end(spy_trace *t);
+
+/* Effective values: the session id, session directory (NULL for
+ * postgres), the writer's name. Valid until destroy. */
+const char *spy_trace_session_id(const spy_trace *t);
+const char *spy_trace_dir(const spy_trace *t);
+const char *spy_trace_writer_name(const spy_trace *t);
+/* Counters so far; thread-safe. */
+void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out);
+
+/* ---- readers ------------------------------------------------------------- */
+
+/* The store schema version this build writes and the newest it reads. */
+#define SPY_TRACE_SCHEMA_VERSION 1
+
+typedef struct spy_trace_reader spy_trace_reader;
+
+/* Opens a store: a session directory holding logs.json (JSON-lines), a
+ * trace.db file or a directory holding one (SQLite), or a postgres:// or
+ * postgresql:// URI / "host=… " conninfo (PostgreSQL; session_id selects a
+ * session, NULL = the latest). Returns 0, SPY_ENOENT, SPY_EBADSCHEMA (the
+ * store was written by a newer schema), or another code. */
+int spy_trace_reader_open(const char *store, const char *session_id,
+                          spy_trace_reader **out);
+void spy_trace_reader_close(spy_trace_reader *r);
+/* The last error's message (never NULL). */
+const char *spy_trace_reader_error(const spy_trace_reader *r);
+
+/* Iterates every action of the session in seq order. Returns 1 and fills
+ * *a (valid until the next call), 0 at the end, or a negative code. SRC
+ * values come back as SRCREF with their hash; fetch content with
+ * spy_trace_reader_source. */
+int spy_trace_reader_next(spy_trace_reader *r, spy_trace_action *a);
+/* Restarts iteration. */
+int spy_trace_reader_rewind(spy_trace_reader *r);
+
+/* Fetches a payload by content hash into a buffer the reader owns (valid
+ * until the next call). Returns 0, SPY_ENOENT. */
+int spy_trace_reader_source(spy_trace_reader *r, const uint64_t hash[2],
+                            const char **p, size_t *n);
+
+typedef struct spy_trace_build_info {
+  uint32_t build;
+  uint64_t started_us, ended_us; /* 0 if not ended */
+} spy_trace_build_info;
+typedef struct spy_trace_hook_call {
+  uint32_t build;
+  const char *hook;   /* "transform", "load", "resolve_id", "render_chunk" */
+  const char *plugin; /* plugin name */
+  const char *module; /* module id / request, "" for render_chunk */
+  const char *call_id;
+  uint64_t started_us, ended_us;
+  int has_input, has_output;
+  uint64_t input[2], output[2]; /* source hashes */
+} spy_trace_hook_call;
+
+/* Builds, modules, imports and hook calls: each callback is called once per
+ * item (return nonzero to stop). Strings are valid during the call. */
+int spy_trace_reader_builds(spy_trace_reader *r,
+                            int (*cb)(void *, const spy_trace_build_info *),
+                            void *arg);
+int spy_trace_reader_modules(spy_trace_reader *r, uint32_t build,
+                             int (*cb)(void *, const char *module,
+                                       int is_external),
+                             void *arg);
+int spy_trace_reader_imports(spy_trace_reader *r, uint32_t build,
+                             int (*cb)(void *, const char *from, const char *to,
+                                       const char *kind),
+                             void *arg);
+int spy_trace_reader_hook_calls(spy_trace_reader *r,
+                                int (*cb)(void *, const spy_trace_hook_call *),
+                                void *arg);
+
+typedef struct spy_trace_summary {
+  uint64_t actions, builds, modules, chunks, hook_calls;
+  uint64_t sources, source_bytes, stored_bytes, saved_bytes;
+  int64_t lost; /* actions the writer reported as not stored; -1 unknown */
+} spy_trace_summary;
+/* Totals for `spyglass trace summary`. */
+int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,510 @@
+/* codec.c — the TRACE record encoding (docs/wire.md, TRACE): encode from a
+ * catalog struct or a decoded tree, bounds-checked decode into a value
+ * tree, validation against a descriptor; plus the decode arena and the
+ * content hash (XXH3-128).
+ *
+ * A record is a 32-byte header (u32 bytes, u16 kind, u16 name_len, u64 seq,
+ * u64 ts_us, u32 build, u32 0), the kind's name, then one REC value. A
+ * value is a u8 tag and its payload. Encoders run twice when needed: a
+ * first pass with cap 0 measures, the second writes, so the emitter can
+ * reserve queue space exactly.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "store.h"
+
+#define HDR 32u
+#define MAX_DEPTH 16
+#define STR_MAX 0x7fffffffu
+
+typedef struct enc {
+  uint8_t *p;
+  size_t cap, len;
+  int err;
+} enc;
+
+static void put(enc *e, const void *s, size_t n) {
+  if (e->len + n <= e->cap)
+    memcpy(e->p + e->len, s, n);
+  e->len += n;
+}
+static void put_u8(enc *e, uint8_t v) { put(e, &v, 1); }
+static void put_u32(enc *e, uint32_t v) {
+  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+                  (uint8_t)(v >> 24)};
+  put(e, b, 4);
+}
+static void put_u64(enc *e, uint64_t v) {
+  put_u32(e, (uint32_t)v);
+  put_u32(e, (uint32_t)(v >> 32));
+}
+static void put_str(enc *e, uint8_t tag, const char *s, size_t n) {
+  if (n > STR_MAX) {
+    e->err = SPY_EINVAL;
+    return;
+  }
+  put_u8(e, tag);
+  put_u32(e, (uint32_t)n);
+  put(e, s, n);
+}
+
+static void enc_header(enc *e, const char *name, size_t nl, uint16_t id,
+                       uint64_t seq, uint64_t ts, uint32_t build) {
+  put_u32(e, 0); /* patched at the end */
+  uint8_t b[4] = {(uint8_t)id, (uint8_t)(id >> 8), (uint8_t)nl,
+                  (uint8_t)(nl >> 8)};
+  put(e, b, 4);
+  put_u64(e, seq);
+  put_u64(e, ts);
+  put_u32(e, build);
+  put_u32(e, 0);
+  put(e, name, nl);
+}
+
+static int64_t enc_finish(enc *e) {
+  if (e->err)
+    return e->err;
+  if (e->len > 0xffffffffu)
+    return SPY_EINVAL;
+  if (e->len <= e->cap) {
+    uint32_t n = (uint32_t)e->len;
+    uint8_t b[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16),
+                    (uint8_t)(n >> 24)};
+    memcpy(e->p, b, 4);
+  }
+  return (int64_t)e->len;
+}
+
+/* ---- from a catalog struct ---------------------------------------------- */
+
+static void enc_struct(enc *e, const spy_trace_kind *k, const char *base);
+
+static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
+  switch (f->type) {
+  case SPY_TF_STR:
+  case SPY_TF_OSTR: {
+    const char *s;
+    memcpy(&s, at, sizeof s);
+    if (!s) {
+      if (f->type == SPY_TF_STR)
+        e->err = SPY_EINVAL;
+      put_u8(e, SPY_TV_NULL);
+    } else
+      put_str(e, SPY_TV_STR, s, strlen(s));
+    break;
+  }
+  case SPY_TF_SRC:
+  case SPY_TF_OSRC: {
+    spy_trace_text t;
+    memcpy(&t, at, sizeof t);
+    if (!t.ptr) {
+      if (f->type == SPY_TF_SRC)
+        e->err = SPY_EINVAL;
+      put_u8(e, SPY_TV_NULL);
+    } else
+      put_str(e, SPY_TV_SRC, t.ptr, t.len);
+    break;
+  }
+  case SPY_TF_INT:
+  case SPY_TF_OINT: {
+    int64_t v;
+    memcpy(&v, at, sizeof v);
+    if (f->type == SPY_TF_OINT && v == SPY_TRACE_NULL_INT)
+      put_u8(e, SPY_TV_NULL);
+    else {
+      put_u8(e, SPY_TV_INT);
+      put_u64(e, (uint64_t)v);
+    }
+    break;
+  }
+  case SPY_TF_BOOL:
+  case SPY_TF_OBOOL: {
+    int8_t v;
+    memcpy(&v, at, 1);
+    put_u8(e, v < 0 && f->type == SPY_TF_OBOOL ? SPY_TV_NULL
+              : v                              ? SPY_TV_TRUE
+                                               : SPY_TV_FALSE);
+    break;
+  }
+  default: { /* lists */
+    spy_trace_list l;
+    memcpy(&l.items, at, sizeof l.items);
+    memcpy(&l.n, at + offsetof(spy_trace_list, n), sizeof l.n);
+    int nullable = f->type == SPY_TF_OLIST || f->type == SPY_TF_OSTRS;
+    if (!l.items) {
+      if (nullable) {
+        put_u8(e, SPY_TV_NULL);
+        break;
+      }
+      l.n = 0;
+    }
+    put_u8(e, SPY_TV_LIST);
+    put_u32(e, l.n);
+    for (uint32_t i = 0; i < l.n; i++) {
+      if (f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST)
+        enc_struct(e, f->rec, (const char *)l.items + (size_t)i * f->rec->size);
+      else if (f->type == SPY_TF_INTS) {
+        put_u8(e, SPY_TV_INT);
+        put_u64(e, (uint64_t)((const int64_t *)l.items)[i]);
+      } else {
+        const char *s = ((const char *const *)l.items)[i];
+        if (!s) {
+          e->err = SPY_EINVAL;
+          return;
+        }
+        put_str(e, SPY_TV_STR, s, strlen(s));
+      }
+    }
+  }
+  }
+}
+
+static void enc_struct(enc *e, const spy_trace_kind *k, const char *base) {
+  put_u8(e, SPY_TV_REC);
+  put_u32(e, k->nfields);
+  for (uint32_t i = 0; i < k->nfields && !e->err; i++)
+    enc_field(e, &k->fields[i], base + k->fields[i].offset);
+}
+
+int64_t spy_trace_encode(const spy_trace_kind *kind, const void *act,
+                         uint64_t seq, uint64_t ts_us, uint32_t build,
+                         void *buf, size_t cap) {
+  if (!kind || (!act && kind->nfields) || strlen(kind->name) > 0xffff)
+    return SPY_EINVAL;
+  enc e = {buf, buf ? cap : 0, 0, 0};
+  enc_header(&e, kind->name, strlen(kind->name), kind->id, seq, ts_us, build);
+  static const char none = 0;
+  enc_struct(&e, kind, act ? (const char *)act : &none);
+  return enc_finish(&e);
+}
+
+/* ---- from a tree ----------------------------------------------------------
+ */
+
+static void enc_val(enc *e, const spy_trace_val *v) {
+  switch (v->type) {
+  case SPY_TV_INT:
+    put_u8(e, SPY_TV_INT);
+    put_u64(e, (uint64_t)v->u.i);
+    break;
+  case SPY_TV_STR:
+  case SPY_TV_SRC: put_str(e, v->type, v->u.s, v->n); break;
+  case SPY_TV_SRCREF:
+    put_u8(e, SPY_TV_SRCREF);
+    put_u64(e, v->hash[0]);
+    put_u64(e, v->hash[1]);
+    break;
+  case SPY_TV_LIST:
+  case SPY_TV_REC:
+    put_u8(e, v->type);
+    put_u32(e, v->n);
+    for (uint32_t i = 0; i < v->n; i++)
+      enc_val(e, &v->u.items[i]);
+    break;
+  default: put_u8(e, v->type); break;
+  }
+}
+
+int64_t spy_trace_encode_action(const spy_trace_action *a, void *buf,
+                                size_t cap) {
+  if (!a || !a->name || a->name_len > 0xffff)
+    return SPY_EINVAL;
+  enc e = {buf, buf ? cap : 0, 0, 0};
+  enc_header(&e, a->name, a->name_len, a->kind ? a->kind->id : 0, a->seq,
+             a->ts_us, a->build);
+  enc_val(&e, &a->fields);
+  return enc_finish(&e);
+}
+
+/* ---- arena ----------------------------------------------------------------
+ */
+
+typedef struct block {
+  struct block *next;
+  size_t cap;
+  max_align_t data[];
+} block;
+
+void *spy_trace_arena_alloc(spy_trace_arena *a, size_t n) {
+  n = (n + 15u) & ~(size_t)15u;
+  if (!a->head || a->used + n > a->cap) {
+    size_t cap = n > 65536 ? n : 65536;
+    block *b = malloc(sizeof *b + cap);
+    if (!b)
+      return NULL;
+    b->next = a->head;
+    b->cap = cap;
+    a->head = b;
+    a->used = 0;
+    a->cap = cap;
+  }
+  void *p = (char *)((block *)a->head)->data + a->used;
+  a->used += n;
+  return p;
+}
+
+void spy_trace_arena_reset(spy_trace_arena *a) {
+  block *b = a->head;
+  if (!b)
+    return;
+  block *rest = b->next;
+  b->next = NULL;
+  while (rest) {
+    block *nx = rest->next;
+    free(rest);
+    rest = nx;
+  }
+  a->used = 0;
+  a->cap = b->cap;
+}
+
+void spy_trace_arena_free(spy_trace_arena *a) {
+  spy_trace_arena_reset(a);
+  free(a->head);
+  a->head = NULL;
+  a->used = a->cap = 0;
+}
+
+/* ---- decode ----------------------------------------------------------------
+ */
+
+typedef struct dec {
+  const uint8_t *p, *end;
+  spy_trace_arena *arena;
+} dec;
+
+static uint32_t rd32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+static uint64_t rd64(const uint8_t *p) {
+  return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
+
+static int dec_val(dec *d, spy_trace_val *v, int depth) {
+  memset(v, 0, sizeof *v);
+  if (d->p >= d->end)
+    return SPY_ETRUNCATED;
+  uint8_t tag = *d->p++;
+  v->type = tag;
+  size_t left = (size_t)(d->end - d->p);
+  switch (tag) {
+  case SPY_TV_NULL:
+  case SPY_TV_FALSE:
+  case SPY_TV_TRUE: return 0;
+  case SPY_TV_INT:
+    if (left < 8)
+      return SPY_ETRUNCATED;
+    v->u.i = (int64_t)rd64(d->p);
+    d->p += 8;
+    return 0;
+  case SPY_TV_STR:
+  case SPY_TV_SRC: {
+    if (left < 4)
+      return SPY_ETRUNCATED;
+    uint32_t n = rd32(d->p);
+    if (n > left - 4)
+      return SPY_ETRUNCATED;
+    v->n = n;
+    v->u.s = (const char *)d->p + 4;
+    d->p += 4 + (size_t)n;
+    return 0;
+  }
+  case SPY_TV_SRCREF:
+    if (left < 16)
+      return SPY_ETRUNCATED;
+    v->hash[0] = rd64(d->p);
+    v->hash[1] = rd64(d->p + 8);
+    v->has_hash = 1;
+    d->p += 16;
+    return 0;
+  case SPY_TV_LIST:
+  case SPY_TV_REC: {
+    if (depth >= MAX_DEPTH)
+      return SPY_EBADVALUE;
+    if (left < 4)
+      return SPY_ETRUNCATED;
+    uint32_t n = rd32(d->p);
+    d->p += 4;
+    if (n > left - 4) /* every value takes at least one byte */
+      return SPY_ETRUNCATED;
+    spy_trace_val *items = NULL;
+    if (n) {
+      items = spy_trace_arena_alloc(d->arena, (size_t)n * sizeof *items);
+      if (!items)
+        return SPY_ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+      int rc = dec_val(d, &items[i], depth + 1);
+      if (rc < 0)
+        return rc;
+    }
+    v->n = n;
+    v->u.items = items;
+    return 0;
+  }
+  default: return SPY_EBADVALUE;
+  }
+}
+
+int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
+                     spy_trace_action *out) {
+  memset(out, 0, sizeof *out);
+  const uint8_t *b = p;
+  if (!p || n < HDR)
+    return SPY_ETRUNCATED;
+  uint32_t bytes = rd32(b);
+  if (bytes < HDR || bytes > 0x7fffffffu)
+    return SPY_EBADSECTION;
+  if (bytes > n)
+    return SPY_ETRUNCATED;
+  uint16_t id = (uint16_t)(b[4] | b[5] << 8);
+  uint16_t nl = (uint16_t)(b[6] | b[7] << 8);
+  if (HDR + (size_t)nl > bytes)
+    return SPY_EBADSECTION;
+  spy_trace_action a = {0};
+  a.seq = rd64(b + 8);
+  a.ts_us = rd64(b + 16);
+  a.build = rd32(b + 24);
+  if (rd32(b + 28) != 0) /* reserved */
+    return SPY_EBADVALUE;
+  a.name = (const char *)b + HDR;
+  a.name_len = nl;
+  if (id > SPY_TRACE_KIND_COUNT)
+    return SPY_EBADVALUE;
+  if (id) {
+    a.kind = spy_trace_kinds[id];
+    if (strlen(a.kind->name) != nl || memcmp(a.kind->name, a.name, nl) != 0)
+      return SPY_EBADVALUE;
+  }
+  dec d = {b + HDR + nl, b + bytes, arena};
+  int rc = dec_val(&d, &a.fields, 0);
+  if (rc < 0)
+    return rc;
+  if (d.p != d.end)
+    return SPY_EBADSECTION;
+  if (a.fields.type != SPY_TV_REC)
+    return SPY_EBADVALUE;
+  if (a.kind && (rc = spy_trace_check(a.kind, &a.fields)) < 0)
+    return rc;
+  *out = a;
+  return (int)bytes;
+}
+
+int spy_trace_section_next(const void *data, size_t len, size_t *off,
+                           spy_trace_arena *arena, spy_trace_action *out) {
+  if (*off >= len)
+    return 0;
+  int rc =
+      spy_trace_decode((const uint8_t *)data + *off, len - *off, arena, out);
+  if (rc < 0)
+    return rc;
+  *off += (size_t)rc;
+  return 1;
+}
+
+/* ---- validation ------------------------------------------------------------
+ */
+
+static int check_field(const spy_trace_field *f, const spy_trace_val *v) {
+  int t = v->type;
+  switch (f->type) {
+  case SPY_TF_OSTR:
+    if (t == SPY_TV_NULL)
+      return 0;
+    /* fall through */
+  case SPY_TF_STR: return t == SPY_TV_STR ? 0 : SPY_EBADVALUE;
+  case SPY_TF_OSRC:
+    if (t == SPY_TV_NULL)
+      return 0;
+    /* fall through */
+  case SPY_TF_SRC:
+    return t == SPY_TV_SRC || t == SPY_TV_SRCREF ? 0 : SPY_EBADVALUE;
+  case SPY_TF_OINT:
+    if (t == SPY_TV_NULL)
+      return 0;
+    /* fall through */
+  case SPY_TF_INT: return t == SPY_TV_INT ? 0 : SPY_EBADVALUE;
+  case SPY_TF_OBOOL:
+    if (t == SPY_TV_NULL)
+      return 0;
+    /* fall through */
+  case SPY_TF_BOOL:
+    return t == SPY_TV_TRUE || t == SPY_TV_FALSE ? 0 : SPY_EBADVALUE;
+  default: break;
+  }
+  int nullable = f->type == SPY_TF_OLIST || f->type == SPY_TF_OSTRS;
+  if (t == SPY_TV_NULL)
+    return nullable ? 0 : SPY_EBADVALUE;
+  if (t != SPY_TV_LIST)
+    return SPY_EBADVALUE;
+  for (uint32_t i = 0; i < v->n; i++) {
+    const spy_trace_val *it = &v->u.items[i];
+    int rc = 0;
+    if (f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST)
+      rc = spy_trace_check(f->rec, it);
+    else if (f->type == SPY_TF_INTS)
+      rc = it->type == SPY_TV_INT ? 0 : SPY_EBADVALUE;
+    else
+      rc = it->type == SPY_TV_STR ? 0 : SPY_EBADVALUE;
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+int spy_trace_check(const spy_trace_kind *kind, const spy_trace_val *rec) {
+  if (!kind || !rec || rec->type != SPY_TV_REC || rec->n != kind->nfields)
+    return SPY_EBADVALUE;
+  for (uint32_t i = 0; i < kind->nfields; i++) {
+    int rc = check_field(&kind->fields[i], &rec->u.items[i]);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+const spy_trace_val *spy__field(const spy_trace_kind *k,
+                                const spy_trace_val *rec, const char *name) {
+  if (!k || !rec)
+    return NULL;
+  for (uint32_t i = 0; i < k->nfields && i < rec->n; i++)
+    if (strcmp(k->fields[i].name, name) == 0)
+      return &rec->u.items[i];
+  return NULL;
+}
+
+const spy_trace_val *spy_trace_get(const spy_trace_action *a,
+                                   const char *name) {
+  return a ? spy__field(a->kind, &a->fields, name) : NULL;
+}
+
+const char *spy__hook_type(const spy_trace_kind *k) {
+  if (strstr(k->snake, "resolve_id"))
+    return "resolve_id";
+  if (strstr(k->snake, "transform"))
+    return "transform";
+  if (strstr(k->snake, "render_chunk"))
+    return "render_chunk";
+  return "load";
+}
+
+/* ---- hashing ---------------------------------------------------------------
+ */
+
+void spy_trace_hash(const void *p, size_t n, uint64_t out[2]) {
+  XXH128_hash_t h = XXH3_128bits(p, n);
+  out[0] = h.high64;
+  out[1] = h.low64;
+}
+
+void spy_trace_hash_hex(const uint64_t hash[2], char out[33]) {
+  static const char hx[] = "0123456789abcdef";
+  for (int w = 0; w < 2; w++)
+    for (int i = 0; i < 16; i++)
+      out[w * 16 + i] = hx[(hash[w] >> (60 - 4 * i)) & 15];
+  out[32] = 0;
+}

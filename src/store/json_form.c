@@ -1,0 +1,187 @@
+/* json_form.c — the JSON-lines form of an action (Rolldown's devtools log
+ * format, field names from the catalog), StringRef lines, and the growable
+ * buffer they are written into. This is the one serialisation of an
+ * action: the JSON-lines writer writes it, the SQL writers store it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+int spy__buf_reserve(spy__buf *b, size_t extra) {
+  if (b->err)
+    return b->err;
+  if (b->len + extra <= b->cap)
+    return 0;
+  size_t ncap = b->cap ? b->cap : 256;
+  while (ncap < b->len + extra)
+    ncap *= 2;
+  char *p = realloc(b->p, ncap);
+  if (!p)
+    return b->err = SPY_ENOMEM;
+  b->p = p;
+  b->cap = ncap;
+  return 0;
+}
+
+void spy__buf_put(spy__buf *b, const void *p, size_t n) {
+  if (n == 0 || spy__buf_reserve(b, n) < 0)
+    return;
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+}
+
+void spy__buf_puts(spy__buf *b, const char *s) {
+  spy__buf_put(b, s, strlen(s));
+}
+
+void spy__buf_putc(spy__buf *b, char c) {
+  if (spy__buf_reserve(b, 1) == 0)
+    b->p[b->len++] = c;
+}
+
+void spy__buf_u64(spy__buf *b, uint64_t v) {
+  char t[24];
+  int i = 24;
+  do {
+    t[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  spy__buf_put(b, t + i, (size_t)(24 - i));
+}
+
+void spy__buf_i64(spy__buf *b, int64_t v) {
+  if (v < 0) {
+    spy__buf_putc(b, '-');
+    spy__buf_u64(b, 0 - (uint64_t)v);
+  } else
+    spy__buf_u64(b, (uint64_t)v);
+}
+
+void spy__buf_free(spy__buf *b) {
+  free(b->p);
+  *b = (spy__buf){0};
+}
+
+/* Escapes only what JSON requires; bytes >= 0x80 pass through (sources
+ * are UTF-8; invalid sequences are the source's own). Reserves the worst
+ * case once, then copies runs that need no escape. */
+void spy__json_str(spy__buf *b, const char *s, size_t n) {
+  static const char hx[] = "0123456789abcdef";
+  if (spy__buf_reserve(b, 6 * n + 2) < 0)
+    return;
+  char *o = b->p + b->len;
+  *o++ = '"';
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      *o++ = (char)c;
+      continue;
+    }
+    *o++ = '\\';
+    switch (c) {
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '\n': *o++ = 'n'; break;
+    case '\t': *o++ = 't'; break;
+    case '\r': *o++ = 'r'; break;
+    default:
+      *o++ = 'u';
+      *o++ = '0';
+      *o++ = '0';
+      *o++ = hx[c >> 4];
+      *o++ = hx[c & 15];
+    }
+  }
+  *o++ = '"';
+  b->len = (size_t)(o - b->p);
+}
+
+static void put_members(spy__buf *b, const spy_trace_kind *k,
+                        const spy_trace_val *rec, int comma);
+
+static void put_val(spy__buf *b, const spy_trace_kind *rec,
+                    const spy_trace_val *v) {
+  switch (v->type) {
+  case SPY_TV_NULL: spy__buf_puts(b, "null"); break;
+  case SPY_TV_FALSE: spy__buf_puts(b, "false"); break;
+  case SPY_TV_TRUE: spy__buf_puts(b, "true"); break;
+  case SPY_TV_INT: spy__buf_i64(b, v->u.i); break;
+  case SPY_TV_STR: spy__json_str(b, v->u.s, v->n); break;
+  case SPY_TV_SRC:
+  case SPY_TV_SRCREF:
+    if (v->has_hash) {
+      char id[40] = "$ref:";
+      spy_trace_hash_hex(v->hash, id + 5);
+      spy__json_str(b, id, 37);
+    } else
+      spy__json_str(b, v->u.s, v->n);
+    break;
+  case SPY_TV_LIST:
+    spy__buf_putc(b, '[');
+    for (uint32_t i = 0; i < v->n; i++) {
+      if (i)
+        spy__buf_putc(b, ',');
+      put_val(b, rec, &v->u.items[i]);
+    }
+    spy__buf_putc(b, ']');
+    break;
+  case SPY_TV_REC:
+    spy__buf_putc(b, '{');
+    put_members(b, rec, v, 0);
+    spy__buf_putc(b, '}');
+    break;
+  }
+}
+
+/* "name":value for each field of a REC, named by its descriptor (fN for
+ * a kind this build does not know); `comma` puts one before the first. */
+static void put_members(spy__buf *b, const spy_trace_kind *k,
+                        const spy_trace_val *rec, int comma) {
+  for (uint32_t i = 0; i < rec->n; i++) {
+    if (i || comma)
+      spy__buf_putc(b, ',');
+    const spy_trace_field *f = k && i < k->nfields ? &k->fields[i] : NULL;
+    if (f)
+      spy__json_str(b, f->name, strlen(f->name));
+    else {
+      char key[16];
+      int kn = snprintf(key, sizeof key, "f%u", (unsigned)i);
+      spy__json_str(b, key, (size_t)kn);
+    }
+    spy__buf_putc(b, ':');
+    put_val(b, f ? f->rec : NULL, &rec->u.items[i]);
+  }
+}
+
+void spy__trace_json(spy__buf *b, const char *session_id,
+                     const spy_trace_action *a) {
+  spy__buf_puts(b, "{\"timestamp\":\"");
+  spy__buf_u64(b, a->ts_us / 1000u);
+  spy__buf_puts(b, "\",\"session_id\":");
+  spy__json_str(b, session_id, strlen(session_id));
+  if (a->build) {
+    spy__buf_puts(b, ",\"build_id\":\"");
+    spy__buf_u64(b, a->build);
+    spy__buf_putc(b, '"');
+  }
+  spy__buf_puts(b, ",\"seq\":");
+  spy__buf_u64(b, a->seq);
+  spy__buf_puts(b, ",\"ts_us\":");
+  spy__buf_u64(b, a->ts_us);
+  spy__buf_puts(b, ",\"action\":");
+  spy__json_str(b, a->name, a->name_len);
+  put_members(b, a->kind, &a->fields, 1); /* flattened into the event */
+  spy__buf_putc(b, '}');
+}
+
+void spy__trace_json_stringref(spy__buf *b, const uint64_t hash[2],
+                               const char *p, size_t n) {
+  char id[33];
+  spy_trace_hash_hex(hash, id);
+  spy__buf_puts(b, "{\"action\":\"StringRef\",\"id\":\"");
+  spy__buf_put(b, id, 32);
+  spy__buf_puts(b, "\",\"content\":");
+  spy__json_str(b, p, n);
+  spy__buf_putc(b, '}');
+}

@@ -1,0 +1,176 @@
+/* store.h — internal interfaces of the store layer: a growable byte
+ * buffer, the JSON-lines form of an action, the relational rows an action
+ * maps to (shared by the SQLite and PostgreSQL writers), the source codec
+ * and the built-in writers. */
+#ifndef SPY_STORE_INTERNAL_H
+#define SPY_STORE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spyglass/trace.h"
+
+/* ---- byte buffer ----------------------------------------------------------
+ */
+typedef struct spy__buf {
+  char *p;
+  size_t len, cap;
+  int err; /* sticky SPY_ENOMEM */
+} spy__buf;
+int spy__buf_reserve(spy__buf *b, size_t extra);
+void spy__buf_put(spy__buf *b, const void *p, size_t n);
+void spy__buf_puts(spy__buf *b, const char *s);
+void spy__buf_putc(spy__buf *b, char c);
+void spy__buf_i64(spy__buf *b, int64_t v);
+void spy__buf_u64(spy__buf *b, uint64_t v);
+void spy__buf_free(spy__buf *b);
+
+/* ---- catalog helpers
+ * --------------------------------------------------------- */
+/* The field `name` of a decoded record described by k, or NULL. */
+const spy_trace_val *spy__field(const spy_trace_kind *k,
+                                const spy_trace_val *rec, const char *name);
+/* "transform", "load", "resolve_id" or "render_chunk" for a hook kind. */
+const char *spy__hook_type(const spy_trace_kind *k);
+/* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
+char *spy__slurp(const char *path, size_t *n);
+
+/* ---- JSON ------------------------------------------------------------------
+ */
+/* Appends s[0..n) as a JSON string literal (quotes included). */
+void spy__json_str(spy__buf *b, const char *s, size_t n);
+/* Appends the action's JSON-lines object (no newline), Rolldown's devtools
+ * log form: timestamp (ms, string), session_id, build_id (when in a
+ * build), action, then the fields; a hashed SRC prints as "$ref:<id>". */
+void spy__trace_json(spy__buf *b, const char *session_id,
+                     const spy_trace_action *a);
+/* Appends {"action":"StringRef","id":…,"content":…}. */
+void spy__trace_json_stringref(spy__buf *b, const uint64_t hash[2],
+                               const char *p, size_t n);
+
+/* A parsed JSON value (arena-allocated); objects keep their keys. */
+typedef struct spy__jv {
+  uint8_t
+      type;   /* 'n' null, 'f', 't', 'i' int, 'd' other number, 's', 'a', 'o' */
+  uint32_t n; /* string bytes / array or object members */
+  int64_t i;
+  const char *s; /* unescaped string */
+  struct spy__jv *items;
+  const char *key; /* when a member of an object */
+  uint32_t key_len;
+} spy__jv;
+/* Parses one JSON value from p[0..n). Returns 0 or SPY_EBADVALUE. */
+int spy__json_parse(const char *p, size_t n, spy_trace_arena *a, spy__jv *out);
+/* Member `key` of an object, or NULL. */
+const spy__jv *spy__jv_get(const spy__jv *o, const char *key);
+/* Converts an action line to a decoded action (SRC as SRCREF when the value
+ * is "$ref:<id>"). Returns 0, 1 for a StringRef line, or a negative code. */
+int spy__json_to_action(const spy__jv *o, spy_trace_arena *a,
+                        spy_trace_action *out);
+/* Parses a 32-hex content id; returns 0 or SPY_EBADVALUE. */
+int spy__hash_parse(const char *s, size_t n, uint64_t out[2]);
+
+/* ---- relational rows --------------------------------------------------------
+ */
+enum {
+  SPY__COL_INT = 'I',
+  SPY__COL_TEXT = 'T',
+  SPY__COL_BLOB = 'B',
+  SPY__COL_JSON = 'J'
+};
+typedef struct spy__table {
+  const char *name;
+  const char *cols;  /* comma separated */
+  const char *types; /* one SPY__COL_* per column */
+  const char *key;   /* primary key columns or NULL */
+} spy__table;
+enum {
+  SPY__T_SESSIONS,
+  SPY__T_BUILDS,
+  SPY__T_MODULES,
+  SPY__T_MODULE_IMPORTS,
+  SPY__T_CHUNKS,
+  SPY__T_CHUNK_IMPORTS,
+  SPY__T_SOURCES,
+  SPY__T_HOOK_CALLS,
+  SPY__T_ASSETS,
+  SPY__T_BATCHES,
+  SPY__T_COUNT
+};
+/* Not a table: the action itself (session, seq, build, ts, name, json),
+ * which writers append to their current action batch. */
+#define SPY__ROW_ACTION (-1)
+extern const spy__table spy__tables[SPY__T_COUNT];
+/* Index statements (dialect-neutral). */
+extern const char *const spy__indexes[];
+
+typedef struct spy__cell {
+  uint8_t kind; /* 0 null, SPY__COL_INT, SPY__COL_TEXT, SPY__COL_BLOB */
+  int64_t i;
+  const char *s;
+  size_t n;
+} spy__cell;
+#define SPY__MAX_COLS 12
+
+/* Per-writer mapping state: hook calls wait for their end to become one
+ * row. */
+typedef struct spy__rows spy__rows;
+spy__rows *spy__rows_new(const char *session_id);
+void spy__rows_free(spy__rows *m);
+/* Calls sink once per row the action maps to (the actions row included).
+ * Returns 0 or the first negative sink result. */
+typedef int (*spy__row_sink)(void *arg, int table, const spy__cell *cells);
+int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
+                  void *arg);
+/* CREATE TABLE statements for every table; pg selects the dialect. */
+void spy__schema_sql(spy__buf *b, int pg);
+/* CREATE INDEX statements (both dialects). */
+void spy__index_sql(spy__buf *b);
+
+/* One writer batch of actions as JSON lines, compressed into one
+ * action_batches row. Zero-initialise. */
+typedef struct spy__abatch {
+  spy__buf text, packed;
+  void *cctx;
+  uint64_t first, last;
+  uint32_t n;
+} spy__abatch;
+void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *json, size_t n);
+/* Compresses the batch into b->packed; returns the codec. */
+int spy__abatch_pack(spy__abatch *b);
+void spy__abatch_clear(spy__abatch *b);
+/* Packs the batch and fills the cells of its action_batches row (valid
+ * until the batch changes). Returns 0 or SPY_ENOMEM. */
+int spy__abatch_row(spy__abatch *b, const char *session_id, spy__cell c[7]);
+/* Packs a payload (into out, with the reusable *cctx) and fills the cells
+ * of its sources row; id receives the hex content id. Returns 0 or
+ * SPY_ENOMEM. */
+int spy__source_row(spy__buf *out, void **cctx, const uint64_t hash[2],
+                    const char *p, size_t n, char id[33], spy__cell c[4]);
+void spy__abatch_free(spy__abatch *b);
+
+/* ---- source blobs
+ * ------------------------------------------------------------ */
+enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1 };
+/* Compresses p[0..n) into out (reset first) when it pays; returns the
+ * codec used. *cctx is the caller's reusable zstd context (NULL at first;
+ * release it with spy__src_pack_free). */
+int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
+                  int level);
+void spy__src_pack_free(void **cctx);
+/* Decodes a stored blob into out. Returns 0, SPY_EBADVALUE. */
+int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
+                    size_t size);
+
+/* ---- writers
+ * ------------------------------------------------------------------ */
+extern const spy_trace_writer_ops spy__writer_jsonl;
+extern const spy_trace_writer_ops spy__writer_sqlite;
+extern const spy_trace_writer_ops spy__writer_pg;
+
+/* mkdir -p; returns 0 or a negative errno. */
+int spy__mkdirs(const char *path);
+/* Wall clock µs since the epoch. */
+uint64_t spy__now_us(void);
+
+#endif

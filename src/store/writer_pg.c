@@ -1,0 +1,583 @@
+/* writer_pg.c — the PostgreSQL writer (libpq): the same schema as SQLite,
+ * one transaction per batch, rows sent with COPY (sources through a staging
+ * table so a payload already stored is skipped), the batch's actions as one
+ * compressed action_batches row.
+ *
+ * A server that goes away: the failed batch and the ones after it are kept
+ * in memory, up to retry_bytes; over that the oldest batch is dropped and
+ * its actions counted as lost (and the dedup memory forgotten, so payloads
+ * are sent again). Reconnection is tried with backoff (100 ms doubling to
+ * 1 s) at each batch, and on close for up to retry_ms; what is still
+ * unsent then is lost. A batch whose COMMIT answer was lost is kept and
+ * looked up on reconnection (stored, or sent again), so the count of lost
+ * actions is exact whenever the server comes back. The count is returned by
+ * close and written to sessions.actions_lost once the server is reachable. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "store.h"
+
+typedef struct batch {
+  spy__buf copy[SPY__T_COUNT];
+  spy__buf extra; /* UPDATE statements */
+  uint64_t actions;
+  uint64_t first_seq; /* its action_batches key, 0 if it has no actions */
+  int uncertain;      /* COMMIT sent, answer lost: stored or not unknown */
+  size_t bytes;
+  struct batch *next;
+} batch;
+
+typedef struct pgw {
+  PGconn *conn;
+  char *conninfo, *session_id, *cwd;
+  spy__rows *rows;
+  spy__abatch ab;
+  void *cctx;
+  spy__buf pack;
+  batch *cur, *head, *tail; /* pending list: head oldest */
+  size_t pending_bytes, retry_bytes;
+  uint32_t retry_ms;
+  uint64_t stored;
+  _Atomic uint64_t lost;
+  uint64_t next_try_ms, backoff_ms;
+  int session_done;
+  int was_down;
+  int opened; /* open succeeded: close sends and records the counts */
+  void (*report)(void *, int, const char *);
+  void *report_ctx;
+} pgw;
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void say(pgw *w, int err, const char *what) {
+  char msg[600];
+  const char *e = w->conn ? PQerrorMessage(w->conn) : "";
+  snprintf(msg, sizeof msg, "postgres: %s%s%.400s", what, *e ? ": " : "", e);
+  size_t n = strlen(msg);
+  while (n && msg[n - 1] == '\n')
+    msg[--n] = 0;
+  if (w->report)
+    w->report(w->report_ctx, err, msg);
+}
+
+static int q(pgw *w, const char *sql, PGresult **keep) {
+  PGresult *r = PQexec(w->conn, sql);
+  ExecStatusType s = PQresultStatus(r);
+  int ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+  int rc = 0;
+  if (!ok) {
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    rc = state && strcmp(state, "23505") == 0 ? SPY_EEXIST : SPY_EIO;
+  }
+  if (keep && ok)
+    *keep = r;
+  else
+    PQclear(r);
+  return rc;
+}
+
+/* SQL string literal (standard_conforming_strings). */
+static void lit(spy__buf *b, const char *s, size_t n) {
+  spy__buf_putc(b, '\'');
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\'')
+      spy__buf_putc(b, '\'');
+    if (s[i])
+      spy__buf_putc(b, s[i]);
+  }
+  spy__buf_putc(b, '\'');
+}
+
+static void put_cell(spy__buf *b, const spy__cell *c) {
+  static const char hx[] = "0123456789abcdef";
+  switch (c->kind) {
+  case SPY__COL_INT: spy__buf_i64(b, c->i); break;
+  case SPY__COL_TEXT:
+    for (size_t i = 0; i < c->n; i++) {
+      char ch = c->s[i];
+      switch (ch) {
+      case '\\': spy__buf_put(b, "\\\\", 2); break;
+      case '\n': spy__buf_put(b, "\\n", 2); break;
+      case '\r': spy__buf_put(b, "\\r", 2); break;
+      case '\t': spy__buf_put(b, "\\t", 2); break;
+      case 0: break;
+      default: spy__buf_putc(b, ch);
+      }
+    }
+    break;
+  case SPY__COL_BLOB:
+    if (spy__buf_reserve(b, 3 + 2 * c->n) < 0)
+      return;
+    spy__buf_put(b, "\\\\x", 3);
+    for (size_t i = 0; i < c->n; i++) {
+      unsigned char v = (unsigned char)c->s[i];
+      b->p[b->len++] = hx[v >> 4];
+      b->p[b->len++] = hx[v & 15];
+    }
+    break;
+  default: spy__buf_put(b, "\\N", 2);
+  }
+}
+
+static void quiet(void *arg, const char *msg) { (void)arg, (void)msg; }
+
+static int connect_now(pgw *w) {
+  if (w->conn && PQstatus(w->conn) == CONNECTION_OK)
+    return 0;
+  if (w->conn)
+    PQfinish(w->conn);
+  w->conn = PQconnectdb(w->conninfo);
+  if (PQstatus(w->conn) != CONNECTION_OK) {
+    if (!w->was_down)
+      say(w, SPY_ECONNREFUSED, "cannot connect");
+    w->was_down = 1;
+    return SPY_ECONNREFUSED;
+  }
+  PQsetNoticeProcessor(w->conn, quiet, NULL);
+  if (w->was_down)
+    say(w, 0, "reconnected");
+  w->was_down = 0;
+  return 0;
+}
+
+static void put_session_row(pgw *w, spy__buf *b) {
+  spy__buf_puts(b, "INSERT INTO sessions(session_id,cwd,created_at,"
+                   "schema_version) VALUES(");
+  lit(b, w->session_id, strlen(w->session_id));
+  spy__buf_putc(b, ',');
+  lit(b, w->cwd, strlen(w->cwd));
+  spy__buf_putc(b, ',');
+  spy__buf_i64(b, (int64_t)spy__now_us());
+  spy__buf_puts(b, ",");
+  spy__buf_i64(b, SPY_TRACE_SCHEMA_VERSION);
+  spy__buf_puts(b, ") ON CONFLICT DO NOTHING;");
+}
+
+/* The schema version of the server's store, 0 if none. */
+int spy__pg_check_version(PGconn *c);
+int spy__pg_check_version(PGconn *c) {
+  PGresult *r = PQexec(c, "SELECT value FROM spyglass_meta WHERE "
+                          "key='schema_version'");
+  int v = 0;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+    v = atoi(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return v > SPY_TRACE_SCHEMA_VERSION ? SPY_EBADSCHEMA : v;
+}
+
+static int setup(pgw *w) {
+  int rc = q(w,
+             "CREATE TABLE IF NOT EXISTS spyglass_meta(key TEXT PRIMARY "
+             "KEY, value TEXT)",
+             NULL);
+  if (rc)
+    return rc;
+  int v = spy__pg_check_version(w->conn);
+  if (v < 0) {
+    say(w, v, "the store has a newer schema");
+    return v;
+  }
+  spy__buf sql = {0};
+  spy__buf_puts(&sql, "BEGIN;");
+  spy__schema_sql(&sql, 1);
+  spy__index_sql(&sql);
+  char ins[160];
+  snprintf(ins, sizeof ins,
+           "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
+           "CONFLICT DO NOTHING;",
+           SPY_TRACE_SCHEMA_VERSION);
+  spy__buf_puts(&sql, ins);
+  put_session_row(w, &sql);
+  spy__buf_puts(&sql, "COMMIT;");
+  spy__buf_putc(&sql, 0);
+  rc = sql.err ? sql.err : q(w, sql.p, NULL);
+  if (rc)
+    say(w, rc, "creating the schema");
+  spy__buf_free(&sql);
+  w->session_done = rc == 0;
+  return rc;
+}
+
+static batch *new_batch(void) { return calloc(1, sizeof(batch)); }
+
+static void free_batch(batch *b) {
+  if (!b)
+    return;
+  for (int t = 0; t < SPY__T_COUNT; t++)
+    spy__buf_free(&b->copy[t]);
+  spy__buf_free(&b->extra);
+  free(b);
+}
+
+static int64_t pg_close(void *state);
+
+static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
+  pgw *w = calloc(1, sizeof *w);
+  if (!w)
+    return SPY_ENOMEM;
+  *state = w;
+  w->report = cfg->report;
+  w->report_ctx = cfg->report_ctx;
+  w->conninfo = strdup(cfg->conninfo);
+  w->session_id = strdup(cfg->session_id);
+  w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
+  w->rows = spy__rows_new(cfg->session_id);
+  w->cur = new_batch();
+  w->retry_bytes = cfg->retry_bytes;
+  w->retry_ms = cfg->retry_ms;
+  w->backoff_ms = 100;
+  if (!w->conninfo || !w->session_id || !w->cwd || !w->rows || !w->cur)
+    return SPY_ENOMEM;
+  int rc = connect_now(w);
+  if (rc)
+    return rc;
+  rc = setup(w);
+  w->opened = rc == 0;
+  return rc;
+}
+
+static int sink(void *arg, int table, const spy__cell *c) {
+  pgw *w = arg;
+  batch *b = w->cur;
+  if (table == SPY__ROW_ACTION) {
+    spy__abatch_add(&w->ab, (uint64_t)c[1].i, c[5].s, c[5].n);
+    return w->ab.text.err;
+  }
+  if (table == SPY__T_SESSIONS || (table == SPY__T_BUILDS && c[2].kind == 0)) {
+    spy__buf *x = &b->extra;
+    if (table == SPY__T_SESSIONS) {
+      static const char *const cols[] = {"cwd", "platform", "format", "dir",
+                                         "file"};
+      spy__buf_puts(x, "UPDATE sessions SET ");
+      for (int i = 0; i < 5; i++) {
+        spy__buf_puts(x, i ? "," : "");
+        spy__buf_puts(x, cols[i]);
+        spy__buf_putc(x, '=');
+        if (c[i + 1].kind == SPY__COL_TEXT)
+          lit(x, c[i + 1].s, c[i + 1].n);
+        else
+          spy__buf_puts(x, "NULL");
+      }
+    } else {
+      spy__buf_puts(x, "UPDATE builds SET ended_at=");
+      spy__buf_i64(x, c[3].i);
+      spy__buf_puts(x, " WHERE build_id=");
+      spy__buf_i64(x, c[1].i);
+      spy__buf_puts(x, " AND ");
+    }
+    spy__buf_puts(x, table == SPY__T_SESSIONS ? " WHERE " : "");
+    spy__buf_puts(x, "session_id=");
+    lit(x, c[0].s, c[0].n);
+    spy__buf_puts(x, ";");
+    return x->err;
+  }
+  spy__buf *o = &b->copy[table];
+  size_t before = o->len;
+  int n = (int)strlen(spy__tables[table].types);
+  for (int i = 0; i < n; i++) {
+    if (i)
+      spy__buf_putc(o, '\t');
+    put_cell(o, &c[i]);
+  }
+  spy__buf_putc(o, '\n');
+  b->bytes += o->len - before;
+  return o->err;
+}
+
+static int pg_source(void *state, const uint64_t hash[2], const char *p,
+                     size_t n) {
+  pgw *w = state;
+  char id[33];
+  spy__cell c[4];
+  int rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c);
+  if (rc < 0)
+    return rc;
+  return sink(w, SPY__T_SOURCES, c);
+}
+
+static int pg_action(void *state, const spy_trace_record *r) {
+  pgw *w = state;
+  w->cur->actions++;
+  return spy__rows_map(w->rows, r, sink, w);
+}
+
+static int copy_in(pgw *w, const char *table, const char *cols,
+                   const spy__buf *data) {
+  char sql[512];
+  snprintf(sql, sizeof sql, "COPY %s(%s) FROM STDIN", table, cols);
+  PGresult *r = PQexec(w->conn, sql);
+  int ok = PQresultStatus(r) == PGRES_COPY_IN;
+  PQclear(r);
+  if (!ok)
+    return SPY_EIO;
+  size_t off = 0;
+  while (off < data->len) {
+    size_t n = data->len - off > (1u << 20) ? (1u << 20) : data->len - off;
+    if (PQputCopyData(w->conn, data->p + off, (int)n) != 1)
+      return SPY_EIO;
+    off += n;
+  }
+  if (PQputCopyEnd(w->conn, NULL) != 1)
+    return SPY_EIO;
+  int rc = 0;
+  while ((r = PQgetResult(w->conn))) {
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      rc = st && strcmp(st, "23505") == 0 ? SPY_EEXIST : SPY_EIO;
+    }
+    PQclear(r);
+  }
+  return rc;
+}
+
+static int send_batch(pgw *w, batch *b) {
+  int rc = q(w, "BEGIN", NULL);
+  if (!rc && !w->session_done) {
+    spy__buf s = {0};
+    put_session_row(w, &s);
+    spy__buf_putc(&s, 0);
+    rc = s.err ? s.err : q(w, s.p, NULL);
+    spy__buf_free(&s);
+  }
+  if (!rc && b->copy[SPY__T_SOURCES].len) {
+    rc = q(w,
+           "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources); "
+           "TRUNCATE src_stage",
+           NULL);
+    if (!rc)
+      rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
+                   &b->copy[SPY__T_SOURCES]);
+    if (!rc)
+      rc = q(w,
+             "INSERT INTO sources SELECT * FROM src_stage ON CONFLICT DO "
+             "NOTHING",
+             NULL);
+  }
+  for (int t = 0; t < SPY__T_COUNT && !rc; t++)
+    if (t != SPY__T_SOURCES && b->copy[t].len)
+      rc = copy_in(w, spy__tables[t].name, spy__tables[t].cols, &b->copy[t]);
+  if (!rc && b->extra.len) {
+    spy__buf_putc(&b->extra, 0);
+    rc = b->extra.err ? b->extra.err : q(w, b->extra.p, NULL);
+    b->extra.len--;
+  }
+  b->uncertain = 0;
+  if (!rc) {
+    b->uncertain = 1; /* until the server answers */
+    rc = q(w, "COMMIT", NULL);
+    if (!rc || PQstatus(w->conn) == CONNECTION_OK)
+      b->uncertain = 0;
+  }
+  if (rc) {
+    if (PQstatus(w->conn) == CONNECTION_OK)
+      q(w, "ROLLBACK", NULL);
+    if (rc == SPY_EEXIST) /* the batch was committed before the link broke */
+      return 0;
+    return rc;
+  }
+  w->session_done = 1;
+  return 0;
+}
+
+/* Frees the oldest pending batch (sent, or found stored). */
+static void pop_head(pgw *w) {
+  batch *b = w->head;
+  w->head = b->next;
+  if (!w->head)
+    w->tail = NULL;
+  w->pending_bytes -= b->bytes;
+  free_batch(b);
+}
+
+/* After a lost COMMIT answer: is the batch in the store? 1 yes, 0 no,
+ * negative when the server cannot say. */
+static int batch_stored(pgw *w, const batch *b) {
+  spy__buf s = {0};
+  spy__buf_puts(&s, "SELECT 1 FROM action_batches WHERE session_id=");
+  lit(&s, w->session_id, strlen(w->session_id));
+  spy__buf_puts(&s, " AND first_seq=");
+  spy__buf_u64(&s, b->first_seq);
+  spy__buf_putc(&s, 0);
+  PGresult *r = NULL;
+  int rc = s.err ? s.err : q(w, s.p, &r);
+  spy__buf_free(&s);
+  if (rc)
+    return rc;
+  rc = PQntuples(r) > 0;
+  PQclear(r);
+  return rc;
+}
+
+/* Sends pending batches, oldest first, while the server takes them. */
+static int drain(pgw *w, int force) {
+  uint64_t now = mono_ms();
+  if (!force && w->next_try_ms && now < w->next_try_ms)
+    return SPY_EAGAIN;
+  while (w->head) {
+    int rc = connect_now(w);
+    if (!rc && w->head->uncertain && w->head->first_seq) {
+      int there = batch_stored(w, w->head);
+      if (there < 0)
+        rc = there;
+      else
+        w->head->uncertain = 0;
+      if (there == 1) { /* committed before the link broke: done */
+        w->stored += w->head->actions;
+        pop_head(w);
+        continue;
+      }
+    }
+    if (!rc) {
+      rc = send_batch(w, w->head);
+      if (rc && PQstatus(w->conn) == CONNECTION_OK) {
+        /* the server refused the batch itself: drop it, do not loop */
+        say(w, rc, "a batch was refused");
+        atomic_fetch_add(&w->lost, w->head->actions);
+        rc = 0;
+      } else if (!rc) {
+        w->stored += w->head->actions;
+      }
+      if (!rc) {
+        pop_head(w);
+        continue;
+      }
+    }
+    if (!w->was_down)
+      say(w, rc, "lost the connection, buffering");
+    w->was_down = 1;
+    w->next_try_ms = now + w->backoff_ms;
+    w->backoff_ms = w->backoff_ms * 2 > 1000 ? 1000 : w->backoff_ms * 2;
+    return rc;
+  }
+  w->backoff_ms = 100;
+  w->next_try_ms = 0;
+  return 0;
+}
+
+static int pg_commit(void *state) {
+  pgw *w = state;
+  batch *b = w->cur;
+  if (w->ab.n) {
+    spy__cell c[7];
+    b->first_seq = w->ab.first;
+    int rc = spy__abatch_row(&w->ab, w->session_id, c);
+    if (rc == 0)
+      rc = sink(w, SPY__T_BATCHES, c);
+    spy__abatch_clear(&w->ab);
+    if (rc < 0)
+      return rc;
+  }
+  if (b->actions || b->copy[SPY__T_SOURCES].len) {
+    for (int t = 0; t < SPY__T_COUNT; t++)
+      if (b->copy[t].err || b->extra.err)
+        return SPY_ENOMEM;
+    b->bytes += b->extra.len;
+    if (w->tail)
+      w->tail->next = b;
+    else
+      w->head = b;
+    w->tail = b;
+    w->pending_bytes += b->bytes;
+    if (!(w->cur = new_batch()))
+      return SPY_ENOMEM;
+  }
+  int rc = drain(w, 0);
+  /* bounded buffering: drop the oldest batches beyond the budget, but
+   * never one whose COMMIT answer was lost (it may be stored: it is
+   * checked on reconnection, so that the lost count stays exact) */
+  batch **pp = &w->head;
+  while (*pp && w->pending_bytes > w->retry_bytes) {
+    batch *o = *pp;
+    if (o->uncertain) {
+      pp = &o->next;
+      continue;
+    }
+    *pp = o->next;
+    if (w->tail == o) {
+      w->tail = NULL;
+      for (batch *t = w->head; t; t = t->next)
+        w->tail = t;
+    }
+    w->pending_bytes -= o->bytes;
+    atomic_fetch_add(&w->lost, o->actions);
+    free_batch(o);
+    say(w, SPY_ENOBUFS, "retry buffer full: dropped the oldest batch");
+  }
+  return rc == SPY_EAGAIN ? 0 : rc;
+}
+
+static uint64_t pg_lost(void *state) {
+  return atomic_load(&((pgw *)state)->lost);
+}
+
+/* Writes the session's final counts; 0 or a negative code. */
+static int final_update(pgw *w, uint64_t lost) {
+  spy__buf s = {0};
+  spy__buf_puts(&s, "UPDATE sessions SET actions=");
+  spy__buf_i64(&s, (int64_t)w->stored);
+  spy__buf_puts(&s, ", actions_lost=");
+  spy__buf_i64(&s, (int64_t)lost);
+  spy__buf_puts(&s, " WHERE session_id=");
+  lit(&s, w->session_id, strlen(w->session_id));
+  spy__buf_putc(&s, 0);
+  int rc = s.err ? s.err : q(w, s.p, NULL);
+  spy__buf_free(&s);
+  return rc;
+}
+
+static int64_t pg_close(void *state) {
+  pgw *w = state;
+  if (!w)
+    return 0;
+  if (w->opened) {
+    /* send what is pending and the final counts, retrying while the
+     * server is away, for up to retry_ms */
+    pg_commit(w);
+    uint64_t deadline = mono_ms() + w->retry_ms;
+    for (;;) {
+      if (w->head)
+        drain(w, 1);
+      if (!w->head && connect_now(w) == 0 &&
+          final_update(w, atomic_load(&w->lost)) == 0)
+        break;
+      if (mono_ms() >= deadline) {
+        for (batch *b = w->head, *n; b; b = n) {
+          n = b->next;
+          atomic_fetch_add(&w->lost, b->actions);
+          free_batch(b);
+        }
+        w->head = w->tail = NULL;
+        if (connect_now(w) == 0) /* record the loss if it can be */
+          final_update(w, atomic_load(&w->lost));
+        break;
+      }
+      struct timespec ts = {0, 50 * 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  uint64_t lost = atomic_load(&w->lost);
+  if (w->conn)
+    PQfinish(w->conn);
+  free_batch(w->cur);
+  spy__rows_free(w->rows);
+  spy__abatch_free(&w->ab);
+  spy__buf_free(&w->pack);
+  spy__src_pack_free(&w->cctx);
+  free(w->conninfo);
+  free(w->session_id);
+  free(w->cwd);
+  free(w);
+  return (int64_t)lost;
+}
+
+const spy_trace_writer_ops spy__writer_pg = {
+    "postgres", pg_open, pg_source, pg_action, pg_commit, pg_close, pg_lost};

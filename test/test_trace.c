@@ -1,0 +1,774 @@
+/* test_trace.c — the store layer: every action kind round-trips through
+ * each writer and the reader; payloads are stored once; sessions are
+ * isolated; a disabled session never reaches its writer; a full queue makes
+ * the emitter wait (counted) and loses nothing; a newer schema is refused;
+ * the record decoder rejects bad input.
+ *
+ * The PostgreSQL case needs SPY_TEST_PG (a conninfo): the trace_pg CTest
+ * (test/trace_pg.sh) starts a real server, sets it and runs that case;
+ * here, without it, the case says so and does nothing. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "spyglass/trace.h"
+#include "testlib.h"
+
+static char tmpdir[256];
+
+static const char *mktmp(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/spy-trace-XXXXXX");
+  return mkdtemp(tmpdir);
+}
+
+static void rmrf(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+/* ---- one action of every kind ------------------------------------------- */
+
+static const char big[] =
+    "int main(void) {\n  return 0; /* \"quoted\" \\ */\n}\n";
+
+static void emit_all(spy_trace *t) {
+  spy_rec_input_item in[] = {{"main", "src/main.c", 0}, {NULL, "b.c", 0}};
+  spy_rec_plugin_item pl[] = {{"p0", 0, 0}, {"p1", 1, 0}};
+  spy_emit_session_meta(t, &(spy_act_session_meta){.inputs = {in, 2},
+                                                   .plugins = {pl, 2},
+                                                   .cwd = "/w",
+                                                   .platform = "node",
+                                                   .format = "esm",
+                                                   .dir = "dist",
+                                                   .file = NULL});
+  spy_trace_build_begin(t);
+  spy_rec_module_import mi[] = {{"b.c", "import-statement", "./b", 0}};
+  const char *importers[] = {"main.c"};
+  spy_rec_module mods[] = {{"main.c", 0, {mi, 1}, {NULL, 0}, 0},
+                           {"b.c", 1, {NULL, 0}, {importers, 1}, 0}};
+  spy_emit_module_graph_ready(
+      t, &(spy_act_module_graph_ready){.modules = {mods, 2}});
+  const char *cm[] = {"main.c", "b.c"};
+  spy_rec_chunk_import ci[] = {{1, "dynamic-import", 0}};
+  spy_rec_chunk chunks[] = {
+      {0,
+       "main",
+       SPY_TRACE_NULL_INT,
+       1,
+       0,
+       "main.c",
+       {cm, 2},
+       "entry",
+       {ci, 1},
+       0},
+      {1, NULL, 0, 0, 1, NULL, {cm + 1, 1}, "common", {NULL, 0}, 0}};
+  spy_emit_chunk_graph_ready(
+      t, &(spy_act_chunk_graph_ready){.chunks = {chunks, 2}});
+  const char *pm[] = {"node_modules/x/i.js"};
+  int64_t pc[] = {0, 1};
+  spy_rec_package_info pk[] = {{"x@1",
+                                "x",
+                                NULL,
+                                "node_modules/x/package.json",
+                                "node_modules/x",
+                                1,
+                                "direct",
+                                1234,
+                                {pm, 1},
+                                {pc, 2},
+                                0}};
+  spy_emit_package_graph_ready(
+      t, &(spy_act_package_graph_ready){.packages = {pk, 1}});
+  spy_emit_hook_resolve_id_call_start(t, &(spy_act_hook_resolve_id_call_start){
+                                             .importer = NULL,
+                                             .module_request = "./b",
+                                             .import_kind = "import-statement",
+                                             .plugin_name = "p0",
+                                             .plugin_id = 0,
+                                             .trigger = "automatic",
+                                             .call_id = "r1"});
+  spy_emit_hook_resolve_id_call_end(
+      t, &(spy_act_hook_resolve_id_call_end){.resolved_id = "b.c",
+                                             .is_external = -1,
+                                             .plugin_name = "p0",
+                                             .plugin_id = 0,
+                                             .trigger = "manual",
+                                             .call_id = "r1"});
+  spy_emit_hook_load_call_start(
+      t, &(spy_act_hook_load_call_start){"main.c", "p0", 0, "l1", 0});
+  spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){
+             "main.c", {big, sizeof big - 1}, "p0", 0, "l1", 0});
+  spy_emit_hook_transform_call_start(
+      t, &(spy_act_hook_transform_call_start){
+             "main.c", {big, sizeof big - 1}, "p1", 1, "t1", 0});
+  spy_emit_hook_transform_call_end(t,
+                                   &(spy_act_hook_transform_call_end){
+                                       "main.c", {NULL, 0}, "p1", 1, "t1", 0});
+  spy_emit_hook_render_chunk_start(
+      t, &(spy_act_hook_render_chunk_start){
+             "p1", 1, "rc1", {"chunk\tsource\x01", 13}, 0});
+  spy_emit_hook_render_chunk_end(
+      t, &(spy_act_hook_render_chunk_end){"p1", 1, "rc1", {"out", 3}, 0});
+  spy_rec_asset as[] = {{0, {big, sizeof big - 1}, 42, "main.js", 0},
+                        {SPY_TRACE_NULL_INT, {NULL, 0}, 0, "x.css", 0}};
+  spy_emit_assets_ready(t, &(spy_act_assets_ready){.assets = {as, 2}});
+  spy_trace_build_end(t);
+}
+
+/* Resolves every SRCREF of a tree to SRC using the reader. */
+static int resolve(spy_trace_reader *r, spy_trace_val *v, spy_trace_arena *a) {
+  if (v->type == SPY_TV_SRCREF) {
+    const char *p;
+    size_t n;
+    int rc = spy_trace_reader_source(r, v->hash, &p, &n);
+    if (rc < 0)
+      return rc;
+    char *c = spy_trace_arena_alloc(a, n + 1);
+    memcpy(c, p, n);
+    v->type = SPY_TV_SRC;
+    v->u.s = c;
+    v->n = (uint32_t)n;
+  } else if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC) {
+    for (uint32_t i = 0; i < v->n; i++) {
+      int rc = resolve(r, (spy_trace_val *)&v->u.items[i], a);
+      if (rc < 0)
+        return rc;
+    }
+  }
+  return 0;
+}
+
+/* A writer that records the encoded form of each action it receives. */
+typedef struct capture {
+  uint8_t *rec[64];
+  size_t len[64];
+  int n, sources, opened, commits, closed;
+} capture;
+
+static int cap_open(void **st, const spy_trace_writer_cfg *c) {
+  capture *k = c->arg;
+  k->opened++;
+  *st = k;
+  return 0;
+}
+static int cap_source(void *st, const uint64_t h[2], const char *p, size_t n) {
+  (void)h, (void)p, (void)n;
+  ((capture *)st)->sources++;
+  return 0;
+}
+/* SRC values arrive hashed; compare them as content (SRC) again. */
+static void unhash(spy_trace_val *v) {
+  if (v->type == SPY_TV_SRC)
+    v->has_hash = 0;
+  if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC)
+    for (uint32_t i = 0; i < v->n; i++)
+      unhash((spy_trace_val *)&v->u.items[i]);
+}
+static int cap_action(void *st, const spy_trace_record *r) {
+  capture *k = st;
+  if (k->n >= 64)
+    return 0;
+  spy_trace_action a = *r->action;
+  unhash(&a.fields);
+  a.ts_us = 0;
+  int64_t n = spy_trace_encode_action(&a, NULL, 0);
+  k->rec[k->n] = malloc((size_t)n);
+  spy_trace_encode_action(&a, k->rec[k->n], (size_t)n);
+  k->len[k->n++] = (size_t)n;
+  return 0;
+}
+static int cap_commit(void *st) {
+  ((capture *)st)->commits++;
+  return 0;
+}
+static int64_t cap_close(void *st) {
+  ((capture *)st)->closed++;
+  return 0;
+}
+static const spy_trace_writer_ops capture_ops = {
+    "capture", cap_open, cap_source, cap_action, cap_commit, cap_close, NULL};
+
+static void capture_free(capture *k) {
+  for (int i = 0; i < k->n; i++)
+    free(k->rec[i]);
+}
+
+/* The reference: every kind emitted into a capturing writer. */
+static int reference(capture *k) {
+  memset(k, 0, sizeof *k);
+  spy_trace *t;
+  spy_trace_desc d = {
+      .enabled = 1, .ops = &capture_ops, .ops_arg = k, .session_id = "ref"};
+  int rc = spy_trace_create(&d, &t);
+  if (rc < 0)
+    return rc;
+  emit_all(t);
+  spy_trace_destroy(t);
+  return k->n;
+}
+
+/* Reads the store back and compares every action with the reference. */
+static int compare_store(const char *store) {
+  capture ref;
+  int n = reference(&ref);
+  if (n != 15) {
+    fprintf(stderr, "reference has %d actions\n", n);
+    capture_free(&ref);
+    return -1;
+  }
+  spy_trace_reader *r;
+  int rc = spy_trace_reader_open(store, NULL, &r);
+  if (rc < 0) {
+    fprintf(stderr, "open %s: %s\n", store, spy_trace_reader_error(r));
+    spy_trace_reader_close(r);
+    capture_free(&ref);
+    return rc;
+  }
+  spy_trace_action a;
+  spy_trace_arena ar = {0};
+  int i = 0, bad = 0;
+  uint8_t *buf = malloc(1 << 16);
+  while ((rc = spy_trace_reader_next(r, &a)) == 1) {
+    if (i >= n) {
+      bad = 1;
+      break;
+    }
+    spy_trace_arena_reset(&ar);
+    if (resolve(r, &a.fields, &ar) < 0) {
+      fprintf(stderr, "action %d: a payload is missing\n", i);
+      bad = 1;
+      break;
+    }
+    a.ts_us = 0;
+    int64_t len = spy_trace_encode_action(&a, buf, 1 << 16);
+    if (len != (int64_t)ref.len[i] || memcmp(buf, ref.rec[i], (size_t)len)) {
+      fprintf(stderr, "action %d (%.*s) differs after the round trip\n", i,
+              (int)a.name_len, a.name);
+      bad = 1;
+    }
+    i++;
+  }
+  if (rc < 0 || i != n) {
+    fprintf(stderr, "read %d of %d actions (%s)\n", i, n,
+            spy_trace_reader_error(r));
+    bad = 1;
+  }
+  free(buf);
+  spy_trace_arena_free(&ar);
+  spy_trace_reader_close(r);
+  capture_free(&ref);
+  return bad ? -1 : 0;
+}
+
+static int record(const char *writer, const char *dir, const char *conninfo,
+                  char *sid_out) {
+  spy_trace *t;
+  spy_trace_desc d = {
+      .enabled = 1, .writer = writer, .dir = dir, .conninfo = conninfo};
+  int rc = spy_trace_create(&d, &t);
+  if (rc < 0)
+    return rc;
+  if (sid_out)
+    strcpy(sid_out, spy_trace_session_id(t));
+  emit_all(t);
+  return (int)spy_trace_destroy(t);
+}
+
+TEST(every_kind_round_trips_through_jsonl) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record("jsonl", dir, NULL, NULL), 0);
+  CHECK_EQ(compare_store(dir), 0);
+  rmrf(dir);
+}
+
+TEST(every_kind_round_trips_through_sqlite) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  CHECK_EQ(compare_store(dir), 0);
+  rmrf(dir);
+}
+
+TEST(every_kind_round_trips_through_postgres) {
+  const char *pg = getenv("SPY_TEST_PG");
+  if (!pg) {
+    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+    return;
+  }
+  char sid[128];
+  CHECK_EQ(record("postgres", NULL, pg, sid), 0);
+  CHECK_EQ(compare_store(pg), 0); /* the latest session */
+}
+
+/* Writes every kind as JSON-lines into $SPY_TEST_JSONL_DIR for the
+ * trace_rolldown test, which checks it with @rolldown/debug. */
+TEST(write_every_kind_for_rolldown) {
+  const char *dir = getenv("SPY_TEST_JSONL_DIR");
+  if (!dir) {
+    fprintf(stderr,
+            "  no SPY_TEST_JSONL_DIR: the trace_rolldown test runs this\n");
+    return;
+  }
+  CHECK_EQ(record("jsonl", dir, NULL, NULL), 0);
+}
+
+typedef struct seen {
+  int builds, ended, modules, external, imports, calls, transform_in;
+  char last_import[64];
+} seen;
+static int on_build(void *arg, const spy_trace_build_info *b) {
+  seen *s = arg;
+  s->builds++;
+  s->ended += b->ended_us >= b->started_us && b->build == 1;
+  return 0;
+}
+static int on_module(void *arg, const char *m, int ext) {
+  seen *s = arg;
+  s->modules += m[0] != 0;
+  s->external += ext;
+  return 0;
+}
+static int on_import(void *arg, const char *from, const char *to,
+                     const char *kind) {
+  seen *s = arg;
+  s->imports++;
+  snprintf(s->last_import, sizeof s->last_import, "%s>%s:%s", from, to, kind);
+  return 0;
+}
+static int on_call(void *arg, const spy_trace_hook_call *h) {
+  seen *s = arg;
+  s->calls++;
+  if (strcmp(h->hook, "transform") == 0 && h->has_input && !h->has_output &&
+      strcmp(h->plugin, "p1") == 0 && h->ended_us >= h->started_us)
+    s->transform_in++;
+  return 0;
+}
+
+TEST(reader_answers_builds_modules_imports_hook_calls_and_sources) {
+  const char *kinds[] = {"jsonl", "sqlite"};
+  for (int w = 0; w < 2; w++) {
+    const char *dir = mktmp();
+    CHECK(dir);
+    CHECK_EQ(record(kinds[w], dir, NULL, NULL), 0);
+    spy_trace_reader *r;
+    CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+    seen s;
+    memset(&s, 0, sizeof s);
+    CHECK_OK(spy_trace_reader_builds(r, on_build, &s));
+    CHECK_OK(spy_trace_reader_modules(r, 1, on_module, &s));
+    CHECK_OK(spy_trace_reader_imports(r, 1, on_import, &s));
+    CHECK_OK(spy_trace_reader_hook_calls(r, on_call, &s));
+    CHECK_EQ(s.builds, 1);
+    CHECK_EQ(s.ended, 1);
+    CHECK_EQ(s.modules, 2);
+    CHECK_EQ(s.external, 1);
+    CHECK_EQ(s.imports, 1);
+    CHECK_STR(s.last_import, "main.c>b.c:import-statement");
+    CHECK_EQ(s.calls, 4);
+    CHECK_EQ(s.transform_in, 1);
+    uint64_t h[2];
+    spy_trace_hash(big, sizeof big - 1, h);
+    const char *p;
+    size_t n;
+    CHECK_OK(spy_trace_reader_source(r, h, &p, &n));
+    CHECK_EQ(n, sizeof big - 1);
+    CHECK(memcmp(p, big, n) == 0);
+    h[0] ^= 1;
+    CHECK_EQ(spy_trace_reader_source(r, h, &p, &n), SPY_ENOENT);
+    spy_trace_summary sum;
+    CHECK_OK(spy_trace_reader_summary(r, &sum));
+    CHECK_EQ(sum.actions, 15);
+    CHECK_EQ(sum.modules, 2);
+    CHECK_EQ(sum.chunks, 2);
+    CHECK_EQ(sum.hook_calls, 4);
+    CHECK_EQ(sum.sources, 3);
+    CHECK_EQ(sum.saved_bytes, 2 * (sizeof big - 1));
+    CHECK_EQ(sum.lost, 0);
+    spy_trace_reader_close(r);
+    rmrf(dir);
+  }
+}
+
+TEST(catalog_matches_rolldown_kinds) {
+  static const char *const names[] = {"SessionMeta",
+                                      "BuildStart",
+                                      "BuildEnd",
+                                      "ModuleGraphReady",
+                                      "ChunkGraphReady",
+                                      "PackageGraphReady",
+                                      "HookResolveIdCallStart",
+                                      "HookResolveIdCallEnd",
+                                      "HookLoadCallStart",
+                                      "HookLoadCallEnd",
+                                      "HookTransformCallStart",
+                                      "HookTransformCallEnd",
+                                      "HookRenderChunkStart",
+                                      "HookRenderChunkEnd",
+                                      "AssetsReady"};
+  for (int i = 0; i < 15; i++) {
+    CHECK(spy_trace_kind_find(names[i]));
+    CHECK_EQ(spy_trace_kind_find(names[i])->id, i + 1);
+  }
+  CHECK(!spy_trace_kind_find("StringRef"));
+  CHECK_STR(spy_kind_hook_transform_call_start.fields[1].name, "content");
+  CHECK_EQ(spy_kind_hook_transform_call_start.fields[1].type, SPY_TF_SRC);
+}
+
+/* ---- dedup ------------------------------------------------------------------
+ */
+
+TEST(same_source_emitted_n_times_is_stored_once) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_OK(spy_trace_create(&d, &t));
+  char src[5000];
+  memset(src, 'x', sizeof src);
+  for (int i = 0; i < 100; i++) {
+    char cid[16];
+    snprintf(cid, sizeof cid, "t%d", i);
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m.c", {src, sizeof src}, "p", 0, cid, 0});
+  }
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.sources, 1);
+  CHECK_EQ(st.sources_dup, 99);
+  CHECK_EQ(st.saved_bytes, 99 * sizeof src);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+  sqlite3_stmt *s;
+  CHECK(sqlite3_prepare_v2(db,
+                           "SELECT count(*), sum(size), sum(length(content))"
+                           " FROM sources",
+                           -1, &s, NULL) == SQLITE_OK);
+  CHECK(sqlite3_step(s) == SQLITE_ROW);
+  CHECK_EQ(sqlite3_column_int(s, 0), 1);
+  CHECK_EQ(sqlite3_column_int(s, 1), sizeof src);
+  CHECK(sqlite3_column_int(s, 2) < 200); /* zstd */
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  /* and the JSON-lines store holds one StringRef line */
+  spy_trace_desc dj = {.enabled = 1, .dir = dir, .writer = "jsonl"};
+  CHECK_OK(spy_trace_create(&dj, &t));
+  for (int i = 0; i < 10; i++)
+    spy_emit_hook_render_chunk_start(t, &(spy_act_hook_render_chunk_start){
+                                            "p", 0, "c", {src, sizeof src}, 0});
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  snprintf(path, sizeof path, "grep -c StringRef %s/logs.json", dir);
+  FILE *p = popen(path, "r");
+  int refs = -1;
+  CHECK(p && fscanf(p, "%d", &refs) == 1);
+  pclose(p);
+  CHECK_EQ(refs, 1);
+  rmrf(dir);
+}
+
+/* ---- sessions
+ * ---------------------------------------------------------------- */
+
+TEST(two_sessions_in_one_process_are_isolated) {
+  capture a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  spy_trace *ta, *tb;
+  spy_trace_desc da = {.enabled = 1, .ops = &capture_ops, .ops_arg = &a};
+  spy_trace_desc db = {.enabled = 1, .ops = &capture_ops, .ops_arg = &b};
+  CHECK_OK(spy_trace_create(&da, &ta));
+  CHECK_OK(spy_trace_create(&db, &tb));
+  CHECK(strcmp(spy_trace_session_id(ta), spy_trace_session_id(tb)) != 0);
+  CHECK_EQ(spy_trace_build_begin(ta), 1);
+  CHECK_EQ(spy_trace_build_begin(ta), 2);
+  CHECK_EQ(spy_trace_build_begin(tb), 1);
+  for (int i = 0; i < 5; i++)
+    spy_emit_hook_load_call_start(
+        ta, &(spy_act_hook_load_call_start){"a.c", "p", 0, "x", 0});
+  spy_emit_build_end(tb, &(spy_act_build_end){0});
+  spy_trace_destroy(ta);
+  spy_trace_destroy(tb);
+  CHECK_EQ(a.n, 7);
+  CHECK_EQ(b.n, 2);
+  capture_free(&a);
+  capture_free(&b);
+}
+
+TEST(default_location_is_under_the_desc_cwd) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .cwd = dir, .session_id = "s1"};
+  CHECK_OK(spy_trace_create(&d, &t));
+  char want[512];
+  snprintf(want, sizeof want, "%s/.spyglass/s1", dir);
+  CHECK_STR(spy_trace_dir(t), want);
+  CHECK_STR(spy_trace_writer_name(t), "jsonl");
+  spy_trace_destroy(t);
+  struct stat sb;
+  snprintf(want, sizeof want, "%s/.spyglass/s1/logs.json", dir);
+  CHECK(stat(want, &sb) == 0);
+  rmrf(dir);
+}
+
+TEST(disabled_session_never_calls_the_writer) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 0, .ops = &capture_ops, .ops_arg = &k};
+  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK(!spy_trace_on(t));
+  emit_all(t);
+  CHECK_EQ(spy_trace_build_begin(t), 0);
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.emitted, 0);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(k.opened + k.n + k.commits + k.closed + k.sources, 0);
+}
+
+/* ---- the queue
+ * ---------------------------------------------------------------- */
+
+static int slow_action(void *st, const spy_trace_record *r) {
+  (void)r;
+  usleep(20);
+  ((capture *)st)->n++;
+  return 0;
+}
+static const spy_trace_writer_ops slow_ops = {
+    "slow", cap_open, cap_source, slow_action, cap_commit, cap_close, NULL};
+
+TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &slow_ops,
+                      .ops_arg = &k,
+                      .queue_bytes = 65536,
+                      .batch_actions = 64};
+  CHECK_OK(spy_trace_create(&d, &t));
+  static char src[3000];
+  memset(src, 'y', sizeof src);
+  for (int i = 0; i < 2000; i++)
+    CHECK_OK(spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m", {src, sizeof src}, "p", 0, "c", 0}));
+  /* a record larger than a quarter of the queue goes through the heap */
+  static char huge[100000];
+  memset(huge, 'z', sizeof huge);
+  CHECK_OK(spy_emit_hook_transform_call_start(
+      t, &(spy_act_hook_transform_call_start){
+             "m", {huge, sizeof huge}, "p", 0, "c", 0}));
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK(st.waits > 0);
+  CHECK_EQ(st.emitted, 2001);
+  CHECK_EQ(st.written, 2001);
+  spy_trace_destroy(t);
+  CHECK_EQ(k.n, 2001);
+}
+
+static void *emit_thread(void *arg) {
+  spy_trace *t = arg;
+  static const char src[] = "static int x;\n";
+  for (int i = 0; i < 1000; i++)
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m", {src, sizeof src - 1}, "p", 0, "c", 0});
+  return NULL;
+}
+
+TEST(threads_emit_into_one_session) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  spy_trace *t;
+  spy_trace_desc d = {
+      .enabled = 1, .ops = &slow_ops, .ops_arg = &k, .queue_bytes = 65536};
+  CHECK_OK(spy_trace_create(&d, &t));
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++)
+    CHECK(pthread_create(&th[i], NULL, emit_thread, t) == 0);
+  for (int i = 0; i < 4; i++)
+    pthread_join(th[i], NULL);
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.emitted, 4000);
+  CHECK_EQ(st.written, 4000);
+  CHECK_EQ(st.sources, 1);
+  spy_trace_destroy(t);
+  CHECK_EQ(k.n, 4000);
+}
+
+TEST(emit_rejects_a_missing_required_field) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .ops = &capture_ops, .ops_arg = &k};
+  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_EQ(spy_emit_hook_load_call_start(
+               t, &(spy_act_hook_load_call_start){NULL, "p", 0, "c", 0}),
+           SPY_EINVAL);
+  spy_trace_destroy(t);
+  CHECK_EQ(k.n, 0);
+}
+
+TEST(create_rejects_bad_descs) {
+  spy_trace *t = (spy_trace *)1;
+  spy_trace_desc d = {.enabled = 1, .writer = "nosuch"};
+  CHECK_EQ(spy_trace_create(&d, &t), SPY_EINVAL);
+  CHECK(t == NULL);
+  spy_trace_desc p = {.enabled = 1, .writer = "postgres"};
+  CHECK_EQ(spy_trace_create(&p, &t), SPY_EINVAL);
+  spy_trace_desc e = {.enabled = 1, .dir = "/proc/nope/x"};
+  CHECK(spy_trace_create(&e, &t) < 0);
+  CHECK_EQ(spy_trace_destroy(NULL), 0);
+}
+
+/* ---- application kinds ------------------------------------------------------
+ */
+
+#define MY_FRAME_STATS(F, X)                                                   \
+  F(X, INT, frame, _)                                                          \
+  F(X, STR, scene, _) F(X, OSRC, shader, _) F(X, LIST, plugins, plugin_item)
+SPY_TRACE_DECLARE_KIND(FrameStats, frame_stats, MY_FRAME_STATS)
+SPY_TRACE_DEFINE_KIND(FrameStats, frame_stats, MY_FRAME_STATS)
+
+TEST(application_kind_goes_through_the_same_path) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_OK(spy_trace_create(&d, &t));
+  spy_rec_plugin_item pi = {"shader-cache", 3, 0};
+  CHECK_OK(spy_emit_frame_stats(
+      t,
+      &(spy_act_frame_stats){7, "forest", {"void main(){}", 13}, {&pi, 1}, 0}));
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  spy_trace_action a;
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == NULL);
+  CHECK_EQ(a.name_len, 10);
+  CHECK(memcmp(a.name, "FrameStats", 10) == 0);
+  CHECK_EQ(a.fields.n, 4);
+  CHECK_EQ(a.fields.u.items[0].u.i, 7);
+  CHECK_EQ(a.fields.u.items[2].type, SPY_TV_STR); /* "$ref:…" untyped */
+  spy_trace_reader_close(r);
+  rmrf(dir);
+}
+
+/* ---- schema
+ * ------------------------------------------------------------------ */
+
+TEST(newer_sqlite_schema_is_refused) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, "PRAGMA user_version=99", NULL, NULL, NULL) ==
+        SQLITE_OK);
+  sqlite3_close(db);
+  spy_trace_reader *r;
+  CHECK_EQ(spy_trace_reader_open(dir, NULL, &r), SPY_EBADSCHEMA);
+  CHECK(strstr(spy_trace_reader_error(r), "newer"));
+  spy_trace_reader_close(r);
+  /* a writer refuses to append to it too */
+  spy_trace *t;
+  spy_trace_desc d = {
+      .enabled = 1, .writer = "sqlite", .dir = dir, .on_error = NULL};
+  CHECK_EQ(spy_trace_create(&d, &t), SPY_EBADSCHEMA);
+  rmrf(dir);
+}
+
+TEST(newer_jsonl_schema_is_refused) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record("jsonl", dir, NULL, NULL), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/spyglass.json", dir);
+  FILE *f = fopen(path, "w");
+  CHECK(f);
+  fputs("{\"schema_version\":2,\"actions\":1,\"lost\":0}\n", f);
+  fclose(f);
+  spy_trace_reader *r;
+  CHECK_EQ(spy_trace_reader_open(dir, NULL, &r), SPY_EBADSCHEMA);
+  spy_trace_reader_close(r);
+  rmrf(dir);
+}
+
+/* ---- the record codec
+ * ---------------------------------------------------------- */
+
+TEST(decode_rejects_truncated_and_corrupt_records) {
+  uint8_t buf[512];
+  int64_t n =
+      spy_trace_encode(&spy_kind_hook_load_call_start,
+                       &(spy_act_hook_load_call_start){"m.c", "p", 3, "c1", 0},
+                       9, 1000, 2, buf, sizeof buf);
+  CHECK(n > 32);
+  spy_trace_arena ar = {0};
+  spy_trace_action a;
+  CHECK_EQ(spy_trace_decode(buf, (size_t)n, &ar, &a), n);
+  CHECK(a.kind == &spy_kind_hook_load_call_start);
+  CHECK_EQ(a.seq, 9);
+  CHECK_EQ(a.build, 2);
+  CHECK_EQ(spy_trace_get(&a, "plugin_id")->u.i, 3);
+  for (int64_t cut = 0; cut < n; cut++)
+    CHECK(spy_trace_decode(buf, (size_t)cut, &ar, &a) < 0);
+  uint8_t bad[512];
+  memcpy(bad, buf, (size_t)n);
+  bad[4] = 99; /* unknown built-in kind */
+  CHECK_EQ(spy_trace_decode(bad, (size_t)n, &ar, &a), SPY_EBADVALUE);
+  memcpy(bad, buf, (size_t)n);
+  bad[4] = 2; /* the name no longer matches the kind */
+  CHECK_EQ(spy_trace_decode(bad, (size_t)n, &ar, &a), SPY_EBADVALUE);
+  memcpy(bad, buf, (size_t)n);
+  bad[32 + 17] = 0x55; /* a bad value tag inside the record */
+  CHECK(spy_trace_decode(bad, (size_t)n, &ar, &a) < 0);
+  spy_trace_arena_free(&ar);
+  /* too small a buffer: the size is returned, nothing overruns */
+  CHECK_EQ(spy_trace_encode(&spy_kind_build_start, NULL, 1, 1, 1, buf, 8),
+           spy_trace_encode(&spy_kind_build_start, NULL, 1, 1, 1, NULL, 0));
+}
+
+TEST_MAIN(
+    TEST_CASE(catalog_matches_rolldown_kinds),
+    TEST_CASE(every_kind_round_trips_through_jsonl),
+    TEST_CASE(every_kind_round_trips_through_sqlite),
+    TEST_CASE(every_kind_round_trips_through_postgres),
+    TEST_CASE(write_every_kind_for_rolldown),
+    TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
+    TEST_CASE(same_source_emitted_n_times_is_stored_once),
+    TEST_CASE(two_sessions_in_one_process_are_isolated),
+    TEST_CASE(default_location_is_under_the_desc_cwd),
+    TEST_CASE(disabled_session_never_calls_the_writer),
+    TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
+    TEST_CASE(threads_emit_into_one_session),
+    TEST_CASE(emit_rejects_a_missing_required_field),
+    TEST_CASE(create_rejects_bad_descs),
+    TEST_CASE(application_kind_goes_through_the_same_path),
+    TEST_CASE(newer_sqlite_schema_is_refused),
+    TEST_CASE(newer_jsonl_schema_is_refused),
+    TEST_CASE(decode_rejects_truncated_and_corrupt_records))

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# trace_pg.sh TOOL TEST_TRACE — the store against a real PostgreSQL server
+# started here: every action kind round-trips; a traced build lands in it;
+# the server goes away mid-build and comes back in time (nothing lost); it
+# stays away too long for the retry budget (the summary counts exactly what
+# was not stored); a newer schema is refused.
+set -euo pipefail
+tool=$1
+test_trace=$2
+. "$(dirname "$0")/trace_lib.sh"
+work=$(mktemp -d /tmp/spy-trace-pg-XXXXXX)
+chmod 755 "$work"
+trap 'pg_cleanup; rm -rf "$work"' EXIT
+pg_start
+echo "postgres up on 127.0.0.1:$PG_PORT"
+
+echo "== every action kind round-trips"
+SPY_TEST_PG="$PG_CONNINFO" "$test_trace" every_kind_round_trips_through_postgres
+
+echo "== a traced build"
+gen_tree "$work/src" 20 10
+"$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/out1" >"$work/b1.txt"
+cat "$work/b1.txt"
+grep -q ' 0 not stored' "$work/b1.txt" || fail "actions were not stored"
+"$tool" trace summary "$PG_URI" >"$work/s1.txt"
+grep -q '^modules     200$' "$work/s1.txt" || { cat "$work/s1.txt"; fail "summary"; }
+grep -q '^not stored  0 actions$' "$work/s1.txt" || fail "summary lost"
+sid=$(sed -n 's/.*session \([^,]*\),.*/\1/p' "$work/b1.txt")
+[ "$(pg_sql "select count(*) from hook_calls where hook_type='transform' and session_id='$sid'")" -eq 1000 ] ||
+  fail "hook_calls"
+[ "$(pg_sql "select count(*) from modules where session_id='$sid'")" -eq 200 ] ||
+  fail "modules"
+
+# The server goes away mid-build; the build keeps going (buffered).
+slow_build() { # out_dir extra-args… ; runs in the background, sets pid
+  "$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/$1" \
+    --hook-delay-us 1500 "${@:2}" >"$work/$1.txt" 2>"$work/$1.err" &
+  pid=$!
+}
+wait_rows() { # waits until the store holds more than $1 actions
+  for _ in $(seq 200); do
+    n=$(pg_sql "select coalesce(sum(count),0) from action_batches" 2>/dev/null || echo 0)
+    [ "${n:-0}" -gt "$1" ] && return 0
+    sleep 0.02
+  done
+  fail "no rows arrived"
+}
+
+echo "== server away mid-build, back in time"
+before=$(pg_sql "select coalesce(sum(count),0) from action_batches")
+slow_build out2 --retry-ms 20000
+wait_rows "$before"
+pg_down
+sleep 0.5
+pg_up
+wait "$pid" || { cat "$work/out2.err"; fail "build failed"; }
+cat "$work/out2.txt"
+grep -q 'lost the connection' "$work/out2.err" || fail "the outage was not reported"
+grep -q ' 0 not stored' "$work/out2.txt" || fail "actions lost although the server came back"
+"$tool" trace summary "$PG_URI" --json >"$work/s2.json"
+emitted=$(sed -n 's/.*session [^,]*, \([0-9]*\) actions.*/\1/p' "$work/out2.txt")
+python3 - "$work/s2.json" "$emitted" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["not_stored"] == 0, s
+assert s["actions"] == int(sys.argv[2]), (s["actions"], sys.argv[2])
+PY
+
+echo "== server away too long for the retry budget"
+before=$(pg_sql "select coalesce(sum(count),0) from action_batches")
+slow_build out3 --retry-bytes 1 --retry-ms 20000
+wait_rows "$before"
+pg_down
+sleep 1
+pg_up
+wait "$pid" && fail "the build should report lost actions" || true
+cat "$work/out3.txt"
+lost=$(sed -n 's/.*, \([0-9]*\) not stored.*/\1/p' "$work/out3.txt")
+emitted=$(sed -n 's/.*session [^,]*, \([0-9]*\) actions.*/\1/p' "$work/out3.txt")
+[ "${lost:-0}" -gt 0 ] || fail "expected lost actions"
+"$tool" trace summary "$PG_URI" --json >"$work/s3.json"
+python3 - "$work/s3.json" "$emitted" "$lost" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+emitted, lost = int(sys.argv[2]), int(sys.argv[3])
+assert s["not_stored"] == lost, (s["not_stored"], lost)
+assert s["actions"] + lost == emitted, (s["actions"], lost, emitted)
+print("summary: %d stored + %d not stored = %d emitted" % (s["actions"], lost, emitted))
+PY
+
+echo "== a newer schema is refused"
+pg_sql "update spyglass_meta set value='99' where key='schema_version'" >/dev/null
+if "$tool" trace summary "$PG_URI" 2>"$work/e.txt"; then fail "newer schema read"; fi
+grep -q 'newer' "$work/e.txt" || fail "no clear error: $(cat "$work/e.txt")"
+if "$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/out4" 2>"$work/e2.txt"; then
+  fail "a writer appended to a newer schema"
+fi
+grep -q 'newer schema' "$work/e2.txt" || fail "writer error: $(cat "$work/e2.txt")"
+echo "trace_pg: all passed"

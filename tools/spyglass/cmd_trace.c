@@ -1,0 +1,185 @@
+/* cmd_trace.c — `spyglass trace summary STORE`: what a recorded trace holds
+ * (any of the three stores): actions, builds, module and chunk counts, the
+ * slowest hooks per plugin, bytes of source stored and saved by dedup, and
+ * how many actions the writer could not store. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+#include "spyglass/trace.h"
+
+typedef struct plug {
+  char name[128];
+  char hook[16];
+  uint64_t calls, total_us, max_us;
+  char slowest[256];
+} plug;
+
+typedef struct agg {
+  plug p[64];
+  int n;
+} agg;
+
+static int on_call(void *arg, const spy_trace_hook_call *h) {
+  agg *a = arg;
+  int i = 0;
+  while (i < a->n &&
+         (strcmp(a->p[i].name, h->plugin) || strcmp(a->p[i].hook, h->hook)))
+    i++;
+  if (i == a->n) {
+    if (a->n == 64)
+      return 0;
+    memset(&a->p[i], 0, sizeof a->p[i]);
+    snprintf(a->p[i].name, sizeof a->p[i].name, "%s", h->plugin);
+    snprintf(a->p[i].hook, sizeof a->p[i].hook, "%s", h->hook);
+    a->n++;
+  }
+  uint64_t d = h->ended_us > h->started_us ? h->ended_us - h->started_us : 0;
+  a->p[i].calls++;
+  a->p[i].total_us += d;
+  if (d >= a->p[i].max_us) {
+    a->p[i].max_us = d;
+    snprintf(a->p[i].slowest, sizeof a->p[i].slowest, "%s", h->module);
+  }
+  return 0;
+}
+
+static int by_total(const void *x, const void *y) {
+  const plug *a = x, *b = y;
+  return a->total_us < b->total_us ? 1 : a->total_us > b->total_us ? -1 : 0;
+}
+
+static void help(FILE *f) {
+  fprintf(f, "usage: spyglass trace summary STORE [--session ID] [--json]\n\n"
+             "STORE is a session directory (JSON-lines or SQLite), a trace.db\n"
+             "file, or a postgres:// URI. Prints actions and builds, module\n"
+             "and chunk counts, the slowest hooks per plugin, bytes of source\n"
+             "stored and saved by dedup, and actions not stored.\n"
+             "exit codes: 0 ok, 1 the store cannot be read (or is from a\n"
+             "newer schema), 2 bad usage\n");
+}
+
+int cmd_trace(int argc, char **argv) {
+  if (argc < 2 || cli_is_help(argv[1])) {
+    help(argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : EXIT_OK;
+  }
+  if (strcmp(argv[1], "summary") != 0) {
+    fprintf(stderr, "spyglass trace: unknown subcommand '%s'\n", argv[1]);
+    help(stderr);
+    return EXIT_USAGE;
+  }
+  const char *store = NULL, *session = NULL;
+  int as_json = 0;
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0)
+      as_json = 1;
+    else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc)
+      session = argv[++i];
+    else if (cli_is_help(argv[i])) {
+      help(stdout);
+      return EXIT_OK;
+    } else if (!store)
+      store = argv[i];
+    else {
+      help(stderr);
+      return EXIT_USAGE;
+    }
+  }
+  if (!store) {
+    help(stderr);
+    return EXIT_USAGE;
+  }
+  spy_trace_reader *r;
+  int rc = spy_trace_reader_open(store, session, &r);
+  if (rc < 0) {
+    fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(r),
+            spy_err_name(rc));
+    spy_trace_reader_close(r);
+    return EXIT_FAIL;
+  }
+  spy_trace_summary s;
+  static agg a;
+  a.n = 0;
+  rc = spy_trace_reader_summary(r, &s);
+  if (rc == 0)
+    rc = spy_trace_reader_hook_calls(r, on_call, &a);
+  if (rc < 0) {
+    fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(r),
+            spy_err_name(rc));
+    spy_trace_reader_close(r);
+    return EXIT_FAIL;
+  }
+  qsort(a.p, (size_t)a.n, sizeof a.p[0], by_total);
+  if (as_json) {
+    json_out j;
+    json_init(&j, stdout);
+    json_obj_begin(&j);
+    json_key(&j, "actions");
+    json_uint(&j, s.actions);
+    json_key(&j, "builds");
+    json_uint(&j, s.builds);
+    json_key(&j, "modules");
+    json_uint(&j, s.modules);
+    json_key(&j, "chunks");
+    json_uint(&j, s.chunks);
+    json_key(&j, "hook_calls");
+    json_uint(&j, s.hook_calls);
+    json_key(&j, "sources");
+    json_uint(&j, s.sources);
+    json_key(&j, "source_bytes");
+    json_uint(&j, s.source_bytes);
+    json_key(&j, "stored_bytes");
+    json_uint(&j, s.stored_bytes);
+    json_key(&j, "saved_bytes");
+    json_uint(&j, s.saved_bytes);
+    json_key(&j, "not_stored");
+    json_int(&j, s.lost);
+    json_key(&j, "plugins");
+    json_arr_begin(&j);
+    for (int i = 0; i < a.n; i++) {
+      json_obj_begin(&j);
+      json_key(&j, "plugin");
+      json_str(&j, a.p[i].name);
+      json_key(&j, "hook");
+      json_str(&j, a.p[i].hook);
+      json_key(&j, "calls");
+      json_uint(&j, a.p[i].calls);
+      json_key(&j, "total_us");
+      json_uint(&j, a.p[i].total_us);
+      json_key(&j, "max_us");
+      json_uint(&j, a.p[i].max_us);
+      json_key(&j, "slowest");
+      json_str(&j, a.p[i].slowest);
+      json_obj_end(&j);
+    }
+    json_arr_end(&j);
+    json_obj_end(&j);
+    json_newline(&j);
+  } else {
+    printf("actions     %llu in %llu build(s)\n", (unsigned long long)s.actions,
+           (unsigned long long)s.builds);
+    printf("modules     %llu\nchunks      %llu\nhook calls  %llu\n",
+           (unsigned long long)s.modules, (unsigned long long)s.chunks,
+           (unsigned long long)s.hook_calls);
+    printf("sources     %llu distinct, %llu bytes (%llu on disk), "
+           "%llu bytes saved by dedup\n",
+           (unsigned long long)s.sources, (unsigned long long)s.source_bytes,
+           (unsigned long long)s.stored_bytes,
+           (unsigned long long)s.saved_bytes);
+    if (s.lost < 0)
+      printf("not stored  unknown (the writer did not finish)\n");
+    else
+      printf("not stored  %lld actions\n", (long long)s.lost);
+    printf("\nslowest hooks per plugin:\n%-28s %-13s %8s %10s %8s  %s\n",
+           "plugin", "hook", "calls", "total ms", "max µs", "slowest on");
+    for (int i = 0; i < a.n; i++)
+      printf("%-28s %-13s %8llu %10.1f %8llu  %s\n", a.p[i].name, a.p[i].hook,
+             (unsigned long long)a.p[i].calls, (double)a.p[i].total_us / 1e3,
+             (unsigned long long)a.p[i].max_us, a.p[i].slowest);
+  }
+  spy_trace_reader_close(r);
+  return EXIT_OK;
+}

@@ -1,0 +1,38 @@
+/* demo_build.h — the `spyglass demo build` workload as a function, so that
+ * `spyglass bench trace` can run it in-process: a small real build over a
+ * directory of C sources, every hook call traced. */
+#ifndef SPY_TOOL_DEMO_BUILD_H
+#define SPY_TOOL_DEMO_BUILD_H
+
+#include <stdint.h>
+
+#include "spyglass/trace.h"
+
+typedef struct demo_build_opts {
+  const char *src_dir;
+  const char *out_dir;   /* assets go to <out>/dist; NULL = do not write */
+  const char *trace;     /* NULL/"none", "jsonl", "sqlite", "postgres://…",
+                            "naive" (the reference's before: inline, twice) */
+  const char *trace_dir; /* session dir override (NULL: <out>/.spyglass/<id>) */
+  uint32_t hook_delay_us; /* sleep in each transform (fault tests) */
+  size_t retry_bytes;     /* postgres buffering budget (0 = default) */
+  uint32_t retry_ms;      /* postgres retry on close (0 = default) */
+  int quiet;
+} demo_build_opts;
+
+typedef struct demo_build_result {
+  uint32_t modules, chunks, edges;
+  uint64_t source_bytes, actions;
+  double wall_ms;     /* build + trace drain */
+  double build_ms;    /* the build alone (emitting included) */
+  spy_trace_stats st; /* traced runs */
+  int64_t not_stored; /* actions the store did not get */
+  uint64_t naive_ns;  /* naive mode: time spent serialising and writing */
+  char session_id[64];
+  char trace_dir[4200];
+} demo_build_result;
+
+/* Runs the build; returns 0 or a negative SPY_E code (message on stderr). */
+int demo_build_run(const demo_build_opts *o, demo_build_result *r);
+
+#endif
