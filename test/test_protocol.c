@@ -209,11 +209,49 @@ TEST(killed_consumer_is_dropped_after_ack_grace_and_collection_stops) {
   spy_provider_destroy(p);
 }
 
+/* Queries on the discovery channel until n providers answered. */
+static int wait_for_providers(int n) {
+  spy_channel *d;
+  spy_channel_desc dd = {.name = SPY_DISCOVERY_CHANNEL, .dir = dir};
+  if (spy_channel_open(&d, &dd) < 0)
+    return 0;
+  uint64_t seen[8];
+  int nseen = 0;
+  double end = tu_now_s() + 10, next_query = 0;
+  uint8_t buf[4096];
+  while (nseen < n && tu_now_s() < end) {
+    if (tu_now_s() >= next_query) {
+      spy_frame_writer w;
+      spy_frame_start(&w, buf, sizeof buf, SPY_MSG_PROVIDER_QUERY, 0, 0, 0);
+      spy_put_peer(&w, 1, 0);
+      int len = spy_frame_finish(&w);
+      spy_channel_post(d, buf, (size_t)len);
+      next_query = tu_now_s() + 0.2;
+    }
+    int len = spy_channel_recv(d, buf, sizeof buf, 50, NULL);
+    spy_frame f;
+    spy_section s;
+    spy_provider_info info;
+    if (len > 0 && spy_frame_decode(buf, (size_t)len, &f, NULL) == 0 &&
+        f.type == SPY_MSG_PROVIDER_ANNOUNCE &&
+        spy_frame_find_section(&f, SPY_SEC_PROVIDER, &s) &&
+        spy_get_provider(&s, &info) == 0) {
+      int dup = 0;
+      for (int i = 0; i < nseen; i++)
+        dup |= seen[i] == info.id;
+      if (!dup && nseen < 8)
+        seen[nseen++] = info.id;
+    }
+  }
+  spy_channel_close(d);
+  return nseen >= n;
+}
+
 TEST(user_provider_is_preferred_and_a_named_one_is_chosen) {
   fresh_dir();
   pid_t sys = spawn_provider(pdesc("sysprov", SPY_PROVIDER_SYSTEM), NULL, 0);
   pid_t usr = spawn_provider(pdesc("userprov", SPY_PROVIDER_USER), NULL, 0);
-  usleep(200000); /* both running before the consumer asks */
+  CHECK(wait_for_providers(2)); /* both answer before the consumer asks */
   spy_consumer *c;
   spy_consumer_desc cd = cdesc();
   CHECK_OK(spy_consumer_create(&c, &cd));
