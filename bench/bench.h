@@ -45,6 +45,10 @@ void bench_print(const bench_table *t, const bench_opts *o);
 /* Parses --json / --quick; returns 0, or 2 (usage) after printing why. */
 int bench_parse(int argc, char **argv, bench_opts *o, const char *usage);
 
+/* Creates a private 0700 runtime directory for a benchmark's channels
+ * (in /dev/shm, else /tmp) into buf. Returns 0 or -1. */
+int bench_tempdir(char *buf, size_t cap);
+
 /* Keeps a value alive so the optimiser cannot drop the work behind it. */
 void bench_sink(uint64_t v);
 

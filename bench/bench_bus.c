@@ -321,12 +321,8 @@ int bench_bus(int argc, char **argv) {
                        "usage: spyglass bench bus [--json] [--quick]\n");
   if (rc)
     return rc == 1 ? 0 : rc;
-  snprintf(dir, sizeof dir, "/dev/shm/spy_bench_XXXXXX");
-  if (!mkdtemp(dir)) {
-    snprintf(dir, sizeof dir, "/tmp/spy_bench_XXXXXX");
-    if (!mkdtemp(dir))
-      return 1;
-  }
+  if (bench_tempdir(dir, sizeof dir) < 0)
+    return 1;
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
             -1, 0);
   if (sh == MAP_FAILED)

@@ -36,10 +36,8 @@ static void clock_frame(void *arg) {
   bench_sink(t1 - t0);
 }
 
-static void instrumented_frame(void *arg) {
-  spy_provider *p = arg;
-  uint64_t f = frame_no++;
-  spy_frame_begin(p);
+/* The 8 counters of a frame (inline: they are part of what is measured). */
+static inline void set_counters(spy_provider *p, uint64_t f) {
   spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)f);
   spy_counter_set(p, SPY_COUNTER_PASSES, 2);
   spy_counter_set(p, SPY_COUNTER_MIPS, 0);
@@ -48,6 +46,13 @@ static void instrumented_frame(void *arg) {
   spy_counter_set(p, SPY_COUNTER_EFFECT, 40);
   spy_counter_set(p, SPY_COUNTER_PARTICLES, 5000);
   spy_counter_set(p, SPY_COUNTER_DIRTY, 1);
+}
+
+static void instrumented_frame(void *arg) {
+  spy_provider *p = arg;
+  uint64_t f = frame_no++;
+  spy_frame_begin(p);
+  set_counters(p, f);
   spy_value_set_f64(p, "scene.time", (double)f * 0.016);
   spy_value_set_i64(p, "frame", (int64_t)f);
   spy_value_set_bool(p, "even", !(f & 1));
@@ -62,14 +67,7 @@ static void handle_frame(void *arg) {
   spy_provider *p = arg;
   uint64_t f = frame_no++;
   spy_frame_begin(p);
-  spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)f);
-  spy_counter_set(p, SPY_COUNTER_PASSES, 2);
-  spy_counter_set(p, SPY_COUNTER_MIPS, 0);
-  spy_counter_set(p, SPY_COUNTER_OBJECTS, 120);
-  spy_counter_set(p, SPY_COUNTER_FAST, 80);
-  spy_counter_set(p, SPY_COUNTER_EFFECT, 40);
-  spy_counter_set(p, SPY_COUNTER_PARTICLES, 5000);
-  spy_counter_set(p, SPY_COUNTER_DIRTY, 1);
+  set_counters(p, f);
   spy_value v = {.kind = SPY_VAL_FLOAT};
   v.v.f[0] = (double)f * 0.016;
   spy_value_set_at(p, h_time, &v);
@@ -153,12 +151,8 @@ int bench_provider(int argc, char **argv) {
                        "usage: spyglass bench provider [--json] [--quick]\n");
   if (rc)
     return rc == 1 ? 0 : rc;
-  snprintf(dir, sizeof dir, "/dev/shm/spy_bench_XXXXXX");
-  if (!mkdtemp(dir)) {
-    snprintf(dir, sizeof dir, "/tmp/spy_bench_XXXXXX");
-    if (!mkdtemp(dir))
-      return 1;
-  }
+  if (bench_tempdir(dir, sizeof dir) < 0)
+    return 1;
   spy__ticks_init();
   int rounds = o.quick ? 5 : 21;
   double target = o.quick ? 5 : 25;

@@ -137,3 +137,11 @@ int bench_parse(int argc, char **argv, bench_opts *o, const char *usage) {
   }
   return 0;
 }
+
+int bench_tempdir(char *buf, size_t cap) {
+  snprintf(buf, cap, "/dev/shm/spy_bench_XXXXXX");
+  if (mkdtemp(buf))
+    return 0;
+  snprintf(buf, cap, "/tmp/spy_bench_XXXXXX");
+  return mkdtemp(buf) ? 0 : -1;
+}

@@ -195,20 +195,23 @@ int spy_bus_sweep(const char *dir) {
 
 /* ---- open / close ------------------------------------------------------- */
 
+/* fstat + the owner check every shared file gets; 0, SPY_EOWNER or -errno. */
+static int stat_owned(int fd, struct stat *st) {
+  if (fstat(fd, st) < 0)
+    return -errno;
+  return st->st_uid == geteuid() ? 0 : SPY_EOWNER;
+}
+
 static int map_ctl(spy_channel *ch) {
   int fd = openat(ch->dfd, "ctl", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
                   0600);
   if (fd < 0)
     return -errno;
   struct stat st;
-  int rc = 0;
-  if (fstat(fd, &st) < 0)
+  int rc = stat_owned(fd, &st);
+  if (rc == 0 && st.st_size == 0 && ftruncate(fd, SPY_CTL_BYTES) < 0)
     rc = -errno;
-  else if (st.st_uid != geteuid())
-    rc = SPY_EOWNER;
-  else if (st.st_size == 0 && ftruncate(fd, SPY_CTL_BYTES) < 0)
-    rc = -errno;
-  else if (st.st_size != 0 && st.st_size != SPY_CTL_BYTES)
+  else if (rc == 0 && st.st_size != 0 && st.st_size != SPY_CTL_BYTES)
     rc = SPY_EBADSEGMENT;
   if (rc == 0) {
     ch->ctl = mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -263,13 +266,9 @@ static int map_peer(spy_channel *ch, const char *name, peer *p) {
   if (fd < 0)
     return -errno;
   struct stat st;
-  int rc = 0;
-  if (fstat(fd, &st) < 0)
-    rc = -errno;
-  else if (st.st_uid != geteuid())
-    rc = SPY_EOWNER;
-  else if ((size_t)st.st_size <= SPY_RING_HEADER_BYTES ||
-           (size_t)st.st_size > SPY_RING_HEADER_BYTES + (256u << 20))
+  int rc = stat_owned(fd, &st);
+  if (rc == 0 && ((size_t)st.st_size <= SPY_RING_HEADER_BYTES ||
+                  (size_t)st.st_size > SPY_RING_HEADER_BYTES + (256u << 20)))
     rc = SPY_EBADSEGMENT;
   if (rc == 0) {
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
