@@ -1,0 +1,520 @@
+/* test_top_cli.c — `spyglass ls` and `spyglass top` as a user runs them:
+ * real provider processes (forked here, with GPU timings so GPU time is
+ * attributed), the real tool, JSON read back; the full-screen overlay in a
+ * real terminal (tmux, 120x40), its screen read back with its colours;
+ * the reconnect path with a provider killed and restarted; error paths
+ * and exit codes. Each case has its own runtime directory and tmux
+ * server. */
+#include <ctype.h>
+#include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spyglass/provider.h"
+#include "testlib.h"
+#include "testutil.h"
+
+static char dir[256], sock[64];
+static char out[1 << 17], screen[1 << 17];
+
+static void fresh_dir(void) {
+  if (dir[0])
+    tu_rm_rf(dir);
+  tu_rundir(dir, sizeof dir);
+}
+
+/* A provider process named `name`: frames of cpu_us of work, GPU time
+ * gpu_ms resolved one frame late (as timestamp queries arrive), counters,
+ * named values and environment; until killed. */
+static void provider_main(const char *name, int cpu_us, double gpu_ms) {
+  static const char *const app[] = {"enemies"};
+  spy_provider_desc d = {.name = name, .dir = dir, .flush_ms = 50,
+                         .counters = app, .n_counters = 1};
+  spy_provider *p;
+  if (spy_provider_create(&p, &d) < 0)
+    _exit(3);
+  spy_env_set_adapter(p, "test adapter (software)");
+  spy_env_set_resolution(p, 640, 480, 2.0);
+  for (uint64_t f = 1;; f++) {
+    spy_frame_begin(p);
+    spy_counter_set(p, SPY_COUNTER_DRAWS, 3);
+    spy_counter_set(p, SPY_COUNTER_PASSES, 1);
+    spy_counter_set(p, SPY_COUNTER_PARTICLES, 500);
+    spy_counter_set(p, SPY_COUNTER_BUILTIN, 7);
+    spy_gpu_issued(p, f);
+    if (f > 1)
+      spy_gpu_resolved(p, f - 1, gpu_ms);
+    spy_value_set_f64(p, "scene.time", (double)f / 60.0);
+    spy_value_set_str(p, "scene.name", "test scene");
+    usleep((useconds_t)cpu_us);
+    spy_frame_end(p);
+    usleep(1000);
+  }
+}
+
+static void cleanup(void);
+
+/* tu_fork() that keeps this file's cleanup (tmux too) after each case. */
+static pid_t fork_child(void) {
+  pid_t pid = tu_fork();
+  spy_test_after_each_ = cleanup;
+  return pid;
+}
+
+static pid_t spawn_provider(const char *name, int cpu_us, double gpu_ms) {
+  pid_t pid = fork_child();
+  if (pid == 0)
+    provider_main(name, cpu_us, gpu_ms);
+  return pid;
+}
+
+/* Runs `spyglass ARGS` (with --dir added by the caller), stdout into
+ * `out`; returns the exit code. */
+static int run(const char *args) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s %s 2>%s/err", SPY_TOOL_PATH, args, dir);
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return -1;
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char err_text[4096];
+static void read_err(void) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/err", dir);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(err_text, 1, sizeof err_text - 1, f) : 0;
+  err_text[n] = 0;
+  if (f)
+    fclose(f);
+}
+
+/* The number after "key": in a JSON text; NAN if absent or null. */
+static double json_number(const char *json, const char *key) {
+  char k[128];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(json, k);
+  if (!p || strncmp(p + strlen(k), "null", 4) == 0)
+    return NAN;
+  return strtod(p + strlen(k), NULL);
+}
+
+/* ---- tmux --------------------------------------------------------------- */
+
+static void tmux(const char *args) {
+  char cmd[1536];
+  snprintf(cmd, sizeof cmd, "tmux -L %s -f /dev/null %s >/dev/null 2>&1",
+           sock, args);
+  if (system(cmd) != 0) {
+    /* kill-server on a server that is gone already: fine */
+  }
+}
+
+static void tmux_stop(void) { tmux("kill-server"); }
+
+/* Starts `spyglass top TOP_ARGS` full screen in a 120x40 tmux pane. */
+static void tmux_top(const char *top_args) {
+  snprintf(sock, sizeof sock, "spytop%d", (int)getpid());
+  tmux_stop();
+  char args[1024];
+  snprintf(args, sizeof args,
+           "new-session -d -x 120 -y 40 'env LANG=C.UTF-8 LC_ALL=C.UTF-8 "
+           "%s top --dir %s %s; sleep 30'",
+           SPY_TOOL_PATH, dir, top_args);
+  tmux(args);
+}
+
+/* The screen, with colour escapes if `escapes`. */
+static void capture(int escapes) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -p %s 2>/dev/null", sock,
+           escapes ? "-e" : "");
+  screen[0] = 0;
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return;
+  size_t n = fread(screen, 1, sizeof screen - 1, p);
+  screen[n] = 0;
+  pclose(p);
+}
+
+/* Captures until every string in `want` (NULL-terminated) is on the
+ * screen, for up to `seconds`. */
+static int screen_shows(double seconds, const char *const *want) {
+  double end = tu_now_s() + seconds;
+  for (;;) {
+    capture(0);
+    int all = 1;
+    for (int i = 0; want[i]; i++)
+      all &= strstr(screen, want[i]) != NULL;
+    if (all)
+      return 1;
+    if (tu_now_s() > end) {
+      fprintf(stderr, "  screen was:\n%s\n", screen);
+      return 0;
+    }
+    usleep(100000);
+  }
+}
+#define SHOWS(seconds, ...)                                                    \
+  screen_shows((seconds), (const char *const[]){__VA_ARGS__, NULL})
+
+/* The first line of `screen` whose text (colour escapes left out)
+ * contains `label`, copied with its escapes into buf. */
+static const char *line_with(const char *label, char *buf, size_t cap) {
+  for (const char *p = screen; *p;) {
+    size_t n = strcspn(p, "\n"), k = 0;
+    char text[4096];
+    for (size_t i = 0; i < n && k + 1 < sizeof text; i++) {
+      if (p[i] == '\033') { /* skip ESC [ params letter */
+        while (i < n && !isalpha((unsigned char)p[i]))
+          i++;
+        continue;
+      }
+      text[k++] = p[i];
+    }
+    text[k] = 0;
+    if (strstr(text, label)) {
+      if (n >= cap)
+        n = cap - 1;
+      memcpy(buf, p, n);
+      buf[n] = 0;
+      return buf;
+    }
+    p += n + (p[n] == '\n');
+  }
+  return NULL;
+}
+
+/* The foreground colour (SGR 30..37, 39 = default) in effect at the first
+ * character of `line` after `label` for which `pick` holds, escapes
+ * skipped; -1 if there is none. */
+static int colour_at(const char *line, const char *label,
+                     int (*pick)(const char *p)) {
+  const char *start = strstr(line, label);
+  if (!start)
+    return -1;
+  int fg = 39;
+  for (const char *p = line; *p;) {
+    if (p[0] == '\033' && p[1] == '[') {
+      const char *q = p + 2;
+      int params[16], n = 0, v = 0, have = 0;
+      while (*q && (isdigit((unsigned char)*q) || *q == ';')) {
+        if (*q == ';') {
+          if (n < 16)
+            params[n++] = have ? v : 0;
+          v = have = 0;
+        } else {
+          v = v * 10 + (*q - '0');
+          have = 1;
+        }
+        q++;
+      }
+      if (n < 16)
+        params[n++] = have ? v : 0;
+      if (*q == 'm')
+        for (int i = 0; i < n; i++) {
+          if (params[i] == 0 || params[i] == 39)
+            fg = 39;
+          else if (params[i] >= 30 && params[i] <= 37)
+            fg = params[i];
+          else if (params[i] >= 90 && params[i] <= 97)
+            fg = params[i] - 60;
+          else if (params[i] == 38 || params[i] == 48)
+            i += i + 1 < n && params[i + 1] == 5 ? 2 : 4;
+        }
+      p = *q ? q + 1 : q;
+      continue;
+    }
+    if (p >= start + strlen(label) && pick(p))
+      return fg;
+    p++;
+  }
+  return -1;
+}
+
+static int is_digit(const char *p) { return isdigit((unsigned char)*p); }
+static int is_full_block(const char *p) { return strncmp(p, "█", 3) == 0; }
+
+enum { GREEN = 32, YELLOW = 33, RED = 31 };
+
+/* ---- ls ----------------------------------------------------------------- */
+
+TEST(ls_json_lists_a_provider_of_another_process) {
+  fresh_dir();
+  pid_t pid = spawn_provider("ls-target", 2000, 5.0);
+  char args[512], want[64];
+  snprintf(args, sizeof args, "ls --json --wait 500 --dir %s", dir);
+  snprintf(want, sizeof want, "\"pid\":%d", (int)pid);
+  double end = tu_now_s() + 10;
+  int rc;
+  do /* the provider may still be starting */
+    rc = run(args);
+  while (rc == 0 && !strstr(out, want) && tu_now_s() < end);
+  CHECK_EQ(rc, 0);
+  CHECK(strstr(out, "{\"providers\":[{\"id\":\""));
+  CHECK(strstr(out, "\"name\":\"ls-target\""));
+  CHECK(strstr(out, want));
+  CHECK(strstr(out, "\"kind\":\"user\""));
+  CHECK(json_number(out, "uptime_ms") >= 0);
+  CHECK(json_number(out, "subscribers") == 0);
+  /* The table names it too. */
+  snprintf(args, sizeof args, "ls --dir %s", dir);
+  CHECK_EQ(run(args), 0);
+  CHECK(strstr(out, "NAME"));
+  CHECK(strstr(out, "ls-target"));
+}
+
+TEST(ls_with_no_provider_prints_an_empty_list_and_exits_0) {
+  fresh_dir();
+  char args[512];
+  snprintf(args, sizeof args, "ls --json --wait 100 --dir %s", dir);
+  CHECK_EQ(run(args), 0);
+  CHECK_STR(out, "{\"providers\":[]}\n");
+  snprintf(args, sizeof args, "ls --wait 100 --dir %s", dir);
+  CHECK_EQ(run(args), 0);
+  CHECK(strstr(out, "no providers"));
+}
+
+/* ---- top --once --json -------------------------------------------------- */
+
+TEST(top_once_json_has_fps_counters_and_attributed_gpu_time) {
+  fresh_dir();
+  pid_t pid = spawn_provider("once-target", 2000, 12.5);
+  char args[512];
+  snprintf(args, sizeof args, "top once-target --once --json --wait 8000 "
+                              "--dir %s", dir);
+  CHECK_EQ(run(args), 0);
+  CHECK(strstr(out, "\"conn\":\"connected\""));
+  CHECK(strstr(out, "\"name\":\"once-target\""));
+  char want[64];
+  snprintf(want, sizeof want, "\"pid\":%d", (int)pid);
+  CHECK(strstr(out, want));
+  CHECK(json_number(out, "fps") > 0);
+  CHECK(json_number(out, "cpu_ms") >= 0);
+  CHECK(fabs(json_number(out, "gpu_ms") - 12.5) < 0.02); /* attributed */
+  CHECK(json_number(out, "draws") == 3);
+  CHECK(json_number(out, "passes") == 1);
+  CHECK(json_number(out, "particles") == 500);
+  CHECK(json_number(out, "enemies") == 7);
+  CHECK(strstr(out, "\"adapter\":\"test adapter (software)\""));
+  CHECK(json_number(out, "width") == 640);
+  CHECK(strstr(out, "\"scene.name\":\"test scene\""));
+  CHECK(json_number(out, "scene.time") > 0);
+  CHECK(strstr(out, "\"cpu_history\":[")); /* the sparkline's samples */
+  CHECK(json_number(out, "subscribers") >= 1);
+  CHECK(out[strlen(out) - 1] == '\n');
+}
+
+TEST(top_once_json_without_gpu_timings_says_null_not_zero) {
+  fresh_dir();
+  pid_t pid = fork_child();
+  if (pid == 0) {
+    spy_provider_desc d = {.name = "no-gpu", .dir = dir, .flush_ms = 50};
+    spy_provider *p;
+    if (spy_provider_create(&p, &d) < 0)
+      _exit(3);
+    for (;;) {
+      spy_frame_begin(p);
+      usleep(1000);
+      spy_frame_end(p);
+    }
+  }
+  char args[512];
+  snprintf(args, sizeof args, "top --once --json --wait 8000 --dir %s", dir);
+  CHECK_EQ(run(args), 0);
+  CHECK(json_number(out, "fps") > 0);
+  CHECK(strstr(out, "\"gpu_ms\":null"));
+}
+
+/* ---- error paths -------------------------------------------------------- */
+
+TEST(top_unknown_name_is_an_error_with_exit_2) {
+  fresh_dir();
+  spawn_provider("present", 2000, 5.0);
+  char args[512];
+  snprintf(args, sizeof args, "top absent --once --wait 300 --dir %s", dir);
+  double t0 = tu_now_s();
+  CHECK_EQ(run(args), 2);
+  CHECK(tu_now_s() - t0 < 5);
+  read_err();
+  CHECK(strstr(err_text, "no provider 'absent'"));
+  /* Not even full screen: it never starts. */
+  snprintf(args, sizeof args, "top 0123456789abcdef --wait 300 --dir %s", dir);
+  CHECK_EQ(run(args), 2);
+}
+
+TEST(bad_options_exit_2_and_help_exits_0) {
+  fresh_dir();
+  char args[512];
+  static const char *const bad[] = {
+      "top --bogus",          "top --interval",     "top --interval abc",
+      "top --interval 5",     "top --wait -1",      "top a b",
+      "ls --bogus",           "ls --wait",          "ls --wait 1x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(args, sizeof args, "%s --dir %s", bad[i], dir);
+    if (run(args) != 2) {
+      fprintf(stderr, "  '%s' did not exit 2\n", bad[i]);
+      CHECK(0);
+    }
+  }
+  CHECK_EQ(run("top --help"), 0);
+  CHECK(strstr(out, "usage: spyglass top"));
+  CHECK(strstr(out, "exit codes"));
+  CHECK_EQ(run("ls --help"), 0);
+  CHECK(strstr(out, "usage: spyglass ls"));
+  CHECK(strstr(out, "exit codes"));
+  CHECK_EQ(run("--help"), 0);
+  CHECK(strstr(out, "top"));
+}
+
+TEST(top_once_with_no_provider_fails_with_exit_1) {
+  fresh_dir();
+  char args[512];
+  snprintf(args, sizeof args, "top --once --wait 300 --dir %s", dir);
+  CHECK_EQ(run(args), 1);
+  read_err();
+  CHECK(strstr(err_text, "no provider answered"));
+}
+
+TEST(top_without_terminal_prints_a_line_per_interval) {
+  fresh_dir();
+  spawn_provider("lines", 2000, 5.0);
+  char args[512];
+  snprintf(args, sizeof args,
+           "top --interval 200 --dir %s & p=$!; sleep 2; kill $p", dir);
+  run(args);
+  CHECK(strstr(out, "lines pid"));
+  CHECK(strstr(out, "fps "));
+  int n = 0;
+  for (const char *p = out; (p = strstr(p, "lines pid")); p++)
+    n++;
+  CHECK(n >= 3);
+}
+
+/* ---- full screen in tmux ------------------------------------------------ */
+
+TEST(top_screen_shows_numbers_sparkline_and_colours) {
+  fresh_dir();
+  /* ~2 ms of CPU per frame (green), 12 ms of GPU (yellow), FPS in the
+   * hundreds (green). */
+  spawn_provider("screen-target", 2000, 12.0);
+  tmux_top("");
+  CHECK(SHOWS(10, "screen-target", "FPS", " ms", "12.00 ms", "DRAW 3",
+              "PTS 500", "enemies 7", "RES 640x480 @2",
+              "GPU test adapter (software)", "scene.time", "BUS ",
+              "subscribers 1", "16.7"));
+  capture(1);
+  char line[4096];
+  CHECK(line_with("FPS", line, sizeof line));
+  CHECK_EQ(colour_at(line, "FPS", is_digit), GREEN);
+  CHECK(line_with("CPU ", line, sizeof line));
+  CHECK_EQ(colour_at(line, "CPU", is_digit), GREEN);
+  CHECK(line_with("GPU ", line, sizeof line));
+  CHECK_EQ(colour_at(line, "GPU", is_digit), YELLOW);
+  /* The sparkline: bars in block characters, green for 2 ms frames, on
+   * the chart under its title, with the dashed 16.7 ms line. */
+  CHECK(strstr(screen, "CPU ms, last 60 frames"));
+  CHECK(line_with("  16.7 ", line, sizeof line));
+  CHECK(strstr(line, "╌"));
+  const char *bars = strstr(screen, "▁") ? "▁" : NULL;
+  for (const char *g = "▂▃▄▅▆▇█"; !bars && *g; g += 3)
+    if (strstr(screen, (char[4]){g[0], g[1], g[2], 0}))
+      bars = g;
+  CHECK(bars);
+  tmux_stop();
+}
+
+TEST(top_screen_shows_slow_frames_in_red) {
+  fresh_dir();
+  /* 40 ms of CPU per frame: FPS ~24 (red), CPU red, GPU 20 ms red; the
+   * sparkline's bars are full blocks, red. */
+  spawn_provider("slow", 40000, 20.0);
+  tmux_top("slow");
+  CHECK(SHOWS(10, "slow", "20.00 ms", "CPU ms, last 60 frames"));
+  usleep(500000);
+  capture(1);
+  char line[4096];
+  CHECK(line_with("FPS", line, sizeof line));
+  CHECK_EQ(colour_at(line, "FPS", is_digit), RED);
+  CHECK(line_with("CPU ", line, sizeof line));
+  CHECK_EQ(colour_at(line, "CPU", is_digit), RED);
+  CHECK(line_with("GPU ", line, sizeof line));
+  CHECK_EQ(colour_at(line, "GPU", is_digit), RED);
+  CHECK(line_with("    0", line, sizeof line)); /* the chart's bottom row */
+  CHECK_EQ(colour_at(line, "    0", is_full_block), RED);
+  /* q quits: the overlay leaves the screen. */
+  tmux("send-keys q");
+  double end = tu_now_s() + 5;
+  do {
+    usleep(100000);
+    capture(0);
+  } while (strstr(screen, "q quit") && tu_now_s() < end);
+  CHECK(!strstr(screen, "q quit"));
+  tmux_stop();
+}
+
+TEST(top_waits_for_a_provider_and_reconnects_after_it_is_killed) {
+  fresh_dir();
+  tmux_top("");
+  CHECK(SHOWS(5, "waiting for a provider"));
+  pid_t p1 = spawn_provider("phoenix", 2000, 5.0);
+  char pidtxt[32];
+  snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)p1);
+  CHECK(SHOWS(10, "phoenix", pidtxt, "live", "FPS"));
+  kill(p1, SIGKILL);
+  tu_wait(p1, 5);
+  CHECK(SHOWS(10, "phoenix", pidtxt, "is gone", "waiting for"));
+  pid_t p2 = spawn_provider("phoenix", 2000, 5.0);
+  snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)p2);
+  CHECK(SHOWS(10, "phoenix", pidtxt, "live", "DRAW 3"));
+  CHECK(!strstr(screen, "is gone"));
+  tmux_stop();
+}
+
+TEST(top_screen_survives_a_tiny_terminal_and_a_resize) {
+  fresh_dir();
+  spawn_provider("tiny", 2000, 5.0);
+  tmux_top("");
+  CHECK(SHOWS(10, "tiny", "FPS"));
+  tmux("resize-window -x 20 -y 5");
+  usleep(400000);
+  tmux("resize-window -x 100 -y 30");
+  CHECK(SHOWS(5, "FPS", "GPU test adapter"));
+  capture(0);
+  /* Still alive, redrawn to the new size: the key line is the last row. */
+  char line[4096];
+  CHECK(line_with("q quit", line, sizeof line));
+  tmux_stop();
+}
+
+static void cleanup(void) {
+  tmux_stop();
+  tu_reap_children();
+}
+
+int main(int argc, char **argv) {
+  static const struct spy_test_case cases[] = {
+      TEST_CASE(ls_json_lists_a_provider_of_another_process),
+      TEST_CASE(ls_with_no_provider_prints_an_empty_list_and_exits_0),
+      TEST_CASE(top_once_json_has_fps_counters_and_attributed_gpu_time),
+      TEST_CASE(top_once_json_without_gpu_timings_says_null_not_zero),
+      TEST_CASE(top_unknown_name_is_an_error_with_exit_2),
+      TEST_CASE(bad_options_exit_2_and_help_exits_0),
+      TEST_CASE(top_once_with_no_provider_fails_with_exit_1),
+      TEST_CASE(top_without_terminal_prints_a_line_per_interval),
+      TEST_CASE(top_screen_shows_numbers_sparkline_and_colours),
+      TEST_CASE(top_screen_shows_slow_frames_in_red),
+      TEST_CASE(top_waits_for_a_provider_and_reconnects_after_it_is_killed),
+      TEST_CASE(top_screen_survives_a_tiny_terminal_and_a_resize),
+  };
+  spy_test_after_each_ = cleanup;
+  int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);
+  if (dir[0])
+    tu_rm_rf(dir);
+  return rc;
+}
