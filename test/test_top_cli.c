@@ -7,6 +7,7 @@
  * server. */
 #include <ctype.h>
 #include <math.h>
+#include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,19 @@ static int run(const char *args) {
   out[n] = 0;
   int st = pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* run() with the arguments formatted and this case's --dir added. */
+static int runf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int runf(const char *fmt, ...) {
+  char args[768];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  if (n > 0 && (size_t)n < sizeof args)
+    snprintf(args + n, sizeof args - (size_t)n, " --dir %s", dir);
+  return run(args);
 }
 
 static char err_text[4096];
@@ -239,6 +253,27 @@ static int colour_at(const char *line, const char *label,
 
 static int is_digit(const char *p) { return isdigit((unsigned char)*p); }
 static int is_full_block(const char *p) { return strncmp(p, "█", 3) == 0; }
+/* Any of the eighth blocks ▁..█ (U+2581..U+2588). */
+static int is_block(const char *p) {
+  return (unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x96 &&
+         (unsigned char)p[2] >= 0x81 && (unsigned char)p[2] <= 0x88;
+}
+
+/* The colour of the number on the line labelled `label` (FPS, CPU, GPU)
+ * and of the first bar matching `bar` on the chart's bottom row, in the
+ * last capture with escapes; -1 where there is none. */
+static int number_colour(const char *label) {
+  char line[4096], spaced[16];
+  snprintf(spaced, sizeof spaced, "%s ", label);
+  return line_with(spaced, line, sizeof line)
+             ? colour_at(line, label, is_digit)
+             : -1;
+}
+static int bar_colour(int (*bar)(const char *p)) {
+  char line[4096];
+  return line_with("     0 ", line, sizeof line) ? colour_at(line, "0", bar)
+                                                  : -1;
+}
 
 enum { GREEN = 32, YELLOW = 33, RED = 31 };
 
@@ -247,13 +282,12 @@ enum { GREEN = 32, YELLOW = 33, RED = 31 };
 TEST(ls_json_lists_a_provider_of_another_process) {
   fresh_dir();
   pid_t pid = spawn_provider("ls-target", 2000, 5.0);
-  char args[512], want[64];
-  snprintf(args, sizeof args, "ls --json --wait 500 --dir %s", dir);
+  char want[64];
   snprintf(want, sizeof want, "\"pid\":%d", (int)pid);
   double end = tu_now_s() + 10;
   int rc;
   do /* the provider may still be starting */
-    rc = run(args);
+    rc = runf("ls --json --wait 500");
   while (rc == 0 && !strstr(out, want) && tu_now_s() < end);
   CHECK_EQ(rc, 0);
   CHECK(strstr(out, "{\"providers\":[{\"id\":\""));
@@ -263,20 +297,16 @@ TEST(ls_json_lists_a_provider_of_another_process) {
   CHECK(json_number(out, "uptime_ms") >= 0);
   CHECK(json_number(out, "subscribers") == 0);
   /* The table names it too. */
-  snprintf(args, sizeof args, "ls --dir %s", dir);
-  CHECK_EQ(run(args), 0);
+  CHECK_EQ(runf("ls"), 0);
   CHECK(strstr(out, "NAME"));
   CHECK(strstr(out, "ls-target"));
 }
 
 TEST(ls_with_no_provider_prints_an_empty_list_and_exits_0) {
   fresh_dir();
-  char args[512];
-  snprintf(args, sizeof args, "ls --json --wait 100 --dir %s", dir);
-  CHECK_EQ(run(args), 0);
+  CHECK_EQ(runf("ls --json --wait 100"), 0);
   CHECK_STR(out, "{\"providers\":[]}\n");
-  snprintf(args, sizeof args, "ls --wait 100 --dir %s", dir);
-  CHECK_EQ(run(args), 0);
+  CHECK_EQ(runf("ls --wait 100"), 0);
   CHECK(strstr(out, "no providers"));
 }
 
@@ -285,10 +315,7 @@ TEST(ls_with_no_provider_prints_an_empty_list_and_exits_0) {
 TEST(top_once_json_has_fps_counters_and_attributed_gpu_time) {
   fresh_dir();
   pid_t pid = spawn_provider("once-target", 2000, 12.5);
-  char args[512];
-  snprintf(args, sizeof args, "top once-target --once --json --wait 8000 "
-                              "--dir %s", dir);
-  CHECK_EQ(run(args), 0);
+  CHECK_EQ(runf("top once-target --once --json --wait 8000"), 0);
   CHECK(strstr(out, "\"conn\":\"connected\""));
   CHECK(strstr(out, "\"name\":\"once-target\""));
   char want[64];
@@ -324,9 +351,7 @@ TEST(top_once_json_without_gpu_timings_says_null_not_zero) {
       spy_frame_end(p);
     }
   }
-  char args[512];
-  snprintf(args, sizeof args, "top --once --json --wait 8000 --dir %s", dir);
-  CHECK_EQ(run(args), 0);
+  CHECK_EQ(runf("top --once --json --wait 8000"), 0);
   CHECK(json_number(out, "fps") > 0);
   CHECK(strstr(out, "\"gpu_ms\":null"));
 }
@@ -336,28 +361,23 @@ TEST(top_once_json_without_gpu_timings_says_null_not_zero) {
 TEST(top_unknown_name_is_an_error_with_exit_2) {
   fresh_dir();
   spawn_provider("present", 2000, 5.0);
-  char args[512];
-  snprintf(args, sizeof args, "top absent --once --wait 300 --dir %s", dir);
   double t0 = tu_now_s();
-  CHECK_EQ(run(args), 2);
+  CHECK_EQ(runf("top absent --once --wait 300"), 2);
   CHECK(tu_now_s() - t0 < 5);
   read_err();
   CHECK(strstr(err_text, "no provider 'absent'"));
   /* Not even full screen: it never starts. */
-  snprintf(args, sizeof args, "top 0123456789abcdef --wait 300 --dir %s", dir);
-  CHECK_EQ(run(args), 2);
+  CHECK_EQ(runf("top 0123456789abcdef --wait 300"), 2);
 }
 
 TEST(bad_options_exit_2_and_help_exits_0) {
   fresh_dir();
-  char args[512];
   static const char *const bad[] = {
       "top --bogus",          "top --interval",     "top --interval abc",
       "top --interval 5",     "top --wait -1",      "top a b",
       "ls --bogus",           "ls --wait",          "ls --wait 1x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    snprintf(args, sizeof args, "%s --dir %s", bad[i], dir);
-    if (run(args) != 2) {
+    if (runf("%s", bad[i]) != 2) {
       fprintf(stderr, "  '%s' did not exit 2\n", bad[i]);
       CHECK(0);
     }
@@ -374,9 +394,7 @@ TEST(bad_options_exit_2_and_help_exits_0) {
 
 TEST(top_once_with_no_provider_fails_with_exit_1) {
   fresh_dir();
-  char args[512];
-  snprintf(args, sizeof args, "top --once --wait 300 --dir %s", dir);
-  CHECK_EQ(run(args), 1);
+  CHECK_EQ(runf("top --once --wait 300"), 1);
   read_err();
   CHECK(strstr(err_text, "no provider answered"));
 }
@@ -387,7 +405,7 @@ TEST(top_without_terminal_prints_a_line_per_interval) {
   char args[512];
   snprintf(args, sizeof args,
            "top --interval 200 --dir %s & p=$!; sleep 2; kill $p", dir);
-  run(args);
+  run(args); /* in the background: stdout is the pipe, not a terminal */
   CHECK(strstr(out, "lines pid"));
   CHECK(strstr(out, "fps "));
   int n = 0;
@@ -409,23 +427,16 @@ TEST(top_screen_shows_numbers_sparkline_and_colours) {
               "GPU test adapter (software)", "scene.time", "BUS ",
               "subscribers 1", "16.7"));
   capture(1);
-  char line[4096];
-  CHECK(line_with("FPS", line, sizeof line));
-  CHECK_EQ(colour_at(line, "FPS", is_digit), GREEN);
-  CHECK(line_with("CPU ", line, sizeof line));
-  CHECK_EQ(colour_at(line, "CPU", is_digit), GREEN);
-  CHECK(line_with("GPU ", line, sizeof line));
-  CHECK_EQ(colour_at(line, "GPU", is_digit), YELLOW);
-  /* The sparkline: bars in block characters, green for 2 ms frames, on
-   * the chart under its title, with the dashed 16.7 ms line. */
+  CHECK_EQ(number_colour("FPS"), GREEN);
+  CHECK_EQ(number_colour("CPU"), GREEN);
+  CHECK_EQ(number_colour("GPU"), YELLOW);
+  /* The sparkline: bars in block characters, green for 2 ms frames, under
+   * its title, with the dashed 16.7 ms line above them. */
   CHECK(strstr(screen, "CPU ms, last 60 frames"));
+  char line[4096];
   CHECK(line_with("  16.7 ", line, sizeof line));
-  CHECK(strstr(line, "╌"));
-  const char *bars = strstr(screen, "▁") ? "▁" : NULL;
-  for (const char *g = "▂▃▄▅▆▇█"; !bars && *g; g += 3)
-    if (strstr(screen, (char[4]){g[0], g[1], g[2], 0}))
-      bars = g;
-  CHECK(bars);
+  CHECK(strstr(line, "╌ ╌ ╌"));
+  CHECK_EQ(bar_colour(is_block), GREEN);
   tmux_stop();
 }
 
@@ -438,15 +449,10 @@ TEST(top_screen_shows_slow_frames_in_red) {
   CHECK(SHOWS(10, "slow", "20.00 ms", "CPU ms, last 60 frames"));
   usleep(500000);
   capture(1);
-  char line[4096];
-  CHECK(line_with("FPS", line, sizeof line));
-  CHECK_EQ(colour_at(line, "FPS", is_digit), RED);
-  CHECK(line_with("CPU ", line, sizeof line));
-  CHECK_EQ(colour_at(line, "CPU", is_digit), RED);
-  CHECK(line_with("GPU ", line, sizeof line));
-  CHECK_EQ(colour_at(line, "GPU", is_digit), RED);
-  CHECK(line_with("    0", line, sizeof line)); /* the chart's bottom row */
-  CHECK_EQ(colour_at(line, "    0", is_full_block), RED);
+  CHECK_EQ(number_colour("FPS"), RED);
+  CHECK_EQ(number_colour("CPU"), RED);
+  CHECK_EQ(number_colour("GPU"), RED);
+  CHECK_EQ(bar_colour(is_full_block), RED);
   /* q quits: the overlay leaves the screen. */
   tmux("send-keys q");
   double end = tu_now_s() + 5;

@@ -134,7 +134,7 @@ static int session_check(session *s) {
              s->last_name, s->last_pid);
   else if (s->had_provider)
     snprintf(s->status, sizeof s->status,
-             "provider %.63s (pid %u) is gone (exited or killed); waiting for "
+             "provider %.63s (pid %u) is gone (exited, killed or silent); waiting for "
              "%s to come back",
              s->last_name, s->last_pid, s->want[0] ? "it" : "a provider");
   else if (s->want[0])

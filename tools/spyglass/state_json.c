@@ -7,6 +7,11 @@
 
 #include "overlay.h"
 
+static void uint_field(json_out *j, const char *key, uint64_t v) {
+  json_key(j, key);
+  json_uint(j, v);
+}
+
 const char *state_conn_name(spy_conn conn) {
   switch (conn) {
   case SPY_CONN_SEARCHING: return "searching";
@@ -40,8 +45,7 @@ static void value_json(json_out *j, const spy_state_entry *e) {
   case SPY_VAL_STRING: json_strn(j, v->v.s.ptr ? v->v.s.ptr : "", v->v.s.len); break;
   case SPY_VAL_BLOB:
     json_obj_begin(j);
-    json_key(j, "blob_bytes");
-    json_uint(j, v->v.s.len);
+    uint_field(j, "blob_bytes", v->v.s.len);
     json_obj_end(j);
     break;
   default: json_null(j); break;
@@ -87,10 +91,8 @@ void state_to_json(json_out *j, const spy_consumer *c) {
     json_str(j, s->provider_name);
     json_key(j, "kind");
     json_str(j, s->provider.kind == SPY_PROVIDER_SYSTEM ? "system" : "user");
-    json_key(j, "pid");
-    json_uint(j, s->provider.pid);
-    json_key(j, "start_ms");
-    json_uint(j, s->provider.start_ms);
+    uint_field(j, "pid", s->provider.pid);
+    uint_field(j, "start_ms", s->provider.start_ms);
     json_obj_end(j);
   } else {
     json_null(j);
@@ -104,12 +106,9 @@ void state_to_json(json_out *j, const spy_consumer *c) {
   num_or_null(j, "cpu_ms", s->batch_mean[1]);
   num_or_null(j, "gpu_ms", s->batch_mean[2]);
   json_obj_end(j);
-  json_key(j, "samples");
-  json_uint(j, s->samples);
-  json_key(j, "last_frame");
-  json_uint(j, s->last_frame);
-  json_key(j, "samples_lost");
-  json_uint(j, s->samples_lost);
+  uint_field(j, "samples", s->samples);
+  uint_field(j, "last_frame", s->last_frame);
+  uint_field(j, "samples_lost", s->samples_lost);
   json_key(j, "cpu_history");
   json_arr_begin(j);
   uint32_t n = s->len < OVERLAY_SPARK_SAMPLES ? s->len : OVERLAY_SPARK_SAMPLES;
@@ -128,25 +127,18 @@ void state_to_json(json_out *j, const spy_consumer *c) {
   table_json(j, &s->registry);
   json_key(j, "health");
   json_obj_begin(j);
-  for (int i = 0; i < SPY_HEALTH_FIELD_COUNT; i++) {
-    json_key(j, health_names[i]);
-    json_uint(j, s->health[i]);
-  }
+  for (int i = 0; i < SPY_HEALTH_FIELD_COUNT; i++)
+    uint_field(j, health_names[i], s->health[i]);
   json_obj_end(j);
   json_key(j, "bus");
   json_obj_begin(j);
   num_or_null(j, "rx_frames_per_s", s->rx_frames_per_s);
   num_or_null(j, "rx_bytes_per_s", s->rx_bytes_per_s);
-  json_key(j, "frames_received");
-  json_uint(j, s->frames_received);
-  json_key(j, "bytes_received");
-  json_uint(j, s->bytes_received);
-  json_key(j, "frames_lost");
-  json_uint(j, s->frames_lost);
-  json_key(j, "malformed");
-  json_uint(j, s->malformed);
-  json_key(j, "reconnects");
-  json_uint(j, s->reconnects);
+  uint_field(j, "frames_received", s->frames_received);
+  uint_field(j, "bytes_received", s->bytes_received);
+  uint_field(j, "frames_lost", s->frames_lost);
+  uint_field(j, "malformed", s->malformed);
+  uint_field(j, "reconnects", s->reconnects);
   json_obj_end(j);
   json_obj_end(j);
 }
