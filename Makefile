@@ -21,7 +21,7 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	@$(BUILD)/spyglass --help
+	@$(BUILD)/spyglass demo
 
 test:
 	@scripts/deps.sh test

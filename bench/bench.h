@@ -50,6 +50,7 @@ void bench_sink(uint64_t v);
 
 int bench_wire(int argc, char **argv);
 int bench_bus(int argc, char **argv);
+int bench_provider(int argc, char **argv);
 int bench_clock(int argc, char **argv);
 int bench_msgprof(int argc, char **argv);
 

@@ -5,7 +5,7 @@ set -euo pipefail
 
 want=(cmake make gcc clang pkg-config libclang-rt-14-dev
       libsqlite3-dev libpq-dev libncurses-dev libxxhash-dev libzstd-dev
-      libvpx-dev sqlite3)
+      sqlite3)
 case "${1:-test}" in
   test) want+=(tmux postgresql procps) ;;
   demo|build) ;;

@@ -15,11 +15,11 @@ pc_dir=$(dirname "$(find "$prefix" -name spyglass.pc | head -n 1)")
 # 1. CMake package
 cmake -S examples/embed -B "$prefix/embed-cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/embed-cmake" >/dev/null
-LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/embed-cmake/embed"
+LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/embed-cmake/embed" 3
 
 # 2. pkg-config
 cc -Wall -Wextra -Werror examples/embed/main.c -o "$prefix/embed-pc" \
   $(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs spyglass)
-LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/embed-pc"
+LD_LIBRARY_PATH="$(dirname "$pc_dir")" "$prefix/embed-pc" 3
 "$prefix/bin/spyglass" --version
 echo "install: find_package and pkg-config builds ran"

@@ -1,15 +1,22 @@
-/* An embedding example built against an installed spyglass. */
+/* The README's embedding example: a frame loop inspected by spyglass.
+ * Run it, then `spyglass top` in another terminal. */
 #include <spyglass/spyglass.h>
-#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
-int main(void) {
-  unsigned char buf[64];
-  spy_frame_writer w;
-  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_PING, 0, 1, 0);
-  int n = spy_frame_finish(&w);
-  spy_frame f;
-  int rc = spy_frame_decode(buf, (size_t)n, &f, NULL);
-  printf("spyglass %s: %s frame of %d bytes: %s\n", SPY_VERSION_STRING,
-         spy_msg_type_name(f.type), n, spy_strerror(rc));
-  return rc == 0 ? 0 : 1;
+int main(int argc, char **argv) {
+  int frames = argc > 1 ? atoi(argv[1]) : 600;
+  spy_provider *p;
+  spy_provider_desc desc = {.name = "my-game"};
+  if (spy_provider_create(&p, &desc) < 0)
+    return 1;
+  for (int f = 0; f < frames; f++) { /* your game loop */
+    spy_frame_begin(p);
+    spy_counter_set(p, SPY_COUNTER_DRAWS, 42);
+    spy_value_set_f64(p, "player.speed", f * 0.1);
+    usleep(16000); /* update() + render() */
+    spy_frame_end(p);
+  }
+  spy_provider_destroy(p);
+  return 0;
 }

@@ -121,10 +121,15 @@ void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out);
 /* The part of the provider the inline fast paths read. Internal layout:
  * use the functions below. */
 typedef struct spy__provider_hot {
-  _Atomic uint32_t active;   /* non-zero: take the slow path */
-  uint32_t pad;
+  _Atomic uint32_t active; /* non-zero: take the slow path (any thread) */
+  /* The frame thread's copy of `active`, taken at frame_begin: the checks
+   * inside a frame read this plain field, so with nobody watching the
+   * compiler folds every one of them into the first. */
+  uint32_t frame_active;
   uint32_t counters[SPY_MAX_COUNTERS]; /* this frame's counter values */
 } spy__provider_hot;
+
+#define SPY__WATCHED 1u /* frame_active bit: a subscriber wants data */
 
 void spy__frame_begin(spy_provider *p);
 void spy__frame_end(spy_provider *p);
@@ -134,21 +139,27 @@ void spy__gpu_resolved(spy_provider *p, uint64_t gpu_frame, double ms);
 void spy__value_set(spy_provider *p, const char *name, const spy_value *v);
 void spy__value_set_at(spy_provider *p, int handle, const spy_value *v);
 
+/* Inside a frame: is anyone watching (as of this frame's begin)? */
 static inline int spy__watched(const spy_provider *p) {
   return __builtin_expect(
-      atomic_load_explicit(&((const spy__provider_hot *)p)->active,
-                           memory_order_relaxed) != 0,
-      0);
+      (((const spy__provider_hot *)p)->frame_active & SPY__WATCHED) != 0, 0);
 }
 
 /* Brackets the frame's CPU work: CPU ms = end − begin; FPS = 1 / (time
- * between this frame_end and the previous one), not averaged. */
+ * between this frame_end and the previous one), not averaged. Calls in
+ * between (counters, values, GPU) and until the next frame_begin follow
+ * the watched state this frame_begin saw. */
 static inline void spy_frame_begin(spy_provider *p) {
-  if (spy__watched(p))
+  spy__provider_hot *h = (spy__provider_hot *)p;
+  uint32_t a = atomic_load_explicit(&h->active, memory_order_relaxed);
+  h->frame_active = a;
+  if (__builtin_expect(a != 0, 0))
     spy__frame_begin(p);
 }
 static inline void spy_frame_end(spy_provider *p) {
-  if (spy__watched(p))
+  spy__provider_hot *h = (spy__provider_hot *)p;
+  if (__builtin_expect(
+          atomic_load_explicit(&h->active, memory_order_relaxed) != 0, 0))
     spy__frame_end(p);
 }
 
@@ -162,7 +173,10 @@ typedef enum spy_skip_reason {
  * its last reading, and the environment shows PAUSED or idle until the
  * next frame_end. */
 static inline void spy_frame_skip(spy_provider *p, spy_skip_reason why) {
-  if (spy__watched(p))
+  spy__provider_hot *h = (spy__provider_hot *)p;
+  uint32_t a = atomic_load_explicit(&h->active, memory_order_relaxed);
+  h->frame_active = a;
+  if (__builtin_expect(a != 0, 0))
     spy__frame_skip(p, (int)why);
 }
 

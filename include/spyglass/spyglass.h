@@ -14,7 +14,11 @@
 #define SPY_VERSION_STRING "0.1.0"
 
 #include "spyglass/clock.h"
+#include "spyglass/bus.h"
+#include "spyglass/consumer.h"
 #include "spyglass/error.h"
+#include "spyglass/provider.h"
+#include "spyglass/transport.h"
 #include "spyglass/profiler.h"
 #include "spyglass/wire.h"
 

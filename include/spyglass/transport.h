@@ -26,6 +26,7 @@
 
 #include "spyglass/bus.h"
 #include "spyglass/error.h"
+#include "spyglass/wire.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -456,6 +456,10 @@ typedef struct spy_pixels {
   uint32_t data_len;
 } spy_pixels;
 void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px);
+/* Like spy_put_pixels, but reserves px->data_len bytes for the caller to
+ * fill (px->data is ignored) and returns where, or NULL on error (sticky).
+ * The section closes at the next section or spy_frame_finish. */
+void *spy_put_pixels_reserve(spy_frame_writer *w, const spy_pixels *px);
 int spy_get_pixels(const spy_section *s, spy_pixels *out);
 
 /* ------------------------------------------------------------------------ */

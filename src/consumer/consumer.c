@@ -30,7 +30,8 @@ struct spy_consumer {
   spy_channel *disc, *data;
   uint8_t *rx;
   size_t rxcap;
-  uint8_t ctl[4096];
+  uint8_t *ctl; /* control frames; sized for our subscribe */
+  size_t ctl_cap;
   /* searching */
   uint32_t queries_sent;
   uint64_t next_query_ms, query_delay_ms;
@@ -71,7 +72,7 @@ static void resolve(spy_consumer_desc *d) {
 /* Posts a small control frame on `ch`. */
 static int post_ctl(spy_consumer *c, spy_channel *ch, uint32_t type) {
   spy_frame_writer w;
-  spy_frame_start(&w, c->ctl, sizeof c->ctl, type, spy__wall_ms(), 0, 0);
+  spy_frame_start(&w, c->ctl, c->ctl_cap, type, spy__wall_ms(), 0, 0);
   if (type == SPY_MSG_SUBSCRIBE) {
     spy_subscription s = {.consumer = c->id,
                           .features = c->d.features,
@@ -104,7 +105,8 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   if (rc == 0 && c->d.n_registry) {
     c->reg = calloc(c->d.n_registry, sizeof *c->reg);
     for (uint32_t i = 0; c->reg && i < c->d.n_registry; i++)
-      c->reg[i] = strdup(c->d.registry[i]);
+      if (!c->d.registry[i] || !(c->reg[i] = strdup(c->d.registry[i])))
+        rc = c->d.registry[i] ? SPY_ENOMEM : SPY_EINVAL;
     if (!c->reg)
       rc = SPY_ENOMEM;
   }
@@ -114,11 +116,23 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
       rc = SPY_ENOMEM;
     for (uint32_t i = 0; c->bufs && i < c->d.n_buffers; i++) {
       c->bufs[i] = c->d.buffers[i];
-      c->bufs[i].name = strdup(c->d.buffers[i].name);
+      c->bufs[i].name =
+          c->d.buffers[i].name ? strdup(c->d.buffers[i].name) : NULL;
+      if (!c->bufs[i].name)
+        rc = c->d.buffers[i].name ? SPY_ENOMEM : SPY_EINVAL;
     }
   }
   c->d.registry = NULL;
   c->d.buffers = NULL;
+  /* The subscribe frame carries every filter name: size for it. */
+  c->ctl_cap = 256;
+  for (uint32_t i = 0; c->reg && i < c->d.n_registry; i++)
+    c->ctl_cap += 2 + (c->reg[i] ? strlen(c->reg[i]) : 0);
+  for (uint32_t i = 0; c->bufs && i < c->d.n_buffers; i++)
+    c->ctl_cap += 6 + (c->bufs[i].name ? strlen(c->bufs[i].name) : 0);
+  c->ctl = malloc(c->ctl_cap);
+  if (rc == 0 && !c->ctl)
+    rc = SPY_ENOMEM;
   if (c->d.want)
     c->d.want = strdup(c->d.want);
   c->id = spy__random_u64();
@@ -163,6 +177,7 @@ void spy_consumer_destroy(spy_consumer *c) {
   free(c->bufs);
   free((char *)c->d.want);
   free(c->rx);
+  free(c->ctl);
   spy_state_free(&c->st);
   free(c);
 }
@@ -234,7 +249,10 @@ static int subscribe_to(spy_consumer *c, const candidate *p) {
   char name[64];
   snprintf(name, sizeof name, SPY_DISCOVERY_CHANNEL ":%016llx",
            (unsigned long long)p->info.id);
-  spy_channel_desc cd = {.name = name, .ring_bytes = 64u << 10,
+  uint32_t ring = 64u << 10; /* room for 4 of our largest frames */
+  while (ring < 4 * c->ctl_cap && ring < (256u << 20))
+    ring <<= 1;
+  spy_channel_desc cd = {.name = name, .ring_bytes = ring,
                          .dir = c->d.dir};
   int rc = spy_channel_open(&c->data, &cd);
   if (rc < 0)

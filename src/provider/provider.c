@@ -85,6 +85,7 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   p->ns_per_tick = spy__ns_per_tick();
   p->flush_ticks = ms_to_ticks(p, d.flush_ms);
   p->checkpoint_ticks = ms_to_ticks(p, d.checkpoint_ms);
+  p->service_ticks = ms_to_ticks(p, 5);
   p->gpu_last = SPY_GPU_NONE;
   p->n_counters = SPY_COUNTER_BUILTIN + d.n_counters;
   for (uint32_t c = 0; c < p->n_counters; c++) {
@@ -218,7 +219,8 @@ void spy__frame_begin(spy_provider *p) {
     p->next_flush = p->t_begin + p->flush_ticks;
   }
   p->in_frame = 1;
-  memset(p->hot.counters, 0, p->n_counters * sizeof p->hot.counters[0]);
+  for (uint32_t c = 0; c < p->n_counters; c++)
+    p->hot.counters[c] = 0; /* short: cheaper than a memset call */
 }
 
 static uint16_t ms_x100(double ms) {
@@ -263,13 +265,20 @@ void spy__frame_end(spy_provider *p) {
     if (now >= p->next_flush)
       spy__flush(p, now);
   }
-  /* Inline transport: the frame thread also answers the channels, every
-   * 16th frame at most (and at flush ticks). */
-  if ((atomic_load_explicit(&p->hot.active, memory_order_relaxed) &
-       ACTIVE_INLINE) &&
-      --p->service_countdown <= 0) {
-    p->service_countdown = 16;
-    spy__service(p, 0);
+  /* Inline transport: the frame thread also answers the channels: every
+   * service_ticks while watched (the clock was read anyway), else every
+   * 64th frame reads the clock to check. */
+  if (atomic_load_explicit(&p->hot.active, memory_order_relaxed) &
+      ACTIVE_INLINE) {
+    if (!f && --p->service_countdown > 0)
+      return;
+    p->service_countdown = 64;
+    if (!now)
+      now = spy__ticks();
+    if (now >= p->next_service) {
+      p->next_service = now + p->service_ticks;
+      spy__service(p, 0);
+    }
   }
 }
 
@@ -323,23 +332,6 @@ void spy__gpu_resolved(spy_provider *p, uint64_t gpu_frame, double ms) {
     p->gpu_last = v;
     p->gpu_any = 1;
   }
-}
-
-void spy__value_set(spy_provider *p, const char *name, const spy_value *v) {
-  if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
-        SPY_FEAT_REGISTRY))
-    return;
-  int i = spy__registry_lookup(&p->reg, name, 1,
-                               atomic_load_explicit(&p->reg_all_wanted,
-                                                    memory_order_relaxed));
-  if (i >= 0)
-    spy__registry_store(&p->reg, i, v);
-}
-
-void spy__value_set_at(spy_provider *p, int handle, const spy_value *v) {
-  if (atomic_load_explicit(&p->features, memory_order_relaxed) &
-      SPY_FEAT_REGISTRY)
-    spy__registry_store(&p->reg, handle, v);
 }
 
 void spy_value_set_str(spy_provider *p, const char *name, const char *s) {

@@ -21,7 +21,7 @@
 #include "spyglass/bus.h"
 #include "spyglass/provider.h"
 
-#define ACTIVE_WATCHED 1u /* some subscriber */
+#define ACTIVE_WATCHED SPY__WATCHED /* some subscriber */
 #define ACTIVE_INLINE 2u  /* inline transport: the frame thread services */
 
 #define MAX_SUBSCRIBERS 16
@@ -122,6 +122,7 @@ struct spy_provider {
   double ns_per_tick;
   uint64_t t_begin, t_prev_end, next_flush, flush_ticks;
   uint64_t next_checkpoint, checkpoint_ticks;
+  uint64_t next_service, service_ticks; /* inline transport only */
   int have_prev, in_frame, skip_reason, service_countdown;
   uint64_t frame_no;
   int16_t last_fps;

@@ -45,6 +45,15 @@ void spy__registry_free(registry *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* strcmp for short names, inline: the call costs more than the compare. */
+static inline int same_name(const char *a, const char *b) {
+  while (*a && *a == *b) {
+    a++;
+    b++;
+  }
+  return *a == *b;
+}
+
 static uint32_t hash_name(const char *s, size_t n) {
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < n; i++)
@@ -58,8 +67,7 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
     return SPY_EINVAL;
   uint32_t ci = (uint32_t)(((uintptr_t)name >> 3) & (NAME_CACHE - 1));
   int32_t hit = r->cache[ci].idx;
-  if (r->cache[ci].ptr == name && hit >= 0 &&
-      strcmp(r->e[hit].name, name) == 0)
+  if (r->cache[ci].ptr == name && hit >= 0 && same_name(r->e[hit].name, name))
     return hit;
   size_t n = strlen(name);
   if (n == 0 || n > SPY_KEY_MAX)
@@ -96,22 +104,43 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
   }
 }
 
-void spy__registry_store(registry *r, int i, const spy_value *v) {
+/* Sizes of fixed kinds (wire.h), inline for the store's fast path. */
+static const int8_t kind_size[] = {0, 8, 8, 8, 16, 24, 32, 8, 1, -1, -1};
+
+static inline void store(registry *r, int i, const spy_value *v) {
   if (i < 0 || (uint32_t)i >= atomic_load_explicit(&r->count,
-                                                    memory_order_relaxed))
+                                                    memory_order_relaxed) ||
+      v->kind >= sizeof kind_size)
     return;
   reg_entry *e = &r->e[i];
-  int size = spy_value_kind_size(v->kind);
+  int size = kind_size[v->kind];
   if (size <= 0 && v->kind != SPY_VAL_STRING && v->kind != SPY_VAL_BLOB)
     return; /* unknown kind or NONE */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  if (v->kind == e->kind && size > 0 && v->kind != SPY_VAL_BOOL) {
-    /* Same fixed kind: compare and rewrite the value bytes in place. */
+  if (v->kind == e->kind && size > 0) {
+    /* Same fixed kind: compare and rewrite the value bytes in place, with
+     * fixed-size word moves (a memcmp call costs more than the rest). */
     uint8_t *dst = e->enc + 8 + e->name_len;
-    if (memcmp(dst, &v->v, (size_t)size) != 0) {
-      memcpy(dst, &v->v, (size_t)size);
-      e->version++;
+    if (size == 1) {
+      uint8_t b = v->v.b ? 1 : 0;
+      if (*dst != b) {
+        *dst = b;
+        e->version++;
+      }
+      return;
     }
+    int changed = 0;
+    const uint8_t *src = (const uint8_t *)&v->v;
+    for (int k = 0; k < size; k += 8) {
+      uint64_t a, b;
+      memcpy(&a, src + k, 8);
+      memcpy(&b, dst + k, 8);
+      if (a != b) {
+        memcpy(dst + k, &a, 8);
+        changed = 1;
+      }
+    }
+    e->version += (uint32_t)changed;
     return;
   }
 #endif
@@ -144,6 +173,29 @@ void spy__registry_store(registry *r, int i, const spy_value *v) {
   e->kind = v->kind;
   e->version++;
 }
+
+void spy__registry_store(registry *r, int i, const spy_value *v) {
+  store(r, i, v);
+}
+
+/* The hot-path setters (provider.h), here so the store inlines. */
+void spy__value_set(spy_provider *p, const char *name, const spy_value *v) {
+  if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
+        SPY_FEAT_REGISTRY))
+    return;
+  int i = spy__registry_lookup(&p->reg, name, 1,
+                               atomic_load_explicit(&p->reg_all_wanted,
+                                                    memory_order_relaxed));
+  if (i >= 0)
+    store(&p->reg, i, v);
+}
+
+void spy__value_set_at(spy_provider *p, int handle, const spy_value *v) {
+  if (atomic_load_explicit(&p->features, memory_order_relaxed) &
+      SPY_FEAT_REGISTRY)
+    store(&p->reg, handle, v);
+}
+
 
 void spy__registry_encode(registry *r, spy_frame_writer *w, int full) {
   size_t mark = w->len;

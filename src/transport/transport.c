@@ -12,9 +12,19 @@
 #include <string.h>
 
 #include "platform/platform.h"
+#include "spyglass/media.h"
 #include "spyglass/transport.h"
 #include "spyglass/wire.h"
 #include "transport/mpmc.h"
+
+#define BUF_CONVERT 1 /* spy_buffer.reserved: holds pixels to convert */
+
+/* A convert request waiting in the post queue with its pixels buffer. */
+typedef struct convert_job {
+  spy_convert_request req;
+  char name[SPY_KEY_MAX + 1];
+  uint64_t captured_ms;
+} convert_job;
 
 typedef struct transport_impl {
   spy_transport pub; /* first: the public head */
@@ -27,6 +37,7 @@ typedef struct transport_impl {
   uint32_t bytes[SPY_TIER_COUNT];
   _Atomic int large_state; /* 0 none, 1 allocating, 2 ready, -1 failed */
   spy__mpmc post_q;
+  convert_job jobs[SPY_TIER_COUNT][SPY_POOL_SMALL_COUNT]; /* by buffer */
   uint32_t seq; /* stamped by the posting thread */
   _Atomic uint64_t acquire_failed, posted, bytes_posted, post_failed;
   /* offload */
@@ -84,6 +95,7 @@ static spy_buffer *t_acquire(spy_transport *pub, spy_tier tier) {
   }
   b->len = 0;
   b->encode_ns = 0;
+  b->reserved = 0;
   return b;
 }
 
@@ -106,6 +118,98 @@ static int post_now(transport_impl *t, spy_buffer *b) {
   }
   t_release(&t->pub, b);
   return rc;
+}
+
+/* Converts the pixels in px to RGBA8 (thumbnail, or full size for a
+ * stream without a codec), posts them as buffer:raw, and returns px to
+ * the pool. On the posting thread. */
+static int convert_now(transport_impl *t, spy_buffer *px, const convert_job *j) {
+  const spy_convert_request *r = &j->req;
+  uint32_t ow, oh;
+  if (r->mode == SPY_BUFFER_STREAM)
+    ow = r->width, oh = r->height; /* no codec in this build: raw frames */
+  else
+    spy_thumbnail_size(r->width, r->height, r->long_edge, &ow, &oh);
+  size_t need = (size_t)ow * oh * 4 + 128 + SPY_KEY_MAX;
+  spy_tier tier = need <= SPY_POOL_MEDIUM_BYTES ? SPY_TIER_MEDIUM
+                                                : SPY_TIER_LARGE;
+  if (need > SPY_POOL_LARGE_BYTES) /* too big for a raw frame: a thumbnail */
+    spy_thumbnail_size(r->width, r->height, 1024, &ow, &oh);
+  spy_buffer *out = t_acquire(&t->pub, tier);
+  if (!out) {
+    t_release(&t->pub, px);
+    return SPY_EPOOLEMPTY;
+  }
+  spy_frame_writer w;
+  spy_frame_start(&w, out->data, out->cap, SPY_MSG_BUFFER_RAW, j->captured_ms,
+                  0, 0);
+  spy_pixels meta = {.frame = r->frame, .captured_ms = j->captured_ms,
+                     .width = ow, .height = oh, .pixel_type = r->pixel_type,
+                     .display = 1, .key_frame = 1, .codec = SPY_CODEC_RGBA8,
+                     .name = j->name, .data_len = ow * oh * 4};
+  uint8_t *d = spy_put_pixels_reserve(&w, &meta);
+  int rc = d ? spy_image_to_rgba8(d, ow, oh, px->data, r->width, r->height,
+                                  (size_t)r->width *
+                                      spy_pixel_bytes(r->pixel_type),
+                                  r->pixel_type)
+             : w.err;
+  t_release(&t->pub, px);
+  int len = rc == 0 ? spy_frame_finish(&w) : rc;
+  if (len < 0) {
+    atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
+    t_release(&t->pub, out);
+    return len;
+  }
+  out->len = (uint32_t)len;
+  return post_now(t, out);
+}
+
+/* Checks a convert request against its pixels; fills the job. */
+static int prepare_convert(transport_impl *t, const spy_convert_request *req,
+                           spy_buffer *px, convert_job **job) {
+  uint32_t bpp = req ? spy_pixel_bytes(req->pixel_type) : 0;
+  size_t nlen = req && req->name ? strlen(req->name) : 0;
+  if (!px || !bpp || nlen == 0 || nlen > SPY_KEY_MAX || !req->width ||
+      !req->height || req->width > SPY_IMAGE_MAX_EDGE ||
+      req->height > SPY_IMAGE_MAX_EDGE ||
+      (uint64_t)req->width * req->height * bpp > px->cap ||
+      px->index >= SPY_POOL_SMALL_COUNT) {
+    if (px)
+      t_release(&t->pub, px);
+    atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
+    return SPY_EINVAL;
+  }
+  convert_job *j = &t->jobs[px->tier][px->index];
+  j->req = *req;
+  memcpy(j->name, req->name, nlen + 1);
+  j->req.name = j->name;
+  j->captured_ms = spy__wall_ms();
+  *job = j;
+  return 0;
+}
+
+static int inline_convert(spy_transport *pub, const spy_convert_request *req,
+                          spy_buffer *px) {
+  transport_impl *t = (transport_impl *)pub;
+  convert_job *j;
+  int rc = prepare_convert(t, req, px, &j);
+  return rc ? rc : convert_now(t, px, j);
+}
+
+static int offload_convert(spy_transport *pub, const spy_convert_request *req,
+                           spy_buffer *px) {
+  transport_impl *t = (transport_impl *)pub;
+  convert_job *j;
+  int rc = prepare_convert(t, req, px, &j);
+  if (rc)
+    return rc;
+  px->reserved = BUF_CONVERT; /* the worker converts it */
+  if (!spy__mpmc_push(&t->post_q, px)) {
+    atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
+    t_release(pub, px);
+    return SPY_ENOBUFS;
+  }
+  return 0;
 }
 
 static int check_post(transport_impl *t, spy_buffer *b, size_t len) {
@@ -141,7 +245,7 @@ static int offload_post(spy_transport *pub, spy_buffer *b, size_t len) {
 
 static int t_codec(spy_transport *pub) {
   (void)pub;
-  return 0; /* raw RGBA8 only in this build */
+  return 0; /* no VP9 encoder in this build: buffer:raw RGBA8 only */
 }
 
 static void t_stats(spy_transport *pub, spy_pool_stats *out) {
@@ -163,8 +267,12 @@ static void t_stats(spy_transport *pub, spy_pool_stats *out) {
 
 static void drain(transport_impl *t) {
   spy_buffer *b;
-  while ((b = spy__mpmc_pop(&t->post_q)))
-    post_now(t, b);
+  while ((b = spy__mpmc_pop(&t->post_q))) {
+    if (b->reserved == BUF_CONVERT)
+      convert_now(t, b, &t->jobs[b->tier][b->index]);
+    else
+      post_now(t, b);
+  }
 }
 
 static void *worker_main(void *arg) {
@@ -203,7 +311,7 @@ static const spy_transport_ops offload_ops = {
     .name = "offload",
     .acquire = t_acquire,
     .post = offload_post,
-    .convert = NULL,
+    .convert = offload_convert,
     .codec_supported = t_codec,
     .release_unused = t_release,
     .pool_stats = t_stats,
@@ -214,7 +322,7 @@ static const spy_transport_ops inline_ops = {
     .name = "inline",
     .acquire = t_acquire,
     .post = inline_post,
-    .convert = NULL,
+    .convert = inline_convert,
     .codec_supported = t_codec,
     .release_unused = t_release,
     .pool_stats = t_stats,

@@ -198,12 +198,30 @@ int spy_subscription_next_buffer(const spy_subscription *s,
 #define PIXELS_FIXED 36u
 #define PAD4(n) (((n) + 3u) & ~(size_t)3u)
 
+static void *pixels_header(spy_frame_writer *w, const spy_pixels *px);
+
 void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px) {
-  uint32_t nlen =
-      px->name ? (px->name_len ? px->name_len : (uint32_t)strlen(px->name)) : 0;
-  if ((px->data_len && !px->data) || nlen == 0 || nlen > SPY_KEY_MAX) {
+  if (px->data_len && !px->data) {
     set_err(w, SPY_EINVAL);
     return;
+  }
+  void *d = pixels_header(w, px);
+  if (d && px->data_len)
+    memcpy(d, px->data, px->data_len);
+  spy_frame_section_end(w);
+}
+
+void *spy_put_pixels_reserve(spy_frame_writer *w, const spy_pixels *px) {
+  return pixels_header(w, px);
+}
+
+/* Writes the section's fixed part and name and reserves the data. */
+static void *pixels_header(spy_frame_writer *w, const spy_pixels *px) {
+  uint32_t nlen =
+      px->name ? (px->name_len ? px->name_len : (uint32_t)strlen(px->name)) : 0;
+  if (nlen == 0 || nlen > SPY_KEY_MAX) {
+    set_err(w, SPY_EINVAL);
+    return NULL;
   }
   spy_frame_section_begin(w, SPY_SEC_PIXELS);
   spy_frame_put_u64(w, px->frame);
@@ -219,8 +237,7 @@ void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px) {
   spy_frame_put(w, px->name, nlen);
   static const uint8_t zeros[4];
   spy_frame_put(w, zeros, PAD4(nlen) - nlen);
-  spy_frame_put(w, px->data, px->data_len);
-  spy_frame_section_end(w);
+  return spy_frame_reserve(w, px->data_len);
 }
 
 int spy_get_pixels(const spy_section *s, spy_pixels *out) {

@@ -11,6 +11,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 int cmd_decode(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 

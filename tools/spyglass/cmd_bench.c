@@ -13,6 +13,8 @@ static const struct {
 } benches[] = {
     {"wire", bench_wire, "frame encode/decode of a stats flush vs memcpy"},
     {"bus", bench_bus, "channel post cost, throughput, latency vs baselines"},
+    {"provider", bench_provider,
+     "cost of one instrumented frame vs two clock reads"},
     {"clock", bench_clock, "clock sync error and RTT, threads and processes"},
     {"msgprof", bench_msgprof, "message profiler: wrapped vs unwrapped post"},
 };

@@ -12,10 +12,11 @@ static const struct {
   int (*run)(int argc, char **argv);
   const char *summary;
 } commands[] = {
+    {"demo", cmd_demo, "run the demo scene, inspected live"},
     {"decode", cmd_decode, "print a stream of wire frames as JSON lines"},
     {"ls", cmd_ls, "list the live providers on this host"},
     {"top", cmd_top, "the stats overlay of a provider, full screen"},
-    {"bench", cmd_bench, "run a benchmark (wire)"},
+    {"bench", cmd_bench, "run a benchmark (wire, bus, provider, clock, msgprof)"},
 };
 
 int cli_is_help(const char *arg) {

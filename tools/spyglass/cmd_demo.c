@@ -1,0 +1,259 @@
+/* cmd_demo.c — `spyglass demo`: a real program to inspect. Its frame loop
+ * updates the scene on the CPU, submits it to the device thread, reports
+ * the GPU times as they resolve, and instruments all of it with a provider.
+ * Without --headless it also watches itself through an in-process
+ * consumer, the way an in-game panel would: the overlay in a terminal, one
+ * summary line per second otherwise. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "demo_scene.h"
+#include "spyglass/consumer.h"
+#include "spyglass/provider.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+typedef struct demo_opts {
+  double seconds; /* 0 = until stopped */
+  const char *name;
+  double fps_cap; /* 0 = none */
+  int load;
+  int headless;
+  uint32_t width, height;
+  const char *dir;
+} demo_opts;
+
+static void help(FILE *f) {
+  fprintf(f,
+          "usage: spyglass demo [--seconds N] [--name NAME] [--fps-cap N]\n"
+          "                     [--load K] [--size WxH] [--headless] [--dir D]\n"
+          "       spyglass demo build SRC_DIR …   (a traced build; see its "
+          "--help)\n\n"
+          "Runs an animated scene (spheres ray-marched by a device thread,\n"
+          "particles updated on the CPU) instrumented with a spyglass\n"
+          "provider: FPS, CPU and GPU time, counters, camera and scene time,\n"
+          "the environment. --load K multiplies the work.\n\n"
+          "  --headless  only provide: watch it with `spyglass top`\n"
+          "  otherwise   watch it in-process: the overlay on a terminal, one\n"
+          "              summary line per second when not on a terminal\n"
+          "  --seconds N stop after N seconds (default: until q or Ctrl-C;\n"
+          "              10 when not on a terminal and not headless)\n\n"
+          "exit codes: 0 ran, 1 could not start, 2 bad usage\n");
+}
+
+static int parse(int argc, char **argv, demo_opts *o) {
+  *o = (demo_opts){.name = "spyglass-demo", .load = 1, .width = 160,
+                   .height = 90, .seconds = -1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *end = NULL;
+    if (cli_is_help(a)) {
+      help(stdout);
+      return 1;
+    } else if (!strcmp(a, "--headless")) {
+      o->headless = 1;
+      continue;
+    } else if (!v) {
+      fprintf(stderr, "spyglass demo: unknown option or missing value: %s\n",
+              a);
+      return 2;
+    } else if (!strcmp(a, "--seconds")) {
+      o->seconds = strtod(v, &end), i++;
+    } else if (!strcmp(a, "--name")) {
+      o->name = v, i++;
+      end = (char *)"";
+    } else if (!strcmp(a, "--fps-cap")) {
+      o->fps_cap = strtod(v, &end), i++;
+    } else if (!strcmp(a, "--load")) {
+      o->load = (int)strtol(v, &end, 10), i++;
+    } else if (!strcmp(a, "--dir")) {
+      o->dir = v, i++;
+      end = (char *)"";
+    } else if (!strcmp(a, "--size")) {
+      unsigned w, h;
+      if (sscanf(v, "%ux%u", &w, &h) == 2 && w >= 8 && h >= 8 && w <= 4096 &&
+          h <= 4096) {
+        o->width = w;
+        o->height = h;
+        end = (char *)"";
+      }
+      i++;
+    } else {
+      fprintf(stderr, "spyglass demo: unknown option %s\n", a);
+      return 2;
+    }
+    if (!end || *end) {
+      fprintf(stderr, "spyglass demo: bad value for %s: %s\n", a, v);
+      return 2;
+    }
+  }
+  if (o->load < 1 || o->load > 64 || o->fps_cap < 0) {
+    fprintf(stderr, "spyglass demo: --load must be 1..64, --fps-cap >= 0\n");
+    return 2;
+  }
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- the in-process watcher -------------------------------------------- */
+
+typedef struct watcher {
+  pthread_t t;
+  char want[17];
+  const char *dir;
+  _Atomic int stop;
+} watcher;
+
+static void summary_line(const spy_state *s) {
+  int c_draws = spy_state_counter(s, "draws");
+  int c_parts = spy_state_counter(s, "particles");
+  float gpu = spy_state_last(s, SPY_FIELD_GPU_MS);
+  char gbuf[32];
+  if (isnan(gpu))
+    snprintf(gbuf, sizeof gbuf, "n/a");
+  else
+    snprintf(gbuf, sizeof gbuf, "%.2f ms", (double)gpu);
+  printf("fps %6.1f  cpu %6.2f ms  gpu %9s  draws %3.0f  particles %6.0f"
+         "  samples %llu  frames %llu lost %llu\n",
+         (double)s->batch_mean[0], (double)s->batch_mean[1], gbuf,
+         c_draws >= 0 ? (double)spy_state_last(s, SPY_FIELD_COUNTER0 +
+                                                       (uint32_t)c_draws)
+                      : NAN,
+         c_parts >= 0 ? (double)spy_state_last(s, SPY_FIELD_COUNTER0 +
+                                                       (uint32_t)c_parts)
+                      : NAN,
+         (unsigned long long)s->samples,
+         (unsigned long long)s->frames_received,
+         (unsigned long long)s->frames_lost);
+  fflush(stdout);
+}
+
+static void *watch_main(void *arg) {
+  watcher *w = arg;
+  spy_consumer *c;
+  spy_consumer_desc d = {.want = w->want, .dir = w->dir};
+  if (spy_consumer_create(&c, &d) < 0)
+    return NULL;
+  double next = now_s() + 1.0;
+  while (!atomic_load(&w->stop)) {
+    spy_consumer_poll(c, 100);
+    if (now_s() >= next) {
+      next += 1.0;
+      const spy_state *s = spy_consumer_state(c);
+      if (s->conn == SPY_CONN_CONNECTED && s->samples)
+        summary_line(s);
+      else
+        printf("waiting for the demo's provider…\n");
+    }
+  }
+  spy_consumer_destroy(c);
+  return NULL;
+}
+
+/* ---- the frame loop ------------------------------------------------------ */
+
+int cmd_demo(int argc, char **argv) {
+  demo_opts o;
+  int rc = parse(argc, argv, &o);
+  if (rc)
+    return rc == 1 ? EXIT_OK : EXIT_USAGE;
+  int tty = isatty(STDOUT_FILENO);
+  if (o.seconds < 0)
+    o.seconds = (!tty && !o.headless) ? 10 : 0;
+
+  spy_provider *p;
+  spy_provider_desc pd = {.name = o.name, .dir = o.dir};
+  rc = spy_provider_create(&p, &pd);
+  if (rc < 0) {
+    fprintf(stderr, "spyglass demo: cannot create the provider: %s\n",
+            spy_strerror(rc));
+    return EXIT_FAIL;
+  }
+  demo_scene *scene = demo_scene_create(o.width, o.height, o.load);
+  if (!scene) {
+    fprintf(stderr, "spyglass demo: out of memory\n");
+    spy_provider_destroy(p);
+    return EXIT_FAIL;
+  }
+  spy_env_set_adapter(p, "spyglass software device (SDF ray marcher thread)");
+  spy_env_set_resolution(p, o.width, o.height, 1.0);
+  spy_env_set_debug_mode(p, "");
+  char load[16];
+  snprintf(load, sizeof load, "%d", o.load);
+  spy_env_set(p, "load", load);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  fprintf(stderr, "spyglass demo: provider %016llx \"%s\" (pid %d)%s\n",
+          (unsigned long long)spy_provider_id(p), o.name, (int)getpid(),
+          o.headless ? ": watch it with `spyglass top`" : "");
+
+  watcher w = {.dir = o.dir};
+  int watching = !o.headless;
+  if (watching) {
+    snprintf(w.want, sizeof w.want, "%016llx",
+             (unsigned long long)spy_provider_id(p));
+    if (pthread_create(&w.t, NULL, watch_main, &w) != 0)
+      watching = 0;
+  }
+
+  double start = now_s(), prev = start;
+  while (!stop_requested && (o.seconds <= 0 || now_s() - start < o.seconds)) {
+    demo_scene_wait_ready(scene); /* not the frame's CPU time */
+    double t = now_s();
+    double dt = t - prev;
+    prev = t;
+    spy_frame_begin(p);
+    demo_gpu_result res[16];
+    int n = demo_scene_poll_gpu(scene, res, 16);
+    for (int i = 0; i < n; i++)
+      spy_gpu_resolved(p, res[i].gpu_frame, res[i].ms);
+    demo_stats st;
+    demo_scene_update(scene, dt > 0.1 ? 0.1 : dt, &st);
+    spy_counter_set(p, SPY_COUNTER_DRAWS, st.draws);
+    spy_counter_set(p, SPY_COUNTER_PASSES, st.passes);
+    spy_counter_set(p, SPY_COUNTER_MIPS, st.mips);
+    spy_counter_set(p, SPY_COUNTER_OBJECTS, st.objects);
+    spy_counter_set(p, SPY_COUNTER_FAST, st.fast);
+    spy_counter_set(p, SPY_COUNTER_EFFECT, st.effect);
+    spy_counter_set(p, SPY_COUNTER_PARTICLES, st.particles);
+    spy_counter_set(p, SPY_COUNTER_DIRTY, st.dirty);
+    spy_value_set_vec(p, "camera.position", st.camera, 3);
+    spy_value_set_f64(p, "scene.time", st.time);
+    spy_value_set_i64(p, "scene.load", o.load);
+    spy_value_set_bool(p, "fps.capped", o.fps_cap > 0);
+    uint64_t id = demo_scene_submit(scene);
+    spy_gpu_issued(p, id);
+    spy_frame_end(p);
+    if (o.fps_cap > 0) {
+      double next = t + 1.0 / o.fps_cap, left = next - now_s();
+      if (left > 0)
+        usleep((useconds_t)(left * 1e6));
+    }
+  }
+  if (watching) {
+    atomic_store(&w.stop, 1);
+    pthread_join(w.t, NULL);
+  }
+  demo_scene_destroy(scene);
+  spy_provider_destroy(p);
+  return EXIT_OK;
+}
