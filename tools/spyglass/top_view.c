@@ -154,6 +154,8 @@ static int eighths(float ms, float top, int r) {
   if (isnan(ms) || ms <= 0)
     return 0;
   int h = (int)lroundf(ms / top * (float)(CHART_ROWS * 8));
+  if (h < 1)
+    h = 1; /* a frame however short is a visible sliver, not nothing */
   int e = h - r * 8;
   return e < 0 ? 0 : e > 8 ? 8 : e;
 }
