@@ -1,6 +1,7 @@
 /* test_top_cli.c — `spyglass ls` and `spyglass top` as a user runs them:
- * real provider processes (forked here, with GPU timings so GPU time is
- * attributed), the real tool, JSON read back; the full-screen overlay in a
+ * against `spyglass demo --headless` and against provider processes forked
+ * here with known timings (GPU time reported late, so it is attributed),
+ * the real tool, JSON read back; the full-screen overlay in a
  * real terminal (tmux, 120x40), its screen read back with its colours;
  * the reconnect path with a provider killed and restarted; error paths
  * and exit codes. Each case has its own runtime directory and tmux
@@ -59,6 +60,21 @@ static void cleanup(void);
 static pid_t fork_child(void) {
   pid_t pid = tu_fork();
   spy_test_after_each_ = cleanup;
+  return pid;
+}
+
+/* `spyglass demo --headless --name NAME`: the real program to inspect,
+ * its GPU times coming late from its device thread. */
+static pid_t spawn_demo(const char *name) {
+  pid_t pid = fork_child();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stdout) ||
+        !freopen("/dev/null", "w", stderr))
+      _exit(126);
+    execl(SPY_TOOL_PATH, "spyglass", "demo", "--headless", "--name", name,
+          "--dir", dir, (char *)NULL);
+    _exit(127);
+  }
   return pid;
 }
 
@@ -128,7 +144,18 @@ static void tmux(const char *args) {
   }
 }
 
-static void tmux_stop(void) { tmux("kill-server"); }
+/* Stops this case's tmux server and removes its socket (which a killed
+ * server leaves behind). */
+static void tmux_stop(void) {
+  if (!sock[0])
+    return;
+  tmux("kill-server");
+  const char *tmp = getenv("TMUX_TMPDIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/tmux-%d/%s", tmp && *tmp ? tmp : "/tmp",
+           (int)getuid(), sock);
+  unlink(path);
+}
 
 /* Starts `spyglass top TOP_ARGS` full screen in a 120x40 tmux pane. */
 static void tmux_top(const char *top_args) {
@@ -279,9 +306,9 @@ enum { GREEN = 32, YELLOW = 33, RED = 31 };
 
 /* ---- ls ----------------------------------------------------------------- */
 
-TEST(ls_json_lists_a_provider_of_another_process) {
+TEST(ls_json_lists_a_headless_demo_in_another_process) {
   fresh_dir();
-  pid_t pid = spawn_provider("ls-target", 2000, 5.0);
+  pid_t pid = spawn_demo("ls-target");
   char want[64];
   snprintf(want, sizeof want, "\"pid\":%d", (int)pid);
   double end = tu_now_s() + 10;
@@ -312,17 +339,35 @@ TEST(ls_with_no_provider_prints_an_empty_list_and_exits_0) {
 
 /* ---- top --once --json -------------------------------------------------- */
 
-TEST(top_once_json_has_fps_counters_and_attributed_gpu_time) {
+TEST(top_once_json_of_a_headless_demo_has_fps_counters_and_gpu_time) {
   fresh_dir();
-  pid_t pid = spawn_provider("once-target", 2000, 12.5);
-  CHECK_EQ(runf("top once-target --once --json --wait 8000"), 0);
+  pid_t pid = spawn_demo("once-demo");
+  CHECK_EQ(runf("top once-demo --once --json --wait 8000"), 0);
   CHECK(strstr(out, "\"conn\":\"connected\""));
-  CHECK(strstr(out, "\"name\":\"once-target\""));
+  CHECK(strstr(out, "\"name\":\"once-demo\""));
   char want[64];
   snprintf(want, sizeof want, "\"pid\":%d", (int)pid);
   CHECK(strstr(out, want));
   CHECK(json_number(out, "fps") > 0);
   CHECK(json_number(out, "cpu_ms") >= 0);
+  /* The device thread's times, resolved late, were attributed. */
+  CHECK(json_number(out, "gpu_ms") > 0);
+  CHECK(strstr(out, "\"counters\":{\"draws\":"));
+  CHECK(json_number(out, "draws") > 0);
+  CHECK(json_number(out, "particles") > 0);
+  CHECK(strstr(out, "\"adapter\":\"spyglass software device"));
+  CHECK(json_number(out, "width") > 0);
+  CHECK(json_number(out, "scene.time") > 0);
+  CHECK(strstr(out, "\"camera.position\":["));
+  CHECK(strstr(out, "\"cpu_history\":[")); /* the sparkline's samples */
+  CHECK(json_number(out, "subscribers") >= 1);
+  CHECK(out[strlen(out) - 1] == '\n');
+}
+
+TEST(top_once_json_shows_exact_values_of_a_known_provider) {
+  fresh_dir();
+  spawn_provider("once-target", 2000, 12.5);
+  CHECK_EQ(runf("top once-target --once --json --wait 8000"), 0);
   CHECK(fabs(json_number(out, "gpu_ms") - 12.5) < 0.02); /* attributed */
   CHECK(json_number(out, "draws") == 3);
   CHECK(json_number(out, "passes") == 1);
@@ -330,11 +375,9 @@ TEST(top_once_json_has_fps_counters_and_attributed_gpu_time) {
   CHECK(json_number(out, "enemies") == 7);
   CHECK(strstr(out, "\"adapter\":\"test adapter (software)\""));
   CHECK(json_number(out, "width") == 640);
+  CHECK(json_number(out, "pixel_ratio") == 2);
   CHECK(strstr(out, "\"scene.name\":\"test scene\""));
-  CHECK(json_number(out, "scene.time") > 0);
-  CHECK(strstr(out, "\"cpu_history\":[")); /* the sparkline's samples */
-  CHECK(json_number(out, "subscribers") >= 1);
-  CHECK(out[strlen(out) - 1] == '\n');
+  CHECK(strstr(out, "\"paused\":false"));
 }
 
 TEST(top_once_json_without_gpu_timings_says_null_not_zero) {
@@ -505,9 +548,10 @@ static void cleanup(void) {
 
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
-      TEST_CASE(ls_json_lists_a_provider_of_another_process),
+      TEST_CASE(ls_json_lists_a_headless_demo_in_another_process),
       TEST_CASE(ls_with_no_provider_prints_an_empty_list_and_exits_0),
-      TEST_CASE(top_once_json_has_fps_counters_and_attributed_gpu_time),
+      TEST_CASE(top_once_json_of_a_headless_demo_has_fps_counters_and_gpu_time),
+      TEST_CASE(top_once_json_shows_exact_values_of_a_known_provider),
       TEST_CASE(top_once_json_without_gpu_timings_says_null_not_zero),
       TEST_CASE(top_unknown_name_is_an_error_with_exit_2),
       TEST_CASE(bad_options_exit_2_and_help_exits_0),
