@@ -47,7 +47,8 @@ static void help(FILE *f) {
       "                 program name\n"
       "  --interval MS  refresh period (default 100 on a terminal, else\n"
       "                 1000)\n"
-      "  --once         print one snapshot after the first data, then exit\n"
+      "  --once         print one snapshot after the first data (and one\n"
+      "                 interval more, default 200 ms), then exit\n"
       "  --json         snapshots as JSON objects (one per line)\n"
       "  --wait MS      how long ID/NAME may take to answer before it is\n"
       "                 unknown, and how long --once waits for data\n"
@@ -134,8 +135,8 @@ static int session_check(session *s) {
              s->last_name, s->last_pid);
   else if (s->had_provider)
     snprintf(s->status, sizeof s->status,
-             "provider %.63s (pid %u) is gone (exited, killed or silent); waiting for "
-             "%s to come back",
+             "provider %.63s (pid %u) is gone (exited, killed or silent); "
+             "waiting for %s to come back",
              s->last_name, s->last_pid, s->want[0] ? "it" : "a provider");
   else if (s->want[0])
     snprintf(s->status, sizeof s->status, "waiting for provider %.200s...",
@@ -145,7 +146,7 @@ static int session_check(session *s) {
   return 0;
 }
 
-/* Polls for `ms`, in slices of at most `slice` ms (keys between slices). */
+/* Runs the consumer for `ms` (its poll is the sleep). */
 static void poll_for(session *s, int ms) {
   uint64_t end = tool_mono_ms() + (uint64_t)ms;
   for (uint64_t now = tool_mono_ms(); now < end && !stop;
@@ -192,7 +193,10 @@ static int run_once(session *s, const top_opts *o) {
     return EXIT_FAIL;
   }
   poll_for(s, o->interval); /* one refresh period more: a few batches */
-  session_check(s);
+  if (session_check(s) < 0) {
+    fprintf(stderr, "spyglass top: cannot start a consumer\n");
+    return EXIT_FAIL;
+  }
   print_snapshot(s, o->json);
   return EXIT_OK;
 }
@@ -311,7 +315,7 @@ static int run_screen(session *s, const top_opts *o, SCREEN *scr) {
          now = tool_mono_ms()) {
       uint64_t slice = end - now > 100 ? 100 : end - now;
       spy_consumer_poll(s->c, (int)slice);
-      for (int ch; (ch = getch()) != ERR;) {
+      for (int ch; !quit && (ch = getch()) != ERR;) {
         quit |= on_key(ch, &v, s, &picking);
         redraw = 1; /* a key (or a resize) shows at once */
       }
