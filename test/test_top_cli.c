@@ -28,6 +28,8 @@ static void fresh_dir(void) {
 /* A provider process named `name`: frames of cpu_us of work, GPU time
  * gpu_ms resolved one frame late (as timestamp queries arrive), counters,
  * named values and environment; until killed. */
+static int extra_values; /* "item.NN" values a provider also sets */
+
 static void provider_main(const char *name, int cpu_us, double gpu_ms) {
   static const char *const app[] = {"enemies"};
   spy_provider_desc d = {.name = name, .dir = dir, .flush_ms = 50,
@@ -48,6 +50,11 @@ static void provider_main(const char *name, int cpu_us, double gpu_ms) {
       spy_gpu_resolved(p, f - 1, gpu_ms);
     spy_value_set_f64(p, "scene.time", (double)f / 60.0);
     spy_value_set_str(p, "scene.name", "test scene");
+    for (int i = 0; i < extra_values; i++) {
+      char key[32];
+      snprintf(key, sizeof key, "item.%02d", i);
+      spy_value_set_i64(p, key, i);
+    }
     usleep((useconds_t)cpu_us);
     spy_frame_end(p);
     usleep(1000);
@@ -525,6 +532,32 @@ TEST(top_waits_for_a_provider_and_reconnects_after_it_is_killed) {
   tmux_stop();
 }
 
+TEST(top_keys_pick_another_provider_and_scroll_the_values) {
+  fresh_dir();
+  spawn_provider("first", 2000, 5.0);
+  tmux_top("first");
+  CHECK(SHOWS(10, "first", "live", "VALUES 2"));
+  extra_values = 60; /* more than the 40-row screen holds */
+  spawn_provider("second", 2000, 5.0); /* started later: listed below */
+  extra_values = 0;
+  double end = tu_now_s() + 10;
+  while (!(runf("ls --json --wait 200") == 0 && strstr(out, "\"second\"")) &&
+         tu_now_s() < end)
+    ;
+  tmux("send-keys p");
+  CHECK(SHOWS(5, "pick a provider", "first", "second"));
+  /* The list is oldest first: "second" is below "first". */
+  tmux("send-keys Down Enter");
+  CHECK(SHOWS(10, "top  second", "live", "VALUES 62", "1-"));
+  CHECK(strstr(screen, "item.00"));
+  tmux("send-keys End");
+  CHECK(SHOWS(5, "item.59", "of 62"));
+  CHECK(!strstr(screen, "item.00"));
+  tmux("send-keys Home");
+  CHECK(SHOWS(5, "item.00"));
+  tmux_stop();
+}
+
 TEST(top_screen_survives_a_tiny_terminal_and_a_resize) {
   fresh_dir();
   spawn_provider("tiny", 2000, 5.0);
@@ -560,6 +593,7 @@ int main(int argc, char **argv) {
       TEST_CASE(top_screen_shows_numbers_sparkline_and_colours),
       TEST_CASE(top_screen_shows_slow_frames_in_red),
       TEST_CASE(top_waits_for_a_provider_and_reconnects_after_it_is_killed),
+      TEST_CASE(top_keys_pick_another_provider_and_scroll_the_values),
       TEST_CASE(top_screen_survives_a_tiny_terminal_and_a_resize),
   };
   spy_test_after_each_ = cleanup;
