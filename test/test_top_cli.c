@@ -97,13 +97,7 @@ static pid_t spawn_provider(const char *name, int cpu_us, double gpu_ms) {
 static int run(const char *args) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "%s %s 2>%s/err", SPY_TOOL_PATH, args, dir);
-  FILE *p = popen(cmd, "r");
-  if (!p)
-    return -1;
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return tu_run_capture(cmd, out, sizeof out);
 }
 
 /* run() with the arguments formatted and this case's --dir added. */
@@ -181,13 +175,7 @@ static void capture(int escapes) {
   char cmd[256];
   snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -p %s 2>/dev/null", sock,
            escapes ? "-e" : "");
-  screen[0] = 0;
-  FILE *p = popen(cmd, "r");
-  if (!p)
-    return;
-  size_t n = fread(screen, 1, sizeof screen - 1, p);
-  screen[n] = 0;
-  pclose(p);
+  tu_run_capture(cmd, screen, sizeof screen);
 }
 
 /* Captures until every string in `want` (NULL-terminated) is on the

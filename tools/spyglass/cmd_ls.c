@@ -65,22 +65,22 @@ int cmd_ls(int argc, char **argv) {
     json_arr_begin(&j);
     for (int i = 0; i < n; i++) {
       char id[17];
-      snprintf(id, sizeof id, "%016llx", (unsigned long long)ps[i].id);
+      snprintf(id, sizeof id, "%016llx", (unsigned long long)ps[i].info.id);
       json_obj_begin(&j);
       json_key(&j, "id");
       json_str(&j, id);
       json_key(&j, "name");
       json_str(&j, ps[i].name);
       json_key(&j, "kind");
-      json_str(&j, kind_name(ps[i].kind));
+      json_str(&j, kind_name(ps[i].info.kind));
       json_key(&j, "pid");
-      json_uint(&j, ps[i].pid);
+      json_uint(&j, ps[i].info.pid);
       json_key(&j, "start_ms");
-      json_uint(&j, ps[i].start_ms);
+      json_uint(&j, ps[i].info.start_ms);
       json_key(&j, "uptime_ms");
-      json_uint(&j, now > ps[i].start_ms ? now - ps[i].start_ms : 0);
+      json_uint(&j, now > ps[i].info.start_ms ? now - ps[i].info.start_ms : 0);
       json_key(&j, "subscribers");
-      json_uint(&j, ps[i].subscribers);
+      json_uint(&j, ps[i].info.subscribers);
       json_obj_end(&j);
     }
     json_arr_end(&j);
@@ -94,10 +94,10 @@ int cmd_ls(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
       char up[32];
       cli_format_age(up, sizeof up,
-                     now > ps[i].start_ms ? now - ps[i].start_ms : 0);
+                     now > ps[i].info.start_ms ? now - ps[i].info.start_ms : 0);
       printf("%016llx  %-20s  %-6s  %8u  %8s  %u\n",
-             (unsigned long long)ps[i].id, ps[i].name, kind_name(ps[i].kind),
-             ps[i].pid, up, ps[i].subscribers);
+             (unsigned long long)ps[i].info.id, ps[i].name, kind_name(ps[i].info.kind),
+             ps[i].info.pid, up, ps[i].info.subscribers);
     }
   }
   return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;

@@ -233,7 +233,7 @@ static void pick(top_view *v, session *s) {
   v->sel = 0;
   const spy_state *st = spy_consumer_state(s->c);
   for (int i = 0; i < v->n_list; i++)
-    if (v->list[i].id == st->provider.id)
+    if (v->list[i].info.id == st->provider.id)
       v->sel = i;
 }
 
@@ -249,7 +249,7 @@ static int on_key(int ch, top_view *v, session *s, int *picking) {
       if (v->n_list) {
         char id[17];
         snprintf(id, sizeof id, "%016llx",
-                 (unsigned long long)v->list[v->sel].id);
+                 (unsigned long long)v->list[v->sel].info.id);
         if (session_retarget(s, id) < 0)
           return 1;
         v->scroll = 0;

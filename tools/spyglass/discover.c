@@ -21,22 +21,22 @@ uint64_t tool_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 
 int found_matches(const found_provider *p, const char *want) {
   char id[17];
-  snprintf(id, sizeof id, "%016llx", (unsigned long long)p->id);
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)p->info.id);
   return strcmp(want, id) == 0 || strcmp(want, p->name) == 0;
 }
 
 static int by_start(const void *a, const void *b) {
   const found_provider *x = a, *y = b;
-  if (x->start_ms != y->start_ms)
-    return x->start_ms < y->start_ms ? -1 : 1;
-  return x->id < y->id ? -1 : x->id > y->id;
+  if (x->info.start_ms != y->info.start_ms)
+    return x->info.start_ms < y->info.start_ms ? -1 : 1;
+  return x->info.id < y->info.id ? -1 : x->info.id > y->info.id;
 }
 
 /* Adds or refreshes (a later announce has the newer subscriber count). */
 static int note(found_provider *out, int n, int max,
                 const spy_provider_info *info) {
   int i = 0;
-  while (i < n && out[i].id != info->id)
+  while (i < n && out[i].info.id != info->id)
     i++;
   if (i == n) {
     if (n == max)
@@ -44,20 +44,17 @@ static int note(found_provider *out, int n, int max,
     n++;
   }
   found_provider *p = &out[i];
-  p->id = info->id;
-  p->start_ms = info->start_ms;
-  p->pid = info->pid;
-  p->kind = info->kind;
-  p->subscribers = info->subscribers;
+  p->info = *info;
   uint32_t len = info->name_len > SPY_NAME_MAX ? SPY_NAME_MAX : info->name_len;
   memcpy(p->name, info->name, len);
   p->name[len] = 0;
+  p->info.name_len = len; /* info.name is set when the list is final */
   return n;
 }
 
 static int forget(found_provider *out, int n, uint64_t id) {
   for (int i = 0; i < n; i++)
-    if (out[i].id == id) {
+    if (out[i].info.id == id) {
       memmove(&out[i], &out[i + 1], (size_t)(n - i - 1) * sizeof *out);
       return n - 1;
     }
@@ -119,5 +116,7 @@ int discover(const char *dir, int wait_ms, const char *until,
   free(buf);
   spy_channel_close(ch);
   qsort(out, (size_t)n, sizeof *out, by_start);
+  for (int i = 0; i < n; i++)
+    out[i].info.name = out[i].name; /* entries moved: point at their own */
   return n;
 }

@@ -12,11 +12,7 @@
 #define DISCOVER_MAX 64
 
 typedef struct found_provider {
-  uint64_t id;
-  uint64_t start_ms; /* wall clock, ms since the epoch */
-  uint32_t pid;
-  uint8_t kind; /* spy_provider_kind */
-  uint16_t subscribers;
+  spy_provider_info info; /* info.name points to name below */
   char name[SPY_NAME_MAX + 1];
 } found_provider;
 

@@ -406,12 +406,12 @@ void top_view_draw_picker(const top_view *v) {
     char name[64], up[32];
     snprintf(name, sizeof name, "%.63s", p->name);
     overlay_sanitize(name, v->ascii);
-    cli_format_age(up, sizeof up, now > p->start_ms ? now - p->start_ms : 0);
+    cli_format_age(up, sizeof up, now > p->info.start_ms ? now - p->info.start_ms : 0);
     putf(2 + i, 2, i == v->sel ? A_REVERSE : A_NORMAL,
          "%c %016llx  %-24s  pid %-8u  %-6s  up %-8s  %u subscribers",
-         i == v->sel ? '>' : ' ', (unsigned long long)p->id, name, p->pid,
-         p->kind == SPY_PROVIDER_SYSTEM ? "system" : "user", up,
-         p->subscribers);
+         i == v->sel ? '>' : ' ', (unsigned long long)p->info.id, name, p->info.pid,
+         p->info.kind == SPY_PROVIDER_SYSTEM ? "system" : "user", up,
+         p->info.subscribers);
   }
   bar(LINES - 1,
       v->ascii ? " up/down choose   Enter connect   Esc back"
