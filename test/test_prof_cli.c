@@ -8,19 +8,14 @@
 #include "spyglass/clock.h"
 #include "spyglass/profiler.h"
 #include "testlib.h"
+#include "testutil.h"
 
 static char out[1 << 16];
 
 /* Runs a shell command, captures stdout into `out`, returns the exit
  * code (-1 if it did not exit). */
 static int run(const char *cmd) {
-  FILE *p = popen(cmd, "r");
-  if (!p)
-    return -1;
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return tu_run_capture(cmd, out, sizeof out);
 }
 
 /* Writes b[0..n) to a scratch file and runs `spyglass decode` on it;

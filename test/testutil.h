@@ -120,4 +120,18 @@ static inline int tu_wait(pid_t pid, double seconds) {
     ok_;                                                                       \
   })
 
+/* Runs a shell command and captures its standard output into buf (cut to
+ * cap - 1 bytes, NUL-terminated). Returns its exit code, or -1 if it did
+ * not exit normally. */
+static inline int tu_run_capture(const char *cmd, char *buf, size_t cap) {
+  buf[0] = 0;
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return -1;
+  size_t n = fread(buf, 1, cap - 1, p);
+  buf[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 #endif

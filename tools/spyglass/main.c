@@ -1,5 +1,7 @@
 /* main.c — the `spyglass` command: dispatches to one file per subcommand. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -12,6 +14,8 @@ static const struct {
 } commands[] = {
     {"demo", cmd_demo, "run the demo scene, inspected live"},
     {"decode", cmd_decode, "print a stream of wire frames as JSON lines"},
+    {"ls", cmd_ls, "list the live providers on this host"},
+    {"top", cmd_top, "the stats overlay of a provider, full screen"},
     {"bench", cmd_bench,
      "run a benchmark (wire, bus, provider, clock, msgprof, trace)"},
     {"trace", cmd_trace, "summarise a recorded trace (trace summary STORE)"},
@@ -19,6 +23,31 @@ static const struct {
 
 int cli_is_help(const char *arg) {
   return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+int cli_parse_ms(const char *cmd, const char *opt, const char *arg, int max,
+                 int *out) {
+  char *end;
+  long v = arg ? strtol(arg, &end, 10) : -1;
+  if (!arg || !*arg || *end || v < 0 || v > max) {
+    fprintf(stderr, "spyglass %s: %s wants a number of milliseconds 0..%d\n",
+            cmd, opt, max);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+void cli_format_age(char *buf, size_t cap, uint64_t ms) {
+  uint64_t s = ms / 1000;
+  if (s < 60)
+    snprintf(buf, cap, "%llus", (unsigned long long)s);
+  else if (s < 3600)
+    snprintf(buf, cap, "%llum%02llus", (unsigned long long)(s / 60),
+             (unsigned long long)(s % 60));
+  else
+    snprintf(buf, cap, "%lluh%02llum", (unsigned long long)(s / 3600),
+             (unsigned long long)(s / 60 % 60));
 }
 
 static void usage(FILE *f) {
