@@ -241,6 +241,16 @@ void spy__frame_end(spy_provider *p) {
   uint64_t now = 0;
   if (f) {
     now = spy__ticks();
+    uint32_t epoch =
+        atomic_load_explicit(&p->watch_epoch, memory_order_relaxed);
+    if (epoch != p->watch_seen) {
+      /* Watching (re)started after this frame began: its begin was not
+       * measured, and the previous frame is from another period. */
+      p->watch_seen = epoch;
+      p->in_frame = 0;
+      p->have_prev = 0;
+      p->next_flush = now + p->flush_ticks;
+    }
     if (p->in_frame && (f & SPY_FEAT_STATS)) {
       double npt = p->ns_per_tick;
       if (p->have_prev) {

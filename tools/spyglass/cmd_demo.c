@@ -171,6 +171,57 @@ static void *watch_main(void *arg) {
 
 /* ---- the frame loop ------------------------------------------------------ */
 
+typedef struct frame_loop_ctx {
+  spy_provider *p;
+  demo_scene *scene;
+  const demo_opts *o;
+} frame_loop_ctx;
+
+static void frame_loop(frame_loop_ctx *fl) {
+  spy_provider *p = fl->p;
+  demo_scene *scene = fl->scene;
+  const demo_opts o = *fl->o;
+  double start = now_s(), prev = start;
+  while (!stop_requested && (o.seconds <= 0 || now_s() - start < o.seconds)) {
+    demo_scene_wait_ready(scene); /* not the frame's CPU time */
+    double t = now_s();
+    double dt = t - prev;
+    prev = t;
+    spy_frame_begin(p);
+    demo_gpu_result res[16];
+    int n = demo_scene_poll_gpu(scene, res, 16);
+    for (int i = 0; i < n; i++)
+      spy_gpu_resolved(p, res[i].gpu_frame, res[i].ms);
+    demo_stats st;
+    demo_scene_update(scene, dt > 0.1 ? 0.1 : dt, &st);
+    spy_counter_set(p, SPY_COUNTER_DRAWS, st.draws);
+    spy_counter_set(p, SPY_COUNTER_PASSES, st.passes);
+    spy_counter_set(p, SPY_COUNTER_MIPS, st.mips);
+    spy_counter_set(p, SPY_COUNTER_OBJECTS, st.objects);
+    spy_counter_set(p, SPY_COUNTER_FAST, st.fast);
+    spy_counter_set(p, SPY_COUNTER_EFFECT, st.effect);
+    spy_counter_set(p, SPY_COUNTER_PARTICLES, st.particles);
+    spy_counter_set(p, SPY_COUNTER_DIRTY, st.dirty);
+    spy_value_set_vec(p, "camera.position", st.camera, 3);
+    spy_value_set_f64(p, "scene.time", st.time);
+    spy_value_set_i64(p, "scene.load", o.load);
+    spy_value_set_bool(p, "fps.capped", o.fps_cap > 0);
+    uint64_t id = demo_scene_submit(scene);
+    spy_gpu_issued(p, id);
+    spy_frame_end(p);
+    if (o.fps_cap > 0) {
+      double next = t + 1.0 / o.fps_cap, left = next - now_s();
+      if (left > 0)
+        usleep((useconds_t)(left * 1e6));
+    }
+  }
+}
+
+static void *frame_thread(void *arg) {
+  frame_loop((frame_loop_ctx *)arg);
+  return NULL;
+}
+
 int cmd_demo(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "build") == 0) /* demo_build.c */
     return cmd_demo_build(argc - 1, argv + 1);
@@ -209,53 +260,39 @@ int cmd_demo(int argc, char **argv) {
           o.headless ? ": watch it with `spyglass top`" : "");
 
   watcher w = {.dir = o.dir};
-  int watching = !o.headless;
-  if (watching) {
-    snprintf(w.want, sizeof w.want, "%016llx",
-             (unsigned long long)spy_provider_id(p));
-    if (pthread_create(&w.t, NULL, watch_main, &w) != 0)
-      watching = 0;
-  }
+  snprintf(w.want, sizeof w.want, "%016llx",
+           (unsigned long long)spy_provider_id(p));
+  int overlay = !o.headless && tty;
+  int watching = !o.headless && !tty;
+  if (watching && pthread_create(&w.t, NULL, watch_main, &w) != 0)
+    watching = 0;
 
-  double start = now_s(), prev = start;
-  while (!stop_requested && (o.seconds <= 0 || now_s() - start < o.seconds)) {
-    demo_scene_wait_ready(scene); /* not the frame's CPU time */
-    double t = now_s();
-    double dt = t - prev;
-    prev = t;
-    spy_frame_begin(p);
-    demo_gpu_result res[16];
-    int n = demo_scene_poll_gpu(scene, res, 16);
-    for (int i = 0; i < n; i++)
-      spy_gpu_resolved(p, res[i].gpu_frame, res[i].ms);
-    demo_stats st;
-    demo_scene_update(scene, dt > 0.1 ? 0.1 : dt, &st);
-    spy_counter_set(p, SPY_COUNTER_DRAWS, st.draws);
-    spy_counter_set(p, SPY_COUNTER_PASSES, st.passes);
-    spy_counter_set(p, SPY_COUNTER_MIPS, st.mips);
-    spy_counter_set(p, SPY_COUNTER_OBJECTS, st.objects);
-    spy_counter_set(p, SPY_COUNTER_FAST, st.fast);
-    spy_counter_set(p, SPY_COUNTER_EFFECT, st.effect);
-    spy_counter_set(p, SPY_COUNTER_PARTICLES, st.particles);
-    spy_counter_set(p, SPY_COUNTER_DIRTY, st.dirty);
-    spy_value_set_vec(p, "camera.position", st.camera, 3);
-    spy_value_set_f64(p, "scene.time", st.time);
-    spy_value_set_i64(p, "scene.load", o.load);
-    spy_value_set_bool(p, "fps.capped", o.fps_cap > 0);
-    uint64_t id = demo_scene_submit(scene);
-    spy_gpu_issued(p, id);
-    spy_frame_end(p);
-    if (o.fps_cap > 0) {
-      double next = t + 1.0 / o.fps_cap, left = next - now_s();
-      if (left > 0)
-        usleep((useconds_t)(left * 1e6));
+  frame_loop_ctx fl = {.p = p, .scene = scene, .o = &o};
+  if (overlay) {
+    /* The overlay needs the terminal's thread: the frames run on another,
+     * and `spyglass top` watches them from here, in this process. */
+    pthread_t ft;
+    if (pthread_create(&ft, NULL, frame_thread, &fl) != 0) {
+      overlay = 0;
+    } else {
+      char *targv[6] = {"top", w.want, NULL, NULL, NULL, NULL};
+      int targc = 2;
+      if (o.dir) {
+        targv[targc++] = "--dir";
+        targv[targc++] = (char *)o.dir;
+      }
+      rc = cmd_top(targc, targv);
+      stop_requested = 1;
+      pthread_join(ft, NULL);
     }
   }
+  if (!overlay)
+    frame_loop(&fl);
   if (watching) {
     atomic_store(&w.stop, 1);
     pthread_join(w.t, NULL);
   }
   demo_scene_destroy(scene);
   spy_provider_destroy(p);
-  return EXIT_OK;
+  return overlay ? rc : EXIT_OK;
 }
