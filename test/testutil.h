@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,7 +72,15 @@ static inline void tu_forget(pid_t pid) {
 
 /* fork() that registers the child for tu_reap_children. */
 static inline pid_t tu_fork(void) {
+  pid_t parent = getpid();
   pid_t pid = fork();
+  if (pid == 0) {
+    /* Die with the test, even if it is killed (a ctest timeout): no
+     * provider left running behind it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(1);
+  }
   if (pid > 0) {
     spy_test_after_each_ = tu_reap_children;
     if (tu_nchildren < 64)
