@@ -33,7 +33,8 @@
 #define GPU_MAP_MAX 256
 #define ENV_MAX 32
 #define ENV_STR_MAX 128
-#define NAME_CACHE 64
+#define NAME_CACHE_BITS 8
+#define NAME_CACHE (1 << NAME_CACHE_BITS)
 
 /* ---- registry ---------------------------------------------------------- */
 

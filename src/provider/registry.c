@@ -65,7 +65,10 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
                          int wanted_default) {
   if (!name)
     return SPY_EINVAL;
-  uint32_t ci = (uint32_t)(((uintptr_t)name >> 3) & (NAME_CACHE - 1));
+  /* Fibonacci hashing of the pointer: neighbouring literals (a few bytes
+   * apart in .rodata) land in different slots. */
+  uint32_t ci = (uint32_t)(((uint64_t)(uintptr_t)name * 0x9E3779B97F4A7C15ull) >>
+                           (64 - NAME_CACHE_BITS));
   int32_t hit = r->cache[ci].idx;
   if (r->cache[ci].ptr == name && hit >= 0 && same_name(r->e[hit].name, name))
     return hit;
