@@ -14,12 +14,19 @@
 int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
                   int level) {
   out->len = 0;
-  if (n >= 128 && !*cctx)
+  if (n >= 128 && !*cctx) {
     *cctx = ZSTD_createCCtx(); /* reused: a context per call costs faults */
+    /* minMatch 7 (level 1 uses 6): fewer, longer matches — faster on
+     * source text at the same or a better ratio (measured on the bench
+     * trees: +8..35 % MB/s) */
+    if (*cctx)
+      ZSTD_CCtx_setParameter(*cctx, ZSTD_c_minMatch, 7);
+  }
   if (n >= 128 && *cctx) {
     size_t bound = ZSTD_compressBound(n);
     if (spy__buf_reserve(out, bound) == 0) {
-      size_t z = ZSTD_compressCCtx(*cctx, out->p, bound, p, n, level);
+      ZSTD_CCtx_setParameter(*cctx, ZSTD_c_compressionLevel, level);
+      size_t z = ZSTD_compress2(*cctx, out->p, bound, p, n);
       if (!ZSTD_isError(z) && z < n - n / 16) {
         out->len = z;
         return SPY__CODEC_ZSTD;
