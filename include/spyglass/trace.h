@@ -306,7 +306,9 @@ void spy_trace_hash(const void *p, size_t n, uint64_t out[2]);
  * call only. */
 typedef struct spy_trace_record {
   const spy_trace_action *action; /* SRC values carry their hash */
-  const char *json;               /* the action's JSON-lines form, no newline */
+  const char *json; /* the action's JSON-lines form, no newline; NULL for
+                       the built-in SQL writers (they store the binary
+                       record) */
   size_t json_len;
 } spy_trace_record;
 
@@ -417,8 +419,10 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out);
 
 /* ---- readers ------------------------------------------------------------- */
 
-/* The store schema version this build writes and the newest it reads. */
-#define SPY_TRACE_SCHEMA_VERSION 1
+/* The store schema version this build writes and the newest it reads.
+ * 2: the SQL stores' action_batches hold binary records (version 1: JSON
+ * lines); both are read. */
+#define SPY_TRACE_SCHEMA_VERSION 2
 
 typedef struct spy_trace_reader spy_trace_reader;
 

@@ -1,6 +1,7 @@
 /* session.c — a trace session: the bounded byte queue between emitters and
  * the writer thread, and the writer loop (decode once, hash and dedup large
- * payloads, serialise once, hand to the writer, commit per batch).
+ * payloads, serialise once — JSON only for writers that want it — hand to
+ * the writer, commit per batch).
  *
  * The queue is a ring of encoded records (codec.c). An emitter measures its
  * record, takes the lock, waits while there is no room (counting the
@@ -199,13 +200,15 @@ static size_t process(spy_trace *t, const uint8_t *p, spy_trace_stats *st) {
   }
   if (rc >= 0)
     rc = dedup(t, &a.fields, st);
-  if (rc >= 0) {
+  /* the SQL writers store the binary record: no JSON for them */
+  int json = t->ops != &spy__writer_sqlite && t->ops != &spy__writer_pg;
+  if (rc >= 0 && json) {
     t->json.len = 0;
     spy__trace_json(&t->json, t->session_id, &a);
     rc = t->json.err;
   }
   if (rc >= 0) {
-    spy_trace_record r = {&a, t->json.p, t->json.len};
+    spy_trace_record r = {&a, json ? t->json.p : NULL, json ? t->json.len : 0};
     rc = t->ops->action(t->wstate, &r);
   }
   if (rc < 0)
