@@ -10,7 +10,9 @@
  * encodes the action once, in its wire form (docs/wire.md, TRACE), into a
  * bounded byte queue and returns; a writer thread decodes it, hashes large
  * payloads (XXH3-128) so each is stored once per session, serialises the
- * action once (its JSON-lines form) and hands it to the writer. When the
+ * action once — its JSON-lines form for the JSON-lines writer and custom
+ * writers, its binary record (payloads by reference) for the SQL writers —
+ * and hands it to the writer. When the
  * queue is full the emitter waits (a build trace loses nothing) and the
  * wait is counted.
  *
