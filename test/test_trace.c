@@ -671,7 +671,14 @@ TEST(application_kind_goes_through_the_same_path) {
   CHECK(memcmp(a.name, "FrameStats", 10) == 0);
   CHECK_EQ(a.fields.n, 4);
   CHECK_EQ(a.fields.u.items[0].u.i, 7);
-  CHECK_EQ(a.fields.u.items[2].type, SPY_TV_STR); /* "$ref:…" untyped */
+  /* the SQL stores keep the binary record: the payload stays a typed
+   * reference, fetched by its hash (JSON-lines gives an untyped "$ref:…") */
+  CHECK_EQ(a.fields.u.items[2].type, SPY_TV_SRCREF);
+  const char *sp;
+  size_t sn;
+  CHECK_OK(spy_trace_reader_source(r, a.fields.u.items[2].hash, &sp, &sn));
+  CHECK_EQ(sn, 13);
+  CHECK(memcmp(sp, "void main(){}", 13) == 0);
   spy_trace_reader_close(r);
   rmrf(dir);
 }
@@ -710,7 +717,8 @@ TEST(newer_jsonl_schema_is_refused) {
   snprintf(path, sizeof path, "%s/spyglass.json", dir);
   FILE *f = fopen(path, "w");
   CHECK(f);
-  fputs("{\"schema_version\":2,\"actions\":1,\"lost\":0}\n", f);
+  fprintf(f, "{\"schema_version\":%d,\"actions\":1,\"lost\":0}\n",
+          SPY_TRACE_SCHEMA_VERSION + 1);
   fclose(f);
   spy_trace_reader *r;
   CHECK_EQ(spy_trace_reader_open(dir, NULL, &r), SPY_EBADSCHEMA);

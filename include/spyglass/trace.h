@@ -10,7 +10,9 @@
  * encodes the action once, in its wire form (docs/wire.md, TRACE), into a
  * bounded byte queue and returns; a writer thread decodes it, hashes large
  * payloads (XXH3-128) so each is stored once per session, serialises the
- * action once (its JSON-lines form) and hands it to the writer. When the
+ * action once — its JSON-lines form for the JSON-lines writer and custom
+ * writers, its binary record (payloads by reference) for the SQL writers —
+ * and hands it to the writer. When the
  * queue is full the emitter waits (a build trace loses nothing) and the
  * wait is counted.
  *
@@ -306,7 +308,9 @@ void spy_trace_hash(const void *p, size_t n, uint64_t out[2]);
  * call only. */
 typedef struct spy_trace_record {
   const spy_trace_action *action; /* SRC values carry their hash */
-  const char *json;               /* the action's JSON-lines form, no newline */
+  const char *json; /* the action's JSON-lines form, no newline; NULL for
+                       the built-in SQL writers (they store the binary
+                       record) */
   size_t json_len;
 } spy_trace_record;
 
@@ -417,8 +421,10 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out);
 
 /* ---- readers ------------------------------------------------------------- */
 
-/* The store schema version this build writes and the newest it reads. */
-#define SPY_TRACE_SCHEMA_VERSION 1
+/* The store schema version this build writes and the newest it reads.
+ * 2: the SQL stores' action_batches hold binary records (version 1: JSON
+ * lines); both are read. */
+#define SPY_TRACE_SCHEMA_VERSION 2
 
 typedef struct spy_trace_reader spy_trace_reader;
 

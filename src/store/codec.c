@@ -24,6 +24,7 @@ typedef struct enc {
   uint8_t *p;
   size_t cap, len;
   int err;
+  int refs; /* write a hashed SRC as its SRCREF */
 } enc;
 
 static void put(enc *e, const void *s, size_t n) {
@@ -174,7 +175,7 @@ int64_t spy_trace_encode(const spy_trace_kind *kind, const void *act,
                          void *buf, size_t cap) {
   if (!kind || (!act && kind->nfields) || strlen(kind->name) > 0xffff)
     return SPY_EINVAL;
-  enc e = {buf, buf ? cap : 0, 0, 0};
+  enc e = {buf, buf ? cap : 0, 0, 0, 0};
   enc_header(&e, kind->name, strlen(kind->name), kind->id, seq, ts_us, build);
   static const char none = 0;
   enc_struct(&e, kind, act ? (const char *)act : &none);
@@ -190,9 +191,13 @@ static void enc_val(enc *e, const spy_trace_val *v) {
     put_u8(e, SPY_TV_INT);
     put_u64(e, (uint64_t)v->u.i);
     break;
-  case SPY_TV_STR:
-  case SPY_TV_SRC: put_str(e, v->type, v->u.s, v->n); break;
+  case SPY_TV_SRC:
   case SPY_TV_SRCREF:
+    if (v->type == SPY_TV_SRC && !(e->refs && v->has_hash)) {
+      put_str(e, v->type, v->u.s, v->n);
+      break;
+    }
+    /* a SRCREF, or a payload stored once elsewhere: referenced here */
     put_u8(e, SPY_TV_SRCREF);
     put_u64(e, v->hash[0]);
     put_u64(e, v->hash[1]);
@@ -204,19 +209,36 @@ static void enc_val(enc *e, const spy_trace_val *v) {
     for (uint32_t i = 0; i < v->n; i++)
       enc_val(e, &v->u.items[i]);
     break;
+  case SPY_TV_STR: put_str(e, v->type, v->u.s, v->n); break;
   default: put_u8(e, v->type); break;
   }
 }
 
-int64_t spy_trace_encode_action(const spy_trace_action *a, void *buf,
-                                size_t cap) {
+static int64_t encode_action(const spy_trace_action *a, void *buf, size_t cap,
+                             int refs) {
   if (!a || !a->name || a->name_len > 0xffff)
     return SPY_EINVAL;
-  enc e = {buf, buf ? cap : 0, 0, 0};
+  enc e = {buf, buf ? cap : 0, 0, 0, refs};
   enc_header(&e, a->name, a->name_len, a->kind ? a->kind->id : 0, a->seq,
              a->ts_us, a->build);
   enc_val(&e, &a->fields);
   return enc_finish(&e);
+}
+
+int64_t spy_trace_encode_action(const spy_trace_action *a, void *buf,
+                                size_t cap) {
+  return encode_action(a, buf, cap, 0);
+}
+
+int spy__trace_record_put(spy__buf *b, const spy_trace_action *a) {
+  int64_t need = encode_action(a, NULL, 0, 1);
+  if (need < 0)
+    return (int)need;
+  if (spy__buf_reserve(b, (size_t)need) < 0)
+    return b->err;
+  encode_action(a, b->p + b->len, (size_t)need, 1);
+  b->len += (size_t)need;
+  return 0;
 }
 
 /* ---- arena ----------------------------------------------------------------

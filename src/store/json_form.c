@@ -1,7 +1,8 @@
 /* json_form.c — the JSON-lines form of an action (Rolldown's devtools log
  * format, field names from the catalog), StringRef lines, and the growable
- * buffer they are written into. This is the one serialisation of an
- * action: the JSON-lines writer writes it, the SQL writers store it. */
+ * buffer they are written into. The JSON-lines writer (and any custom
+ * writer) gets this form; the SQL writers store the binary record
+ * instead (codec.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /* reader.c — one reader over the three stores. Each store yields the
- * session's actions as JSON-lines text in seq order (logs.json and
- * meta.json; the action_batches of SQLite or PostgreSQL) and payloads by
+ * session's actions in seq order — JSON lines (logs.json and meta.json;
+ * the action_batches of SQL stores of schema version 1) or binary records
+ * (action_batches, schema version 2) — and payloads by
  * content id (StringRef lines; the sources table); everything else —
  * builds, modules, imports, hook calls, the summary — is derived from the
  * action stream the same way for all three. A store whose schema version
@@ -53,6 +54,7 @@ struct spy_trace_reader {
   size_t pos;
   spy__buf btext;
   size_t boff;
+  int brecords; /* the current batch holds binary records (schema 2) */
   spy_trace_arena arena, sarena; /* actions; payload lookups */
   spy__buf buf;
 };
@@ -298,8 +300,11 @@ static uint64_t be64(const char *p) {
   return v;
 }
 
-/* The next JSON line of the session: 1 and p/n, 0 at the end. */
-static int next_line(spy_trace_reader *r, const char **p, size_t *n) {
+/* The next action of the session: 1 and p/n — a JSON line, or a binary
+ * record when *bin — 0 at the end. */
+static int next_line(spy_trace_reader *r, const char **p, size_t *n,
+                     int *bin) {
+  *bin = 0;
   if (r->type == ST_JSONL) {
     if (r->pos >= r->nlines)
       return 0;
@@ -316,7 +321,9 @@ static int next_line(spy_trace_reader *r, const char **p, size_t *n) {
         return 0;
       if (s != SQLITE_ROW)
         return seterr(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(r->db));
-      rc = spy__src_unpack(&r->btext, sqlite3_column_int(r->iter, 0),
+      int codec = sqlite3_column_int(r->iter, 0);
+      r->brecords = (codec & SPY__CODEC_RECORDS) != 0;
+      rc = spy__src_unpack(&r->btext, codec & ~SPY__CODEC_RECORDS,
                            sqlite3_column_blob(r->iter, 2),
                            (size_t)sqlite3_column_bytes(r->iter, 2),
                            (size_t)sqlite3_column_int64(r->iter, 1));
@@ -324,7 +331,9 @@ static int next_line(spy_trace_reader *r, const char **p, size_t *n) {
       if (!r->rows || r->pos >= (size_t)PQntuples(r->rows))
         return 0;
       int row = (int)r->pos++;
-      rc = spy__src_unpack(&r->btext, (int)be64(PQgetvalue(r->rows, row, 0)),
+      int codec = (int)be64(PQgetvalue(r->rows, row, 0));
+      r->brecords = (codec & SPY__CODEC_RECORDS) != 0;
+      rc = spy__src_unpack(&r->btext, codec & ~SPY__CODEC_RECORDS,
                            PQgetvalue(r->rows, row, 2),
                            (size_t)PQgetlength(r->rows, row, 2),
                            (size_t)be64(PQgetvalue(r->rows, row, 1)));
@@ -334,6 +343,12 @@ static int next_line(spy_trace_reader *r, const char **p, size_t *n) {
     r->boff = 0;
   }
   const char *s = r->btext.p + r->boff;
+  if (r->brecords) { /* the record's length leads it; decode checks it */
+    *bin = 1;
+    *p = s;
+    *n = r->btext.len - r->boff;
+    return 1;
+  }
   const char *e = memchr(s, '\n', r->btext.len - r->boff);
   size_t len = e ? (size_t)(e - s) : r->btext.len - r->boff;
   r->boff += len + 1;
@@ -346,12 +361,20 @@ int spy_trace_reader_next(spy_trace_reader *r, spy_trace_action *a) {
   for (;;) {
     const char *p = NULL;
     size_t n = 0;
-    int got = next_line(r, &p, &n);
+    int bin;
+    int got = next_line(r, &p, &n, &bin);
     if (got <= 0)
       return got;
     if (n == 0)
       continue;
     spy_trace_arena_reset(&r->arena);
+    if (bin) {
+      int len = spy_trace_decode(p, n, &r->arena, a);
+      if (len < 0)
+        return seterr(r, len, "malformed action in the store%s", NULL);
+      r->boff += (size_t)len;
+      return 1;
+    }
     spy__jv o;
     int rc = spy__json_parse(p, n, &r->arena, &o);
     if (rc == 0)

@@ -3,8 +3,8 @@
  *
  * Tables follow the reference sketch (sessions, builds, modules,
  * module_imports, chunks, chunk_imports, sources, hook_calls, assets) plus
- * action_batches: every action's JSON-lines form, in seq order, one
- * zstd-compressed blob per writer batch — the full-fidelity log the
+ * action_batches: every action's binary record (SRCREFs for payloads), in
+ * seq order, one zstd-compressed blob per writer batch — the full-fidelity log the
  * readers iterate (application kinds land only there), at a fraction of
  * the bytes of one row per action. A hook call becomes one hook_calls row
  * when its End arrives; its Start waits here until then. Times are µs
@@ -125,6 +125,7 @@ typedef struct pending {
 #define NBUCKET 1024
 struct spy__rows {
   char *session_id;
+  spy__buf rec; /* the action's binary record */
   pending *bucket[NBUCKET];
 };
 
@@ -147,6 +148,7 @@ void spy__rows_free(spy__rows *m) {
       free(p->module);
       free(p);
     }
+  spy__buf_free(&m->rec);
   free(m->session_id);
   free(m);
 }
@@ -182,7 +184,10 @@ int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
   c[2] = I(a->build);
   c[3] = I((int64_t)a->ts_us);
   c[4] = T(a->name, a->name_len);
-  c[5] = T(r->json, r->json_len);
+  m->rec.len = 0;
+  if ((rc = spy__trace_record_put(&m->rec, a)) < 0)
+    return rc;
+  c[5] = (spy__cell){SPY__COL_BLOB, 0, m->rec.p, m->rec.len};
   if ((rc = sink(arg, SPY__ROW_ACTION, c)) < 0)
     return rc;
   const spy_trace_kind *k = a->kind;

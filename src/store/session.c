@@ -1,6 +1,7 @@
 /* session.c — a trace session: the bounded byte queue between emitters and
  * the writer thread, and the writer loop (decode once, hash and dedup large
- * payloads, serialise once, hand to the writer, commit per batch).
+ * payloads, serialise once — JSON only for writers that want it — hand to
+ * the writer, commit per batch).
  *
  * The queue is a ring of encoded records (codec.c). An emitter measures its
  * record, takes the lock, waits while there is no room (counting the
@@ -28,6 +29,7 @@
 #define WAIT_IDLE 1
 #define WAIT_GATHER 2
 #define GATHER_NS 2000000 /* a batch gathers for at most 2 ms */
+#define COMMIT_NS 100000000 /* a writer behind commits at least every 100 ms */
 #define MARK_HEAP 1u
 #define HEAP_REC 16u
 
@@ -198,13 +200,15 @@ static size_t process(spy_trace *t, const uint8_t *p, spy_trace_stats *st) {
   }
   if (rc >= 0)
     rc = dedup(t, &a.fields, st);
-  if (rc >= 0) {
+  /* the SQL writers store the binary record: no JSON for them */
+  int json = t->ops != &spy__writer_sqlite && t->ops != &spy__writer_pg;
+  if (rc >= 0 && json) {
     t->json.len = 0;
     spy__trace_json(&t->json, t->session_id, &a);
     rc = t->json.err;
   }
   if (rc >= 0) {
-    spy_trace_record r = {&a, t->json.p, t->json.len};
+    spy_trace_record r = {&a, json ? t->json.p : NULL, json ? t->json.len : 0};
     rc = t->ops->action(t->wstate, &r);
   }
   if (rc < 0)
@@ -217,6 +221,8 @@ static size_t process(spy_trace *t, const uint8_t *p, spy_trace_stats *st) {
 static void *writer_main(void *arg) {
   spy_trace *t = arg;
   pthread_setname_np(pthread_self(), "spy-trace-wr");
+  uint32_t uncommitted = 0;
+  uint64_t last_commit = mono_ns();
   pthread_mutex_lock(&t->mu);
   for (;;) {
     while (t->used == 0 && !t->closing && !t->flush_req) {
@@ -274,13 +280,8 @@ static void *writer_main(void *arg) {
         pthread_mutex_unlock(&t->mu);
       }
     }
-    int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
-    if (rc < 0)
-      report(t, rc, "committing a batch failed");
-
-    uint64_t busy = mono_ns() - busy0;
+    uint64_t now = mono_ns();
     pthread_mutex_lock(&t->mu);
-    t->st.writer_ns += busy;
     t->head = head;
     t->used -= taken;
     if (t->used == 0)
@@ -290,10 +291,27 @@ static void *writer_main(void *arg) {
     t->st.sources_dup += st.sources_dup;
     t->st.source_bytes += st.source_bytes;
     t->st.saved_bytes += st.saved_bytes;
-    if (t->used == 0)
-      t->committed_seq = last_seq;
+    int behind = t->used > 0 && !t->flush_req && !t->closing;
+    uint64_t done_seq = t->used == 0 ? last_seq : 0;
     pthread_cond_broadcast(&t->space);
-    pthread_cond_broadcast(&t->committed_cv);
+    pthread_mutex_unlock(&t->mu);
+    /* commit when caught up, asked to, or the batch is full or old: a
+     * writer that is behind commits per batch_actions, not per round (a
+     * round is whatever the queue held, often a few hundred actions) */
+    uncommitted += n;
+    if (!behind || uncommitted >= t->batch || now - last_commit >= COMMIT_NS) {
+      int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
+      if (rc < 0)
+        report(t, rc, "committing a batch failed");
+      uncommitted = 0;
+      last_commit = mono_ns();
+      pthread_mutex_lock(&t->mu);
+      if (done_seq)
+        t->committed_seq = done_seq;
+      pthread_cond_broadcast(&t->committed_cv);
+    } else
+      pthread_mutex_lock(&t->mu);
+    t->st.writer_ns += mono_ns() - busy0;
   }
   pthread_mutex_unlock(&t->mu);
   return NULL;

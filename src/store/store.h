@@ -35,6 +35,11 @@ const char *spy__hook_type(const spy_trace_kind *k);
 /* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
 char *spy__slurp(const char *path, size_t *n);
 
+/* Appends the action's binary record (docs/wire.md, TRACE) to b, every
+ * hashed SRC written as its SRCREF: the form the SQL stores keep in
+ * action_batches. Returns 0 or a negative code. */
+int spy__trace_record_put(spy__buf *b, const spy_trace_action *a);
+
 /* ---- JSON ------------------------------------------------------------------
  */
 /* Appends s[0..n) as a JSON string literal (quotes included). */
@@ -97,8 +102,9 @@ enum {
   SPY__T_BATCHES,
   SPY__T_COUNT
 };
-/* Not a table: the action itself (session, seq, build, ts, name, json),
- * which writers append to their current action batch. */
+/* Not a table: the action itself (session, seq, build, ts, name, record:
+ * its binary form, SRCREFs for payloads), which writers append to their
+ * current action batch. */
 #define SPY__ROW_ACTION (-1)
 extern const spy__table spy__tables[SPY__T_COUNT];
 /* Index statements (dialect-neutral). */
@@ -127,15 +133,17 @@ void spy__schema_sql(spy__buf *b, int pg);
 /* CREATE INDEX statements (both dialects). */
 void spy__index_sql(spy__buf *b);
 
-/* One writer batch of actions as JSON lines, compressed into one
- * action_batches row. Zero-initialise. */
+/* One writer batch of actions as binary records back to back (schema
+ * version 2; version 1 stored JSON lines), compressed into one
+ * action_batches row whose codec carries SPY__CODEC_RECORDS. Zero-
+ * initialise. */
 typedef struct spy__abatch {
   spy__buf text, packed;
   void *cctx;
   uint64_t first, last;
   uint32_t n;
 } spy__abatch;
-void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *json, size_t n);
+void spy__abatch_add(spy__abatch *b, uint64_t seq, const char *rec, size_t n);
 /* Compresses the batch into b->packed; returns the codec. */
 int spy__abatch_pack(spy__abatch *b);
 void spy__abatch_clear(spy__abatch *b);
@@ -152,6 +160,9 @@ void spy__abatch_free(spy__abatch *b);
 /* ---- source blobs
  * ------------------------------------------------------------ */
 enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1 };
+/* action_batches.codec flag: the batch holds binary records, not JSON
+ * lines (the low bits are the codec). */
+#define SPY__CODEC_RECORDS 16
 /* Compresses p[0..n) into out (reset first) when it pays; returns the
  * codec used. *cctx is the caller's reusable zstd context (NULL at first;
  * release it with spy__src_pack_free). */

@@ -190,10 +190,11 @@ static int setup(pgw *w) {
   spy__buf_puts(&sql, "BEGIN;");
   spy__schema_sql(&sql, 1);
   spy__index_sql(&sql);
-  char ins[160];
+  char ins[256];
   snprintf(ins, sizeof ins,
            "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
-           "CONFLICT DO NOTHING;",
+           "CONFLICT(key) DO UPDATE SET value=EXCLUDED.value WHERE "
+           "spyglass_meta.value::int < EXCLUDED.value::int;",
            SPY_TRACE_SCHEMA_VERSION);
   spy__buf_puts(&sql, ins);
   put_session_row(w, &sql);
