@@ -9,6 +9,13 @@
 #include "spyglass/clock.h"
 #include "spyglass/profiler.h"
 
+static void kv_hex(json_out *j, const char *key, uint64_t v) {
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)v);
+  json_key(j, key);
+  json_str(j, id);
+}
+
 static void value_json(json_out *j, const spy_value *v) {
   switch (v->kind) {
   case SPY_VAL_FLOAT: json_num(j, v->v.f[0]); break;
@@ -148,10 +155,7 @@ static int provider_json(json_out *j, const spy_section *s) {
   int rc = spy_get_provider(s, &p);
   if (rc < 0)
     return rc;
-  char id[17];
-  snprintf(id, sizeof id, "%016llx", (unsigned long long)p.id);
-  json_key(j, "id");
-  json_str(j, id);
+  kv_hex(j, "id", p.id);
   json_key(j, "name");
   json_strn(j, p.name, p.name_len);
   json_key(j, "kind");
@@ -170,10 +174,7 @@ static int peer_json(json_out *j, const spy_section *s) {
   int rc = spy_get_peer(s, &p);
   if (rc < 0)
     return rc;
-  char id[17];
-  snprintf(id, sizeof id, "%016llx", (unsigned long long)p.id);
-  json_key(j, "id");
-  json_str(j, id);
+  kv_hex(j, "id", p.id);
   json_key(j, "features");
   json_uint(j, p.features);
   return 0;
@@ -184,10 +185,7 @@ static int subscription_json(json_out *j, const spy_section *s) {
   int rc = spy_get_subscription(s, &sub);
   if (rc < 0)
     return rc;
-  char id[17];
-  snprintf(id, sizeof id, "%016llx", (unsigned long long)sub.consumer);
-  json_key(j, "consumer");
-  json_str(j, id);
+  kv_hex(j, "consumer", sub.consumer);
   json_key(j, "features");
   json_uint(j, sub.features);
   json_key(j, "registry");
@@ -253,12 +251,6 @@ static void kv_uint(json_out *j, const char *key, uint64_t v) {
 }
 
 /* key: a 64-bit id as 16 hex digits, as ids are printed everywhere. */
-static void kv_hex(json_out *j, const char *key, uint64_t v) {
-  char id[17];
-  snprintf(id, sizeof id, "%016llx", (unsigned long long)v);
-  json_key(j, key);
-  json_str(j, id);
-}
 
 static void cost_json(json_out *j, const char *key, const spy_msgprof_ns *n) {
   json_key(j, key);
