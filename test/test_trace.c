@@ -642,6 +642,179 @@ TEST(create_rejects_bad_descs) {
   CHECK_EQ(spy_trace_destroy(NULL), 0);
 }
 
+/* ---- the derived SQL schema ------------------------------------------------
+ */
+
+/* The first column of the first row of `sql` in db, as text ("" when
+ * NULL, "<none>" when no row, "<error: …>" when it fails). */
+static const char *q1(sqlite3 *db, const char *sql) {
+  static char out[4096];
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    snprintf(out, sizeof out, "<error: %s>", sqlite3_errmsg(db));
+    return out;
+  }
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    snprintf(out, sizeof out, "%s", t ? (const char *)t : "");
+  } else {
+    snprintf(out, sizeof out, "<none>");
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+/* Every row of `sql`, columns joined by '|', rows by ';'. */
+static const char *qall(sqlite3 *db, const char *sql) {
+  static char out[8192];
+  size_t n = 0;
+  out[0] = 0;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    snprintf(out, sizeof out, "<error: %s>", sqlite3_errmsg(db));
+    return out;
+  }
+  while (sqlite3_step(st) == SQLITE_ROW && n < sizeof out - 512) {
+    if (n)
+      out[n++] = ';';
+    for (int i = 0; i < sqlite3_column_count(st); i++) {
+      const unsigned char *t = sqlite3_column_text(st, i);
+      n += (size_t)snprintf(out + n, sizeof out - n, "%s%s", i ? "|" : "",
+                            t ? (const char *)t : "NULL");
+    }
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+/* The column list a table must have for a catalog record, written out
+ * from the descriptor independently of the writer. */
+static void expected_cols(const spy_trace_kind *k, int depth, char *out,
+                          size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "session,seq,build_id%s",
+                              depth ? "" : ",ts_us");
+  for (int d = 0; d < depth; d++)
+    n += (size_t)snprintf(out + n, cap - n, ",i%d", d);
+  for (uint32_t i = 0; i < k->nfields; i++) {
+    const spy_trace_field *f = &k->fields[i];
+    const char *suffix = f->type == SPY_TF_SRC || f->type == SPY_TF_OSRC
+                             ? "_source_id"
+                         : f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST
+                             ? "_count"
+                             : "";
+    n += (size_t)snprintf(out + n, cap - n, ",%s%s", f->name, suffix);
+  }
+}
+
+static const char *table_cols(sqlite3 *db, const char *table) {
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+           "pragma_table_info('%s') ORDER BY cid)",
+           table);
+  return q1(db, sql);
+}
+
+/* Checks a record's table and, recursively, its child tables. */
+static int check_tables(sqlite3 *db, const spy_trace_kind *k,
+                        const char *table, int depth) {
+  char want[2048];
+  expected_cols(k, depth, want, sizeof want);
+  const char *got = table_cols(db, table);
+  if (strcmp(got, want) != 0) {
+    fprintf(stderr, "  table %s: columns %s, want %s\n", table, got, want);
+    return -1;
+  }
+  for (uint32_t i = 0; i < k->nfields; i++)
+    if (k->fields[i].type == SPY_TF_LIST || k->fields[i].type == SPY_TF_OLIST) {
+      char child[256];
+      snprintf(child, sizeof child, "%s__%s", table, k->fields[i].name);
+      if (check_tables(db, k->fields[i].rec, child, depth + 1) < 0)
+        return -1;
+    }
+  return 0;
+}
+
+TEST(sql_tables_are_derived_from_the_catalog) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  /* one table per kind, one column per field in catalog order, one row
+   * per action */
+  for (int i = 1; i <= SPY_TRACE_KIND_COUNT; i++) {
+    const spy_trace_kind *k = spy_trace_kinds[i];
+    CHECK_EQ(check_tables(db, k, k->snake, 0), 0);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", k->snake);
+    CHECK_STR(q1(db, sql), "1");
+  }
+  /* values, field by field */
+  uint64_t h[2];
+  char hex[33];
+  spy_trace_hash(big, sizeof big - 1, h);
+  spy_trace_hash_hex(h, hex);
+  char want[256];
+  snprintf(want, sizeof want, "main.c|%s|p1|1|t1", hex);
+  CHECK_STR(qall(db, "SELECT module_id, content_source_id, plugin_name, "
+                     "plugin_id, call_id FROM hook_transform_call_start"),
+            want);
+  CHECK_STR(qall(db, "SELECT resolved_id, is_external IS NULL, trigger FROM "
+                     "hook_resolve_id_call_end"),
+            "b.c|1|manual");
+  CHECK_STR(qall(db, "SELECT cwd, platform, format, dir, file IS NULL, "
+                     "inputs_count, plugins_count FROM session_meta"),
+            "/w|node|esm|dist|1|2|2");
+  CHECK_STR(qall(db, "SELECT i0, name, filename FROM session_meta__inputs "
+                     "ORDER BY i0"),
+            "0|main|src/main.c;1|NULL|b.c");
+  /* nested lists: a child of a child, and string / integer lists as JSON */
+  CHECK_STR(qall(db, "SELECT i0, id, is_external, imports_count, importers "
+                     "FROM module_graph_ready__modules ORDER BY i0"),
+            "0|main.c|0|1|NULL;1|b.c|1|NULL|[\"main.c\"]");
+  CHECK_STR(qall(db, "SELECT i0, i1, module_id, kind, module_request FROM "
+                     "module_graph_ready__modules__imports"),
+            "0|0|b.c|import-statement|./b");
+  CHECK_STR(qall(db, "SELECT modules, chunk_ids FROM "
+                     "package_graph_ready__packages"),
+            "[\"node_modules/x/i.js\"]|[0,1]");
+  /* the reference's tables, as views */
+  CHECK_STR(qall(db, "SELECT module_id, imported_module_id, kind FROM "
+                     "module_imports"),
+            "main.c|b.c|import-statement");
+  CHECK_STR(qall(db, "SELECT chunk_id, imported_chunk_id FROM chunk_imports"),
+            "0|1");
+  CHECK_STR(qall(db, "SELECT build_id, ended_at >= started_at FROM builds"),
+            "1|1");
+  CHECK_STR(qall(db, "SELECT filename, chunk_id, size FROM assets ORDER BY "
+                     "filename"),
+            "main.js|0|42;x.css|NULL|0");
+  snprintf(want, sizeof want,
+           "load|main.c|p0|1|NULL|%s;render_chunk|NULL|p1|1|", hex);
+  const char *calls =
+      qall(db, "SELECT hook_type, module_id, plugin_name, ended_at >= "
+               "started_at, input_source_id, output_source_id FROM "
+               "hook_calls WHERE hook_type IN ('load','render_chunk') ORDER "
+               "BY hook_type");
+  CHECK(strncmp(calls, want, strlen(want)) == 0);
+  CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls"), "4");
+  /* the common questions use the indexes */
+  const char *plan =
+      qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls WHERE "
+               "session_id='x' AND build_id=1 AND module_id='main.c' AND "
+               "plugin_name='p1'");
+  CHECK(strstr(plan, "hook_transform_call_start_module") != NULL);
+  CHECK(strstr(plan, "hook_transform_call_end_call") != NULL);
+  plan = qall(db, "EXPLAIN QUERY PLAN SELECT * FROM module_imports WHERE "
+                  "session_id='x' AND build_id=1");
+  CHECK(strstr(plan, "module_graph_ready__modules_parent") != NULL);
+  sqlite3_close(db);
+  rmrf(dir);
+}
+
 /* ---- application kinds ------------------------------------------------------
  */
 
@@ -680,7 +853,41 @@ TEST(application_kind_goes_through_the_same_path) {
   CHECK_EQ(sn, 13);
   CHECK(memcmp(sp, "void main(){}", 13) == 0);
   spy_trace_reader_close(r);
+  /* and it has its own tables, derived like the built-in kinds' */
+  char path[512], hex[33];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  CHECK_STR(table_cols(db, "frame_stats"),
+            "session,seq,build_id,ts_us,frame,scene,shader_source_id,"
+            "plugins_count");
+  spy_trace_hash_hex(a.fields.u.items[2].hash, hex);
+  char want[128];
+  snprintf(want, sizeof want, "7|forest|%s|1", hex);
+  CHECK_STR(qall(db, "SELECT frame, scene, shader_source_id, plugins_count "
+                     "FROM frame_stats"),
+            want);
+  CHECK_STR(qall(db, "SELECT i0, name, plugin_id FROM frame_stats__plugins"),
+            "0|shader-cache|3");
+  sqlite3_close(db);
   rmrf(dir);
+}
+
+/* Writes one FrameStats into $SPY_TEST_PG: trace_pg.sh then checks its
+ * tables with psql. */
+TEST(application_kind_into_postgres) {
+  const char *pg = getenv("SPY_TEST_PG");
+  if (!pg) {
+    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+    return;
+  }
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "postgres", .conninfo = pg};
+  CHECK_OK(spy_trace_create(&d, &t));
+  spy_rec_plugin_item pi[] = {{"shader-cache", 3, 0}, {"lod", 4, 0}};
+  CHECK_OK(spy_emit_frame_stats(
+      t, &(spy_act_frame_stats){9, "desert", {NULL, 0}, {pi, 2}, 0}));
+  CHECK_EQ(spy_trace_destroy(t), 0);
 }
 
 /* ---- schema
@@ -768,6 +975,7 @@ TEST_MAIN(
     TEST_CASE(every_kind_round_trips_through_postgres),
     TEST_CASE(write_every_kind_for_rolldown),
     TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
+    TEST_CASE(sql_tables_are_derived_from_the_catalog),
     TEST_CASE(same_source_emitted_n_times_is_stored_once),
     TEST_CASE(two_sessions_in_one_process_are_isolated),
     TEST_CASE(default_location_is_under_the_desc_cwd),
@@ -777,6 +985,7 @@ TEST_MAIN(
     TEST_CASE(emit_rejects_a_missing_required_field),
     TEST_CASE(create_rejects_bad_descs),
     TEST_CASE(application_kind_goes_through_the_same_path),
+    TEST_CASE(application_kind_into_postgres),
     TEST_CASE(newer_sqlite_schema_is_refused),
     TEST_CASE(newer_jsonl_schema_is_refused),
     TEST_CASE(decode_rejects_truncated_and_corrupt_records))

@@ -17,6 +17,13 @@ echo "postgres up on 127.0.0.1:$PG_PORT"
 echo "== every action kind round-trips"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" every_kind_round_trips_through_postgres
 
+echo "== an application kind gets its own tables"
+SPY_TEST_PG="$PG_CONNINFO" "$test_trace" application_kind_into_postgres
+[ "$(pg_sql "select frame || ' ' || scene || ' ' || plugins_count || ' ' || (shader_source_id is null) from frame_stats")" = "9 desert 2 true" ] ||
+  fail "frame_stats row"
+[ "$(pg_sql "select string_agg(name || ':' || plugin_id, ',' order by i0) from frame_stats__plugins")" = "shader-cache:3,lod:4" ] ||
+  fail "frame_stats__plugins rows"
+
 echo "== a traced build"
 gen_tree "$work/src" 20 10
 "$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/out1" >"$work/b1.txt"
@@ -30,6 +37,10 @@ sid=$(sed -n 's/.*session \([^,]*\),.*/\1/p' "$work/b1.txt")
   fail "hook_calls"
 [ "$(pg_sql "select count(*) from modules where session_id='$sid'")" -eq 200 ] ||
   fail "modules"
+[ "$(pg_sql "select count(*) from hook_transform_call_end e join sessions s using (session) where s.session_id='$sid'")" -eq 1000 ] ||
+  fail "hook_transform_call_end rows"
+[ "$(pg_sql "select count(*) from module_imports where session_id='$sid'")" -eq 370 ] ||
+  fail "module_imports"
 
 # The server goes away mid-build; the build keeps going (buffered).
 slow_build() { # out_dir extra-args… ; runs in the background, sets pid

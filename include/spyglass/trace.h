@@ -169,7 +169,8 @@ static inline int spy_trace_on(const spy_trace *t) {
  * spy_kind_<snake> and the typed emitter spy_emit_<snake>(t, &act), which
  * costs one branch on a disabled session. Applications use it for their
  * own kinds (with SPY_TRACE_DEFINE_KIND in one .c file); such kinds travel
- * with their name and land in the stores' actions table. */
+ * with their name and, in the SQL stores, get their own tables like the
+ * built-in ones (names must be lower-case SQL identifiers). */
 #define SPY_TRACE_DECLARE_KIND(Name, snake, FIELDS)                            \
   typedef struct spy_act_##snake {                                             \
     FIELDS(SPY__MEMBER, _) char spy_end_;                                      \
@@ -422,9 +423,12 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out);
 /* ---- readers ------------------------------------------------------------- */
 
 /* The store schema version this build writes and the newest it reads.
- * 2: the SQL stores' action_batches hold binary records (version 1: JSON
- * lines); both are read. */
-#define SPY_TRACE_SCHEMA_VERSION 2
+ * 3: one SQL table per action kind, derived from the catalog, with the
+ * reference's tables as views; 2: hand-made relational tables, binary
+ * records in action_batches; 1: JSON lines in action_batches. All three
+ * are read (the reader replays action_batches); writers refuse to add to
+ * a store of another version. */
+#define SPY_TRACE_SCHEMA_VERSION 3
 
 typedef struct spy_trace_reader spy_trace_reader;
 

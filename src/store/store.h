@@ -75,7 +75,7 @@ int spy__json_to_action(const spy__jv *o, spy_trace_arena *a,
 /* Parses a 32-hex content id; returns 0 or SPY_EBADVALUE. */
 int spy__hash_parse(const char *s, size_t n, uint64_t out[2]);
 
-/* ---- relational rows --------------------------------------------------------
+/* ---- SQL schema ------------------------------------------------------------
  */
 enum {
   SPY__COL_INT = 'I',
@@ -83,32 +83,15 @@ enum {
   SPY__COL_BLOB = 'B',
   SPY__COL_JSON = 'J'
 };
+/* The writers' own fixed tables (rows.c). */
 typedef struct spy__table {
   const char *name;
   const char *cols;  /* comma separated */
   const char *types; /* one SPY__COL_* per column */
   const char *key;   /* primary key columns or NULL */
 } spy__table;
-enum {
-  SPY__T_SESSIONS,
-  SPY__T_BUILDS,
-  SPY__T_MODULES,
-  SPY__T_MODULE_IMPORTS,
-  SPY__T_CHUNKS,
-  SPY__T_CHUNK_IMPORTS,
-  SPY__T_SOURCES,
-  SPY__T_HOOK_CALLS,
-  SPY__T_ASSETS,
-  SPY__T_BATCHES,
-  SPY__T_COUNT
-};
-/* Not a table: the action itself (session, seq, build, ts, name, record:
- * its binary form, SRCREFs for payloads), which writers append to their
- * current action batch. */
-#define SPY__ROW_ACTION (-1)
+enum { SPY__T_SOURCES, SPY__T_BATCHES, SPY__T_COUNT };
 extern const spy__table spy__tables[SPY__T_COUNT];
-/* Index statements (dialect-neutral). */
-extern const char *const spy__indexes[];
 
 typedef struct spy__cell {
   uint8_t kind; /* 0 null, SPY__COL_INT, SPY__COL_TEXT, SPY__COL_BLOB */
@@ -116,22 +99,63 @@ typedef struct spy__cell {
   const char *s;
   size_t n;
 } spy__cell;
-#define SPY__MAX_COLS 12
 
-/* Per-writer mapping state: hook calls wait for their end to become one
- * row. */
-typedef struct spy__rows spy__rows;
-spy__rows *spy__rows_new(const char *session_id);
-void spy__rows_free(spy__rows *m);
-/* Calls sink once per row the action maps to (the actions row included).
- * Returns 0 or the first negative sink result. */
-typedef int (*spy__row_sink)(void *arg, int table, const spy__cell *cells);
-int spy__rows_map(spy__rows *m, const spy_trace_record *r, spy__row_sink sink,
-                  void *arg);
-/* CREATE TABLE statements for every table; pg selects the dialect. */
-void spy__schema_sql(spy__buf *b, int pg);
-/* CREATE INDEX statements (both dialects). */
-void spy__index_sql(spy__buf *b);
+/* A table derived from the catalog (schema.c): an action kind's own table
+ * or the child table of one of its record lists. */
+typedef struct spy__gtable {
+  char *name;
+  const spy_trace_kind *rec; /* whose fields are the columns */
+  uint8_t depth;             /* element index columns i0 … */
+  uint16_t ncols;
+  char *cols;  /* comma separated */
+  char *types; /* one SPY__COL_* per column */
+  int *child;  /* per field: the child table, or -1 */
+} spy__gtable;
+
+/* The derived schema a writer has seen so far: the built-in kinds' tables
+ * first (nbuiltin of them), application kinds' appended as they appear. */
+typedef struct spy__schema {
+  spy__gtable *t;
+  int n, cap, nbuiltin;
+  struct {
+    const spy_trace_kind *kind;
+    int root; /* its table, -1 if its names cannot be tables */
+  } *kinds;
+  int nkinds, kcap;
+  int64_t session; /* the sessions.session key written in every row */
+  spy__cell *cells;
+  int ccap;
+  spy__buf text;
+} spy__schema;
+
+/* Adds the tables of every built-in kind. 0 or SPY_ENOMEM. */
+int spy__schema_init(spy__schema *s);
+void spy__schema_free(spy__schema *s);
+/* The table of kind k, adding it (and its child tables) the first time
+ * (*fresh = 1). -1 when the kind's names cannot be SQL names (not
+ * [a-z_][a-z0-9_]*, too long, a reserved name or column, nested too deep):
+ * such a kind is kept in action_batches only. Or SPY_ENOMEM. */
+int spy__schema_root(spy__schema *s, const spy_trace_kind *k, int *fresh);
+/* CREATE TABLE IF NOT EXISTS for table t; pg selects the dialect. */
+void spy__schema_table_sql(const spy__schema *s, int t, spy__buf *b, int pg);
+/* The generic index of table t (child tables: by build and parent). */
+void spy__schema_index_sql(const spy__schema *s, int t, spy__buf *b);
+/* INSERT INTO t(cols) VALUES(?,…) — SQLite's placeholders. */
+void spy__schema_insert_sql(const spy__schema *s, int t, spy__buf *b);
+/* Calls sink once per row of action a (root: spy__schema_root of its
+ * kind; nothing when < 0): its own row, then its list elements'. The cells
+ * are valid during the call. Returns 0 or the first negative result. */
+typedef int (*spy__gsink)(void *arg, int table, const spy__cell *cells,
+                          int n);
+int spy__schema_rows(spy__schema *s, int root, const spy_trace_action *a,
+                     spy__gsink sink, void *arg);
+
+/* CREATE TABLE for sessions, sources, action_batches. */
+void spy__own_tables_sql(spy__buf *b, int pg);
+/* The reference's tables as views over the derived ones. */
+void spy__views_sql(spy__buf *b, int pg);
+/* Every index: the questions' and each derived table's generic one. */
+void spy__index_sql(const spy__schema *s, spy__buf *b);
 
 /* One writer batch of actions as binary records back to back (schema
  * version 2; version 1 stored JSON lines), compressed into one

@@ -1,7 +1,9 @@
-/* writer_pg.c — the PostgreSQL writer (libpq): the same schema as SQLite,
- * one transaction per batch, rows sent with COPY (sources through a staging
- * table so a payload already stored is skipped), the batch's actions as one
- * compressed action_batches row.
+/* writer_pg.c — the PostgreSQL writer (libpq): the same schema as SQLite
+ * (derived from the catalog; an application kind's tables are created with
+ * the first batch that holds its rows), one transaction per batch, rows
+ * sent with COPY (sources through a staging table so a payload already
+ * stored is skipped), the batch's actions also as one compressed
+ * action_batches row.
  *
  * A server that goes away: the failed batch and the ones after it are kept
  * in memory, up to retry_bytes; over that the oldest batch is dropped and
@@ -23,8 +25,9 @@
 #include "store.h"
 
 typedef struct batch {
-  spy__buf copy[SPY__T_COUNT];
-  spy__buf extra; /* UPDATE statements */
+  spy__buf copy[SPY__T_COUNT]; /* own tables */
+  spy__buf *gcopy;             /* per derived table */
+  int ngcopy;
   uint64_t actions;
   uint64_t first_seq; /* its action_batches key, 0 if it has no actions */
   int uncertain;      /* COMMIT sent, answer lost: stored or not unknown */
@@ -35,7 +38,8 @@ typedef struct batch {
 typedef struct pgw {
   PGconn *conn;
   char *conninfo, *session_id, *cwd;
-  spy__rows *rows;
+  spy__schema schema;
+  spy__buf rec; /* one action's binary record */
   spy__abatch ab;
   void *cctx;
   spy__buf pack;
@@ -45,7 +49,6 @@ typedef struct pgw {
   uint64_t stored;
   _Atomic uint64_t lost;
   uint64_t next_try_ms, backoff_ms;
-  int session_done;
   int was_down;
   int opened; /* open succeeded: close sends and records the counts */
   void (*report)(void *, int, const char *);
@@ -149,19 +152,6 @@ static int connect_now(pgw *w) {
   return 0;
 }
 
-static void put_session_row(pgw *w, spy__buf *b) {
-  spy__buf_puts(b, "INSERT INTO sessions(session_id,cwd,created_at,"
-                   "schema_version) VALUES(");
-  lit(b, w->session_id, strlen(w->session_id));
-  spy__buf_putc(b, ',');
-  lit(b, w->cwd, strlen(w->cwd));
-  spy__buf_putc(b, ',');
-  spy__buf_i64(b, (int64_t)spy__now_us());
-  spy__buf_puts(b, ",");
-  spy__buf_i64(b, SPY_TRACE_SCHEMA_VERSION);
-  spy__buf_puts(b, ") ON CONFLICT DO NOTHING;");
-}
-
 /* The schema version of the server's store, 0 if none. */
 int spy__pg_check_version(PGconn *c);
 int spy__pg_check_version(PGconn *c) {
@@ -186,25 +176,53 @@ static int setup(pgw *w) {
     say(w, v, "the store has a newer schema");
     return v;
   }
+  if (v > 0 && v != SPY_TRACE_SCHEMA_VERSION) { /* its tables differ */
+    say(w, SPY_EBADSCHEMA,
+        "the database holds a store of an older schema version; write to a "
+        "new database");
+    return SPY_EBADSCHEMA;
+  }
   spy__buf sql = {0};
   spy__buf_puts(&sql, "BEGIN;");
-  spy__schema_sql(&sql, 1);
-  spy__index_sql(&sql);
+  spy__own_tables_sql(&sql, 1);
+  for (int t = 0; t < w->schema.n; t++)
+    spy__schema_table_sql(&w->schema, t, &sql, 1);
+  spy__views_sql(&sql, 1);
+  spy__index_sql(&w->schema, &sql);
   char ins[256];
   snprintf(ins, sizeof ins,
            "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
-           "CONFLICT(key) DO UPDATE SET value=EXCLUDED.value WHERE "
-           "spyglass_meta.value::int < EXCLUDED.value::int;",
+           "CONFLICT(key) DO NOTHING;",
            SPY_TRACE_SCHEMA_VERSION);
   spy__buf_puts(&sql, ins);
-  put_session_row(w, &sql);
-  spy__buf_puts(&sql, "COMMIT;");
+  spy__buf_puts(&sql, "INSERT INTO sessions(session_id,cwd,created_at,"
+                      "schema_version) VALUES(");
+  lit(&sql, w->session_id, strlen(w->session_id));
+  spy__buf_putc(&sql, ',');
+  lit(&sql, w->cwd, strlen(w->cwd));
+  spy__buf_putc(&sql, ',');
+  spy__buf_i64(&sql, (int64_t)spy__now_us());
+  spy__buf_puts(&sql, ",");
+  spy__buf_i64(&sql, SPY_TRACE_SCHEMA_VERSION);
+  spy__buf_puts(&sql, ") ON CONFLICT DO NOTHING;COMMIT;");
   spy__buf_putc(&sql, 0);
   rc = sql.err ? sql.err : q(w, sql.p, NULL);
   if (rc)
     say(w, rc, "creating the schema");
+  /* the session's key, written in every row */
+  sql.len = 0;
+  spy__buf_puts(&sql, "SELECT session FROM sessions WHERE session_id=");
+  lit(&sql, w->session_id, strlen(w->session_id));
+  spy__buf_putc(&sql, 0);
+  PGresult *r = NULL;
+  if (rc == 0 && (rc = sql.err ? sql.err : q(w, sql.p, &r)) == 0) {
+    if (PQntuples(r) == 1)
+      w->schema.session = atoll(PQgetvalue(r, 0, 0));
+    else
+      rc = SPY_EIO;
+    PQclear(r);
+  }
   spy__buf_free(&sql);
-  w->session_done = rc == 0;
   return rc;
 }
 
@@ -215,7 +233,9 @@ static void free_batch(batch *b) {
     return;
   for (int t = 0; t < SPY__T_COUNT; t++)
     spy__buf_free(&b->copy[t]);
-  spy__buf_free(&b->extra);
+  for (int t = 0; t < b->ngcopy; t++)
+    spy__buf_free(&b->gcopy[t]);
+  free(b->gcopy);
   free(b);
 }
 
@@ -231,14 +251,16 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->conninfo = strdup(cfg->conninfo);
   w->session_id = strdup(cfg->session_id);
   w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
-  w->rows = spy__rows_new(cfg->session_id);
   w->cur = new_batch();
   w->retry_bytes = cfg->retry_bytes;
   w->retry_ms = cfg->retry_ms;
   w->backoff_ms = 100;
-  if (!w->conninfo || !w->session_id || !w->cwd || !w->rows || !w->cur)
+  if (!w->conninfo || !w->session_id || !w->cwd || !w->cur)
     return SPY_ENOMEM;
-  int rc = connect_now(w);
+  int rc = spy__schema_init(&w->schema);
+  if (rc)
+    return rc;
+  rc = connect_now(w);
   if (rc)
     return rc;
   rc = setup(w);
@@ -246,44 +268,9 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   return rc;
 }
 
-static int sink(void *arg, int table, const spy__cell *c) {
-  pgw *w = arg;
-  batch *b = w->cur;
-  if (table == SPY__ROW_ACTION) {
-    spy__abatch_add(&w->ab, (uint64_t)c[1].i, c[5].s, c[5].n);
-    return w->ab.text.err;
-  }
-  if (table == SPY__T_SESSIONS || (table == SPY__T_BUILDS && c[2].kind == 0)) {
-    spy__buf *x = &b->extra;
-    if (table == SPY__T_SESSIONS) {
-      static const char *const cols[] = {"cwd", "platform", "format", "dir",
-                                         "file"};
-      spy__buf_puts(x, "UPDATE sessions SET ");
-      for (int i = 0; i < 5; i++) {
-        spy__buf_puts(x, i ? "," : "");
-        spy__buf_puts(x, cols[i]);
-        spy__buf_putc(x, '=');
-        if (c[i + 1].kind == SPY__COL_TEXT)
-          lit(x, c[i + 1].s, c[i + 1].n);
-        else
-          spy__buf_puts(x, "NULL");
-      }
-    } else {
-      spy__buf_puts(x, "UPDATE builds SET ended_at=");
-      spy__buf_i64(x, c[3].i);
-      spy__buf_puts(x, " WHERE build_id=");
-      spy__buf_i64(x, c[1].i);
-      spy__buf_puts(x, " AND ");
-    }
-    spy__buf_puts(x, table == SPY__T_SESSIONS ? " WHERE " : "");
-    spy__buf_puts(x, "session_id=");
-    lit(x, c[0].s, c[0].n);
-    spy__buf_puts(x, ";");
-    return x->err;
-  }
-  spy__buf *o = &b->copy[table];
+/* Appends one COPY text row. */
+static int put_row(batch *b, spy__buf *o, const spy__cell *c, int n) {
   size_t before = o->len;
-  int n = (int)strlen(spy__tables[table].types);
   for (int i = 0; i < n; i++) {
     if (i)
       spy__buf_putc(o, '\t');
@@ -294,6 +281,21 @@ static int sink(void *arg, int table, const spy__cell *c) {
   return o->err;
 }
 
+static int sink(void *arg, int table, const spy__cell *c, int n) {
+  pgw *w = arg;
+  batch *b = w->cur;
+  if (table >= b->ngcopy) {
+    int nn = w->schema.n;
+    spy__buf *g = realloc(b->gcopy, (size_t)nn * sizeof *g);
+    if (!g)
+      return SPY_ENOMEM;
+    memset(g + b->ngcopy, 0, (size_t)(nn - b->ngcopy) * sizeof *g);
+    b->gcopy = g;
+    b->ngcopy = nn;
+  }
+  return put_row(b, &b->gcopy[table], c, n);
+}
+
 static int pg_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   pgw *w = state;
@@ -302,13 +304,31 @@ static int pg_source(void *state, const uint64_t hash[2], const char *p,
   int rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c);
   if (rc < 0)
     return rc;
-  return sink(w, SPY__T_SOURCES, c);
+  return put_row(w->cur, &w->cur->copy[SPY__T_SOURCES], c, 4);
 }
 
 static int pg_action(void *state, const spy_trace_record *r) {
   pgw *w = state;
+  const spy_trace_action *a = r->action;
   w->cur->actions++;
-  return spy__rows_map(w->rows, r, sink, w);
+  w->rec.len = 0;
+  int rc = spy__trace_record_put(&w->rec, a);
+  if (rc == 0) {
+    spy__abatch_add(&w->ab, a->seq, w->rec.p, w->rec.len);
+    rc = w->ab.text.err;
+  }
+  if (rc == 0 && a->kind) {
+    int fresh;
+    int root = spy__schema_root(&w->schema, a->kind, &fresh);
+    if (root < -1)
+      return root;
+    if (fresh && root < 0)
+      say(w, SPY_EINVAL,
+          "an action kind whose names cannot be SQL tables is kept in "
+          "action_batches only");
+    rc = spy__schema_rows(&w->schema, root, a, sink, w);
+  }
+  return rc;
 }
 
 static int copy_in(pgw *w, const char *table, const char *cols,
@@ -342,13 +362,6 @@ static int copy_in(pgw *w, const char *table, const char *cols,
 
 static int send_batch(pgw *w, batch *b) {
   int rc = q(w, "BEGIN", NULL);
-  if (!rc && !w->session_done) {
-    spy__buf s = {0};
-    put_session_row(w, &s);
-    spy__buf_putc(&s, 0);
-    rc = s.err ? s.err : q(w, s.p, NULL);
-    spy__buf_free(&s);
-  }
   if (!rc && b->copy[SPY__T_SOURCES].len) {
     rc = q(w,
            "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources); "
@@ -366,10 +379,19 @@ static int send_batch(pgw *w, batch *b) {
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)
     if (t != SPY__T_SOURCES && b->copy[t].len)
       rc = copy_in(w, spy__tables[t].name, spy__tables[t].cols, &b->copy[t]);
-  if (!rc && b->extra.len) {
-    spy__buf_putc(&b->extra, 0);
-    rc = b->extra.err ? b->extra.err : q(w, b->extra.p, NULL);
-    b->extra.len--;
+  for (int t = 0; t < b->ngcopy && !rc; t++) {
+    if (!b->gcopy[t].len)
+      continue;
+    if (t >= w->schema.nbuiltin) { /* an application kind's table */
+      spy__buf ddl = {0};
+      spy__schema_table_sql(&w->schema, t, &ddl, 1);
+      spy__schema_index_sql(&w->schema, t, &ddl);
+      spy__buf_putc(&ddl, 0);
+      rc = ddl.err ? ddl.err : q(w, ddl.p, NULL);
+      spy__buf_free(&ddl);
+    }
+    if (!rc)
+      rc = copy_in(w, w->schema.t[t].name, w->schema.t[t].cols, &b->gcopy[t]);
   }
   b->uncertain = 0;
   if (!rc) {
@@ -385,7 +407,6 @@ static int send_batch(pgw *w, batch *b) {
       return 0;
     return rc;
   }
-  w->session_done = 1;
   return 0;
 }
 
@@ -472,16 +493,18 @@ static int pg_commit(void *state) {
     b->first_seq = w->ab.first;
     int rc = spy__abatch_row(&w->ab, w->session_id, c);
     if (rc == 0)
-      rc = sink(w, SPY__T_BATCHES, c);
+      rc = put_row(b, &b->copy[SPY__T_BATCHES], c, 7);
     spy__abatch_clear(&w->ab);
     if (rc < 0)
       return rc;
   }
   if (b->actions || b->copy[SPY__T_SOURCES].len) {
     for (int t = 0; t < SPY__T_COUNT; t++)
-      if (b->copy[t].err || b->extra.err)
+      if (b->copy[t].err)
         return SPY_ENOMEM;
-    b->bytes += b->extra.len;
+    for (int t = 0; t < b->ngcopy; t++)
+      if (b->gcopy[t].err)
+        return SPY_ENOMEM;
     if (w->tail)
       w->tail->next = b;
     else
@@ -569,7 +592,8 @@ static int64_t pg_close(void *state) {
   if (w->conn)
     PQfinish(w->conn);
   free_batch(w->cur);
-  spy__rows_free(w->rows);
+  spy__schema_free(&w->schema);
+  spy__buf_free(&w->rec);
   spy__abatch_free(&w->ab);
   spy__buf_free(&w->pack);
   spy__src_pack_free(&w->cctx);

@@ -1,11 +1,12 @@
 /* writer_sqlite.c — the SQLite writer: one trace.db per session directory,
- * WAL journal, one transaction per batch, a prepared statement per table,
- * the batch's actions as one compressed action_batches row, indexes built
- * at close. Source payloads go to the sources table once, zstd-compressed.
- * A process
- * killed mid-build leaves a database that opens cleanly and holds every
- * batch committed before the kill. A database written by a newer schema is
- * refused (PRAGMA user_version). */
+ * WAL journal, one transaction per batch, a prepared insert per table of
+ * the schema derived from the catalog (an application kind's tables are
+ * created when its first action arrives), the batch's actions also as one
+ * compressed action_batches row, indexes built at close. Source payloads
+ * go to the sources table once, zstd-compressed. A process killed
+ * mid-build leaves a database that opens cleanly and holds every batch
+ * committed before the kill. A database written by another schema version
+ * is refused (PRAGMA user_version). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,11 @@
 typedef struct sqlw {
   sqlite3 *db;
   sqlite3_stmt *ins[SPY__T_COUNT];
-  sqlite3_stmt *build_end, *session_meta, *finish;
-  spy__rows *rows;
+  sqlite3_stmt **gins; /* per derived table */
+  int ngins;
+  sqlite3_stmt *finish;
+  spy__schema schema;
+  spy__buf rec; /* one action's binary record */
   spy__abatch batch;
   void *cctx;
   spy__buf pack, sql;
@@ -69,6 +73,31 @@ int spy__sqlite_check_version(sqlite3 *db) {
 
 static int64_t sq_close(void *state);
 
+/* Creates derived tables [from, schema.n) and prepares their inserts. */
+static int add_tables(sqlw *w, int from) {
+  int n = w->schema.n;
+  sqlite3_stmt **g = realloc(w->gins, (size_t)n * sizeof *g);
+  if (!g)
+    return SPY_ENOMEM;
+  w->gins = g;
+  for (int t = from; t < n; t++) {
+    w->gins[t] = NULL;
+    w->sql.len = 0;
+    spy__schema_table_sql(&w->schema, t, &w->sql, 0);
+    spy__buf_putc(&w->sql, 0);
+    int rc = w->sql.err ? w->sql.err : exec(w, w->sql.p);
+    if (rc)
+      return rc;
+    w->sql.len = 0;
+    spy__schema_insert_sql(&w->schema, t, &w->sql);
+    spy__buf_putc(&w->sql, 0);
+    if ((rc = w->sql.err ? w->sql.err : prepare(w, w->sql.p, &w->gins[t])))
+      return rc;
+    w->ngins = t + 1;
+  }
+  return 0;
+}
+
 static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlw *w = calloc(1, sizeof *w);
   if (!w)
@@ -77,9 +106,11 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->report = cfg->report;
   w->report_ctx = cfg->report_ctx;
   w->session_id = strdup(cfg->session_id);
-  w->rows = spy__rows_new(cfg->session_id);
-  if (!w->session_id || !w->rows)
+  if (!w->session_id)
     return SPY_ENOMEM;
+  int rc = spy__schema_init(&w->schema);
+  if (rc)
+    return rc;
   char path[4096];
   snprintf(path, sizeof path, "%s/trace.db", cfg->dir);
   if (sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
@@ -93,7 +124,13 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       w->report(w->report_ctx, v, "sqlite: the store has a newer schema");
     return v;
   }
-  int rc;
+  if (v > 0 && v != SPY_TRACE_SCHEMA_VERSION) { /* its tables differ */
+    if (w->report)
+      w->report(w->report_ctx, SPY_EBADSCHEMA,
+                "sqlite: the store has an older schema version; write the "
+                "trace to a new location");
+    return SPY_EBADSCHEMA;
+  }
   /* WAL without fsync: a killed process loses nothing it committed (the
    * bytes are in the OS), an OS crash or power cut may lose the trace —
    * the price of never making the traced build wait for the disk. No
@@ -102,7 +139,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
                     "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=0;")))
     return rc;
-  spy__schema_sql(&w->sql, 0);
+  spy__own_tables_sql(&w->sql, 0);
   char ver[64];
   snprintf(ver, sizeof ver, "PRAGMA user_version=%d;",
            SPY_TRACE_SCHEMA_VERSION);
@@ -111,6 +148,12 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   if (w->sql.err)
     return w->sql.err;
   if ((rc = exec(w, "BEGIN")) || (rc = exec(w, w->sql.p)) ||
+      (rc = add_tables(w, 0)))
+    return rc;
+  w->sql.len = 0;
+  spy__views_sql(&w->sql, 0);
+  spy__buf_putc(&w->sql, 0);
+  if ((rc = w->sql.err ? w->sql.err : exec(w, w->sql.p)) ||
       (rc = exec(w, "COMMIT")))
     return rc;
   for (int t = 0; t < SPY__T_COUNT; t++) {
@@ -132,29 +175,28 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       return rc;
   }
   if ((rc = prepare(w,
-                    "UPDATE builds SET ended_at=?4 WHERE session_id=?1 AND "
-                    "build_id=?2",
-                    &w->build_end)) ||
-      (rc = prepare(w,
-                    "UPDATE sessions SET cwd=?2, platform=?3, format=?4, "
-                    "dir=?5, file=?6 WHERE session_id=?1",
-                    &w->session_meta)) ||
-      (rc = prepare(w,
                     "UPDATE sessions SET actions=?2, actions_lost=?3 WHERE "
                     "session_id=?1",
                     &w->finish)))
     return rc;
-  /* the session row exists from the start */
-  sqlite3_stmt *s = w->ins[SPY__T_SESSIONS];
+  /* the session row exists from the start; its key is in every row */
+  sqlite3_stmt *s;
+  if ((rc = prepare(w,
+                    "INSERT INTO sessions(session_id,cwd,created_at,"
+                    "schema_version) VALUES(?,?,?,?)",
+                    &s)))
+    return rc;
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, cfg->cwd, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(s, 7, (sqlite3_int64)spy__now_us());
-  sqlite3_bind_int(s, 8, SPY_TRACE_SCHEMA_VERSION);
+  sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__now_us());
+  sqlite3_bind_int(s, 4, SPY_TRACE_SCHEMA_VERSION);
   /* actions / actions_lost stay NULL until a clean close sets them */
   int st = sqlite3_step(s);
-  sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
-  return st == SQLITE_DONE ? 0 : fail(w, "insert session");
+  sqlite3_finalize(s);
+  if (st != SQLITE_DONE)
+    return fail(w, "insert session");
+  w->schema.session = sqlite3_last_insert_rowid(w->db);
+  return 0;
 }
 
 static int begin(sqlw *w) {
@@ -179,24 +221,15 @@ static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n) {
     default: sqlite3_bind_null(st, i + 1);
     }
   }
+  /* every parameter is bound on every row: no clear_bindings needed */
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
   return rc == SQLITE_DONE ? 0 : fail(w, "insert");
 }
 
-static int sink(void *arg, int table, const spy__cell *c) {
+static int sink(void *arg, int table, const spy__cell *c, int n) {
   sqlw *w = arg;
-  if (table == SPY__ROW_ACTION) {
-    spy__abatch_add(&w->batch, (uint64_t)c[1].i, c[5].s, c[5].n);
-    return w->batch.text.err;
-  }
-  int n = (int)strlen(spy__tables[table].types);
-  if (table == SPY__T_SESSIONS)
-    return run(w, w->session_meta, c, 6);
-  if (table == SPY__T_BUILDS && c[2].kind == 0)
-    return run(w, w->build_end, c, 4);
-  return run(w, w->ins[table], c, n);
+  return run(w, w->gins[table], c, n);
 }
 
 static int sq_source(void *state, const uint64_t hash[2], const char *p,
@@ -214,9 +247,27 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
 
 static int sq_action(void *state, const spy_trace_record *r) {
   sqlw *w = state;
+  const spy_trace_action *a = r->action;
   int rc = begin(w);
-  if (rc == 0)
-    rc = spy__rows_map(w->rows, r, sink, w);
+  w->rec.len = 0;
+  if (rc == 0 && (rc = spy__trace_record_put(&w->rec, a)) == 0) {
+    spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
+    rc = w->batch.text.err;
+  }
+  if (rc == 0 && a->kind) {
+    int fresh, from = w->schema.n;
+    int root = spy__schema_root(&w->schema, a->kind, &fresh);
+    if (root < -1)
+      rc = root;
+    else if (fresh && root >= 0)
+      rc = add_tables(w, from);
+    else if (fresh && w->report)
+      w->report(w->report_ctx, SPY_EINVAL,
+                "sqlite: an action kind whose names cannot be SQL tables is "
+                "kept in action_batches only");
+    if (rc == 0)
+      rc = spy__schema_rows(&w->schema, root, a, sink, w);
+  }
   if (rc < 0)
     atomic_fetch_add(&w->lost, 1);
   else
@@ -259,7 +310,7 @@ static int64_t sq_close(void *state) {
     sq_commit(w);
     /* indexes are built once at the end, not updated per insert */
     w->sql.len = 0;
-    spy__index_sql(&w->sql);
+    spy__index_sql(&w->schema, &w->sql);
     spy__buf_putc(&w->sql, 0);
     if (!w->sql.err)
       exec(w, w->sql.p);
@@ -271,13 +322,15 @@ static int64_t sq_close(void *state) {
   }
   for (int t = 0; t < SPY__T_COUNT; t++)
     sqlite3_finalize(w->ins[t]);
-  sqlite3_finalize(w->build_end);
-  sqlite3_finalize(w->session_meta);
+  for (int t = 0; t < w->ngins; t++)
+    sqlite3_finalize(w->gins[t]);
+  free(w->gins);
   sqlite3_finalize(w->finish);
   if (w->db)
     sqlite3_close(w->db);
   int64_t lost = (int64_t)atomic_load(&w->lost);
-  spy__rows_free(w->rows);
+  spy__schema_free(&w->schema);
+  spy__buf_free(&w->rec);
   spy__abatch_free(&w->batch);
   spy__buf_free(&w->pack);
   spy__src_pack_free(&w->cctx);
