@@ -852,16 +852,16 @@ TEST(application_kind_goes_through_the_same_path) {
   CHECK_OK(spy_trace_reader_source(r, a.fields.u.items[2].hash, &sp, &sn));
   CHECK_EQ(sn, 13);
   CHECK(memcmp(sp, "void main(){}", 13) == 0);
+  char path[512], hex[33];
+  spy_trace_hash_hex(a.fields.u.items[2].hash, hex);
   spy_trace_reader_close(r);
   /* and it has its own tables, derived like the built-in kinds' */
-  char path[512], hex[33];
   snprintf(path, sizeof path, "%s/trace.db", dir);
   sqlite3 *db;
   CHECK_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
   CHECK_STR(table_cols(db, "frame_stats"),
             "session,seq,build_id,ts_us,frame,scene,shader_source_id,"
             "plugins_count");
-  spy_trace_hash_hex(a.fields.u.items[2].hash, hex);
   char want[128];
   snprintf(want, sizeof want, "7|forest|%s|1", hex);
   CHECK_STR(qall(db, "SELECT frame, scene, shader_source_id, plugins_count "
