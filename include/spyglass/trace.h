@@ -423,8 +423,10 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out);
 
 /* The store schema version this build writes and the newest it reads.
  * 2: the SQL stores' action_batches hold binary records (version 1: JSON
- * lines); both are read. */
-#define SPY_TRACE_SCHEMA_VERSION 2
+ * lines). 3: a sources row may be a delta of another payload, named by its
+ * base_source_id (codec 2), which an older reader cannot decode. All three
+ * are read. */
+#define SPY_TRACE_SCHEMA_VERSION 3
 
 typedef struct spy_trace_reader spy_trace_reader;
 

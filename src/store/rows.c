@@ -4,12 +4,14 @@
  * Tables follow the reference sketch (sessions, builds, modules,
  * module_imports, chunks, chunk_imports, sources, hook_calls, assets) plus
  * action_batches: every action's binary record (SRCREFs for payloads), in
- * seq order, one zstd-compressed blob per writer batch — the full-fidelity log the
- * readers iterate (application kinds land only there), at a fraction of
- * the bytes of one row per action. A hook call becomes one hook_calls row
- * when its End arrives; its Start waits here until then. Times are µs
- * since the epoch. Indexes serve the common questions: slowest hooks per
- * plugin, the import graph of a build, what a plugin did to a module.
+ * seq order, one zstd-compressed blob per writer batch — the full-fidelity log
+ * the readers iterate (application kinds land only there), at a fraction of the
+ * bytes of one row per action. A hook call becomes one hook_calls row when its
+ * End arrives; its Start waits here until then. Times are µs since the epoch.
+ * Indexes serve the common questions: slowest hooks per plugin, the import
+ * graph of a build, what a plugin did to a module. A sources row holds a
+ * payload once, compressed alone or (codec SPY__CODEC_ZSTD_DELTA, schema
+ * version 3) against the payload named by its base_source_id.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,8 @@ const spy__table spy__tables[SPY__T_COUNT] = {
                               "session_id,build_id,chunk_id,imported_chunk_id,"
                               "kind",
                               "TIIIT", NULL},
-    [SPY__T_SOURCES] = {"sources", "source_id,size,codec,content", "TIIB",
+    [SPY__T_SOURCES] = {"sources",
+                        "source_id,size,codec,base_source_id,content", "TIITB",
                         "source_id"},
     [SPY__T_HOOK_CALLS] = {"hook_calls",
                            "session_id,build_id,call_id,hook_type,plugin_name,"

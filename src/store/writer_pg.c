@@ -11,7 +11,14 @@
  * unsent then is lost. A batch whose COMMIT answer was lost is kept and
  * looked up on reconnection (stored, or sent again), so the count of lost
  * actions is exact whenever the server comes back. The count is returned by
- * close and written to sessions.actions_lost once the server is reachable. */
+ * close and written to sessions.actions_lost once the server is reachable.
+ *
+ * Source payloads are packed as deltas of the payload before them
+ * (src_codec.c), so a base must reach the store with or before its delta.
+ * A batch packed while nothing else is pending refers only to rows already
+ * stored or in itself; whenever a batch stays pending (the server is away)
+ * or one is dropped, the delta chain starts again, so every batch packed
+ * after that is self-contained and dropping any batch strands no delta. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +44,8 @@ typedef struct pgw {
   char *conninfo, *session_id, *cwd;
   spy__rows *rows;
   spy__abatch ab;
-  void *cctx;
-  spy__buf pack;
+  spy__src_packer *packer;
+  int dropped;              /* a batch was dropped since the last commit */
   batch *cur, *head, *tail; /* pending list: head oldest */
   size_t pending_bytes, retry_bytes;
   uint32_t retry_ms;
@@ -189,6 +196,9 @@ static int setup(pgw *w) {
   spy__buf sql = {0};
   spy__buf_puts(&sql, "BEGIN;");
   spy__schema_sql(&sql, 1);
+  /* a store of schema version 1 or 2: sources without the delta base */
+  spy__buf_puts(&sql, "ALTER TABLE sources ADD COLUMN IF NOT EXISTS "
+                      "base_source_id TEXT;");
   spy__index_sql(&sql);
   char ins[256];
   snprintf(ins, sizeof ins,
@@ -232,11 +242,13 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->session_id = strdup(cfg->session_id);
   w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
   w->rows = spy__rows_new(cfg->session_id);
+  w->packer = spy__src_packer_new();
   w->cur = new_batch();
   w->retry_bytes = cfg->retry_bytes;
   w->retry_ms = cfg->retry_ms;
   w->backoff_ms = 100;
-  if (!w->conninfo || !w->session_id || !w->cwd || !w->rows || !w->cur)
+  if (!w->conninfo || !w->session_id || !w->cwd || !w->rows || !w->cur ||
+      !w->packer)
     return SPY_ENOMEM;
   int rc = connect_now(w);
   if (rc)
@@ -298,11 +310,13 @@ static int pg_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   pgw *w = state;
   char id[33];
-  spy__cell c[4];
-  int rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c);
-  if (rc < 0)
-    return rc;
-  return sink(w, SPY__T_SOURCES, c);
+  spy__cell c[5];
+  int rc = spy__source_row(w->packer, hash, p, n, id, c);
+  if (rc == 0)
+    rc = sink(w, SPY__T_SOURCES, c);
+  if (rc < 0) /* not in the batch: no later row may refer to it */
+    spy__src_packer_reset(w->packer);
+  return rc;
 }
 
 static int pg_action(void *state, const spy_trace_record *r) {
@@ -443,6 +457,7 @@ static int drain(pgw *w, int force) {
         /* the server refused the batch itself: drop it, do not loop */
         say(w, rc, "a batch was refused");
         atomic_fetch_add(&w->lost, w->head->actions);
+        w->dropped = 1;
         rc = 0;
       } else if (!rc) {
         w->stored += w->head->actions;
@@ -474,13 +489,17 @@ static int pg_commit(void *state) {
     if (rc == 0)
       rc = sink(w, SPY__T_BATCHES, c);
     spy__abatch_clear(&w->ab);
-    if (rc < 0)
+    if (rc < 0) {
+      spy__src_packer_reset(w->packer);
       return rc;
+    }
   }
   if (b->actions || b->copy[SPY__T_SOURCES].len) {
     for (int t = 0; t < SPY__T_COUNT; t++)
-      if (b->copy[t].err || b->extra.err)
+      if (b->copy[t].err || b->extra.err) {
+        spy__src_packer_reset(w->packer);
         return SPY_ENOMEM;
+      }
     b->bytes += b->extra.len;
     if (w->tail)
       w->tail->next = b;
@@ -511,8 +530,13 @@ static int pg_commit(void *state) {
     w->pending_bytes -= o->bytes;
     atomic_fetch_add(&w->lost, o->actions);
     free_batch(o);
+    w->dropped = 1;
     say(w, SPY_ENOBUFS, "retry buffer full: dropped the oldest batch");
   }
+  /* the next batch refers to nothing that may not reach the store */
+  if (w->head || w->dropped)
+    spy__src_packer_reset(w->packer);
+  w->dropped = 0;
   return rc == SPY_EAGAIN ? 0 : rc;
 }
 
@@ -571,8 +595,7 @@ static int64_t pg_close(void *state) {
   free_batch(w->cur);
   spy__rows_free(w->rows);
   spy__abatch_free(&w->ab);
-  spy__buf_free(&w->pack);
-  spy__src_pack_free(&w->cctx);
+  spy__src_packer_free(w->packer);
   free(w->conninfo);
   free(w->session_id);
   free(w->cwd);

@@ -1,8 +1,11 @@
 /* writer_sqlite.c — the SQLite writer: one trace.db per session directory,
  * WAL journal, one transaction per batch, a prepared statement per table,
  * the batch's actions as one compressed action_batches row, indexes built
- * at close. Source payloads go to the sources table once, zstd-compressed.
- * A process
+ * at close. Source payloads go to the sources table once, zstd-compressed,
+ * most as deltas of the payload stored before them (src_codec.c); a row
+ * that may not have reached the database (a failed insert or commit) is
+ * never used as a base. A store of schema version 1 or 2 gets the
+ * base_source_id column when a writer appends to it. A process
  * killed mid-build leaves a database that opens cleanly and holds every
  * batch committed before the kill. A database written by a newer schema is
  * refused (PRAGMA user_version). */
@@ -21,8 +24,8 @@ typedef struct sqlw {
   sqlite3_stmt *build_end, *session_meta, *finish;
   spy__rows *rows;
   spy__abatch batch;
-  void *cctx;
-  spy__buf pack, sql;
+  spy__src_packer *packer;
+  spy__buf sql;
   char *session_id;
   int in_txn;
   uint64_t actions;
@@ -78,7 +81,8 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->report_ctx = cfg->report_ctx;
   w->session_id = strdup(cfg->session_id);
   w->rows = spy__rows_new(cfg->session_id);
-  if (!w->session_id || !w->rows)
+  w->packer = spy__src_packer_new();
+  if (!w->session_id || !w->rows || !w->packer)
     return SPY_ENOMEM;
   char path[4096];
   snprintf(path, sizeof path, "%s/trace.db", cfg->dir);
@@ -103,6 +107,9 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                     "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=0;")))
     return rc;
   spy__schema_sql(&w->sql, 0);
+  if (v == 1 || v == 2) /* an older store: sources without the delta base */
+    spy__buf_puts(&w->sql,
+                  "ALTER TABLE sources ADD COLUMN base_source_id TEXT;");
   char ver[64];
   snprintf(ver, sizeof ver, "PRAGMA user_version=%d;",
            SPY_TRACE_SCHEMA_VERSION);
@@ -206,10 +213,12 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
   if (rc)
     return rc;
   char id[33];
-  spy__cell c[4];
-  if ((rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c)) < 0)
-    return rc;
-  return run(w, w->ins[SPY__T_SOURCES], c, 4);
+  spy__cell c[5];
+  if ((rc = spy__source_row(w->packer, hash, p, n, id, c)) == 0)
+    rc = run(w, w->ins[SPY__T_SOURCES], c, 5);
+  if (rc < 0) /* not stored: no later row may refer to it */
+    spy__src_packer_reset(w->packer);
+  return rc;
 }
 
 static int sq_action(void *state, const spy_trace_record *r) {
@@ -238,13 +247,18 @@ static int sq_commit(void *state) {
       w->actions -= w->batch.n;
     }
     spy__abatch_clear(&w->batch);
-    if (rc < 0)
+    if (rc < 0) {
+      spy__src_packer_reset(w->packer);
       return rc;
+    }
   }
   if (!w->in_txn)
     return 0;
   w->in_txn = 0;
-  return exec(w, "COMMIT");
+  int rc = exec(w, "COMMIT");
+  if (rc < 0) /* the transaction's sources may be gone */
+    spy__src_packer_reset(w->packer);
+  return rc;
 }
 
 static uint64_t sq_lost(void *state) {
@@ -279,8 +293,7 @@ static int64_t sq_close(void *state) {
   int64_t lost = (int64_t)atomic_load(&w->lost);
   spy__rows_free(w->rows);
   spy__abatch_free(&w->batch);
-  spy__buf_free(&w->pack);
-  spy__src_pack_free(&w->cctx);
+  spy__src_packer_free(w->packer);
   spy__buf_free(&w->sql);
   free(w->session_id);
   free(w);
