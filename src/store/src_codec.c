@@ -116,17 +116,22 @@ void spy__src_pack_free(void **cctx) {
 }
 
 /* ---- the source packer ----------------------------------------------------
- * A new payload is compressed with the previous one as zstd prefix
+ * A new payload is compressed with an earlier one as zstd prefix
  * dictionary, so a module's next version (comments stripped, whitespace
- * collapsed) costs a fraction of a standalone frame. The rule, cheap and
- * measured on the demo build over /usr/include and the bench trees:
- * - a delta is tried only when the chain stays within SPY__SRC_MAX_DEPTH,
- *   the payload is at most 1.25x the previous one and the previous one at
- *   most 4x the payload. The transforms shrink a module's text, so a much
- *   larger payload is another module or a chunk: trying those anyway cost
- *   22 % more writer instructions on tree-2000 for the same bytes, and on
- *   /usr/include stored 7 % more (the accepted cross-module deltas cut
- *   the chains of the real versions short);
+ * collapsed) costs a fraction of a standalone frame. The rule, cheap (one
+ * zstd call per payload, two only when a delta is refused) and measured on
+ * the demo build over /usr/include and the bench trees:
+ * - the base is the previous payload, else the last keyframe (so the next
+ *   module's first version, which follows the previous module's last, is
+ *   compared with the previous module's first), provided the chain stays
+ *   within SPY__SRC_MAX_DEPTH, the payload is at most 1.25x the base and
+ *   the base at most 4x the payload. The transforms shrink a module's
+ *   text, so a much larger payload is another module or a chunk: trying
+ *   those against the previous payload anyway cost 22 % more writer
+ *   instructions on tree-2000 for the same bytes, and on /usr/include
+ *   stored 7 % more (the accepted cross-module deltas cut the chains of
+ *   the real versions short). The keyframe candidate took tree-2000 from
+ *   3.46 to 2.74 MB of sources and /usr/include from 33.7 to 33.3 MB;
  * - the delta is kept only when it is clearly smaller than the payload
  *   alone would be: under 0.7x the running standalone ratio of recent
  *   keyframes (0.5..1 stored within 2 % of each other); otherwise the
@@ -137,25 +142,30 @@ void spy__src_pack_free(void **cctx) {
 #define DELTA_SHRINK 4.0            /* previous payload / payload, at most */
 #define DELTA_ACCEPT 0.7            /* delta / standalone estimate, under */
 
+/* A candidate base: a payload kept with its id and chain depth. */
+typedef struct base {
+  /* the payload in [0, len); the input being packed is copied right after
+   * it: a prefix contiguous with the input lets zstd match across both as
+   * one window, not as an external dictionary (measured: 5 % fewer writer
+   * instructions on tree-2000) */
+  spy__buf b;
+  char id[33];
+  int depth; /* deltas between it and its keyframe; -1: none */
+} base;
+
 struct spy__src_packer {
-  void *cctx;   /* ZSTD_CCtx, shared with spy__src_pack */
-  spy__buf out; /* the blob of the last row */
-  /* the previous payload (the next one's candidate base) in [0, len), and
-   * the payload being packed right after it: a prefix contiguous with the
-   * input lets zstd match across both as one window, not as an external
-   * dictionary (measured: 5 % fewer writer instructions on tree-2000) */
-  spy__buf prev;
-  int staged; /* the payload is already copied after prev */
-  char prev_id[33], base_id[33];
-  int prev_depth; /* deltas between prev and its keyframe; -1: no prev */
-  double ratio;   /* running compressed/raw ratio of keyframes */
+  void *cctx;       /* ZSTD_CCtx, shared with spy__src_pack */
+  spy__buf out;     /* the blob of the last row */
+  base prev, key;   /* the previous payload; the last keyframe */
+  char base_id[33]; /* the last row's base */
+  double ratio;     /* running compressed/raw ratio of keyframes */
 };
 
 spy__src_packer *spy__src_packer_new(void) {
   spy__src_packer *k = calloc(1, sizeof *k);
   if (!k)
     return NULL;
-  k->prev_depth = -1;
+  k->prev.depth = k->key.depth = -1;
   return k;
 }
 
@@ -164,35 +174,39 @@ void spy__src_packer_free(spy__src_packer *k) {
     return;
   spy__src_pack_free(&k->cctx);
   spy__buf_free(&k->out);
-  spy__buf_free(&k->prev);
+  spy__buf_free(&k->prev.b);
+  spy__buf_free(&k->key.b);
   free(k);
 }
 
-void spy__src_packer_reset(spy__src_packer *k) { k->prev_depth = -1; }
+void spy__src_packer_reset(spy__src_packer *k) {
+  k->prev.depth = k->key.depth = -1;
+}
 
-/* Compresses p[0..n) against the previous payload into k->out; returns 1
- * when the delta is kept. */
-static int try_delta(spy__src_packer *k, const char *p, size_t n) {
+/* May an n-byte payload be a delta of b? */
+static int fits(const base *b, size_t n) {
+  return b->depth >= 0 && b->depth < SPY__SRC_MAX_DEPTH && n >= DELTA_MIN &&
+         n <= DELTA_MAX && (double)n <= DELTA_GROW * (double)b->b.len &&
+         (double)b->b.len <= DELTA_SHRINK * (double)n;
+}
+
+/* Compresses p[0..n) against b into k->out; returns 1 when the delta is
+ * kept. */
+static int try_delta(spy__src_packer *k, base *b, const char *p, size_t n) {
   ZSTD_CCtx *c = k->cctx;
-  if (!c || k->prev_depth < 0 || k->prev_depth >= SPY__SRC_MAX_DEPTH ||
-      n < DELTA_MIN || n > DELTA_MAX ||
-      (double)n > DELTA_GROW * (double)k->prev.len ||
-      (double)k->prev.len > DELTA_SHRINK * (double)n)
-    return 0;
   /* a delta must come clearly below the standalone estimate */
   size_t want = (size_t)((double)n * k->ratio * DELTA_ACCEPT);
-  if (want < 16 || spy__buf_reserve(&k->out, ZSTD_compressBound(n)) < 0)
+  if (!c || want < 16 || spy__buf_reserve(&k->out, ZSTD_compressBound(n)) < 0)
     return 0;
-  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
-  size_t base_n = k->prev.len;
-  if (spy__buf_reserve(&k->prev, n) < 0) {
-    k->prev.err = 0;
+  size_t base_n = b->b.len;
+  if (spy__buf_reserve(&b->b, n) < 0) {
+    b->b.err = 0;
     return 0;
   }
-  char *in = k->prev.p + base_n;
+  char *in = b->b.p + base_n;
   memcpy(in, p, n);
-  k->staged = 1;
-  size_t z = ZSTD_CCtx_refPrefix(c, k->prev.p, base_n);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+  size_t z = ZSTD_CCtx_refPrefix(c, b->b.p, base_n);
   if (!ZSTD_isError(z))
     z = ZSTD_compress2(c, k->out.p, ZSTD_compressBound(n), in, n);
   if (ZSTD_isError(z)) {
@@ -205,15 +219,31 @@ static int try_delta(spy__src_packer *k, const char *p, size_t n) {
   return 1;
 }
 
+/* Makes p[0..n) the payload of b; on no memory b is just dropped. */
+static void keep(base *b, const char *p, size_t n, const char *id, int depth) {
+  b->b.len = 0;
+  if (spy__buf_reserve(&b->b, n) < 0) {
+    b->b.err = 0;
+    b->depth = -1;
+    return;
+  }
+  memcpy(b->b.p, p, n);
+  b->b.len = n;
+  memcpy(b->id, id, 33);
+  b->depth = depth;
+}
+
 int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
                     size_t n, char id[33], spy__cell c[5]) {
   spy_trace_hash_hex(hash, id);
   int codec, depth = 0;
-  k->staged = 0;
-  if (try_delta(k, p, n)) {
+  /* the previous payload, else the last keyframe (the next module's first
+   * version after the previous module's last) */
+  base *b = fits(&k->prev, n) ? &k->prev : fits(&k->key, n) ? &k->key : NULL;
+  if (b && try_delta(k, b, p, n)) {
     codec = SPY__CODEC_ZSTD_DELTA;
-    depth = k->prev_depth + 1;
-    memcpy(k->base_id, k->prev_id, 33);
+    depth = b->depth + 1;
+    memcpy(k->base_id, b->id, 33);
   } else {
     codec = spy__src_pack(&k->out, &k->cctx, p, n, 1);
     if (codec == SPY__CODEC_ZSTD) {
@@ -225,16 +255,9 @@ int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
     return k->out.err;
   /* an incompressible or tiny payload leaves the chain as it was */
   if (codec != SPY__CODEC_RAW && n <= DELTA_MAX) {
-    if (k->staged || spy__buf_reserve(&k->prev, n) == 0) {
-      memmove(k->prev.p, k->staged ? k->prev.p + k->prev.len : p, n);
-      k->prev.len = n;
-      memcpy(k->prev_id, id, 33);
-      k->prev_depth = depth;
-    } else { /* no memory for a base: the chain just ends */
-      k->prev.err = 0;
-      k->prev.len = 0;
-      k->prev_depth = -1;
-    }
+    keep(&k->prev, p, n, id, depth);
+    if (depth == 0)
+      keep(&k->key, p, n, id, 0);
   }
   c[0] = (spy__cell){SPY__COL_TEXT, 0, id, 32};
   c[1] = (spy__cell){SPY__COL_INT, (int64_t)n, NULL, 0};

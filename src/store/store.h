@@ -179,12 +179,12 @@ int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
 #define SPY__SRC_READ_DEPTH 16
 
 /* Per-writer packing state of source payloads (src_codec.c): a reusable
- * zstd context and the previously stored payload, the candidate base of
- * the next one. */
+ * zstd context, the previously stored payload and the last keyframe, the
+ * candidate bases of the next one. */
 typedef struct spy__src_packer spy__src_packer;
 spy__src_packer *spy__src_packer_new(void);
 void spy__src_packer_free(spy__src_packer *k);
-/* Forgets the previous payload: the next one is stored standalone. A
+/* Forgets the candidate bases: the next payload is stored alone. A
  * writer calls it whenever a row it packed may not reach the store (a
  * failed insert, a dropped or unsent batch). */
 void spy__src_packer_reset(spy__src_packer *k);
