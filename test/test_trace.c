@@ -2,7 +2,10 @@
  * each writer and the reader; payloads are stored once; sessions are
  * isolated; a disabled session never reaches its writer; a full queue makes
  * the emitter wait (counted) and loses nothing; a newer schema is refused;
- * the record decoder rejects bad input.
+ * similar payloads are stored as bounded delta chains that read back
+ * byte-identical, a broken chain is an error, a version 2 store still
+ * reads but is not appended to; the SQL tables follow the catalog; the
+ * record decoder rejects bad input.
  *
  * The PostgreSQL case needs SPY_TEST_PG (a conninfo): the trace_pg CTest
  * (test/trace_pg.sh) starts a real server, sets it and runs that case;
@@ -933,6 +936,230 @@ TEST(newer_jsonl_schema_is_refused) {
   rmrf(dir);
 }
 
+/* ---- delta-compressed sources
+ * ---------------------------------------------------- */
+
+#define NVER 12
+
+/* Version 0 is varied C-like text (a pseudo-random generator picks names
+ * and numbers, so zstd alone cannot squeeze it much); each next version
+ * edits a few lines of the one before, as a transform would. */
+static char *make_versions(size_t len[NVER]) {
+  static const size_t cap = 12000;
+  char *v = malloc(NVER * cap);
+  uint32_t x = 12345;
+  size_t n = 0;
+  while (n < 8000) {
+    x = x * 1103515245u + 12345u;
+    n += (size_t)snprintf(
+        v + n, cap - n, "static int f%u(int a) { return a * %u + %u; }\n",
+        (x >> 8) % 100000u, (x >> 3) % 977u, (x >> 13) % 4099u);
+  }
+  len[0] = n;
+  for (int i = 1; i < NVER; i++) {
+    char *p = v + (size_t)i * cap, *q = v + (size_t)(i - 1) * cap;
+    memcpy(p, q, len[i - 1]);
+    len[i] = len[i - 1];
+    for (int e = 0; e < 4; e++) { /* a few edits, same length */
+      x = x * 1103515245u + 12345u;
+      size_t at = (x >> 4) % (len[i] - 8);
+      p[at] = (char)('a' + i);
+    }
+    if (i % 3 == 0) /* a shorter version now and then */
+      len[i] -= 200;
+  }
+  return v;
+}
+
+/* Emits the versions into a writer as a transform chain. */
+static int record_versions(const char *writer, const char *dir,
+                           const char *conninfo, const char *v,
+                           const size_t len[NVER]) {
+  spy_trace *t;
+  spy_trace_desc d = {
+      .enabled = 1, .writer = writer, .dir = dir, .conninfo = conninfo};
+  int rc = spy_trace_create(&d, &t);
+  if (rc < 0)
+    return rc;
+  for (int i = 0; i < NVER; i++) {
+    char cid[16];
+    snprintf(cid, sizeof cid, "t%d", i);
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m.c", {v + (size_t)i * 12000, len[i]}, "p", 0, cid, 0});
+  }
+  return (int)spy_trace_destroy(t);
+}
+
+/* Reads every version back through the reader: byte-identical. */
+static int read_versions(const char *store, const char *v,
+                         const size_t len[NVER]) {
+  spy_trace_reader *r;
+  int rc = spy_trace_reader_open(store, NULL, &r);
+  for (int i = 0; rc == 0 && i < NVER; i++) {
+    uint64_t h[2];
+    spy_trace_hash(v + (size_t)i * 12000, len[i], h);
+    const char *p;
+    size_t n;
+    rc = spy_trace_reader_source(r, h, &p, &n);
+    if (rc == 0 && (n != len[i] || memcmp(p, v + (size_t)i * 12000, n))) {
+      fprintf(stderr, "version %d differs after the round trip\n", i);
+      rc = -1;
+    } else if (rc < 0)
+      fprintf(stderr, "version %d: %s\n", i, spy_trace_reader_error(r));
+  }
+  spy_trace_reader_close(r);
+  return rc;
+}
+
+/* One integer from a query on the session's trace.db. */
+static long long db_int(const char *dir, const char *sql) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  long long v = -1;
+  if (sqlite3_open(path, &db) != SQLITE_OK)
+    return -1;
+  sqlite3_stmt *s;
+  if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return v;
+}
+
+static int db_exec(const char *dir, const char *sql) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  if (sqlite3_open(path, &db) != SQLITE_OK)
+    return -1;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+  sqlite3_close(db);
+  return rc;
+}
+
+TEST(delta_chain_round_trips_through_sqlite) {
+  size_t len[NVER];
+  char *v = make_versions(len);
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record_versions("sqlite", dir, NULL, v, len), 0);
+  CHECK_EQ(read_versions(dir, v, len), 0);
+  /* most versions are deltas, chains are at most 3 deltas deep, and the
+   * deltas are far smaller than the keyframes */
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM sources"), NVER);
+  long long deltas = db_int(dir, "SELECT count(*) FROM sources WHERE "
+                                 "codec=2 AND base_source_id IS NOT NULL");
+  CHECK(deltas >= NVER / 2);
+  CHECK(db_int(dir, "SELECT count(*) FROM sources WHERE codec=1") >= 1);
+  CHECK_EQ(db_int(dir, "WITH RECURSIVE d(id, depth) AS (SELECT source_id, 0 "
+                       "FROM sources WHERE codec<>2 UNION ALL SELECT "
+                       "s.source_id, d.depth+1 FROM sources s JOIN d ON "
+                       "s.base_source_id=d.id) SELECT max(depth) FROM d"),
+           3);
+  CHECK(db_int(dir, "SELECT max(length(content)) FROM sources WHERE codec=2") *
+            4 <
+        db_int(dir, "SELECT min(length(content)) FROM sources WHERE codec=1"));
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM sources s WHERE codec=2 AND NOT "
+                       "EXISTS (SELECT 1 FROM sources b WHERE "
+                       "b.source_id=s.base_source_id)"),
+           0);
+  CHECK_EQ(db_int(dir, "PRAGMA user_version"), SPY_TRACE_SCHEMA_VERSION);
+  rmrf(dir);
+  free(v);
+}
+
+TEST(delta_chain_round_trips_through_postgres) {
+  const char *pg = getenv("SPY_TEST_PG");
+  if (!pg) {
+    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+    return;
+  }
+  size_t len[NVER];
+  char *v = make_versions(len);
+  CHECK_EQ(record_versions("postgres", NULL, pg, v, len), 0);
+  CHECK_EQ(read_versions(pg, v, len), 0);
+  free(v);
+}
+
+TEST(missing_or_cyclic_delta_base_is_an_error) {
+  size_t len[NVER];
+  char *v = make_versions(len);
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record_versions("sqlite", dir, NULL, v, len), 0);
+  char ids[NVER][33];
+  for (int i = 0; i < NVER; i++) {
+    uint64_t h[2];
+    spy_trace_hash(v + (size_t)i * 12000, len[i], h);
+    spy_trace_hash_hex(h, ids[i]);
+  }
+  /* version 1 is a delta of version 0; delete version 0 by hand */
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM sources WHERE source_id='%s' AND codec=2 "
+           "AND base_source_id='%s'",
+           ids[1], ids[0]);
+  CHECK_EQ(db_int(dir, sql), 1);
+  snprintf(sql, sizeof sql, "DELETE FROM sources WHERE source_id='%s'", ids[0]);
+  CHECK_OK(db_exec(dir, sql));
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  uint64_t h[2];
+  const char *p;
+  size_t n;
+  spy_trace_hash(v, len[0], h);
+  CHECK_EQ(spy_trace_reader_source(r, h, &p, &n), SPY_ENOENT);
+  spy_trace_hash(v + 12000, len[1], h);
+  CHECK_EQ(spy_trace_reader_source(r, h, &p, &n), SPY_EBADVALUE);
+  CHECK(strstr(spy_trace_reader_error(r), "base is missing"));
+  CHECK(strstr(spy_trace_reader_error(r), ids[0]));
+  /* the store still reads: a summary skips the broken payloads */
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, NVER);
+  CHECK(sum.sources < NVER);
+  spy_trace_reader_close(r);
+  /* a cycle: version 1 made the base of version 2's base (version 1) */
+  snprintf(sql, sizeof sql,
+           "UPDATE sources SET base_source_id='%s' WHERE source_id='%s'",
+           ids[2], ids[1]);
+  CHECK_OK(db_exec(dir, sql));
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM sources WHERE source_id='%s' AND "
+           "base_source_id='%s'",
+           ids[2], ids[1]);
+  CHECK_EQ(db_int(dir, sql), 1);
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  spy_trace_hash(v + 2 * 12000, len[2], h);
+  CHECK_EQ(spy_trace_reader_source(r, h, &p, &n), SPY_EBADVALUE);
+  CHECK(strstr(spy_trace_reader_error(r), "cycle"));
+  spy_trace_reader_close(r);
+  rmrf(dir);
+  free(v);
+}
+
+TEST(schema_2_sqlite_store_still_reads_and_is_not_appended_to) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  /* a version 2 store: no base_source_id column */
+  CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  CHECK_OK(db_exec(dir, "ALTER TABLE sources DROP COLUMN base_source_id; "
+                        "PRAGMA user_version=2"));
+  CHECK_EQ(db_int(dir, "PRAGMA user_version"), 2);
+  CHECK_EQ(compare_store(dir), 0);
+  /* its tables are not the derived ones: a writer refuses to append */
+  size_t len[NVER];
+  char *v = make_versions(len);
+  CHECK_EQ(record_versions("sqlite", dir, NULL, v, len), SPY_EBADSCHEMA);
+  CHECK_EQ(db_int(dir, "PRAGMA user_version"), 2);
+  CHECK_EQ(compare_store(dir), 0);
+  free(v);
+  rmrf(dir);
+}
+
 /* ---- the record codec
  * ---------------------------------------------------------- */
 
@@ -988,4 +1215,8 @@ TEST_MAIN(
     TEST_CASE(application_kind_into_postgres),
     TEST_CASE(newer_sqlite_schema_is_refused),
     TEST_CASE(newer_jsonl_schema_is_refused),
+    TEST_CASE(delta_chain_round_trips_through_sqlite),
+    TEST_CASE(delta_chain_round_trips_through_postgres),
+    TEST_CASE(missing_or_cyclic_delta_base_is_an_error),
+    TEST_CASE(schema_2_sqlite_store_still_reads_and_is_not_appended_to),
     TEST_CASE(decode_rejects_truncated_and_corrupt_records))

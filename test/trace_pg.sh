@@ -3,7 +3,8 @@
 # started here: every action kind round-trips; a traced build lands in it;
 # the server goes away mid-build and comes back in time (nothing lost); it
 # stays away too long for the retry budget (the summary counts exactly what
-# was not stored); a newer schema is refused.
+# was not stored); no stored delta ever names a base that is not stored; a
+# newer schema is refused.
 set -euo pipefail
 tool=$1
 test_trace=$2
@@ -23,6 +24,9 @@ SPY_TEST_PG="$PG_CONNINFO" "$test_trace" application_kind_into_postgres
   fail "frame_stats row"
 [ "$(pg_sql "select string_agg(name || ':' || plugin_id, ',' order by i0) from frame_stats__plugins")" = "shader-cache:3,lod:4" ] ||
   fail "frame_stats__plugins rows"
+
+echo "== a chain of similar payloads round-trips as deltas"
+SPY_TEST_PG="$PG_CONNINFO" "$test_trace" delta_chain_round_trips_through_postgres
 
 echo "== a traced build"
 gen_tree "$work/src" 20 10
@@ -98,6 +102,13 @@ assert s["not_stored"] == lost, (s["not_stored"], lost)
 assert s["actions"] + lost == emitted, (s["actions"], lost, emitted)
 print("summary: %d stored + %d not stored = %d emitted" % (s["actions"], lost, emitted))
 PY
+
+echo "== every stored delta's base is stored"
+deltas=$(pg_sql "select count(*) from sources where codec=2")
+[ "$deltas" -gt 0 ] || fail "no source was stored as a delta"
+dangling=$(pg_sql "select count(*) from sources s where base_source_id is not null and not exists (select 1 from sources b where b.source_id=s.base_source_id)")
+[ "$dangling" -eq 0 ] || fail "$dangling deltas name a base that is not stored"
+echo "$deltas deltas, none dangling"
 
 echo "== a newer schema is refused"
 pg_sql "update spyglass_meta set value='99' where key='schema_version'" >/dev/null

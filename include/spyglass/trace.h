@@ -424,10 +424,11 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out);
 
 /* The store schema version this build writes and the newest it reads.
  * 3: one SQL table per action kind, derived from the catalog, with the
- * reference's tables as views; 2: hand-made relational tables, binary
- * records in action_batches; 1: JSON lines in action_batches. All three
- * are read (the reader replays action_batches); writers refuse to add to
- * a store of another version. */
+ * reference's tables as views, and a sources row may be a delta of another
+ * payload named by its base_source_id (codec 2); 2: hand-made relational
+ * tables, binary records in action_batches; 1: JSON lines in
+ * action_batches. All three are read (the reader replays action_batches);
+ * writers refuse to add to a store of another version. */
 #define SPY_TRACE_SCHEMA_VERSION 3
 
 typedef struct spy_trace_reader spy_trace_reader;

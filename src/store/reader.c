@@ -5,7 +5,12 @@
  * content id (StringRef lines; the sources table); everything else —
  * builds, modules, imports, hook calls, the summary — is derived from the
  * action stream the same way for all three. A store whose schema version
- * is newer than SPY_TRACE_SCHEMA_VERSION is refused. */
+ * is newer than SPY_TRACE_SCHEMA_VERSION is refused.
+ *
+ * A payload stored as a delta (schema version 3) names its base: the
+ * reader fetches the chain down to a standalone blob, at most
+ * SPY__SRC_READ_DEPTH deep, then decodes it back up. A missing base, a
+ * cycle or a longer chain is an error, never a guess. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,14 @@ typedef struct line {
   size_t n;
   uint64_t seq;
 } line;
+
+/* One stored blob of a payload's chain. */
+typedef struct blob {
+  spy__buf z;
+  int codec;
+  size_t size;
+  char id[33], base[33]; /* base: "" when none */
+} blob;
 
 typedef struct srcref {
   uint64_t hash[2];
@@ -56,7 +69,9 @@ struct spy_trace_reader {
   size_t boff;
   int brecords; /* the current batch holds binary records (schema 2) */
   spy_trace_arena arena, sarena; /* actions; payload lookups */
-  spy__buf buf;
+  spy__buf buf, buf2;
+  blob chain[SPY__SRC_READ_DEPTH + 1];
+  int schema; /* SQL stores: the version; 3 and up have base_source_id */
 };
 
 static int seterr(spy_trace_reader *r, int rc, const char *fmt, const char *a) {
@@ -170,6 +185,7 @@ static int open_sqlite(spy_trace_reader *r, const char *path,
         r, v, "%s: written by a newer spyglass (schema version too new)", path);
   if (v <= 0)
     return seterr(r, SPY_EBADSCHEMA, "%s: not a spyglass trace", path);
+  r->schema = v;
   if (!session) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(r->db,
@@ -188,8 +204,10 @@ static int open_sqlite(spy_trace_reader *r, const char *path,
                          "session_id=?1 ORDER BY first_seq",
                          -1, &r->iter, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(r->db,
-                         "SELECT size, codec, content FROM sources WHERE "
-                         "source_id=?1",
+                         v >= 3 ? "SELECT size, codec, content, base_source_id "
+                                  "FROM sources WHERE source_id=?1"
+                                : "SELECT size, codec, content, NULL FROM "
+                                  "sources WHERE source_id=?1",
                          -1, &r->src, NULL) != SQLITE_OK)
     return seterr(r, SPY_EIO, "%s", sqlite3_errmsg(r->db));
   sqlite3_bind_text(r->iter, 1, r->session_id, -1, SQLITE_STATIC);
@@ -205,7 +223,8 @@ static int open_pg(spy_trace_reader *r, const char *conninfo) {
   PQclear(res);
   if (!has)
     return seterr(r, SPY_ENOENT, "postgres: no spyglass trace here%s", NULL);
-  if (spy__pg_check_version(r->pg) == SPY_EBADSCHEMA)
+  r->schema = spy__pg_check_version(r->pg);
+  if (r->schema == SPY_EBADSCHEMA)
     return seterr(r, SPY_EBADSCHEMA,
                   "postgres: written by a newer spyglass (schema version too "
                   "new)%s",
@@ -279,6 +298,9 @@ void spy_trace_reader_close(spy_trace_reader *r) {
   spy_trace_arena_free(&r->arena);
   spy_trace_arena_free(&r->sarena);
   spy__buf_free(&r->buf);
+  spy__buf_free(&r->buf2);
+  for (int i = 0; i <= SPY__SRC_READ_DEPTH; i++)
+    spy__buf_free(&r->chain[i].z);
   spy__buf_free(&r->btext);
   free(r->session_id);
   free(r);
@@ -302,8 +324,7 @@ static uint64_t be64(const char *p) {
 
 /* The next action of the session: 1 and p/n — a JSON line, or a binary
  * record when *bin — 0 at the end. */
-static int next_line(spy_trace_reader *r, const char **p, size_t *n,
-                     int *bin) {
+static int next_line(spy_trace_reader *r, const char **p, size_t *n, int *bin) {
   *bin = 0;
   if (r->type == ST_JSONL) {
     if (r->pos >= r->nlines)
@@ -326,7 +347,7 @@ static int next_line(spy_trace_reader *r, const char **p, size_t *n,
       rc = spy__src_unpack(&r->btext, codec & ~SPY__CODEC_RECORDS,
                            sqlite3_column_blob(r->iter, 2),
                            (size_t)sqlite3_column_bytes(r->iter, 2),
-                           (size_t)sqlite3_column_int64(r->iter, 1));
+                           (size_t)sqlite3_column_int64(r->iter, 1), NULL, 0);
     } else {
       if (!r->rows || r->pos >= (size_t)PQntuples(r->rows))
         return 0;
@@ -336,7 +357,7 @@ static int next_line(spy_trace_reader *r, const char **p, size_t *n,
       rc = spy__src_unpack(&r->btext, codec & ~SPY__CODEC_RECORDS,
                            PQgetvalue(r->rows, row, 2),
                            (size_t)PQgetlength(r->rows, row, 2),
-                           (size_t)be64(PQgetvalue(r->rows, row, 1)));
+                           (size_t)be64(PQgetvalue(r->rows, row, 1)), NULL, 0);
     }
     if (rc < 0)
       return seterr(r, rc, "a corrupt action batch%s", NULL);
@@ -387,10 +408,65 @@ int spy_trace_reader_next(spy_trace_reader *r, spy_trace_action *a) {
   }
 }
 
+/* Fetches the sources row of the 32-hex id into b. Returns 0, SPY_ENOENT
+ * or SPY_EIO. */
+static int fetch_blob(spy_trace_reader *r, const char *id, blob *b) {
+  memcpy(b->id, id, 32);
+  b->id[32] = 0;
+  b->base[0] = 0;
+  b->z.len = 0;
+  if (r->type == ST_SQLITE) {
+    sqlite3_bind_text(r->src, 1, b->id, 32, SQLITE_STATIC);
+    int s = sqlite3_step(r->src), rc = 0;
+    if (s == SQLITE_ROW) {
+      b->size = (size_t)sqlite3_column_int64(r->src, 0);
+      b->codec = sqlite3_column_int(r->src, 1);
+      spy__buf_put(&b->z, sqlite3_column_blob(r->src, 2),
+                   (size_t)sqlite3_column_bytes(r->src, 2));
+      const unsigned char *base = sqlite3_column_text(r->src, 3);
+      if (base && sqlite3_column_bytes(r->src, 3) == 32)
+        memcpy(b->base, base, 33);
+      rc = b->z.err;
+    } else
+      rc = s == SQLITE_DONE
+               ? SPY_ENOENT
+               : seterr(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(r->db));
+    sqlite3_reset(r->src);
+    return rc;
+  }
+  const char *params[1] = {b->id};
+  PGresult *res =
+      PQexecParams(r->pg,
+                   r->schema >= 3 ? "SELECT size, codec, content, "
+                                    "base_source_id FROM sources WHERE "
+                                    "source_id=$1"
+                                  : "SELECT size, codec, content, NULL::text "
+                                    "FROM sources WHERE source_id=$1",
+                   1, NULL, params, NULL, NULL, 1);
+  int rc = SPY_ENOENT;
+  if (PQresultStatus(res) != PGRES_TUPLES_OK)
+    rc = seterr(r, SPY_EIO, "postgres: %s", PQerrorMessage(r->pg));
+  else if (PQntuples(res) == 1 && PQgetlength(res, 0, 0) == 8 &&
+           PQgetlength(res, 0, 1) == 8) {
+    b->size = (size_t)be64(PQgetvalue(res, 0, 0));
+    b->codec = (int)be64(PQgetvalue(res, 0, 1));
+    spy__buf_put(&b->z, PQgetvalue(res, 0, 2), (size_t)PQgetlength(res, 0, 2));
+    if (!PQgetisnull(res, 0, 3) && PQgetlength(res, 0, 3) == 32) {
+      memcpy(b->base, PQgetvalue(res, 0, 3), 32);
+      b->base[32] = 0;
+    }
+    rc = b->z.err;
+  }
+  PQclear(res);
+  return rc;
+}
+
 int spy_trace_reader_source(spy_trace_reader *r, const uint64_t hash[2],
                             const char **p, size_t *n) {
   char id[33];
   spy_trace_hash_hex(hash, id);
+  *p = "";
+  *n = 0;
   if (r->type == ST_JSONL) {
     srcref key = {{hash[0], hash[1]}, NULL, 0};
     srcref *s = bsearch(&key, r->refs, r->nrefs, sizeof *r->refs, cmp_ref);
@@ -406,40 +482,54 @@ int spy_trace_reader_source(spy_trace_reader *r, const uint64_t hash[2],
     *n = r->buf.len;
     return r->buf.err;
   }
-  if (r->type == ST_SQLITE) {
-    sqlite3_bind_text(r->src, 1, id, 32, SQLITE_STATIC);
-    int rc = SPY_ENOENT;
-    if (sqlite3_step(r->src) == SQLITE_ROW)
-      rc = spy__src_unpack(&r->buf, sqlite3_column_int(r->src, 1),
-                           sqlite3_column_blob(r->src, 2),
-                           (size_t)sqlite3_column_bytes(r->src, 2),
-                           (size_t)sqlite3_column_int64(r->src, 0));
-    sqlite3_reset(r->src);
-    *p = r->buf.p ? r->buf.p : "";
-    *n = r->buf.len;
-    return rc;
-  }
-  const char *params[1] = {id};
-  PGresult *res = PQexecParams(r->pg,
-                               "SELECT size, codec, content FROM sources "
-                               "WHERE source_id=$1",
-                               1, NULL, params, NULL, NULL, 1);
-  int rc = SPY_ENOENT;
-  if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
-    const unsigned char *sz = (const unsigned char *)PQgetvalue(res, 0, 0);
-    const unsigned char *cd = (const unsigned char *)PQgetvalue(res, 0, 1);
-    uint64_t size = 0, codec = 0;
-    for (int i = 0; i < 8; i++) {
-      size = size << 8 | sz[i];
-      codec = codec << 8 | cd[i];
+  /* the chain: the payload's blob, its base's, … down to a standalone one */
+  int depth = 0;
+  for (const char *want = id;;) {
+    if (depth > SPY__SRC_READ_DEPTH)
+      return seterr(r, SPY_EBADVALUE,
+                    "source %s: a delta chain longer than the bound", id);
+    for (int i = 0; i < depth; i++)
+      if (strcmp(r->chain[i].id, want) == 0)
+        return seterr(r, SPY_EBADVALUE, "source %s: a cycle of delta bases",
+                      id);
+    blob *b = &r->chain[depth];
+    int rc = fetch_blob(r, want, b);
+    if (rc == SPY_ENOENT && depth > 0) {
+      char msg[80];
+      snprintf(msg, sizeof msg, "%s (base %.32s)", id, want);
+      return seterr(r, SPY_EBADVALUE, "source %s: its delta base is missing",
+                    msg);
     }
-    rc = spy__src_unpack(&r->buf, (int)codec, PQgetvalue(res, 0, 2),
-                         (size_t)PQgetlength(res, 0, 2), (size_t)size);
+    if (rc < 0)
+      return rc;
+    depth++;
+    if (b->codec != SPY__CODEC_ZSTD_DELTA)
+      break;
+    if (!b->base[0])
+      return seterr(r, SPY_EBADVALUE, "source %s: a delta without a base", id);
+    want = b->base;
   }
-  PQclear(res);
+  /* decode back up, each blob with the one below it as prefix */
+  spy__buf *out = &r->buf, *base = &r->buf2;
+  for (int i = depth - 1; i >= 0; i--) {
+    spy__buf *t = out;
+    out = base;
+    base = t;
+    blob *b = &r->chain[i];
+    int rc = spy__src_unpack(out, b->codec, b->z.p ? b->z.p : "", b->z.len,
+                             b->size, i == depth - 1 ? NULL : base->p,
+                             i == depth - 1 ? 0 : base->len);
+    if (rc < 0)
+      return seterr(r, rc, "source %s: a corrupt blob", b->id);
+  }
+  if (out != &r->buf) { /* the result lives in r->buf */
+    spy__buf t = r->buf;
+    r->buf = r->buf2;
+    r->buf2 = t;
+  }
   *p = r->buf.p ? r->buf.p : "";
   *n = r->buf.len;
-  return rc;
+  return 0;
 }
 
 /* ---- derived views ----------------------------------------------------------

@@ -3,7 +3,8 @@
  *
  * Own tables: sessions (one row per session; `session` is the integer key
  * every action table carries), sources (each payload once, by content id,
- * compressed) and action_batches (every action's binary record, payloads by
+ * compressed alone or, codec SPY__CODEC_ZSTD_DELTA, against the payload
+ * named by its base_source_id) and action_batches (every action's binary record, payloads by
  * reference, one compressed blob per writer batch: the log the readers
  * replay). The action tables themselves are derived from the catalog
  * (schema.c). The reference's tables — builds, modules, module_imports,
@@ -16,7 +17,8 @@
 #include "store.h"
 
 const spy__table spy__tables[SPY__T_COUNT] = {
-    [SPY__T_SOURCES] = {"sources", "source_id,size,codec,content", "TIIB",
+    [SPY__T_SOURCES] = {"sources",
+                        "source_id,size,codec,base_source_id,content", "TIITB",
                         "source_id"},
     [SPY__T_BATCHES] = {"action_batches",
                         "session_id,first_seq,last_seq,count,codec,size,data",

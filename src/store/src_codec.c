@@ -1,6 +1,8 @@
 /* src_codec.c — blobs at rest: source payloads and action batches,
- * zstd-compressed when that saves space, raw otherwise; and the files
- * around them (mkdir -p, read a whole file). */
+ * zstd-compressed when that saves space, raw otherwise; a new source
+ * payload compressed as a delta of the one stored before it when that is
+ * clearly smaller (the packer); and the files around them (mkdir -p, read
+ * a whole file). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,21 +41,28 @@ int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
 }
 
 int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
-                    size_t size) {
+                    size_t size, const void *base, size_t base_n) {
   out->len = 0;
   if (codec == SPY__CODEC_RAW) {
     spy__buf_put(out, p, n);
     return out->err;
   }
-  if (codec != SPY__CODEC_ZSTD || size > ((size_t)1 << 31))
+  if ((codec != SPY__CODEC_ZSTD && codec != SPY__CODEC_ZSTD_DELTA) ||
+      size > ((size_t)1 << 31))
+    return SPY_EBADVALUE;
+  if (codec == SPY__CODEC_ZSTD_DELTA && !base)
     return SPY_EBADVALUE;
   if (spy__buf_reserve(out, size + 1) < 0)
     return out->err;
   ZSTD_DCtx *d = ZSTD_createDCtx();
-  size_t r = d ? ZSTD_decompressDCtx(d, out->p, size + 1, p, n) : 1;
-  ZSTD_freeDCtx(d);
   if (!d)
     return SPY_ENOMEM;
+  size_t r = 0;
+  if (codec == SPY__CODEC_ZSTD_DELTA)
+    r = ZSTD_DCtx_refPrefix(d, base, base_n);
+  if (!ZSTD_isError(r))
+    r = ZSTD_decompressDCtx(d, out->p, size + 1, p, n);
+  ZSTD_freeDCtx(d);
   if (ZSTD_isError(r) || r != size)
     return SPY_EBADVALUE;
   out->len = r;
@@ -88,19 +97,6 @@ int spy__abatch_row(spy__abatch *b, const char *session_id, spy__cell c[7]) {
   return 0;
 }
 
-int spy__source_row(spy__buf *out, void **cctx, const uint64_t hash[2],
-                    const char *p, size_t n, char id[33], spy__cell c[4]) {
-  spy_trace_hash_hex(hash, id);
-  int codec = spy__src_pack(out, cctx, p, n, 1);
-  if (out->err)
-    return out->err;
-  c[0] = (spy__cell){SPY__COL_TEXT, 0, id, 32};
-  c[1] = (spy__cell){SPY__COL_INT, (int64_t)n, NULL, 0};
-  c[2] = (spy__cell){SPY__COL_INT, codec, NULL, 0};
-  c[3] = (spy__cell){SPY__COL_BLOB, 0, out->p ? out->p : "", out->len};
-  return 0;
-}
-
 void spy__abatch_clear(spy__abatch *b) {
   b->text.len = 0;
   b->packed.len = 0;
@@ -117,6 +113,160 @@ void spy__abatch_free(spy__abatch *b) {
 void spy__src_pack_free(void **cctx) {
   ZSTD_freeCCtx(*cctx);
   *cctx = NULL;
+}
+
+/* ---- the source packer ----------------------------------------------------
+ * A new payload is compressed with an earlier one as zstd prefix
+ * dictionary, so a module's next version (comments stripped, whitespace
+ * collapsed) costs a fraction of a standalone frame. The rule, cheap (one
+ * zstd call per payload, two only when a delta is refused) and measured on
+ * the demo build over /usr/include and the bench trees:
+ * - the base is the previous payload, else the last keyframe (so the next
+ *   module's first version, which follows the previous module's last, is
+ *   compared with the previous module's first), provided the chain stays
+ *   within SPY__SRC_MAX_DEPTH, the payload is at most 1.25x the base and
+ *   the base at most 4x the payload. The transforms shrink a module's
+ *   text, so a much larger payload is another module or a chunk: trying
+ *   those against the previous payload anyway cost 22 % more writer
+ *   instructions on tree-2000 for the same bytes, and on /usr/include
+ *   stored 7 % more (the accepted cross-module deltas cut the chains of
+ *   the real versions short). The keyframe candidate took tree-2000 from
+ *   3.46 to 2.74 MB of sources and /usr/include from 33.7 to 33.3 MB;
+ * - the delta is kept only when it is clearly smaller than the payload
+ *   alone would be: under 0.7x the running standalone ratio of recent
+ *   keyframes (0.5..1 stored within 2 % of each other); otherwise the
+ *   payload is compressed alone and starts a new chain (a keyframe). */
+#define DELTA_MIN 128               /* smaller payloads: raw or alone */
+#define DELTA_MAX ((size_t)8 << 20) /* larger ones: alone, never a base */
+#define DELTA_GROW 1.25             /* payload / previous payload, at most */
+#define DELTA_SHRINK 4.0            /* previous payload / payload, at most */
+#define DELTA_ACCEPT 0.7            /* delta / standalone estimate, under */
+
+/* A candidate base: a payload kept with its id and chain depth. */
+typedef struct base {
+  /* the payload in [0, len); the input being packed is copied right after
+   * it: a prefix contiguous with the input lets zstd match across both as
+   * one window, not as an external dictionary (measured: 5 % fewer writer
+   * instructions on tree-2000) */
+  spy__buf b;
+  char id[33];
+  int depth; /* deltas between it and its keyframe; -1: none */
+} base;
+
+struct spy__src_packer {
+  void *cctx;       /* ZSTD_CCtx, shared with spy__src_pack */
+  spy__buf out;     /* the blob of the last row */
+  base prev, key;   /* the previous payload; the last keyframe */
+  char base_id[33]; /* the last row's base */
+  double ratio;     /* running compressed/raw ratio of keyframes */
+};
+
+spy__src_packer *spy__src_packer_new(void) {
+  spy__src_packer *k = calloc(1, sizeof *k);
+  if (!k)
+    return NULL;
+  k->prev.depth = k->key.depth = -1;
+  return k;
+}
+
+void spy__src_packer_free(spy__src_packer *k) {
+  if (!k)
+    return;
+  spy__src_pack_free(&k->cctx);
+  spy__buf_free(&k->out);
+  spy__buf_free(&k->prev.b);
+  spy__buf_free(&k->key.b);
+  free(k);
+}
+
+void spy__src_packer_reset(spy__src_packer *k) {
+  k->prev.depth = k->key.depth = -1;
+}
+
+/* May an n-byte payload be a delta of b? */
+static int fits(const base *b, size_t n) {
+  return b->depth >= 0 && b->depth < SPY__SRC_MAX_DEPTH && n >= DELTA_MIN &&
+         n <= DELTA_MAX && (double)n <= DELTA_GROW * (double)b->b.len &&
+         (double)b->b.len <= DELTA_SHRINK * (double)n;
+}
+
+/* Compresses p[0..n) against b into k->out; returns 1 when the delta is
+ * kept. */
+static int try_delta(spy__src_packer *k, base *b, const char *p, size_t n) {
+  ZSTD_CCtx *c = k->cctx;
+  /* a delta must come clearly below the standalone estimate */
+  size_t want = (size_t)((double)n * k->ratio * DELTA_ACCEPT);
+  if (!c || want < 16 || spy__buf_reserve(&k->out, ZSTD_compressBound(n)) < 0)
+    return 0;
+  size_t base_n = b->b.len;
+  if (spy__buf_reserve(&b->b, n) < 0) {
+    b->b.err = 0;
+    return 0;
+  }
+  char *in = b->b.p + base_n;
+  memcpy(in, p, n);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+  size_t z = ZSTD_CCtx_refPrefix(c, b->b.p, base_n);
+  if (!ZSTD_isError(z))
+    z = ZSTD_compress2(c, k->out.p, ZSTD_compressBound(n), in, n);
+  if (ZSTD_isError(z)) {
+    ZSTD_CCtx_reset(c, ZSTD_reset_session_only); /* drops the prefix */
+    return 0;
+  }
+  if (z >= want)
+    return 0;
+  k->out.len = z;
+  return 1;
+}
+
+/* Makes p[0..n) the payload of b; on no memory b is just dropped. */
+static void keep(base *b, const char *p, size_t n, const char *id, int depth) {
+  b->b.len = 0;
+  if (spy__buf_reserve(&b->b, n) < 0) {
+    b->b.err = 0;
+    b->depth = -1;
+    return;
+  }
+  memcpy(b->b.p, p, n);
+  b->b.len = n;
+  memcpy(b->id, id, 33);
+  b->depth = depth;
+}
+
+int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
+                    size_t n, char id[33], spy__cell c[5]) {
+  spy_trace_hash_hex(hash, id);
+  int codec, depth = 0;
+  /* the previous payload, else the last keyframe (the next module's first
+   * version after the previous module's last) */
+  base *b = fits(&k->prev, n) ? &k->prev : fits(&k->key, n) ? &k->key : NULL;
+  if (b && try_delta(k, b, p, n)) {
+    codec = SPY__CODEC_ZSTD_DELTA;
+    depth = b->depth + 1;
+    memcpy(k->base_id, b->id, 33);
+  } else {
+    codec = spy__src_pack(&k->out, &k->cctx, p, n, 1);
+    if (codec == SPY__CODEC_ZSTD) {
+      double r = (double)k->out.len / (double)n;
+      k->ratio = k->ratio == 0 ? r : k->ratio + (r - k->ratio) / 8;
+    }
+  }
+  if (k->out.err)
+    return k->out.err;
+  /* an incompressible or tiny payload leaves the chain as it was */
+  if (codec != SPY__CODEC_RAW && n <= DELTA_MAX) {
+    keep(&k->prev, p, n, id, depth);
+    if (depth == 0)
+      keep(&k->key, p, n, id, 0);
+  }
+  c[0] = (spy__cell){SPY__COL_TEXT, 0, id, 32};
+  c[1] = (spy__cell){SPY__COL_INT, (int64_t)n, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_INT, codec, NULL, 0};
+  c[3] = codec == SPY__CODEC_ZSTD_DELTA
+             ? (spy__cell){SPY__COL_TEXT, 0, k->base_id, 32}
+             : (spy__cell){0, 0, NULL, 0};
+  c[4] = (spy__cell){SPY__COL_BLOB, 0, k->out.p ? k->out.p : "", k->out.len};
+  return 0;
 }
 
 char *spy__slurp(const char *path, size_t *n) {

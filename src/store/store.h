@@ -174,16 +174,13 @@ void spy__abatch_clear(spy__abatch *b);
 /* Packs the batch and fills the cells of its action_batches row (valid
  * until the batch changes). Returns 0 or SPY_ENOMEM. */
 int spy__abatch_row(spy__abatch *b, const char *session_id, spy__cell c[7]);
-/* Packs a payload (into out, with the reusable *cctx) and fills the cells
- * of its sources row; id receives the hex content id. Returns 0 or
- * SPY_ENOMEM. */
-int spy__source_row(spy__buf *out, void **cctx, const uint64_t hash[2],
-                    const char *p, size_t n, char id[33], spy__cell c[4]);
 void spy__abatch_free(spy__abatch *b);
 
 /* ---- source blobs
  * ------------------------------------------------------------ */
-enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1 };
+/* Codecs of a stored blob. ZSTD_DELTA: zstd with the payload named by the
+ * row's base_source_id as prefix dictionary (schema version 3). */
+enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1, SPY__CODEC_ZSTD_DELTA = 2 };
 /* action_batches.codec flag: the batch holds binary records, not JSON
  * lines (the low bits are the codec). */
 #define SPY__CODEC_RECORDS 16
@@ -193,9 +190,34 @@ enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1 };
 int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
                   int level);
 void spy__src_pack_free(void **cctx);
-/* Decodes a stored blob into out. Returns 0, SPY_EBADVALUE. */
+/* Decodes a stored blob into out; a ZSTD_DELTA blob needs its base's
+ * decoded bytes (base, base_n), other codecs ignore them. Returns 0,
+ * SPY_EBADVALUE or SPY_ENOMEM. */
 int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
-                    size_t size);
+                    size_t size, const void *base, size_t base_n);
+
+/* Longest chain of deltas a writer makes (base of a base of …): the reader
+ * decodes at most this many + 1 blobs per payload. */
+#define SPY__SRC_MAX_DEPTH 3
+/* Longest chain a reader follows before calling the store corrupt. */
+#define SPY__SRC_READ_DEPTH 16
+
+/* Per-writer packing state of source payloads (src_codec.c): a reusable
+ * zstd context, the previously stored payload and the last keyframe, the
+ * candidate bases of the next one. */
+typedef struct spy__src_packer spy__src_packer;
+spy__src_packer *spy__src_packer_new(void);
+void spy__src_packer_free(spy__src_packer *k);
+/* Forgets the candidate bases: the next payload is stored alone. A
+ * writer calls it whenever a row it packed may not reach the store (a
+ * failed insert, a dropped or unsent batch). */
+void spy__src_packer_reset(spy__src_packer *k);
+/* Packs a payload and fills the cells of its sources row (source_id, size,
+ * codec, base_source_id, content; valid until the next call); id receives
+ * the hex content id. The payload becomes the next one's candidate base.
+ * Returns 0 or SPY_ENOMEM. */
+int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
+                    size_t n, char id[33], spy__cell c[5]);
 
 /* ---- writers
  * ------------------------------------------------------------------ */

@@ -13,7 +13,14 @@
  * unsent then is lost. A batch whose COMMIT answer was lost is kept and
  * looked up on reconnection (stored, or sent again), so the count of lost
  * actions is exact whenever the server comes back. The count is returned by
- * close and written to sessions.actions_lost once the server is reachable. */
+ * close and written to sessions.actions_lost once the server is reachable.
+ *
+ * Source payloads are packed as deltas of the payload before them
+ * (src_codec.c), so a base must reach the store with or before its delta.
+ * A batch packed while nothing else is pending refers only to rows already
+ * stored or in itself; whenever a batch stays pending (the server is away)
+ * or one is dropped, the delta chain starts again, so every batch packed
+ * after that is self-contained and dropping any batch strands no delta. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +48,8 @@ typedef struct pgw {
   spy__schema schema;
   spy__buf rec; /* one action's binary record */
   spy__abatch ab;
-  void *cctx;
-  spy__buf pack;
+  spy__src_packer *packer;
+  int dropped;              /* a batch was dropped since the last commit */
   batch *cur, *head, *tail; /* pending list: head oldest */
   size_t pending_bytes, retry_bytes;
   uint32_t retry_ms;
@@ -251,11 +258,12 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->conninfo = strdup(cfg->conninfo);
   w->session_id = strdup(cfg->session_id);
   w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
+  w->packer = spy__src_packer_new();
   w->cur = new_batch();
   w->retry_bytes = cfg->retry_bytes;
   w->retry_ms = cfg->retry_ms;
   w->backoff_ms = 100;
-  if (!w->conninfo || !w->session_id || !w->cwd || !w->cur)
+  if (!w->conninfo || !w->session_id || !w->cwd || !w->cur || !w->packer)
     return SPY_ENOMEM;
   int rc = spy__schema_init(&w->schema);
   if (rc)
@@ -300,11 +308,13 @@ static int pg_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   pgw *w = state;
   char id[33];
-  spy__cell c[4];
-  int rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c);
-  if (rc < 0)
-    return rc;
-  return put_row(w->cur, &w->cur->copy[SPY__T_SOURCES], c, 4);
+  spy__cell c[5];
+  int rc = spy__source_row(w->packer, hash, p, n, id, c);
+  if (rc == 0)
+    rc = put_row(w->cur, &w->cur->copy[SPY__T_SOURCES], c, 5);
+  if (rc < 0) /* not in the batch: no later row may refer to it */
+    spy__src_packer_reset(w->packer);
+  return rc;
 }
 
 static int pg_action(void *state, const spy_trace_record *r) {
@@ -464,6 +474,7 @@ static int drain(pgw *w, int force) {
         /* the server refused the batch itself: drop it, do not loop */
         say(w, rc, "a batch was refused");
         atomic_fetch_add(&w->lost, w->head->actions);
+        w->dropped = 1;
         rc = 0;
       } else if (!rc) {
         w->stored += w->head->actions;
@@ -495,16 +506,22 @@ static int pg_commit(void *state) {
     if (rc == 0)
       rc = put_row(b, &b->copy[SPY__T_BATCHES], c, 7);
     spy__abatch_clear(&w->ab);
-    if (rc < 0)
+    if (rc < 0) {
+      spy__src_packer_reset(w->packer);
       return rc;
+    }
   }
   if (b->actions || b->copy[SPY__T_SOURCES].len) {
     for (int t = 0; t < SPY__T_COUNT; t++)
-      if (b->copy[t].err)
+      if (b->copy[t].err) {
+        spy__src_packer_reset(w->packer);
         return SPY_ENOMEM;
+      }
     for (int t = 0; t < b->ngcopy; t++)
-      if (b->gcopy[t].err)
+      if (b->gcopy[t].err) {
+        spy__src_packer_reset(w->packer);
         return SPY_ENOMEM;
+      }
     if (w->tail)
       w->tail->next = b;
     else
@@ -534,8 +551,13 @@ static int pg_commit(void *state) {
     w->pending_bytes -= o->bytes;
     atomic_fetch_add(&w->lost, o->actions);
     free_batch(o);
+    w->dropped = 1;
     say(w, SPY_ENOBUFS, "retry buffer full: dropped the oldest batch");
   }
+  /* the next batch refers to nothing that may not reach the store */
+  if (w->head || w->dropped)
+    spy__src_packer_reset(w->packer);
+  w->dropped = 0;
   return rc == SPY_EAGAIN ? 0 : rc;
 }
 
@@ -595,8 +617,7 @@ static int64_t pg_close(void *state) {
   spy__schema_free(&w->schema);
   spy__buf_free(&w->rec);
   spy__abatch_free(&w->ab);
-  spy__buf_free(&w->pack);
-  spy__src_pack_free(&w->cctx);
+  spy__src_packer_free(w->packer);
   free(w->conninfo);
   free(w->session_id);
   free(w->cwd);

@@ -3,10 +3,12 @@
  * the schema derived from the catalog (an application kind's tables are
  * created when its first action arrives), the batch's actions also as one
  * compressed action_batches row, indexes built at close. Source payloads
- * go to the sources table once, zstd-compressed. A process killed
- * mid-build leaves a database that opens cleanly and holds every batch
- * committed before the kill. A database written by another schema version
- * is refused (PRAGMA user_version). */
+ * go to the sources table once, zstd-compressed, most as deltas of the
+ * payload stored before them (src_codec.c); a row that may not have
+ * reached the database (a failed insert or commit) is never used as a
+ * base. A process killed mid-build leaves a database that opens cleanly
+ * and holds every batch committed before the kill. A database written by
+ * another schema version is refused (PRAGMA user_version). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +27,8 @@ typedef struct sqlw {
   spy__schema schema;
   spy__buf rec; /* one action's binary record */
   spy__abatch batch;
-  void *cctx;
-  spy__buf pack, sql;
+  spy__src_packer *packer;
+  spy__buf sql;
   char *session_id;
   int in_txn;
   uint64_t actions;
@@ -106,7 +108,8 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->report = cfg->report;
   w->report_ctx = cfg->report_ctx;
   w->session_id = strdup(cfg->session_id);
-  if (!w->session_id)
+  w->packer = spy__src_packer_new();
+  if (!w->session_id || !w->packer)
     return SPY_ENOMEM;
   int rc = spy__schema_init(&w->schema);
   if (rc)
@@ -239,10 +242,12 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
   if (rc)
     return rc;
   char id[33];
-  spy__cell c[4];
-  if ((rc = spy__source_row(&w->pack, &w->cctx, hash, p, n, id, c)) < 0)
-    return rc;
-  return run(w, w->ins[SPY__T_SOURCES], c, 4);
+  spy__cell c[5];
+  if ((rc = spy__source_row(w->packer, hash, p, n, id, c)) == 0)
+    rc = run(w, w->ins[SPY__T_SOURCES], c, 5);
+  if (rc < 0) /* not stored: no later row may refer to it */
+    spy__src_packer_reset(w->packer);
+  return rc;
 }
 
 static int sq_action(void *state, const spy_trace_record *r) {
@@ -289,13 +294,18 @@ static int sq_commit(void *state) {
       w->actions -= w->batch.n;
     }
     spy__abatch_clear(&w->batch);
-    if (rc < 0)
+    if (rc < 0) {
+      spy__src_packer_reset(w->packer);
       return rc;
+    }
   }
   if (!w->in_txn)
     return 0;
   w->in_txn = 0;
-  return exec(w, "COMMIT");
+  int rc = exec(w, "COMMIT");
+  if (rc < 0) /* the transaction's sources may be gone */
+    spy__src_packer_reset(w->packer);
+  return rc;
 }
 
 static uint64_t sq_lost(void *state) {
@@ -332,8 +342,7 @@ static int64_t sq_close(void *state) {
   spy__schema_free(&w->schema);
   spy__buf_free(&w->rec);
   spy__abatch_free(&w->batch);
-  spy__buf_free(&w->pack);
-  spy__src_pack_free(&w->cctx);
+  spy__src_packer_free(w->packer);
   spy__buf_free(&w->sql);
   free(w->session_id);
   free(w);
