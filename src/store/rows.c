@@ -96,7 +96,7 @@ static const char *const indexes[] = {
     "(session, plugin_name)",
     /* what did transform X do to module Y */
     "hook_transform_call_start_module ON hook_transform_call_start"
-    "(session, build_id, module_id, plugin_name)",
+    "(session, build_id, module_id)",
     "hook_load_call_start_module ON hook_load_call_start"
     "(session, build_id, module_id)",
     "build_end_build ON build_end(session, build_id)",

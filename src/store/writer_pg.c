@@ -3,7 +3,7 @@
  * the first batch that holds its rows), one transaction per batch, rows
  * sent with COPY (sources through a staging table so a payload already
  * stored is skipped), the batch's actions also as one compressed
- * action_batches row.
+ * action_batches row, indexes created at close if missing.
  *
  * A server that goes away: the failed batch and the ones after it are kept
  * in memory, up to retry_bytes; over that the oldest batch is dropped and
@@ -195,7 +195,6 @@ static int setup(pgw *w) {
   for (int t = 0; t < w->schema.n; t++)
     spy__schema_table_sql(&w->schema, t, &sql, 1);
   spy__views_sql(&sql, 1);
-  spy__index_sql(&w->schema, &sql);
   char ins[256];
   snprintf(ins, sizeof ins,
            "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
@@ -395,7 +394,6 @@ static int send_batch(pgw *w, batch *b) {
     if (t >= w->schema.nbuiltin) { /* an application kind's table */
       spy__buf ddl = {0};
       spy__schema_table_sql(&w->schema, t, &ddl, 1);
-      spy__schema_index_sql(&w->schema, t, &ddl);
       spy__buf_putc(&ddl, 0);
       rc = ddl.err ? ddl.err : q(w, ddl.p, NULL);
       spy__buf_free(&ddl);
@@ -609,6 +607,16 @@ static int64_t pg_close(void *state) {
       struct timespec ts = {0, 50 * 1000000};
       nanosleep(&ts, NULL);
     }
+  }
+  /* indexes: built in one pass over the first session's rows (smaller and
+   * cheaper than growing them row by row), kept up by later sessions */
+  if (w->opened && w->conn && PQstatus(w->conn) == CONNECTION_OK) {
+    spy__buf sql = {0};
+    spy__index_sql(&w->schema, &sql);
+    spy__buf_putc(&sql, 0);
+    if (!sql.err && q(w, sql.p, NULL) != 0)
+      say(w, SPY_EIO, "creating the indexes");
+    spy__buf_free(&sql);
   }
   uint64_t lost = atomic_load(&w->lost);
   if (w->conn)
