@@ -893,6 +893,63 @@ TEST(application_kind_into_postgres) {
   CHECK_EQ(spy_trace_destroy(t), 0);
 }
 
+/* The PostgreSQL server goes away while a batch carrying a payload is
+ * pending and that batch is dropped (retry budget of one byte); the same
+ * payload named again after the server is back must be sent again, or the
+ * stored action would name a payload the store does not have. Needs
+ * SPY_TEST_PG and the commands SPY_TEST_PG_DOWN / SPY_TEST_PG_UP
+ * (trace_pg.sh sets them). */
+static void quiet_errors(void *arg, int err, const char *msg) {
+  (void)arg, (void)err, (void)msg; /* expected: the server is away */
+}
+
+TEST(payload_of_a_dropped_batch_is_sent_again) {
+  const char *pg = getenv("SPY_TEST_PG");
+  const char *down = getenv("SPY_TEST_PG_DOWN"), *up = getenv("SPY_TEST_PG_UP");
+  if (!pg || !down || !up) {
+    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+    return;
+  }
+  static char payload[3000];
+  for (size_t i = 0; i < sizeof payload; i++)
+    payload[i] = (char)('a' + (i * 7 + (size_t)getpid()) % 26);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .writer = "postgres",
+                      .conninfo = pg,
+                      .retry_bytes = 1,
+                      .retry_ms = 3000,
+                      .on_error = quiet_errors};
+  CHECK_OK(spy_trace_create(&d, &t));
+  char sid[64];
+  snprintf(sid, sizeof sid, "%s", spy_trace_session_id(t));
+  CHECK_EQ(system(down), 0);
+  spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){
+             "m.c", {payload, sizeof payload}, "p", 0, "l1", 0});
+  CHECK_OK(spy_trace_flush(t)); /* not sent, over budget: dropped */
+  CHECK_EQ(system(up), 0);
+  usleep(1200 * 1000); /* past the writer's reconnection backoff */
+  spy_emit_hook_transform_call_start(
+      t, &(spy_act_hook_transform_call_start){
+             "m.c", {payload, sizeof payload}, "p", 0, "t1", 0});
+  CHECK_EQ(spy_trace_destroy(t), 1); /* the LoadEnd */
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(pg, sid, &r));
+  spy_trace_action a;
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == &spy_kind_hook_transform_call_start);
+  uint64_t h[2];
+  spy_trace_hash(payload, sizeof payload, h);
+  const char *p;
+  size_t n;
+  CHECK_EQ(spy_trace_reader_source(r, h, &p, &n), 0);
+  CHECK_EQ(n, sizeof payload);
+  CHECK(memcmp(p, payload, n) == 0);
+  CHECK_EQ(spy_trace_reader_next(r, &a), 0);
+  spy_trace_reader_close(r);
+}
+
 /* ---- schema
  * ------------------------------------------------------------------ */
 
@@ -1213,6 +1270,7 @@ TEST_MAIN(
     TEST_CASE(create_rejects_bad_descs),
     TEST_CASE(application_kind_goes_through_the_same_path),
     TEST_CASE(application_kind_into_postgres),
+    TEST_CASE(payload_of_a_dropped_batch_is_sent_again),
     TEST_CASE(newer_sqlite_schema_is_refused),
     TEST_CASE(newer_jsonl_schema_is_refused),
     TEST_CASE(delta_chain_round_trips_through_sqlite),

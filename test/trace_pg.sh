@@ -18,6 +18,16 @@ echo "postgres up on 127.0.0.1:$PG_PORT"
 echo "== every action kind round-trips"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" every_kind_round_trips_through_postgres
 
+echo "== a dropped batch's payload is sent again when named again"
+for verb in down up; do
+  { echo "#!/usr/bin/env bash"; declare -p PG_BIN PG_DIR PG_PORT PG_USER
+    echo ". '$(cd "$(dirname "$0")" && pwd)/trace_lib.sh'"
+    declare -p PG_BIN PG_DIR PG_PORT PG_USER; echo "pg_$verb"; } >"$work/pg_$verb.sh"
+  chmod +x "$work/pg_$verb.sh"
+done
+SPY_TEST_PG="$PG_CONNINFO" SPY_TEST_PG_DOWN="$work/pg_down.sh" SPY_TEST_PG_UP="$work/pg_up.sh" \
+  "$test_trace" payload_of_a_dropped_batch_is_sent_again
+
 echo "== an application kind gets its own tables"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" application_kind_into_postgres
 [ "$(pg_sql "select frame || ' ' || scene || ' ' || plugins_count || ' ' || (shader_source_id is null) from frame_stats")" = "9 desert 2 true" ] ||
@@ -109,6 +119,16 @@ deltas=$(pg_sql "select count(*) from sources where codec=2")
 dangling=$(pg_sql "select count(*) from sources s where base_source_id is not null and not exists (select 1 from sources b where b.source_id=s.base_source_id)")
 [ "$dangling" -eq 0 ] || fail "$dangling deltas name a base that is not stored"
 echo "$deltas deltas, none dangling"
+
+echo "== every payload a stored action names is stored (also after dropped batches)"
+for col in hook_transform_call_start.content_source_id \
+  hook_transform_call_end.content_source_id hook_load_call_end.content_source_id \
+  hook_render_chunk_start.content_source_id hook_render_chunk_end.content_source_id \
+  assets_ready__assets.content_source_id; do
+  t=${col%.*} c=${col#*.}
+  n=$(pg_sql "select count(*) from $t a where a.$c is not null and not exists (select 1 from sources s where s.source_id = a.$c)")
+  [ "$n" -eq 0 ] || fail "$n rows of $t name a payload that is not stored"
+done
 
 echo "== a newer schema is refused"
 pg_sql "update spyglass_meta set value='99' where key='schema_version'" >/dev/null

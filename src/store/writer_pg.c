@@ -7,8 +7,10 @@
  *
  * A server that goes away: the failed batch and the ones after it are kept
  * in memory, up to retry_bytes; over that the oldest batch is dropped and
- * its actions counted as lost (and the dedup memory forgotten, so payloads
- * are sent again). Reconnection is tried with backoff (100 ms doubling to
+ * its actions counted as lost; the payloads it carried are remembered and
+ * sent again with the next action that names them (the session stores a
+ * payload only the first time it sees it), so no stored action names a
+ * payload that is not stored. Reconnection is tried with backoff (100 ms doubling to
  * 1 s) at each batch, and on close for up to retry_ms; what is still
  * unsent then is lost. A batch whose COMMIT answer was lost is kept and
  * looked up on reconnection (stored, or sent again), so the count of lost
@@ -36,6 +38,8 @@ typedef struct batch {
   spy__buf *gcopy;             /* per derived table */
   int ngcopy;
   uint64_t actions;
+  uint64_t *src; /* content hashes of the payloads it carries, 2 each */
+  size_t nsrc, capsrc;
   uint64_t first_seq; /* its action_batches key, 0 if it has no actions */
   int uncertain;      /* COMMIT sent, answer lost: stored or not unknown */
   size_t bytes;
@@ -50,6 +54,8 @@ typedef struct pgw {
   spy__abatch ab;
   spy__src_packer *packer;
   int dropped;              /* a batch was dropped since the last commit */
+  uint64_t *gone;           /* hash set of payloads of dropped batches */
+  size_t ngone, capgone;    /* capgone: slots (a power of two) */
   batch *cur, *head, *tail; /* pending list: head oldest */
   size_t pending_bytes, retry_bytes;
   uint32_t retry_ms;
@@ -242,10 +248,83 @@ static void free_batch(batch *b) {
   for (int t = 0; t < b->ngcopy; t++)
     spy__buf_free(&b->gcopy[t]);
   free(b->gcopy);
+  free(b->src);
   free(b);
 }
 
 static int64_t pg_close(void *state);
+
+/* ---- payloads of dropped batches ------------------------------------------
+ * An open-addressing set of content hashes (a zero pair marks a free
+ * slot; a real zero pair is stored as {0, 1}, a harmless alias). */
+
+static size_t gone_slot(const pgw *w, uint64_t a, uint64_t b) {
+  size_t j = (size_t)b & (w->capgone - 1);
+  while ((w->gone[2 * j] || w->gone[2 * j + 1]) &&
+         !(w->gone[2 * j] == a && w->gone[2 * j + 1] == b))
+    j = (j + 1) & (w->capgone - 1);
+  return j;
+}
+
+static int gone_add(pgw *w, const uint64_t h[2]) {
+  if ((w->ngone + 1) * 2 > w->capgone) {
+    size_t ncap = w->capgone ? w->capgone * 2 : 256;
+    uint64_t *old = w->gone;
+    size_t ocap = w->capgone;
+    if (!(w->gone = calloc(ncap, 2 * sizeof *w->gone))) {
+      w->gone = old;
+      return SPY_ENOMEM;
+    }
+    w->capgone = ncap;
+    for (size_t i = 0; i < ocap; i++)
+      if (old[2 * i] || old[2 * i + 1]) {
+        size_t j = gone_slot(w, old[2 * i], old[2 * i + 1]);
+        w->gone[2 * j] = old[2 * i];
+        w->gone[2 * j + 1] = old[2 * i + 1];
+      }
+    free(old);
+  }
+  uint64_t a = h[0], b = h[1] | !(h[0] | h[1]);
+  size_t j = gone_slot(w, a, b);
+  if (!w->gone[2 * j] && !w->gone[2 * j + 1]) {
+    w->gone[2 * j] = a;
+    w->gone[2 * j + 1] = b;
+    w->ngone++;
+  }
+  return 0;
+}
+
+/* Removes h from the set; 1 if it was there. */
+static int gone_take(pgw *w, const uint64_t h[2]) {
+  if (!w->ngone)
+    return 0;
+  uint64_t a = h[0], b = h[1] | !(h[0] | h[1]);
+  size_t j = gone_slot(w, a, b);
+  if (!w->gone[2 * j] && !w->gone[2 * j + 1])
+    return 0;
+  /* delete by re-inserting the rest of the probe run */
+  w->gone[2 * j] = w->gone[2 * j + 1] = 0;
+  w->ngone--;
+  for (size_t k = (j + 1) & (w->capgone - 1);
+       w->gone[2 * k] || w->gone[2 * k + 1]; k = (k + 1) & (w->capgone - 1)) {
+    uint64_t x = w->gone[2 * k], y = w->gone[2 * k + 1];
+    w->gone[2 * k] = w->gone[2 * k + 1] = 0;
+    size_t m = gone_slot(w, x, y);
+    w->gone[2 * m] = x;
+    w->gone[2 * m + 1] = y;
+  }
+  return 1;
+}
+
+/* A batch is dropped: its payloads must be sent again when named. */
+static int forget_batch(pgw *w, const batch *b) {
+  for (size_t i = 0; i < b->nsrc; i++) {
+    int rc = gone_add(w, &b->src[2 * i]);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
 
 static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   pgw *w = calloc(1, sizeof *w);
@@ -311,14 +390,48 @@ static int pg_source(void *state, const uint64_t hash[2], const char *p,
   int rc = spy__source_row(w->packer, hash, p, n, id, c);
   if (rc == 0)
     rc = put_row(w->cur, &w->cur->copy[SPY__T_SOURCES], c, 5);
+  batch *b = w->cur;
+  if (rc == 0 && b->nsrc == b->capsrc) {
+    size_t ncap = b->capsrc ? b->capsrc * 2 : 64;
+    uint64_t *n2 = realloc(b->src, ncap * 2 * sizeof *n2);
+    if (n2) {
+      b->src = n2;
+      b->capsrc = ncap;
+    } else {
+      rc = SPY_ENOMEM;
+    }
+  }
+  if (rc == 0) {
+    b->src[2 * b->nsrc] = hash[0];
+    b->src[2 * b->nsrc + 1] = hash[1];
+    b->nsrc++;
+  }
   if (rc < 0) /* not in the batch: no later row may refer to it */
     spy__src_packer_reset(w->packer);
   return rc;
 }
 
+/* Sends again every payload of v that a dropped batch carried. */
+static int resend(pgw *w, const spy_trace_val *v) {
+  if (v->type == SPY_TV_SRC && v->has_hash && gone_take(w, v->hash))
+    return pg_source(w, v->hash, v->u.s, v->n);
+  if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC)
+    for (uint32_t i = 0; i < v->n; i++) {
+      int rc = resend(w, &v->u.items[i]);
+      if (rc)
+        return rc;
+    }
+  return 0;
+}
+
 static int pg_action(void *state, const spy_trace_record *r) {
   pgw *w = state;
   const spy_trace_action *a = r->action;
+  if (w->ngone) {
+    int rc = resend(w, &a->fields);
+    if (rc)
+      return rc;
+  }
   w->cur->actions++;
   w->rec.len = 0;
   int rc = spy__trace_record_put(&w->rec, a);
@@ -472,6 +585,7 @@ static int drain(pgw *w, int force) {
         /* the server refused the batch itself: drop it, do not loop */
         say(w, rc, "a batch was refused");
         atomic_fetch_add(&w->lost, w->head->actions);
+        forget_batch(w, w->head);
         w->dropped = 1;
         rc = 0;
       } else if (!rc) {
@@ -548,6 +662,7 @@ static int pg_commit(void *state) {
     }
     w->pending_bytes -= o->bytes;
     atomic_fetch_add(&w->lost, o->actions);
+    forget_batch(w, o);
     free_batch(o);
     w->dropped = 1;
     say(w, SPY_ENOBUFS, "retry buffer full: dropped the oldest batch");
@@ -626,6 +741,7 @@ static int64_t pg_close(void *state) {
   spy__buf_free(&w->rec);
   spy__abatch_free(&w->ab);
   spy__src_packer_free(w->packer);
+  free(w->gone);
   free(w->conninfo);
   free(w->session_id);
   free(w->cwd);
