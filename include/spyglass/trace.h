@@ -335,7 +335,9 @@ typedef struct spy_trace_writer_cfg {
  * of a batch; a durable store makes everything before it durable. close:
  * flushes and frees (safe on a half-open state); returns the number of
  * actions it could not store (>= 0). lost (optional): actions given to the
- * writer that it has dropped so far. Optional ops may be NULL. */
+ * writer that it has dropped so far. busy_ns (optional): time the writer's
+ * own background threads have worked so far (the built-in SQL writers
+ * compress payloads on one). Optional ops may be NULL. */
 typedef struct spy_trace_writer_ops {
   const char *name;
   int (*open)(void **state, const spy_trace_writer_cfg *cfg);
@@ -344,6 +346,7 @@ typedef struct spy_trace_writer_ops {
   int (*commit)(void *state);
   int64_t (*close)(void *state);
   uint64_t (*lost)(void *state);
+  uint64_t (*busy_ns)(void *state);
 } spy_trace_writer_ops;
 
 /* The built-in writer named `name` ("jsonl", "sqlite", "postgres") or
@@ -384,6 +387,7 @@ typedef struct spy_trace_stats {
   uint64_t saved_bytes;   /* bytes not stored thanks to dedup */
   uint64_t writer_errors; /* failures the writer reported */
   uint64_t writer_ns;     /* writer thread busy time: decode … commit */
+  uint64_t packer_ns;     /* the writer's background threads' busy time */
   uint32_t builds;        /* builds begun */
 } spy_trace_stats;
 

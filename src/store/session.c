@@ -580,4 +580,6 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
   out->builds = atomic_load(&t->builds);
   if (t->ops->lost && t->wstate)
     out->lost = t->ops->lost(t->wstate); /* read-only counter of the writer */
+  if (t->ops->busy_ns && t->wstate)
+    out->packer_ns = t->ops->busy_ns(t->wstate); /* thread-safe */
 }

@@ -219,6 +219,30 @@ void spy__src_packer_reset(spy__src_packer *k);
 int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
                     size_t n, char id[33], spy__cell c[5]);
 
+/* Source payloads packed on a thread of their own (src_pipe.c). The sink
+ * receives each packed sources row on the writer's thread, in submission
+ * order; a negative result means the row did not reach the store. */
+typedef struct spy__src_pipe spy__src_pipe;
+typedef int (*spy__src_sink)(void *arg, const uint64_t hash[2],
+                             const spy__cell c[5]);
+/* Starts the packer thread (packs inline when it cannot). NULL: no
+ * memory. */
+spy__src_pipe *spy__src_pipe_new(spy__src_sink sink, void *arg);
+void spy__src_pipe_free(spy__src_pipe *q);
+/* Queues a copy of a new payload (waits while the queue is full) and
+ * delivers the rows packed so far. Returns 0 or the first negative sink
+ * result or SPY_ENOMEM. */
+int spy__src_pipe_submit(spy__src_pipe *q, const uint64_t hash[2],
+                         const char *p, size_t n);
+/* Waits until every submitted payload is packed and delivered. */
+int spy__src_pipe_drain(spy__src_pipe *q);
+/* Drains, then restarts the delta chain: the next payload is stored
+ * alone. For when rows already delivered may not reach the store (a
+ * failed commit, a dropped or unsent batch). */
+int spy__src_pipe_reset(spy__src_pipe *q);
+/* Time the packer thread has spent packing (0 without a thread). */
+uint64_t spy__src_pipe_busy_ns(spy__src_pipe *q);
+
 /* ---- writers
  * ------------------------------------------------------------------ */
 extern const spy_trace_writer_ops spy__writer_jsonl;

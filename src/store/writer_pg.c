@@ -18,8 +18,9 @@
  * close and written to sessions.actions_lost once the server is reachable.
  *
  * Source payloads are packed as deltas of the payload before them
- * (src_codec.c), so a base must reach the store with or before its delta.
- * A batch packed while nothing else is pending refers only to rows already
+ * (src_codec.c) on the pipe's thread (src_pipe.c) and drained into the
+ * batch before it is queued; a base must reach the store with or before
+ * its delta. A batch packed while nothing else is pending refers only to rows already
  * stored or in itself; whenever a batch stays pending (the server is away)
  * or one is dropped, the delta chain starts again, so every batch packed
  * after that is self-contained and dropping any batch strands no delta. */
@@ -52,7 +53,7 @@ typedef struct pgw {
   spy__schema schema;
   spy__buf rec; /* one action's binary record */
   spy__abatch ab;
-  spy__src_packer *packer;
+  spy__src_pipe *pipe; /* packs sources on its own thread */
   int dropped;              /* a batch was dropped since the last commit */
   uint64_t *gone;           /* hash set of payloads of dropped batches */
   size_t ngone, capgone;    /* capgone: slots (a power of two) */
@@ -253,6 +254,8 @@ static void free_batch(batch *b) {
 }
 
 static int64_t pg_close(void *state);
+static int source_sink(void *arg, const uint64_t hash[2],
+                       const spy__cell c[5]);
 
 /* ---- payloads of dropped batches ------------------------------------------
  * An open-addressing set of content hashes (a zero pair marks a free
@@ -336,12 +339,12 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->conninfo = strdup(cfg->conninfo);
   w->session_id = strdup(cfg->session_id);
   w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
-  w->packer = spy__src_packer_new();
+  w->pipe = spy__src_pipe_new(source_sink, w);
   w->cur = new_batch();
   w->retry_bytes = cfg->retry_bytes;
   w->retry_ms = cfg->retry_ms;
   w->backoff_ms = 100;
-  if (!w->conninfo || !w->session_id || !w->cwd || !w->cur || !w->packer)
+  if (!w->conninfo || !w->session_id || !w->cwd || !w->cur || !w->pipe)
     return SPY_ENOMEM;
   int rc = spy__schema_init(&w->schema);
   if (rc)
@@ -382,33 +385,30 @@ static int sink(void *arg, int table, const spy__cell *c, int n) {
   return put_row(b, &b->gcopy[table], c, n);
 }
 
-static int pg_source(void *state, const uint64_t hash[2], const char *p,
-                     size_t n) {
-  pgw *w = state;
-  char id[33];
-  spy__cell c[5];
-  int rc = spy__source_row(w->packer, hash, p, n, id, c);
-  if (rc == 0)
-    rc = put_row(w->cur, &w->cur->copy[SPY__T_SOURCES], c, 5);
+/* A packed sources row, on the writer thread: into the current batch. */
+static int source_sink(void *arg, const uint64_t hash[2], const spy__cell c[5]) {
+  pgw *w = arg;
   batch *b = w->cur;
+  int rc = put_row(b, &b->copy[SPY__T_SOURCES], c, 5);
   if (rc == 0 && b->nsrc == b->capsrc) {
     size_t ncap = b->capsrc ? b->capsrc * 2 : 64;
     uint64_t *n2 = realloc(b->src, ncap * 2 * sizeof *n2);
-    if (n2) {
-      b->src = n2;
-      b->capsrc = ncap;
-    } else {
-      rc = SPY_ENOMEM;
-    }
+    if (!n2)
+      return SPY_ENOMEM;
+    b->src = n2;
+    b->capsrc = ncap;
   }
   if (rc == 0) {
     b->src[2 * b->nsrc] = hash[0];
     b->src[2 * b->nsrc + 1] = hash[1];
     b->nsrc++;
   }
-  if (rc < 0) /* not in the batch: no later row may refer to it */
-    spy__src_packer_reset(w->packer);
   return rc;
+}
+
+static int pg_source(void *state, const uint64_t hash[2], const char *p,
+                     size_t n) {
+  return spy__src_pipe_submit(((pgw *)state)->pipe, hash, p, n);
 }
 
 /* Sends again every payload of v that a dropped batch carried. */
@@ -610,6 +610,8 @@ static int drain(pgw *w, int force) {
 
 static int pg_commit(void *state) {
   pgw *w = state;
+  /* every payload the batch's actions name goes in with them */
+  int src_rc = spy__src_pipe_drain(w->pipe);
   batch *b = w->cur;
   if (w->ab.n) {
     spy__cell c[7];
@@ -619,19 +621,19 @@ static int pg_commit(void *state) {
       rc = put_row(b, &b->copy[SPY__T_BATCHES], c, 7);
     spy__abatch_clear(&w->ab);
     if (rc < 0) {
-      spy__src_packer_reset(w->packer);
+      spy__src_pipe_reset(w->pipe);
       return rc;
     }
   }
   if (b->actions || b->copy[SPY__T_SOURCES].len) {
     for (int t = 0; t < SPY__T_COUNT; t++)
       if (b->copy[t].err) {
-        spy__src_packer_reset(w->packer);
+        spy__src_pipe_reset(w->pipe);
         return SPY_ENOMEM;
       }
     for (int t = 0; t < b->ngcopy; t++)
       if (b->gcopy[t].err) {
-        spy__src_packer_reset(w->packer);
+        spy__src_pipe_reset(w->pipe);
         return SPY_ENOMEM;
       }
     if (w->tail)
@@ -669,9 +671,13 @@ static int pg_commit(void *state) {
   }
   /* the next batch refers to nothing that may not reach the store */
   if (w->head || w->dropped)
-    spy__src_packer_reset(w->packer);
+    spy__src_pipe_reset(w->pipe);
   w->dropped = 0;
-  return rc == SPY_EAGAIN ? 0 : rc;
+  return rc == SPY_EAGAIN ? src_rc : rc;
+}
+
+static uint64_t pg_busy(void *state) {
+  return spy__src_pipe_busy_ns(((pgw *)state)->pipe);
 }
 
 static uint64_t pg_lost(void *state) {
@@ -740,7 +746,7 @@ static int64_t pg_close(void *state) {
   spy__schema_free(&w->schema);
   spy__buf_free(&w->rec);
   spy__abatch_free(&w->ab);
-  spy__src_packer_free(w->packer);
+  spy__src_pipe_free(w->pipe);
   free(w->gone);
   free(w->conninfo);
   free(w->session_id);
@@ -750,4 +756,5 @@ static int64_t pg_close(void *state) {
 }
 
 const spy_trace_writer_ops spy__writer_pg = {
-    "postgres", pg_open, pg_source, pg_action, pg_commit, pg_close, pg_lost};
+    "postgres", pg_open,  pg_source, pg_action,
+    pg_commit,  pg_close, pg_lost,   pg_busy};

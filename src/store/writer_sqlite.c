@@ -27,7 +27,7 @@ typedef struct sqlw {
   spy__schema schema;
   spy__buf rec; /* one action's binary record */
   spy__abatch batch;
-  spy__src_packer *packer;
+  spy__src_pipe *pipe; /* packs sources on its own thread */
   spy__buf sql;
   char *session_id;
   int in_txn;
@@ -74,6 +74,14 @@ int spy__sqlite_check_version(sqlite3 *db) {
 }
 
 static int64_t sq_close(void *state);
+static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n);
+
+/* A packed sources row, on the writer thread. */
+static int source_sink(void *arg, const uint64_t hash[2], const spy__cell c[5]) {
+  (void)hash;
+  sqlw *w = arg;
+  return run(w, w->ins[SPY__T_SOURCES], c, 5);
+}
 
 /* Creates derived tables [from, schema.n) and prepares their inserts. */
 static int add_tables(sqlw *w, int from) {
@@ -108,8 +116,8 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->report = cfg->report;
   w->report_ctx = cfg->report_ctx;
   w->session_id = strdup(cfg->session_id);
-  w->packer = spy__src_packer_new();
-  if (!w->session_id || !w->packer)
+  w->pipe = spy__src_pipe_new(source_sink, w);
+  if (!w->session_id || !w->pipe)
     return SPY_ENOMEM;
   int rc = spy__schema_init(&w->schema);
   if (rc)
@@ -239,15 +247,7 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   sqlw *w = state;
   int rc = begin(w);
-  if (rc)
-    return rc;
-  char id[33];
-  spy__cell c[5];
-  if ((rc = spy__source_row(w->packer, hash, p, n, id, c)) == 0)
-    rc = run(w, w->ins[SPY__T_SOURCES], c, 5);
-  if (rc < 0) /* not stored: no later row may refer to it */
-    spy__src_packer_reset(w->packer);
-  return rc;
+  return rc ? rc : spy__src_pipe_submit(w->pipe, hash, p, n);
 }
 
 static int sq_action(void *state, const spy_trace_record *r) {
@@ -282,6 +282,8 @@ static int sq_action(void *state, const spy_trace_record *r) {
 
 static int sq_commit(void *state) {
   sqlw *w = state;
+  /* every payload the batch's actions name goes in with them */
+  int src_rc = spy__src_pipe_drain(w->pipe);
   if (w->batch.n) {
     spy__cell c[7];
     int rc = begin(w);
@@ -295,17 +297,21 @@ static int sq_commit(void *state) {
     }
     spy__abatch_clear(&w->batch);
     if (rc < 0) {
-      spy__src_packer_reset(w->packer);
+      spy__src_pipe_reset(w->pipe);
       return rc;
     }
   }
   if (!w->in_txn)
-    return 0;
+    return src_rc;
   w->in_txn = 0;
   int rc = exec(w, "COMMIT");
   if (rc < 0) /* the transaction's sources may be gone */
-    spy__src_packer_reset(w->packer);
-  return rc;
+    spy__src_pipe_reset(w->pipe);
+  return rc < 0 ? rc : src_rc;
+}
+
+static uint64_t sq_busy(void *state) {
+  return spy__src_pipe_busy_ns(((sqlw *)state)->pipe);
 }
 
 static uint64_t sq_lost(void *state) {
@@ -342,7 +348,7 @@ static int64_t sq_close(void *state) {
   spy__schema_free(&w->schema);
   spy__buf_free(&w->rec);
   spy__abatch_free(&w->batch);
-  spy__src_packer_free(w->packer);
+  spy__src_pipe_free(w->pipe);
   spy__buf_free(&w->sql);
   free(w->session_id);
   free(w);
@@ -350,4 +356,5 @@ static int64_t sq_close(void *state) {
 }
 
 const spy_trace_writer_ops spy__writer_sqlite = {
-    "sqlite", sq_open, sq_source, sq_action, sq_commit, sq_close, sq_lost};
+    "sqlite", sq_open,  sq_source, sq_action,
+    sq_commit, sq_close, sq_lost,   sq_busy};

@@ -1,0 +1,180 @@
+/* test_src_pipe.c — the source pipe (src/store/src_pipe.c): payloads
+ * packed on the packer thread come back in submission order and decode to
+ * their bytes; a row the sink refuses never becomes the base of a delivered
+ * delta; a reset starts a new chain. The sink here is a table in memory
+ * (this is a unit test of the pipe; test_trace covers the stores). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spyglass/trace.h"
+#include "store/store.h"
+#include "testlib.h"
+
+#define NPAY 40
+
+typedef struct row {
+  char id[33], base[33];
+  int codec, has_base;
+  size_t size;
+  char *blob;
+  size_t blob_n;
+} row;
+
+typedef struct table {
+  row rows[NPAY * 2];
+  int n;
+  int refuse; /* refuse the row with this submission index, -1 none */
+  int seen;
+} table;
+
+static int sink(void *arg, const uint64_t hash[2], const spy__cell c[5]) {
+  table *t = arg;
+  (void)hash;
+  if (t->seen++ == t->refuse)
+    return SPY_EIO;
+  row *r = &t->rows[t->n++];
+  memcpy(r->id, c[0].s, 32);
+  r->id[32] = 0;
+  r->size = (size_t)c[1].i;
+  r->codec = (int)c[2].i;
+  r->has_base = c[3].kind != 0;
+  if (r->has_base)
+    memcpy(r->base, c[3].s, 32);
+  r->base[32] = 0;
+  r->blob_n = c[4].n;
+  r->blob = malloc(r->blob_n + 1);
+  memcpy(r->blob, c[4].s, r->blob_n);
+  return 0;
+}
+
+static void table_free(table *t) {
+  for (int i = 0; i < t->n; i++)
+    free(t->rows[i].blob);
+}
+
+static const row *find(const table *t, const char *id) {
+  for (int i = 0; i < t->n; i++)
+    if (strcmp(t->rows[i].id, id) == 0)
+      return &t->rows[i];
+  return NULL;
+}
+
+/* Decodes a row, following its bases; 0 when it gives want[0..n). */
+static int decode(const table *t, const row *r, spy__buf *out, int depth) {
+  if (depth > 8)
+    return -1;
+  spy__buf base = {0};
+  if (r->has_base) {
+    const row *b = find(t, r->base);
+    if (!b || decode(t, b, &base, depth + 1) < 0) {
+      spy__buf_free(&base);
+      return -1;
+    }
+  }
+  int rc = spy__src_unpack(out, r->codec, r->blob, r->blob_n, r->size,
+                           base.p, base.len);
+  spy__buf_free(&base);
+  return rc;
+}
+
+/* NPAY versions of one text, each a small edit of the one before. */
+static char *payload(int i, size_t *n) {
+  size_t cap = 8000;
+  char *p = malloc(cap);
+  size_t len = 0;
+  for (int line = 0; line < 120; line++)
+    len += (size_t)snprintf(p + len, cap - len,
+                            "static int f%d(int x) { return x * %d; }\n", line,
+                            line == i % 120 ? i + 1000 : line);
+  *n = len;
+  return p;
+}
+
+static void submit_all(spy__src_pipe *q, char *pays[NPAY], size_t lens[NPAY],
+                       uint64_t hashes[NPAY][2]) {
+  for (int i = 0; i < NPAY; i++) {
+    pays[i] = payload(i, &lens[i]);
+    spy_trace_hash(pays[i], lens[i], hashes[i]);
+    spy__src_pipe_submit(q, hashes[i], pays[i], lens[i]);
+  }
+}
+
+TEST(rows_come_back_in_order_and_decode) {
+  table t = {.refuse = -1};
+  spy__src_pipe *q = spy__src_pipe_new(sink, &t);
+  CHECK(q);
+  char *pays[NPAY];
+  size_t lens[NPAY];
+  uint64_t h[NPAY][2];
+  submit_all(q, pays, lens, h);
+  CHECK_OK(spy__src_pipe_drain(q));
+  CHECK_EQ(t.n, NPAY);
+  int deltas = 0;
+  spy__buf out = {0};
+  for (int i = 0; i < NPAY; i++) {
+    char id[33];
+    spy_trace_hash_hex(h[i], id);
+    CHECK_STR(t.rows[i].id, id);
+    CHECK_OK(decode(&t, &t.rows[i], &out, 0));
+    CHECK_EQ(out.len, lens[i]);
+    CHECK(memcmp(out.p, pays[i], lens[i]) == 0);
+    deltas += t.rows[i].has_base;
+    free(pays[i]);
+  }
+  CHECK(deltas >= NPAY / 2); /* similar versions: mostly deltas */
+  CHECK(spy__src_pipe_busy_ns(q) > 0);
+  spy__buf_free(&out);
+  spy__src_pipe_free(q);
+  table_free(&t);
+}
+
+TEST(a_refused_row_is_never_a_base) {
+  table t = {.refuse = 2}; /* row 3 is a delta of row 2 */
+  spy__src_pipe *q = spy__src_pipe_new(sink, &t);
+  CHECK(q);
+  char *pays[NPAY];
+  size_t lens[NPAY];
+  uint64_t h[NPAY][2];
+  submit_all(q, pays, lens, h);
+  spy__src_pipe_drain(q);
+  CHECK_EQ(t.n, NPAY - 1);
+  char refused[33];
+  spy_trace_hash_hex(h[2], refused);
+  CHECK(find(&t, refused) == NULL);
+  spy__buf out = {0};
+  for (int i = 0; i < t.n; i++) {
+    CHECK(!t.rows[i].has_base || strcmp(t.rows[i].base, refused) != 0);
+    CHECK_OK(decode(&t, &t.rows[i], &out, 0)); /* every base is there */
+  }
+  for (int i = 0; i < NPAY; i++)
+    free(pays[i]);
+  spy__buf_free(&out);
+  spy__src_pipe_free(q);
+  table_free(&t);
+}
+
+TEST(reset_starts_a_new_chain) {
+  table t = {.refuse = -1};
+  spy__src_pipe *q = spy__src_pipe_new(sink, &t);
+  CHECK(q);
+  size_t n;
+  char *a = payload(1, &n), *b = payload(2, &n);
+  uint64_t ha[2], hb[2];
+  spy_trace_hash(a, n, ha);
+  spy_trace_hash(b, n, hb);
+  CHECK_OK(spy__src_pipe_submit(q, ha, a, n));
+  CHECK_OK(spy__src_pipe_reset(q));
+  CHECK_OK(spy__src_pipe_submit(q, hb, b, n));
+  CHECK_OK(spy__src_pipe_drain(q));
+  CHECK_EQ(t.n, 2);
+  CHECK_EQ(t.rows[1].has_base, 0); /* would be a delta of a without reset */
+  free(a);
+  free(b);
+  spy__src_pipe_free(q);
+  table_free(&t);
+}
+
+TEST_MAIN(TEST_CASE(rows_come_back_in_order_and_decode),
+          TEST_CASE(a_refused_row_is_never_a_base),
+          TEST_CASE(reset_starts_a_new_chain))
