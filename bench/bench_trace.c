@@ -329,7 +329,8 @@ int bench_trace(int argc, char **argv) {
   bench_emit(&t, o.quick);
   t.notes[t.nnotes++] =
       "wall_ms: build + draining the trace; writer_kact_s: actions per "
-      "second of writer time (naive: of time spent serialising and "
+      "second of trace work, the writer's and its packer thread's busy "
+      "time (naive: of time spent serialising and "
       "writing inline); disk_MB: the session's files (postgres: database "
       "growth); emit_ns_action: build rows (traced build - untraced build) "
       "/ actions, emit rows the emitting call alone";
