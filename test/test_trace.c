@@ -271,6 +271,15 @@ static int compare_store(const char *store) {
   return bad ? -1 : 0;
 }
 
+/* $SPY_TEST_PG, or NULL (and a line saying so): the PostgreSQL cases run
+ * from the trace_pg CTest, which starts a server and sets it. */
+static const char *pg_conninfo(void) {
+  const char *pg = getenv("SPY_TEST_PG");
+  if (!pg)
+    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+  return pg;
+}
+
 static int record(const char *writer, const char *dir, const char *conninfo,
                   char *sid_out) {
   spy_trace *t;
@@ -302,11 +311,9 @@ TEST(every_kind_round_trips_through_sqlite) {
 }
 
 TEST(every_kind_round_trips_through_postgres) {
-  const char *pg = getenv("SPY_TEST_PG");
-  if (!pg) {
-    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+  const char *pg = pg_conninfo();
+  if (!pg)
     return;
-  }
   char sid[128];
   CHECK_EQ(record("postgres", NULL, pg, sid), 0);
   CHECK_EQ(compare_store(pg), 0); /* the latest session */
@@ -879,11 +886,9 @@ TEST(application_kind_goes_through_the_same_path) {
 /* Writes one FrameStats into $SPY_TEST_PG: trace_pg.sh then checks its
  * tables with psql. */
 TEST(application_kind_into_postgres) {
-  const char *pg = getenv("SPY_TEST_PG");
-  if (!pg) {
-    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+  const char *pg = pg_conninfo();
+  if (!pg)
     return;
-  }
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "postgres", .conninfo = pg};
   CHECK_OK(spy_trace_create(&d, &t));
@@ -893,23 +898,21 @@ TEST(application_kind_into_postgres) {
   CHECK_EQ(spy_trace_destroy(t), 0);
 }
 
+static void quiet_errors(void *arg, int err, const char *msg) {
+  (void)arg, (void)err, (void)msg; /* expected: the server is away */
+}
+
 /* The PostgreSQL server goes away while a batch carrying a payload is
  * pending and that batch is dropped (retry budget of one byte); the same
  * payload named again after the server is back must be sent again, or the
  * stored action would name a payload the store does not have. Needs
  * SPY_TEST_PG and the commands SPY_TEST_PG_DOWN / SPY_TEST_PG_UP
  * (trace_pg.sh sets them). */
-static void quiet_errors(void *arg, int err, const char *msg) {
-  (void)arg, (void)err, (void)msg; /* expected: the server is away */
-}
-
 TEST(payload_of_a_dropped_batch_is_sent_again) {
-  const char *pg = getenv("SPY_TEST_PG");
+  const char *pg = pg_conninfo();
   const char *down = getenv("SPY_TEST_PG_DOWN"), *up = getenv("SPY_TEST_PG_UP");
-  if (!pg || !down || !up) {
-    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+  if (!pg || !down || !up)
     return;
-  }
   static char payload[3000];
   for (size_t i = 0; i < sizeof payload; i++)
     payload[i] = (char)('a' + (i * 7 + (size_t)getpid()) % 26);
@@ -1129,11 +1132,9 @@ TEST(delta_chain_round_trips_through_sqlite) {
 }
 
 TEST(delta_chain_round_trips_through_postgres) {
-  const char *pg = getenv("SPY_TEST_PG");
-  if (!pg) {
-    fprintf(stderr, "  no SPY_TEST_PG: the trace_pg test runs this case\n");
+  const char *pg = pg_conninfo();
+  if (!pg)
     return;
-  }
   size_t len[NVER];
   char *v = make_versions(len);
   CHECK_EQ(record_versions("postgres", NULL, pg, v, len), 0);

@@ -57,6 +57,16 @@ struct spy__src_pipe {
   spy__buf tmp;
 };
 
+/* Appends j to the list head..tail. */
+static void push(job **head, job **tail, job *j) {
+  j->next = NULL;
+  if (*tail)
+    (*tail)->next = j;
+  else
+    *head = j;
+  *tail = j;
+}
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -107,12 +117,7 @@ static void *packer_main(void *arg) {
     q->busy_ns += dt;
     q->busy = 0;
     q->in_bytes -= j->n;
-    j->next = NULL;
-    if (q->out_tail)
-      q->out_tail->next = j;
-    else
-      q->out_head = j;
-    q->out_tail = j;
+    push(&q->out_head, &q->out_tail, j);
     pthread_cond_broadcast(&q->done);
     pthread_cond_signal(&q->room);
   }
@@ -214,24 +219,14 @@ static int deliver_all(spy__src_pipe *q, job *list) {
 static void enqueue(spy__src_pipe *q, job *j) {
   if (!q->threaded) { /* inline: packed now, delivered by the caller */
     pack(q->k, j);
-    j->next = NULL;
-    if (q->out_tail)
-      q->out_tail->next = j;
-    else
-      q->out_head = j;
-    q->out_tail = j;
+    push(&q->out_head, &q->out_tail, j);
     return;
   }
   pthread_mutex_lock(&q->mu);
   while (q->in_bytes && q->in_bytes + j->n > PIPE_BYTES)
     pthread_cond_wait(&q->room, &q->mu);
   q->in_bytes += j->n;
-  j->next = NULL;
-  if (q->in_tail)
-    q->in_tail->next = j;
-  else
-    q->in_head = j;
-  q->in_tail = j;
+  push(&q->in_head, &q->in_tail, j);
   pthread_cond_signal(&q->todo);
   pthread_mutex_unlock(&q->mu);
 }
