@@ -69,7 +69,7 @@ typedef struct spy_trace_list {
   uint32_t n;
 } spy_trace_list;
 
-/* Which relational rows an action fills in the SQL stores. */
+/* What an action means to the reader (builds, hook calls, graphs). */
 typedef enum spy_trace_role {
   SPY_ROLE_NONE = 0,
   SPY_ROLE_SESSION,

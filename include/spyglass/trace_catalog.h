@@ -4,7 +4,8 @@
  * X-macro list of fields. From these lists trace.h derives the C structs
  * and the typed emit functions, src/store/catalog.c the descriptors that
  * drive the wire encoding (docs/wire.md, TRACE), the JSON-lines form and
- * the per-kind SQL views. The kinds and field names are Rolldown's devtools
+ * (src/store/schema.c) the SQL tables and inserts, one table per kind and
+ * one child table per list of records. The kinds and field names are Rolldown's devtools
  * actions as typed by the npm package @rolldown/debug 1.2.x.
  *
  * A field is F(X, type, name, record) (X is passed through for the
@@ -146,7 +147,8 @@
   F(X, LIST, assets, asset)
 
 /* A(id, Name, snake, role, FIELDS). id is the kind's number on the wire;
- * role tells the SQL writers which relational tables the action fills. */
+ * role tells the reader what the action means (build start/end, a hook's
+ * start or end, the module graph, …). */
 #define SPY_TRACE_ACTIONS(A)                                                   \
   A(1, SessionMeta, session_meta, SESSION, SPY_ACT_SESSION_META)               \
   A(2, BuildStart, build_start, BUILD_START, SPY_ACT_NONE)                     \

@@ -1,7 +1,7 @@
 /* reader.c — one reader over the three stores. Each store yields the
  * session's actions in seq order — JSON lines (logs.json and meta.json;
  * the action_batches of SQL stores of schema version 1) or binary records
- * (action_batches, schema version 2) — and payloads by
+ * (action_batches, schema versions 2 and 3) — and payloads by
  * content id (StringRef lines; the sources table); everything else —
  * builds, modules, imports, hook calls, the summary — is derived from the
  * action stream the same way for all three. A store whose schema version
