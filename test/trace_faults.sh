@@ -2,7 +2,8 @@
 # trace_faults.sh TOOL — a build traced into SQLite is killed with SIGKILL
 # mid-build: the database opens cleanly, passes an integrity check, and
 # holds a gap-free prefix of the actions (every committed batch, read
-# back through the reader too); the
+# back through the reader too), in the derived tables too, with every
+# payload they name; the
 # summary reads it and says the writer did not finish. Then the CLI's
 # answers to bad usage and unreadable stores.
 set -euo pipefail
@@ -36,6 +37,19 @@ echo "after SIGKILL: $count actions committed, seq $lo..$hi"
 [ "$count" -gt 100 ] || fail "committed actions missing"
 [ "$lo" -eq 1 ] && [ "$hi" -eq "$count" ] && [ "$gaps" -eq 0 ] ||
   fail "a gap in the committed prefix"
+# the derived tables hold the same prefix, and every payload they name
+[ "$(sqlite3 "$db" "select (select count(*) from hook_transform_call_start) +
+  (select count(*) from hook_load_call_start) + (select count(*) from
+  hook_resolve_id_call_start) > 0")" -eq 1 ] || fail "no hook rows"
+[ "$(sqlite3 "$db" "select max(seq) from (select seq from hook_transform_call_start
+  union all select seq from hook_transform_call_end union all select seq from
+  hook_load_call_end union all select seq from hook_resolve_id_call_end)")" -le "$hi" ] ||
+  fail "rows beyond the committed batches"
+missing=$(sqlite3 "$db" "select count(*) from (select content_source_id id from
+  hook_transform_call_start union all select content_source_id from
+  hook_transform_call_end union all select content_source_id from hook_load_call_end)
+  a where id is not null and not exists (select 1 from sources s where s.source_id = a.id)")
+[ "$missing" -eq 0 ] || fail "$missing rows name a payload that was not committed"
 "$tool" trace summary "$(dirname "$db")" >"$work/s.txt" || fail "summary"
 grep -q "^actions     $count in 1 build" "$work/s.txt" || { cat "$work/s.txt"; fail "summary count"; }
 grep -q 'not stored  unknown' "$work/s.txt" || fail "summary should say the writer did not finish"
