@@ -56,6 +56,24 @@ sid=$(sed -n 's/.*session \([^,]*\),.*/\1/p' "$work/b1.txt")
 [ "$(pg_sql "select count(*) from module_imports where session_id='$sid'")" -eq 370 ] ||
   fail "module_imports"
 
+echo "== two builds start at once on an empty team database"
+pg_sql "create database team" >/dev/null
+team_uri=${PG_URI/\/postgres?/\/team?}
+for i in 1 2; do
+  "$tool" demo build "$work/src" --trace "$team_uri" --out "$work/team$i" >"$work/team$i.txt" 2>&1 &
+  eval "team_pid$i=$!"
+done
+wait "$team_pid1" || { cat "$work/team1.txt"; fail "first concurrent build"; }
+wait "$team_pid2" || { cat "$work/team2.txt"; fail "second concurrent build"; }
+grep -q ' 0 not stored' "$work/team1.txt" && grep -q ' 0 not stored' "$work/team2.txt" ||
+  fail "a concurrent build lost actions"
+team_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d team -c "$1"; }
+[ "$(team_sql "select count(*) from sessions")" -eq 2 ] || fail "team sessions"
+[ "$(team_sql "select count(*) from hook_calls where hook_type='transform'")" -eq 2000 ] ||
+  fail "team hook_calls"
+[ "$(team_sql "select count(*) from pg_indexes where indexname='hook_transform_call_end_call'")" -eq 1 ] ||
+  fail "team indexes"
+
 # The server goes away mid-build; the build keeps going (buffered).
 slow_build() { # out_dir extra-args… ; runs in the background, sets pid
   "$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/$1" \

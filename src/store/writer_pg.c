@@ -178,14 +178,22 @@ int spy__pg_check_version(PGconn *c) {
   return v > SPY_TRACE_SCHEMA_VERSION ? SPY_EBADSCHEMA : v;
 }
 
+/* Serialises schema changes between writers sharing a database (a team
+ * store): CREATE … IF NOT EXISTS run at the same moment by two sessions
+ * can still collide. Held until the transaction ends. */
+#define SCHEMA_LOCK "SELECT pg_advisory_xact_lock(5497617309364322355);"
+
 static int setup(pgw *w) {
   int rc = q(w,
+             "BEGIN;" SCHEMA_LOCK
              "CREATE TABLE IF NOT EXISTS spyglass_meta(key TEXT PRIMARY "
              "KEY, value TEXT)",
              NULL);
   if (rc)
     return rc;
   int v = spy__pg_check_version(w->conn);
+  if (v < 0 || (v > 0 && v != SPY_TRACE_SCHEMA_VERSION))
+    q(w, "ROLLBACK", NULL);
   if (v < 0) {
     say(w, v, "the store has a newer schema");
     return v;
@@ -197,7 +205,6 @@ static int setup(pgw *w) {
     return SPY_EBADSCHEMA;
   }
   spy__buf sql = {0};
-  spy__buf_puts(&sql, "BEGIN;");
   spy__own_tables_sql(&sql, 1);
   for (int t = 0; t < w->schema.n; t++)
     spy__schema_table_sql(&w->schema, t, &sql, 1);
@@ -699,6 +706,45 @@ static int final_update(pgw *w, uint64_t lost) {
   return rc;
 }
 
+/* Creates the indexes the database does not have yet (an existing one is
+ * not touched: CREATE INDEX would lock its table against other sessions'
+ * writes even when it only finds the name taken). */
+static int create_missing_indexes(pgw *w) {
+  PGresult *have = NULL;
+  int rc = q(w, "SELECT indexname FROM pg_indexes WHERE schemaname = "
+                "current_schema()", &have);
+  if (rc)
+    return rc;
+  spy__buf all = {0}, sql = {0};
+  spy__index_sql(&w->schema, &all);
+  spy__buf_putc(&all, 0);
+  spy__buf_puts(&sql, "BEGIN;" SCHEMA_LOCK);
+  size_t missing = 0;
+  /* one "CREATE INDEX IF NOT EXISTS <name> ON …;" per line */
+  for (char *line = all.err ? NULL : all.p, *end; line && *line;
+       line = end ? end + 1 : NULL) {
+    end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *name = line + strlen("CREATE INDEX IF NOT EXISTS ");
+    size_t nlen = strcspn(name, " ");
+    int found = 0;
+    for (int i = 0; i < PQntuples(have) && !found; i++)
+      found = strlen(PQgetvalue(have, i, 0)) == nlen &&
+              memcmp(PQgetvalue(have, i, 0), name, nlen) == 0;
+    if (!found) {
+      spy__buf_put(&sql, line, len);
+      missing++;
+    }
+  }
+  spy__buf_puts(&sql, "COMMIT;");
+  spy__buf_putc(&sql, 0);
+  PQclear(have);
+  rc = all.err || sql.err ? SPY_ENOMEM : missing ? q(w, sql.p, NULL) : 0;
+  spy__buf_free(&all);
+  spy__buf_free(&sql);
+  return rc;
+}
+
 static int64_t pg_close(void *state) {
   pgw *w = state;
   if (!w)
@@ -731,14 +777,9 @@ static int64_t pg_close(void *state) {
   }
   /* indexes: built in one pass over the first session's rows (smaller and
    * cheaper than growing them row by row), kept up by later sessions */
-  if (w->opened && w->conn && PQstatus(w->conn) == CONNECTION_OK) {
-    spy__buf sql = {0};
-    spy__index_sql(&w->schema, &sql);
-    spy__buf_putc(&sql, 0);
-    if (!sql.err && q(w, sql.p, NULL) != 0)
-      say(w, SPY_EIO, "creating the indexes");
-    spy__buf_free(&sql);
-  }
+  if (w->opened && w->conn && PQstatus(w->conn) == CONNECTION_OK &&
+      create_missing_indexes(w) != 0)
+    say(w, SPY_EIO, "creating the indexes");
   uint64_t lost = atomic_load(&w->lost);
   if (w->conn)
     PQfinish(w->conn);
