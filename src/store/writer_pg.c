@@ -86,6 +86,17 @@ static void say(pgw *w, int err, const char *what) {
     w->report(w->report_ctx, err, msg);
 }
 
+/* A failed statement's code: SPY_EEXIST for a unique violation (the batch
+ * is already stored), SPY_EAGAIN for a deadlock or serialisation failure
+ * with another session (worth sending again), SPY_EIO otherwise. */
+static int sqlstate_code(const char *state) {
+  if (state && strcmp(state, "23505") == 0)
+    return SPY_EEXIST;
+  if (state && (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0))
+    return SPY_EAGAIN;
+  return SPY_EIO;
+}
+
 static int q(pgw *w, const char *sql, PGresult **keep) {
   PGresult *r = PQexec(w->conn, sql);
   ExecStatusType s = PQresultStatus(r);
@@ -93,7 +104,7 @@ static int q(pgw *w, const char *sql, PGresult **keep) {
   int rc = 0;
   if (!ok) {
     const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    rc = state && strcmp(state, "23505") == 0 ? SPY_EEXIST : SPY_EIO;
+    rc = sqlstate_code(state);
   }
   if (keep && ok)
     *keep = r;
@@ -466,9 +477,10 @@ static int copy_in(pgw *w, const char *table, const char *cols,
   snprintf(sql, sizeof sql, "COPY %s(%s) FROM STDIN", table, cols);
   PGresult *r = PQexec(w->conn, sql);
   int ok = PQresultStatus(r) == PGRES_COPY_IN;
+  int fail_rc = ok ? 0 : sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
   PQclear(r);
   if (!ok)
-    return SPY_EIO;
+    return fail_rc;
   size_t off = 0;
   while (off < data->len) {
     size_t n = data->len - off > (1u << 20) ? (1u << 20) : data->len - off;
@@ -482,7 +494,7 @@ static int copy_in(pgw *w, const char *table, const char *cols,
   while ((r = PQgetResult(w->conn))) {
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
       const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-      rc = st && strcmp(st, "23505") == 0 ? SPY_EEXIST : SPY_EIO;
+      rc = sqlstate_code(st);
     }
     PQclear(r);
   }
@@ -501,8 +513,10 @@ static int send_batch(pgw *w, batch *b) {
                    &b->copy[SPY__T_SOURCES]);
     if (!rc)
       rc = q(w,
-             "INSERT INTO sources SELECT * FROM src_stage ON CONFLICT DO "
-             "NOTHING",
+             /* in key order: sessions storing the same payloads at once
+              * then wait for each other instead of deadlocking */
+             "INSERT INTO sources SELECT * FROM src_stage ORDER BY source_id "
+             "ON CONFLICT DO NOTHING",
              NULL);
   }
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)
@@ -588,6 +602,9 @@ static int drain(pgw *w, int force) {
     }
     if (!rc) {
       rc = send_batch(w, w->head);
+      /* another session's transaction got in the way: send it again */
+      for (int again = 0; rc == SPY_EAGAIN && again < 8; again++)
+        rc = send_batch(w, w->head);
       if (rc && PQstatus(w->conn) == CONNECTION_OK) {
         /* the server refused the batch itself: drop it, do not loop */
         say(w, rc, "a batch was refused");
@@ -708,20 +725,20 @@ static int final_update(pgw *w, uint64_t lost) {
 
 /* Creates the indexes the database does not have yet (an existing one is
  * not touched: CREATE INDEX would lock its table against other sessions'
- * writes even when it only finds the name taken). */
+ * writes even when it only finds the name taken), each in a transaction
+ * of its own: holding one table's lock at a time, it can make another
+ * session's batch wait but never deadlock with it. */
 static int create_missing_indexes(pgw *w) {
   PGresult *have = NULL;
   int rc = q(w, "SELECT indexname FROM pg_indexes WHERE schemaname = "
                 "current_schema()", &have);
   if (rc)
     return rc;
-  spy__buf all = {0}, sql = {0};
+  spy__buf all = {0}, one = {0};
   spy__index_sql(&w->schema, &all);
   spy__buf_putc(&all, 0);
-  spy__buf_puts(&sql, "BEGIN;" SCHEMA_LOCK);
-  size_t missing = 0;
   /* one "CREATE INDEX IF NOT EXISTS <name> ON …;" per line */
-  for (char *line = all.err ? NULL : all.p, *end; line && *line;
+  for (char *line = all.err ? NULL : all.p, *end; line && *line && !rc;
        line = end ? end + 1 : NULL) {
     end = strchr(line, '\n');
     size_t len = end ? (size_t)(end - line) : strlen(line);
@@ -731,17 +748,22 @@ static int create_missing_indexes(pgw *w) {
     for (int i = 0; i < PQntuples(have) && !found; i++)
       found = strlen(PQgetvalue(have, i, 0)) == nlen &&
               memcmp(PQgetvalue(have, i, 0), name, nlen) == 0;
-    if (!found) {
-      spy__buf_put(&sql, line, len);
-      missing++;
-    }
+    if (found)
+      continue;
+    one.len = 0;
+    spy__buf_puts(&one, "BEGIN;" SCHEMA_LOCK);
+    spy__buf_put(&one, line, len);
+    spy__buf_puts(&one, "COMMIT;");
+    spy__buf_putc(&one, 0);
+    rc = one.err ? SPY_ENOMEM : q(w, one.p, NULL);
+    if (rc && PQstatus(w->conn) == CONNECTION_OK)
+      q(w, "ROLLBACK", NULL);
   }
-  spy__buf_puts(&sql, "COMMIT;");
-  spy__buf_putc(&sql, 0);
   PQclear(have);
-  rc = all.err || sql.err ? SPY_ENOMEM : missing ? q(w, sql.p, NULL) : 0;
+  if (all.err)
+    rc = SPY_ENOMEM;
   spy__buf_free(&all);
-  spy__buf_free(&sql);
+  spy__buf_free(&one);
   return rc;
 }
 
