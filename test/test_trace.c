@@ -1072,7 +1072,8 @@ static int read_versions(const char *store, const char *v,
   return rc;
 }
 
-/* One integer from a query on the session's trace.db. */
+/* One integer from a query on the session's trace.db (-1: no row, or the
+ * query failed). */
 static long long db_int(const char *dir, const char *sql) {
   char path[512];
   snprintf(path, sizeof path, "%s/trace.db", dir);
@@ -1080,11 +1081,9 @@ static long long db_int(const char *dir, const char *sql) {
   long long v = -1;
   if (sqlite3_open(path, &db) != SQLITE_OK)
     return -1;
-  sqlite3_stmt *s;
-  if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK &&
-      sqlite3_step(s) == SQLITE_ROW)
-    v = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
+  const char *t = q1(db, sql);
+  if (t[0] != '<')
+    v = atoll(t);
   sqlite3_close(db);
   return v;
 }

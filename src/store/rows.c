@@ -113,29 +113,7 @@ void spy__own_tables_sql(spy__buf *b, int pg) {
                         "INTEGER,actions INTEGER,actions_lost INTEGER);\n");
   for (int t = 0; t < SPY__T_COUNT; t++) {
     const spy__table *tb = &spy__tables[t];
-    spy__buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
-    spy__buf_puts(b, tb->name);
-    spy__buf_putc(b, '(');
-    const char *c = tb->cols;
-    for (int i = 0; tb->types[i]; i++) {
-      const char *e = strchr(c, ',');
-      size_t n = e ? (size_t)(e - c) : strlen(c);
-      if (i)
-        spy__buf_putc(b, ',');
-      spy__buf_put(b, c, n);
-      switch (tb->types[i]) {
-      case SPY__COL_INT: spy__buf_puts(b, pg ? " BIGINT" : " INTEGER"); break;
-      case SPY__COL_BLOB: spy__buf_puts(b, pg ? " BYTEA" : " BLOB"); break;
-      default: spy__buf_puts(b, " TEXT");
-      }
-      c += n + (e != NULL);
-    }
-    if (tb->key) {
-      spy__buf_puts(b, ",PRIMARY KEY(");
-      spy__buf_puts(b, tb->key);
-      spy__buf_putc(b, ')');
-    }
-    spy__buf_puts(b, ");\n");
+    spy__create_table_sql(b, tb->name, tb->cols, tb->types, tb->key, pg);
   }
 }
 

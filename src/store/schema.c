@@ -232,23 +232,46 @@ static const char *col_type(char t, int pg) {
   }
 }
 
-void spy__schema_table_sql(const spy__schema *s, int ti, spy__buf *b, int pg) {
-  const spy__gtable *t = &s->t[ti];
+void spy__create_table_sql(spy__buf *b, const char *name, const char *cols,
+                          const char *types, const char *key, int pg) {
   spy__buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
-  spy__buf_puts(b, t->name);
+  spy__buf_puts(b, name);
   spy__buf_putc(b, '(');
-  const char *c = t->cols;
-  for (int i = 0; i < t->ncols; i++) {
+  const char *c = cols;
+  for (size_t i = 0; types[i]; i++) {
     const char *e = strchr(c, ',');
     size_t n = e ? (size_t)(e - c) : strlen(c);
     if (i)
       spy__buf_putc(b, ',');
     spy__buf_put(b, c, n);
     spy__buf_putc(b, ' ');
-    spy__buf_puts(b, col_type(t->types[i], pg));
+    spy__buf_puts(b, col_type(types[i], pg));
     c += n + (e != NULL);
   }
+  if (key) {
+    spy__buf_puts(b, ",PRIMARY KEY(");
+    spy__buf_puts(b, key);
+    spy__buf_putc(b, ')');
+  }
   spy__buf_puts(b, ");\n");
+}
+
+void spy__insert_sql(spy__buf *b, const char *verb, const char *name,
+                     const char *cols, size_t ncols) {
+  spy__buf_puts(b, verb);
+  spy__buf_putc(b, ' ');
+  spy__buf_puts(b, name);
+  spy__buf_putc(b, '(');
+  spy__buf_puts(b, cols);
+  spy__buf_puts(b, ") VALUES(");
+  for (size_t i = 0; i < ncols; i++)
+    spy__buf_puts(b, i ? ",?" : "?");
+  spy__buf_putc(b, ')');
+}
+
+void spy__schema_table_sql(const spy__schema *s, int ti, spy__buf *b, int pg) {
+  const spy__gtable *t = &s->t[ti];
+  spy__create_table_sql(b, t->name, t->cols, t->types, NULL, pg);
 }
 
 void spy__schema_index_sql(const spy__schema *s, int ti, spy__buf *b) {
@@ -271,14 +294,7 @@ void spy__schema_index_sql(const spy__schema *s, int ti, spy__buf *b) {
 
 void spy__schema_insert_sql(const spy__schema *s, int ti, spy__buf *b) {
   const spy__gtable *t = &s->t[ti];
-  spy__buf_puts(b, "INSERT INTO ");
-  spy__buf_puts(b, t->name);
-  spy__buf_putc(b, '(');
-  spy__buf_puts(b, t->cols);
-  spy__buf_puts(b, ") VALUES(");
-  for (int i = 0; i < t->ncols; i++)
-    spy__buf_puts(b, i ? ",?" : "?");
-  spy__buf_putc(b, ')');
+  spy__insert_sql(b, "INSERT INTO", t->name, t->cols, t->ncols);
 }
 
 /* ---- rows ---------------------------------------------------------------- */

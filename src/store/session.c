@@ -60,8 +60,7 @@ struct spy_trace {
   void *wstate;
   spy_trace_arena arena;
   spy__buf json;
-  uint64_t *seen; /* open-addressing set of content hashes, pairs */
-  size_t seen_cap, seen_n;
+  spy__hset seen; /* content hashes of the payloads stored */
   const spy_trace_kind *app_kinds[64]; /* application kinds seen (mu) */
   uint32_t n_app;
 };
@@ -107,47 +106,12 @@ static void report(void *ctx, int err, const char *msg) {
 
 /* ---- dedup set ---------------------------------------------------------- */
 
-static int seen_insert(spy_trace *t, const uint64_t h[2]) {
-  if ((t->seen_n + 1) * 2 > t->seen_cap) {
-    size_t ncap = t->seen_cap ? t->seen_cap * 2 : 4096;
-    uint64_t *n = calloc(ncap, 2 * sizeof *n);
-    if (!n)
-      return SPY_ENOMEM;
-    for (size_t i = 0; i < t->seen_cap; i++) {
-      uint64_t *o = &t->seen[2 * i];
-      if (!o[0] && !o[1])
-        continue;
-      size_t j = o[1] & (ncap - 1);
-      while (n[2 * j] || n[2 * j + 1])
-        j = (j + 1) & (ncap - 1);
-      n[2 * j] = o[0];
-      n[2 * j + 1] = o[1];
-    }
-    free(t->seen);
-    t->seen = n;
-    t->seen_cap = ncap;
-  }
-  uint64_t a = h[0], b = h[1];
-  if (!a && !b)
-    b = 1; /* the empty slot value; a collision here is harmless */
-  size_t j = b & (t->seen_cap - 1);
-  while (t->seen[2 * j] || t->seen[2 * j + 1]) {
-    if (t->seen[2 * j] == a && t->seen[2 * j + 1] == b)
-      return 0;
-    j = (j + 1) & (t->seen_cap - 1);
-  }
-  t->seen[2 * j] = a;
-  t->seen[2 * j + 1] = b;
-  t->seen_n++;
-  return 1;
-}
-
 /* Hashes every inline payload of the tree; stores first-seen ones. */
 static int dedup(spy_trace *t, spy_trace_val *v, spy_trace_stats *st) {
   if (v->type == SPY_TV_SRC) {
     spy_trace_hash(v->u.s, v->n, v->hash);
     v->has_hash = 1;
-    int fresh = seen_insert(t, v->hash);
+    int fresh = spy__hset_add(&t->seen, v->hash);
     if (fresh < 0)
       return fresh;
     if (fresh) {
@@ -552,7 +516,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
   }
   spy_trace_arena_free(&t->arena);
   spy__buf_free(&t->json);
-  free(t->seen);
+  spy__hset_free(&t->seen);
   free(t->ring);
   free(t->session_id);
   free(t->cwd);

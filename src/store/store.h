@@ -25,6 +25,17 @@ void spy__buf_i64(spy__buf *b, int64_t v);
 void spy__buf_u64(spy__buf *b, uint64_t v);
 void spy__buf_free(spy__buf *b);
 
+/* ---- content-hash set (hashset.c) --------------------------------------- */
+typedef struct spy__hset {
+  uint64_t *v; /* pairs; cap slots, a power of two */
+  size_t n, cap;
+} spy__hset;
+/* 1 when h was added, 0 when already there, or SPY_ENOMEM. */
+int spy__hset_add(spy__hset *s, const uint64_t h[2]);
+/* 1 when h was there (and is removed), else 0. */
+int spy__hset_take(spy__hset *s, const uint64_t h[2]);
+void spy__hset_free(spy__hset *s);
+
 /* ---- catalog helpers
  * --------------------------------------------------------- */
 /* The field `name` of a decoded record described by k, or NULL. */
@@ -136,7 +147,15 @@ void spy__schema_free(spy__schema *s);
  * [a-z_][a-z0-9_]*, too long, a reserved name or column, nested too deep):
  * such a kind is kept in action_batches only. Or SPY_ENOMEM. */
 int spy__schema_root(spy__schema *s, const spy_trace_kind *k, int *fresh);
-/* CREATE TABLE IF NOT EXISTS for table t; pg selects the dialect. */
+/* CREATE TABLE IF NOT EXISTS name(col type, …[, PRIMARY KEY(key)]) from a
+ * comma-separated column list and one SPY__COL_* per column; pg selects
+ * the dialect. */
+void spy__create_table_sql(spy__buf *b, const char *name, const char *cols,
+                          const char *types, const char *key, int pg);
+/* "<verb> name(cols) VALUES(?,…)" with ncols placeholders. */
+void spy__insert_sql(spy__buf *b, const char *verb, const char *name,
+                     const char *cols, size_t ncols);
+/* CREATE TABLE IF NOT EXISTS for derived table t. */
 void spy__schema_table_sql(const spy__schema *s, int t, spy__buf *b, int pg);
 /* The generic index of table t (child tables: by build and parent). */
 void spy__schema_index_sql(const spy__schema *s, int t, spy__buf *b);

@@ -55,8 +55,7 @@ typedef struct pgw {
   spy__abatch ab;
   spy__src_pipe *pipe; /* packs sources on its own thread */
   int dropped;              /* a batch was dropped since the last commit */
-  uint64_t *gone;           /* hash set of payloads of dropped batches */
-  size_t ngone, capgone;    /* capgone: slots (a power of two) */
+  spy__hset gone;           /* payloads of dropped batches */
   batch *cur, *head, *tail; /* pending list: head oldest */
   size_t pending_bytes, retry_bytes;
   uint32_t retry_ms;
@@ -275,73 +274,11 @@ static int64_t pg_close(void *state);
 static int source_sink(void *arg, const uint64_t hash[2],
                        const spy__cell c[5]);
 
-/* ---- payloads of dropped batches ------------------------------------------
- * An open-addressing set of content hashes (a zero pair marks a free
- * slot; a real zero pair is stored as {0, 1}, a harmless alias). */
-
-static size_t gone_slot(const pgw *w, uint64_t a, uint64_t b) {
-  size_t j = (size_t)b & (w->capgone - 1);
-  while ((w->gone[2 * j] || w->gone[2 * j + 1]) &&
-         !(w->gone[2 * j] == a && w->gone[2 * j + 1] == b))
-    j = (j + 1) & (w->capgone - 1);
-  return j;
-}
-
-static int gone_add(pgw *w, const uint64_t h[2]) {
-  if ((w->ngone + 1) * 2 > w->capgone) {
-    size_t ncap = w->capgone ? w->capgone * 2 : 256;
-    uint64_t *old = w->gone;
-    size_t ocap = w->capgone;
-    if (!(w->gone = calloc(ncap, 2 * sizeof *w->gone))) {
-      w->gone = old;
-      return SPY_ENOMEM;
-    }
-    w->capgone = ncap;
-    for (size_t i = 0; i < ocap; i++)
-      if (old[2 * i] || old[2 * i + 1]) {
-        size_t j = gone_slot(w, old[2 * i], old[2 * i + 1]);
-        w->gone[2 * j] = old[2 * i];
-        w->gone[2 * j + 1] = old[2 * i + 1];
-      }
-    free(old);
-  }
-  uint64_t a = h[0], b = h[1] | !(h[0] | h[1]);
-  size_t j = gone_slot(w, a, b);
-  if (!w->gone[2 * j] && !w->gone[2 * j + 1]) {
-    w->gone[2 * j] = a;
-    w->gone[2 * j + 1] = b;
-    w->ngone++;
-  }
-  return 0;
-}
-
-/* Removes h from the set; 1 if it was there. */
-static int gone_take(pgw *w, const uint64_t h[2]) {
-  if (!w->ngone)
-    return 0;
-  uint64_t a = h[0], b = h[1] | !(h[0] | h[1]);
-  size_t j = gone_slot(w, a, b);
-  if (!w->gone[2 * j] && !w->gone[2 * j + 1])
-    return 0;
-  /* delete by re-inserting the rest of the probe run */
-  w->gone[2 * j] = w->gone[2 * j + 1] = 0;
-  w->ngone--;
-  for (size_t k = (j + 1) & (w->capgone - 1);
-       w->gone[2 * k] || w->gone[2 * k + 1]; k = (k + 1) & (w->capgone - 1)) {
-    uint64_t x = w->gone[2 * k], y = w->gone[2 * k + 1];
-    w->gone[2 * k] = w->gone[2 * k + 1] = 0;
-    size_t m = gone_slot(w, x, y);
-    w->gone[2 * m] = x;
-    w->gone[2 * m + 1] = y;
-  }
-  return 1;
-}
-
 /* A batch is dropped: its payloads must be sent again when named. */
 static int forget_batch(pgw *w, const batch *b) {
   for (size_t i = 0; i < b->nsrc; i++) {
-    int rc = gone_add(w, &b->src[2 * i]);
-    if (rc)
+    int rc = spy__hset_add(&w->gone, &b->src[2 * i]);
+    if (rc < 0)
       return rc;
   }
   return 0;
@@ -431,7 +368,7 @@ static int pg_source(void *state, const uint64_t hash[2], const char *p,
 
 /* Sends again every payload of v that a dropped batch carried. */
 static int resend(pgw *w, const spy_trace_val *v) {
-  if (v->type == SPY_TV_SRC && v->has_hash && gone_take(w, v->hash))
+  if (v->type == SPY_TV_SRC && v->has_hash && spy__hset_take(&w->gone, v->hash))
     return pg_source(w, v->hash, v->u.s, v->n);
   if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC)
     for (uint32_t i = 0; i < v->n; i++) {
@@ -445,7 +382,7 @@ static int resend(pgw *w, const spy_trace_val *v) {
 static int pg_action(void *state, const spy_trace_record *r) {
   pgw *w = state;
   const spy_trace_action *a = r->action;
-  if (w->ngone) {
+  if (w->gone.n) {
     int rc = resend(w, &a->fields);
     if (rc)
       return rc;
@@ -810,7 +747,7 @@ static int64_t pg_close(void *state) {
   spy__buf_free(&w->rec);
   spy__abatch_free(&w->ab);
   spy__src_pipe_free(w->pipe);
-  free(w->gone);
+  spy__hset_free(&w->gone);
   free(w->conninfo);
   free(w->session_id);
   free(w->cwd);

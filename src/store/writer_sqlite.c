@@ -170,15 +170,10 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   for (int t = 0; t < SPY__T_COUNT; t++) {
     const spy__table *tb = &spy__tables[t];
     w->sql.len = 0;
-    spy__buf_puts(&w->sql, t == SPY__T_SOURCES ? "INSERT OR IGNORE INTO "
-                                               : "INSERT OR REPLACE INTO ");
-    spy__buf_puts(&w->sql, tb->name);
-    spy__buf_putc(&w->sql, '(');
-    spy__buf_puts(&w->sql, tb->cols);
-    spy__buf_puts(&w->sql, ") VALUES(");
-    for (size_t i = 0; tb->types[i]; i++)
-      spy__buf_puts(&w->sql, i ? ",?" : "?");
-    spy__buf_puts(&w->sql, ")");
+    spy__insert_sql(&w->sql,
+                    t == SPY__T_SOURCES ? "INSERT OR IGNORE INTO"
+                                        : "INSERT OR REPLACE INTO",
+                    tb->name, tb->cols, strlen(tb->types));
     spy__buf_putc(&w->sql, 0);
     if (w->sql.err)
       return w->sql.err;
