@@ -323,8 +323,8 @@ int bench_bus(int argc, char **argv) {
     return rc == 1 ? 0 : rc;
   if (bench_tempdir(dir, sizeof dir) < 0)
     return 1;
-  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-            -1, 0);
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED)
     return 1;
   int frames = o.quick ? 20000 : 200000;
@@ -341,18 +341,20 @@ int bench_bus(int argc, char **argv) {
     post_result u = bench_uds_post(r, frames);
     char name[64];
     snprintf(name, sizeof name, "bus, %d reader%s", r, r > 1 ? "s" : "");
-    bench_row(&t, name, (double[]){b.wall_ns, b.cpu_ns, 100 * b.delivered,
-                                   b.wakes_per_post, b.cpu_ns / u.cpu_ns});
+    bench_row(&t, name,
+              (double[]){b.wall_ns, b.cpu_ns, 100 * b.delivered,
+                         b.wakes_per_post, b.cpu_ns / u.cpu_ns});
     snprintf(name, sizeof name, "uds per reader, %d", r);
-    bench_row(&t, name, (double[]){u.wall_ns, u.cpu_ns, 100 * u.delivered,
-                                   NAN, 1.0});
+    bench_row(&t, name,
+              (double[]){u.wall_ns, u.cpu_ns, 100 * u.delivered, NAN, 1.0});
   }
   t.notes[t.nnotes++] = "x_baseline = bus poster CPU / socket poster CPU "
                         "for the same reader count (goal at 8: <= 0.05)";
   if (strstr(cases, "post"))
     bench_print(&t, &o);
 
-  double bw_bus = strstr(cases, "tput") ? bench_throughput(o.quick ? 500 : 5000) : NAN;
+  double bw_bus =
+      strstr(cases, "tput") ? bench_throughput(o.quick ? 500 : 5000) : NAN;
   double bw_mem = bench_memcpy_bw();
   bench_table t2 = {.title = "bench bus: 64 KiB frames to one reader process",
                     .cols = {"case", "MB_per_s", "x_memcpy"},
@@ -371,11 +373,11 @@ int bench_bus(int argc, char **argv) {
     latency(1, samples, &b50, &b99, &bpost);
     latency(0, samples, &f50, &f99, &fpost);
   }
-  bench_table t3 = {.title = "bench bus: post->receive latency between two "
-                             "processes, reader asleep",
-                    .cols = {"case", "p50_us", "p99_us", "poster_us",
-                             "p50_x_futex"},
-                    .ncols = 5};
+  bench_table t3 = {
+      .title = "bench bus: post->receive latency between two "
+               "processes, reader asleep",
+      .cols = {"case", "p50_us", "p99_us", "poster_us", "p50_x_futex"},
+      .ncols = 5};
   bench_row(&t3, "bare futex wake (baseline)",
             (double[]){f50 / 1e3, f99 / 1e3, fpost / 1e3, 1.0});
   bench_row(&t3, "bus post -> recv",

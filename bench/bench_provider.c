@@ -208,8 +208,9 @@ int bench_provider(int argc, char **argv) {
   bench_row(&t, "  same, values by handle",
             (double[]){t_handle, t_handle / t_clock, t_handle - t_empty, na});
   static char n1s[160], n2s[200], clk[120];
-  snprintf(clk, sizeof clk, "clock: %s; goals: no subscriber <= empty + 1.5 "
-                            "ns, offload <= 2x two clock reads, 0 allocations",
+  snprintf(clk, sizeof clk,
+           "clock: %s; goals: no subscriber <= empty + 1.5 "
+           "ns, offload <= 2x two clock reads, 0 allocations",
            spy__ticks_are_tsc() ? "calibrated TSC" : "CLOCK_MONOTONIC");
   snprintf(n1s, sizeof n1s,
            "peak RSS %.1f MB after %llu watched frames, %.1f MB after %llu "

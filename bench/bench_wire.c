@@ -43,11 +43,29 @@ static void fixture_init(void) {
                                        words[e % 5], e);
     spy_value *v = &fx.values[e];
     switch (e % 5) {
-    case 0: v->kind = SPY_VAL_FLOAT3; v->v.f[0] = e; v->v.f[1] = 2; v->v.f[2] = -e; break;
-    case 1: v->kind = SPY_VAL_FLOAT; v->v.f[0] = e * 0.25; break;
-    case 2: v->kind = SPY_VAL_INT; v->v.i = -e; break;
-    case 3: v->kind = SPY_VAL_STRING; v->v.s.ptr = "software rasteriser"; v->v.s.len = 19; break;
-    default: v->kind = SPY_VAL_BOOL; v->v.b = e & 1; break;
+    case 0:
+      v->kind = SPY_VAL_FLOAT3;
+      v->v.f[0] = e;
+      v->v.f[1] = 2;
+      v->v.f[2] = -e;
+      break;
+    case 1:
+      v->kind = SPY_VAL_FLOAT;
+      v->v.f[0] = e * 0.25;
+      break;
+    case 2:
+      v->kind = SPY_VAL_INT;
+      v->v.i = -e;
+      break;
+    case 3:
+      v->kind = SPY_VAL_STRING;
+      v->v.s.ptr = "software rasteriser";
+      v->v.s.len = 19;
+      break;
+    default:
+      v->kind = SPY_VAL_BOOL;
+      v->v.b = e & 1;
+      break;
     }
     int n = spy_delta_encode_entry(fx.encoded + fx.encoded_len,
                                    sizeof fx.encoded - fx.encoded_len,
@@ -61,9 +79,12 @@ static void fixture_init(void) {
  * encoded field by field. */
 static void put_flush(spy_frame_writer *w, uint64_t frame_no,
                       int provider_path) {
-  spy_stats_batch b = {.start_frame = frame_no, .count = SAMPLES,
-                       .n_counters = COUNTERS, .fps_x10 = fx.fps,
-                       .cpu_x100 = fx.cpu, .gpu_x100 = fx.gpu,
+  spy_stats_batch b = {.start_frame = frame_no,
+                       .count = SAMPLES,
+                       .n_counters = COUNTERS,
+                       .fps_x10 = fx.fps,
+                       .cpu_x100 = fx.cpu,
+                       .gpu_x100 = fx.gpu,
                        .counters = fx.counters};
   spy_put_stats(w, &b);
   spy_delta_writer d;
@@ -86,8 +107,8 @@ void bench_put_stats_flush(spy_frame_writer *w) {
 /* arg != NULL: the provider's path; NULL: field by field. */
 static void encode_once(void *arg) {
   spy_frame_writer w;
-  spy_frame_start(&w, fx.frame, sizeof fx.frame, SPY_MSG_DATA,
-                  1700000000000ull, (uint32_t)fx.frame_no, 0);
+  spy_frame_start(&w, fx.frame, sizeof fx.frame, SPY_MSG_DATA, 1700000000000ull,
+                  (uint32_t)fx.frame_no, 0);
   put_flush(&w, fx.frame_no, arg != NULL);
   int n = spy_frame_finish(&w);
   fx.frame_len = n > 0 ? (size_t)n : 0;
@@ -150,12 +171,12 @@ int bench_wire(int argc, char **argv) {
   double t_enc_f = bench_time_op(encode_once, NULL, rounds, target);
   double t_dec = bench_time_op(decode_once, NULL, rounds, target);
   double t_read = bench_time_op(decode_once, &fx, rounds, target);
-  bench_table t = {.title = "bench wire: one stats flush (240 samples x "
-                            "(fps, cpu, gpu, 8 counters) + 50 registry "
-                            "entries)",
-                   .cols = {"op", "bytes", "ns_per_frame", "MB_per_s",
-                            "x_memcpy"},
-                   .ncols = 5};
+  bench_table t = {
+      .title = "bench wire: one stats flush (240 samples x "
+               "(fps, cpu, gpu, 8 counters) + 50 registry "
+               "entries)",
+      .cols = {"op", "bytes", "ns_per_frame", "MB_per_s", "x_memcpy"},
+      .ncols = 5};
   double n = (double)fx.frame_len;
   bench_row(&t, "memcpy (baseline)",
             (double[]){n, t_copy, mb / (t_copy * 1e-9), 1.0});

@@ -55,17 +55,25 @@ int main(int argc, char **argv) {
   spy_frame_start(&w, b, sizeof b, SPY_MSG_SUBSCRIBE, 1, 4, 0);
   const char *reg[] = {"camera"};
   spy_buffer_request br = {.name = "color", .mode = SPY_BUFFER_THUMBNAIL};
-  spy_subscription sub = {.consumer = 9, .features = 0xFF,
-                          .flags = SPY_SUB_REGISTRY_FILTER, .n_registry = 1,
-                          .n_buffers = 1, .registry = reg, .buffers = &br};
+  spy_subscription sub = {.consumer = 9,
+                          .features = 0xFF,
+                          .flags = SPY_SUB_REGISTRY_FILTER,
+                          .n_registry = 1,
+                          .n_buffers = 1,
+                          .registry = reg,
+                          .buffers = &br};
   spy_put_subscription(&w, &sub);
   KEEP("subscribe");
   spy_frame_start(&w, b, sizeof b, SPY_MSG_DATA, 1, 5, SPY_FRAME_SNAPSHOT);
   int16_t fps[3] = {600, 590, 580};
   uint16_t cpu[3] = {100, 200, 300}, gpu[3] = {SPY_GPU_NONE, 50, 60};
   uint32_t ctr[6] = {1, 2, 3, 4, 5, 6};
-  spy_stats_batch sb = {.start_frame = 1, .count = 3, .n_counters = 2,
-                        .fps_x10 = fps, .cpu_x100 = cpu, .gpu_x100 = gpu,
+  spy_stats_batch sb = {.start_frame = 1,
+                        .count = 3,
+                        .n_counters = 2,
+                        .fps_x10 = fps,
+                        .cpu_x100 = cpu,
+                        .gpu_x100 = gpu,
                         .counters = ctr};
   spy_put_stats(&w, &sb);
   const char *names[] = {"draws", "passes"};
@@ -85,24 +93,37 @@ int main(int argc, char **argv) {
   KEEP("data");
   spy_frame_start(&w, b, sizeof b, SPY_MSG_BUFFER_RAW, 1, 6, 0);
   uint8_t rgba[16] = {0};
-  spy_pixels px = {.width = 2, .height = 2, .name = "color", .data = rgba,
-                   .data_len = 16};
+  spy_pixels px = {
+      .width = 2, .height = 2, .name = "color", .data = rgba, .data_len = 16};
   spy_put_pixels(&w, &px);
   KEEP("pixels");
   /* A data frame carrying a profiler summary of two types. */
   spy_frame_start(&w, b, sizeof b, SPY_MSG_DATA, 1, 7, 0);
   static spy_msgprof_summary ms = {
-      .messages = 12, .errors = 1, .elapsed_ns = 1000000000, .n_types = 2,
-      .types = {{.type = SPY_MSG_DATA, .count = 10, .bytes = 108320,
-                 .encode = {350, 340, 500, 600}, .post = {700, 690, 900, 950}},
-                {.type = SPY_MSG_BUFFER_RAW, .count = 2, .errors = 1,
-                 .bytes = 1048660, .encode = {34000, 34000, 34000, 34000},
+      .messages = 12,
+      .errors = 1,
+      .elapsed_ns = 1000000000,
+      .n_types = 2,
+      .types = {{.type = SPY_MSG_DATA,
+                 .count = 10,
+                 .bytes = 108320,
+                 .encode = {350, 340, 500, 600},
+                 .post = {700, 690, 900, 950}},
+                {.type = SPY_MSG_BUFFER_RAW,
+                 .count = 2,
+                 .errors = 1,
+                 .bytes = 1048660,
+                 .encode = {34000, 34000, 34000, 34000},
                  .post = {40000, 40000, 40000, 40000}}}};
   spy_put_msgprof(&w, &ms);
   KEEP("msgprof");
   spy_frame_start(&w, b, sizeof b, SPY_MSG_CLOCK, 1, 8, 0);
-  spy_clock_msg cm = {.op = SPY_CLOCK_OP_RESULT, .rounds = 5, .provider = 42,
-                      .consumer = 9, .offset_ns = -1234567000, .rtt_ns = 470};
+  spy_clock_msg cm = {.op = SPY_CLOCK_OP_RESULT,
+                      .rounds = 5,
+                      .provider = 42,
+                      .consumer = 9,
+                      .offset_ns = -1234567000,
+                      .rtt_ns = 470};
   spy_put_clock(&w, &cm);
   KEEP("clock");
   save("stream", stream, (int)slen);

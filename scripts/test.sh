@@ -8,13 +8,15 @@
 #   5. install into a scratch prefix; build the embedding example against
 #      it with find_package(spyglass) and with pkg-config; run both
 #   6. every libFuzzer target for FUZZ_SECONDS (default 30) from its seeds
+# and before all of them, `format`: every tracked C file as clang-format
+# (.clang-format at the root) would write it.
 # Environment: JOBS (default 2), FUZZ_SECONDS, SPY_TEST_STAGES (a subset,
 # e.g. "gcc asan").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-STAGES=${SPY_TEST_STAGES:-"gcc clang asan tsan install fuzz"}
+STAGES=${SPY_TEST_STAGES:-"format gcc clang asan tsan install fuzz"}
 total_pass=0
 total_fail=0
 log=$(mktemp)
@@ -48,6 +50,15 @@ run_ctest() { # dir [ctest args…]
 
 for stage in $STAGES; do
   case $stage in
+  format)
+    say "clang-format check"
+    if ! git ls-files -z '*.c' '*.h' '*.cpp' |
+         xargs -0 clang-format --dry-run -Werror 2>"$log"; then
+      grep -E '^[^ ].*(warning|error):' "$log" | cut -d: -f1 | sort -u | head -n 40
+      echo "test: these files differ from .clang-format (fix: clang-format -i FILE)"
+      exit 1
+    fi
+    total_pass=$((total_pass + 1)) ;;
   gcc)
     say "gcc build + tests"
     configure_build build/gcc gcc

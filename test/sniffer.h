@@ -23,9 +23,11 @@ static inline int sniff_post(sniffer *s, uint32_t type, const char *const *reg,
   spy_frame_writer w;
   spy_frame_start(&w, b, sizeof b, type, 0, 0, 0);
   if (type == SPY_MSG_SUBSCRIBE) {
-    spy_subscription sub = {.consumer = s->id, .features = s->features,
+    spy_subscription sub = {.consumer = s->id,
+                            .features = s->features,
                             .flags = filter ? SPY_SUB_REGISTRY_FILTER : 0,
-                            .n_registry = nreg, .registry = reg};
+                            .n_registry = nreg,
+                            .registry = reg};
     spy_put_subscription(&w, &sub);
   } else {
     spy_put_peer(&w, s->id, s->features);

@@ -278,8 +278,8 @@ TEST(idle_wait_sleeps_without_spinning_and_wakes_on_post) {
   CHECK_EQ(spy_channel_recv(r, f, sizeof f, 400, NULL), SPY_EAGAIN);
   double waited = tu_now_s() - t0;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-  double cpu = (double)(c1.tv_sec - c0.tv_sec) +
-               (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+  double cpu =
+      (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
   CHECK(waited >= 0.39);
   CHECK(cpu < 0.05); /* asleep, not polling */
   /* A blocking receive returns when another thread posts. */

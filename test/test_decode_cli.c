@@ -53,8 +53,12 @@ static size_t stream_of_three(uint8_t *b, size_t cap) {
   int16_t fps[2] = {600, 595};
   uint16_t cpu[2] = {412, 398}, gpu[2] = {SPY_GPU_NONE, 250};
   uint32_t ctr[2] = {5, 6};
-  spy_stats_batch s = {.start_frame = 10, .count = 2, .n_counters = 1,
-                       .fps_x10 = fps, .cpu_x100 = cpu, .gpu_x100 = gpu,
+  spy_stats_batch s = {.start_frame = 10,
+                       .count = 2,
+                       .n_counters = 1,
+                       .fps_x10 = fps,
+                       .cpu_x100 = cpu,
+                       .gpu_x100 = gpu,
                        .counters = ctr};
   spy_put_stats(&w, &s);
   spy_delta_writer d;

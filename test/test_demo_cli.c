@@ -58,7 +58,8 @@ TEST(headless_demo_is_inspected_from_another_process) {
   CHECK_STR(s->provider_name, "headless-demo");
   CHECK(spy_state_last(s, SPY_FIELD_FPS) > 1);
   CHECK(spy_state_last(s, SPY_FIELD_GPU_MS) > 0);
-  int draws = spy_state_counter(s, "draws"), parts = spy_state_counter(s, "particles");
+  int draws = spy_state_counter(s, "draws"),
+      parts = spy_state_counter(s, "particles");
   CHECK(draws >= 0 && parts >= 0);
   CHECK(spy_state_last(s, SPY_FIELD_COUNTER0 + (uint32_t)parts) == 40000);
   const spy_state_entry *cam = spy_state_find(&s->registry, "camera.position");
@@ -81,6 +82,7 @@ TEST(demo_rejects_bad_options_with_exit_2) {
   CHECK_EQ(WEXITSTATUS(system(cmd)), 0);
 }
 
-TEST_MAIN(TEST_CASE(demo_watches_itself_and_prints_live_stats_without_a_terminal),
-          TEST_CASE(headless_demo_is_inspected_from_another_process),
-          TEST_CASE(demo_rejects_bad_options_with_exit_2))
+TEST_MAIN(
+    TEST_CASE(demo_watches_itself_and_prints_live_stats_without_a_terminal),
+    TEST_CASE(headless_demo_is_inspected_from_another_process),
+    TEST_CASE(demo_rejects_bad_options_with_exit_2))

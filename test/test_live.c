@@ -53,16 +53,23 @@ static int clock_files(void) {
   } while (0)
 
 static spy_provider_desc pdesc(spy_transport_kind kind) {
-  spy_provider_desc d = {.name = "live", .dir = dir, .transport = kind,
-                         .flush_ms = 20, .idle_ping_ms = 100,
-                         .ack_grace_ms = 400, .checkpoint_ms = 500};
+  spy_provider_desc d = {.name = "live",
+                         .dir = dir,
+                         .transport = kind,
+                         .flush_ms = 20,
+                         .idle_ping_ms = 100,
+                         .ack_grace_ms = 400,
+                         .checkpoint_ms = 500};
   return d;
 }
 
 static spy_consumer_desc cdesc(uint32_t features, int no_clock) {
-  spy_consumer_desc d = {.dir = dir, .features = features,
-                         .query_initial_ms = 30, .query_max_ms = 120,
-                         .ack_ms = 60, .liveness_ms = 300,
+  spy_consumer_desc d = {.dir = dir,
+                         .features = features,
+                         .query_initial_ms = 30,
+                         .query_max_ms = 120,
+                         .ack_ms = 60,
+                         .liveness_ms = 300,
                          .no_clock_sync = no_clock};
   return d;
 }
@@ -96,10 +103,9 @@ static void provider_main(spy_provider_desc d, int report) {
     spy_provider_get_stats(p, &st);
     if (report >= 0 && st.msgprof_wrapped != wrapped) {
       int now = t->ops != orig;
-      char c = st.msgprof_wrapped ? (now && t->timing_wanted ? 'W' : 'w')
-                                  : (!now && t->timing_wanted == orig_timing
-                                         ? 'U'
-                                         : 'u');
+      char c = st.msgprof_wrapped
+                   ? (now && t->timing_wanted ? 'W' : 'w')
+                   : (!now && t->timing_wanted == orig_timing ? 'U' : 'u');
       if (write(report, &c, 1) != 1)
         _exit(5);
       wrapped = st.msgprof_wrapped;
@@ -147,9 +153,8 @@ static void msgprof_rows_grow_and_unsubscribe_unwraps(spy_transport_kind k) {
   CHECK_OK(spy_consumer_create(&c, &cd));
   const spy_state *s = spy_consumer_state(c);
   const spy_state_msgprof_row *r = NULL;
-  CHECK(POLL_UNTIL(c, 10,
-                   (r = spy_state_msgprof_type(s, SPY_MSG_DATA)) &&
-                       r->count >= 10));
+  CHECK(POLL_UNTIL(
+      c, 10, (r = spy_state_msgprof_type(s, SPY_MSG_DATA)) && r->count >= 10));
   CHECK_EQ(read_report(report, 5), 'W');
   uint64_t count1 = r->count, bytes1 = r->bytes;
   /* Plausible: each data frame holds a header, FRAME, a stats batch of a
@@ -165,8 +170,9 @@ static void msgprof_rows_grow_and_unsubscribe_unwraps(spy_transport_kind k) {
   CHECK(POLL_UNTIL(c, 5, s->msgprof.rate_rolled));
   r = spy_state_msgprof_type(s, SPY_MSG_DATA);
   CHECK(r && r->bytes > bytes1 && r->count > count1); /* they grow */
-  fprintf(stderr, "  %s: %llu data frames, %.0f B/s, %.1f/s, encode p50 "
-                  "%llu ns, post p50 %llu ns\n",
+  fprintf(stderr,
+          "  %s: %llu data frames, %.0f B/s, %.1f/s, encode p50 "
+          "%llu ns, post p50 %llu ns\n",
           k == SPY_TRANSPORT_INLINE ? "inline" : "offload",
           (unsigned long long)r->count, r->bytes_per_s, r->msgs_per_s,
           (unsigned long long)r->encode.p50_ns,
@@ -179,9 +185,8 @@ static void msgprof_rows_grow_and_unsubscribe_unwraps(spy_transport_kind k) {
   /* Profiling again starts a new session. */
   CHECK_OK(spy_consumer_create(&c, &cd));
   s = spy_consumer_state(c);
-  CHECK(POLL_UNTIL(c, 10,
-                   (r = spy_state_msgprof_type(s, SPY_MSG_DATA)) &&
-                       r->count >= 2));
+  CHECK(POLL_UNTIL(
+      c, 10, (r = spy_state_msgprof_type(s, SPY_MSG_DATA)) && r->count >= 2));
   CHECK_EQ(read_report(report, 5), 'W');
   CHECK(r->count < count1 + 100);
   spy_consumer_destroy(c);
@@ -321,8 +326,9 @@ TEST(provider_killed_mid_sync_times_out_and_the_consumer_goes_on) {
   CHECK_EQ(clock_files(), 0);
   /* Still usable: a new provider is found, and syncs. */
   pid_t p2 = spawn_provider(pdesc(SPY_TRANSPORT_OFFLOAD), NULL);
-  CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED && s->samples > 5 &&
-                              s->reconnects >= 1));
+  CHECK(POLL_UNTIL(c, 10,
+                   s->conn == SPY_CONN_CONNECTED && s->samples > 5 &&
+                       s->reconnects >= 1));
   CHECK_OK(spy_consumer_clock_sync(c));
   CHECK(s->clock_synced);
   CHECK(llabs(s->clock_offset_ns) < 1000000); /* same host, same clock */
@@ -346,8 +352,10 @@ static int request_sync(uint64_t provider, spy_clock_seg **seg) {
   uint8_t b[256];
   spy_frame_writer w;
   spy_frame_start(&w, b, sizeof b, SPY_MSG_CLOCK, 0, 0, 0);
-  spy_clock_msg m = {.op = SPY_CLOCK_OP_REQUEST, .rounds = 5,
-                     .provider = provider, .consumer = sn.id};
+  spy_clock_msg m = {.op = SPY_CLOCK_OP_REQUEST,
+                     .rounds = 5,
+                     .provider = provider,
+                     .consumer = sn.id};
   spy_put_clock(&w, &m);
   int n = spy_frame_finish(&w);
   return n < 0 ? n : spy_channel_post(sn.ch, b, (size_t)n);
@@ -418,10 +426,13 @@ TEST(destroy_does_not_wait_for_a_sync_nobody_finishes) {
 
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
-      TEST_CASE(msgprof_offload_rows_grow_and_unsubscribe_restores_the_transport),
-      TEST_CASE(msgprof_inline_rows_grow_and_unsubscribe_restores_the_transport),
+      TEST_CASE(
+          msgprof_offload_rows_grow_and_unsubscribe_restores_the_transport),
+      TEST_CASE(
+          msgprof_inline_rows_grow_and_unsubscribe_restores_the_transport),
       TEST_CASE(msgprof_section_in_data_frames_only_while_wanted),
-      TEST_CASE(clock_sync_with_a_provider_process_recovers_its_injected_offset),
+      TEST_CASE(
+          clock_sync_with_a_provider_process_recovers_its_injected_offset),
       TEST_CASE(provider_killed_mid_sync_times_out_and_the_consumer_goes_on),
       TEST_CASE(consumer_killed_mid_sync_leaves_no_segment_file),
       TEST_CASE(destroy_does_not_wait_for_a_sync_nobody_finishes)};

@@ -14,9 +14,7 @@ static char out[1 << 16];
 
 /* Runs a shell command, captures stdout into `out`, returns the exit
  * code (-1 if it did not exit). */
-static int run(const char *cmd) {
-  return tu_run_capture(cmd, out, sizeof out);
-}
+static int run(const char *cmd) { return tu_run_capture(cmd, out, sizeof out); }
 
 /* Writes b[0..n) to a scratch file and runs `spyglass decode` on it;
  * returns decode's exit code, or -1 if the file could not be written. */

@@ -1,8 +1,8 @@
 /* test_protocol.c — discovery, subscription, heartbeat and resync between
  * real provider and consumer processes over the real bus, with the
  * protocol's intervals scaled down through the descs. */
-#include <math.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 
 #include "spyglass/bus.h"
@@ -21,17 +21,24 @@ static void fresh_dir(void) {
 
 /* Fast protocol timings for tests (ms). */
 static spy_provider_desc pdesc(const char *name, spy_provider_kind kind) {
-  spy_provider_desc d = {.name = name, .kind = kind, .dir = dir,
-                         .flush_ms = 20, .idle_ping_ms = 100,
-                         .ack_grace_ms = 400, .checkpoint_ms = 500,
+  spy_provider_desc d = {.name = name,
+                         .kind = kind,
+                         .dir = dir,
+                         .flush_ms = 20,
+                         .idle_ping_ms = 100,
+                         .ack_grace_ms = 400,
+                         .checkpoint_ms = 500,
                          .env_sample_ms = 20};
   return d;
 }
 
 static spy_consumer_desc cdesc(void) {
-  spy_consumer_desc d = {.dir = dir, .query_initial_ms = 30,
-                         .query_max_ms = 120, .query_attempts = 10,
-                         .ack_ms = 60, .liveness_ms = 300};
+  spy_consumer_desc d = {.dir = dir,
+                         .query_initial_ms = 30,
+                         .query_max_ms = 120,
+                         .query_attempts = 10,
+                         .ack_ms = 60,
+                         .liveness_ms = 300};
   return d;
 }
 
@@ -96,9 +103,10 @@ TEST(consumer_finds_provider_in_another_process_and_accumulates_state) {
   spy_consumer_desc cd = cdesc();
   CHECK_OK(spy_consumer_create(&c, &cd));
   const spy_state *s = spy_consumer_state(c);
-  CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED && s->samples > 20 &&
-                              spy_state_find(&s->registry, "frame") &&
-                              spy_state_find(&s->env, "adapter")));
+  CHECK(POLL_UNTIL(c, 10,
+                   s->conn == SPY_CONN_CONNECTED && s->samples > 20 &&
+                       spy_state_find(&s->registry, "frame") &&
+                       spy_state_find(&s->env, "adapter")));
   CHECK_STR(s->provider_name, "alpha");
   CHECK(spy_state_last(s, SPY_FIELD_FPS) > 10);
   CHECK(spy_state_last(s, SPY_FIELD_CPU_MS) >= 0);
@@ -128,14 +136,15 @@ TEST(killed_provider_is_seen_gone_and_a_new_one_is_picked_up) {
   tu_wait(p1, 5);
   double t0 = tu_now_s();
   /* No gone message from a killed process: liveness must notice. */
-  CHECK(POLL_UNTIL(c, 10, s->conn != SPY_CONN_CONNECTED &&
-                              s->conn != SPY_CONN_SUBSCRIBING));
+  CHECK(POLL_UNTIL(
+      c, 10, s->conn != SPY_CONN_CONNECTED && s->conn != SPY_CONN_SUBSCRIBING));
   double noticed = tu_now_s() - t0;
   CHECK(noticed >= 0.25); /* not before the liveness interval (300 ms) */
   CHECK(s->reconnects >= 1);
   pid_t p2 = spawn_provider(pdesc("second", SPY_PROVIDER_USER), NULL, 0);
-  CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED &&
-                              strcmp(s->provider_name, "second") == 0));
+  CHECK(POLL_UNTIL(c, 10,
+                   s->conn == SPY_CONN_CONNECTED &&
+                       strcmp(s->provider_name, "second") == 0));
   uint64_t before = s->samples;
   CHECK(POLL_UNTIL(c, 5, s->samples > before + 5));
   kill(p2, SIGKILL);
@@ -197,7 +206,7 @@ TEST(killed_consumer_is_dropped_after_ack_grace_and_collection_stops) {
   } while (st.subscribers && tu_now_s() < end);
   double dropped_after = tu_now_s() - t0;
   CHECK_EQ(st.subscribers, 0);
-  CHECK_EQ(st.features, 0); /* nothing collected for nobody */
+  CHECK_EQ(st.features, 0);    /* nothing collected for nobody */
   CHECK(dropped_after >= 0.2); /* grace is 400 ms after the last ack */
   uint64_t samples = st.stats_samples;
   for (int i = 0; i < 50; i++) {
@@ -259,8 +268,9 @@ TEST(user_provider_is_preferred_and_a_named_one_is_chosen) {
   /* The two announces may reach the consumer apart (each provider answers
    * at its own service tick): it may subscribe to the system one first and
    * switch when the user one answers. Where it ends up is what counts. */
-  CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED &&
-                              s->provider.kind == SPY_PROVIDER_USER));
+  CHECK(POLL_UNTIL(c, 10,
+                   s->conn == SPY_CONN_CONNECTED &&
+                       s->provider.kind == SPY_PROVIDER_USER));
   CHECK_STR(s->provider_name, "userprov");
   CHECK_EQ(s->provider.kind, SPY_PROVIDER_USER);
   spy_consumer_destroy(c);
@@ -356,9 +366,9 @@ TEST(slow_consumer_overruns_resyncs_and_ends_with_the_right_state) {
   CHECK(s->frames_lost > 0);
   CHECK(s->resyncs > 0);
   CHECK(write(ctl, "F", 1) == 1); /* provider: settle on the final state */
-  CHECK(POLL_UNTIL(c, 10, spy_state_find(&s->registry, "frame") &&
-                              spy_state_find(&s->registry, "frame")->value.v.i ==
-                                  -1));
+  CHECK(POLL_UNTIL(c, 10,
+                   spy_state_find(&s->registry, "frame") &&
+                       spy_state_find(&s->registry, "frame")->value.v.i == -1));
   spy_consumer_poll(c, 200);
   int good = 0;
   for (int i = 0; i < 40; i++) {
@@ -390,7 +400,7 @@ TEST(idle_provider_pings_so_the_consumer_stays_connected) {
   while (tu_now_s() < end)
     spy_consumer_poll(c, 50);
   CHECK_EQ(s->conn, SPY_CONN_CONNECTED);
-  CHECK_EQ(s->subscribes, subs); /* never had to re-subscribe */
+  CHECK_EQ(s->subscribes, subs);  /* never had to re-subscribe */
   CHECK(s->frames_received >= 5); /* pings */
   spy_consumer_destroy(c);
   spy_provider_destroy(p);
@@ -478,10 +488,12 @@ TEST(registry_filter_omitted_empty_and_named) {
 
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
-      TEST_CASE(consumer_finds_provider_in_another_process_and_accumulates_state),
+      TEST_CASE(
+          consumer_finds_provider_in_another_process_and_accumulates_state),
       TEST_CASE(killed_provider_is_seen_gone_and_a_new_one_is_picked_up),
       TEST_CASE(provider_gone_message_on_clean_exit_disconnects_at_once),
-      TEST_CASE(killed_consumer_is_dropped_after_ack_grace_and_collection_stops),
+      TEST_CASE(
+          killed_consumer_is_dropped_after_ack_grace_and_collection_stops),
       TEST_CASE(user_provider_is_preferred_and_a_named_one_is_chosen),
       TEST_CASE(queries_back_off_doubling_to_the_cap_then_stop),
       TEST_CASE(late_provider_connects_through_its_own_announce),

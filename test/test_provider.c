@@ -19,10 +19,15 @@ static spy_provider *make(spy_transport_kind kind, int fail_worker) {
   tu_rundir(dir, sizeof dir);
   spy_provider *p = NULL;
   const char *app[] = {"enemies", "bullets"};
-  spy_provider_desc d = {.name = "ptest", .dir = dir, .transport = kind,
-                         .flush_ms = 100000, .idle_ping_ms = 100000,
-                         .ack_grace_ms = 100000, .checkpoint_ms = 100000,
-                         .counters = app, .n_counters = 2,
+  spy_provider_desc d = {.name = "ptest",
+                         .dir = dir,
+                         .transport = kind,
+                         .flush_ms = 100000,
+                         .idle_ping_ms = 100000,
+                         .ack_grace_ms = 100000,
+                         .checkpoint_ms = 100000,
+                         .counters = app,
+                         .n_counters = 2,
                          .simulate_worker_failure = fail_worker};
   if (spy_provider_create(&p, &d) < 0)
     return NULL;
@@ -57,7 +62,7 @@ TEST(gpu_time_attributed_coalesced_out_of_order_and_forward_filled) {
   CHECK(p);
   CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
   CHECK(wait_features(p, SPY_FEAT_STATS));
-  frame(p); /* frame 0: no GPU timing known yet */
+  frame(p);                      /* frame 0: no GPU timing known yet */
   for (int i = 0; i < 10; i++) { /* frames 1..10 issue GPU frames 100..109 */
     spy_frame_begin(p);
     spy_gpu_issued(p, 100 + (uint64_t)i);
@@ -66,8 +71,8 @@ TEST(gpu_time_attributed_coalesced_out_of_order_and_forward_filled) {
   spy_gpu_resolved(p, 103, 5.0); /* coalesced: 100..103 take this value */
   spy_gpu_resolved(p, 109, 7.0); /* newer first ... */
   spy_gpu_resolved(p, 105, 6.0); /* ... an older one late: nothing left */
-  frame(p); /* frame 11: forward-filled */
-  for (int i = 0; i < 2; i++) { /* frames 12, 13: flushed before resolve */
+  frame(p);                      /* frame 11: forward-filled */
+  for (int i = 0; i < 2; i++) {  /* frames 12, 13: flushed before resolve */
     spy_frame_begin(p);
     spy_gpu_issued(p, 110 + (uint64_t)i);
     spy_frame_end(p);
@@ -80,8 +85,8 @@ TEST(gpu_time_attributed_coalesced_out_of_order_and_forward_filled) {
   spy_stats_batch b;
   CHECK(sniff_data(&sn, 5) && get_stats(&b));
   CHECK_EQ(b.count, 14);
-  static const uint16_t want[14] = {SPY_GPU_NONE, 500, 500, 500, 500, 700,
-                                    700, 700, 700, 700, 700, 700, 700, 700};
+  static const uint16_t want[14] = {SPY_GPU_NONE, 500, 500, 500, 500, 700, 700,
+                                    700,          700, 700, 700, 700, 700, 700};
   for (uint32_t i = 0; i < 14; i++)
     CHECK_EQ(spy_stats_gpu_x100(&b, i), want[i]);
   uint64_t first = b.start_frame;
@@ -298,8 +303,8 @@ static int env_bool(const char *key) {
 TEST(skipped_frames_measure_nothing_and_show_paused) {
   spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
   CHECK(p);
-  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
-                      SPY_FEAT_STATS | SPY_FEAT_ENV));
+  CHECK_OK(
+      sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS | SPY_FEAT_ENV));
   CHECK(wait_features(p, SPY_FEAT_STATS | SPY_FEAT_ENV));
   /* FPS is the raw 1/delta of each frame, not an average. */
   frame(p);
@@ -315,9 +320,9 @@ TEST(skipped_frames_measure_nothing_and_show_paused) {
   CHECK(sniff_data(&sn, 5));
   spy_stats_batch b;
   CHECK(get_stats(&b));
-  CHECK_EQ(b.count, 3); /* skipped frames add no samples */
-  CHECK(spy_stats_fps_x10(&b, 1) > 500);  /* ~100 fps after 10 ms */
-  CHECK(spy_stats_fps_x10(&b, 2) < 400);  /* ~22 fps after 45 ms */
+  CHECK_EQ(b.count, 3);                    /* skipped frames add no samples */
+  CHECK(spy_stats_fps_x10(&b, 1) > 500);   /* ~100 fps after 10 ms */
+  CHECK(spy_stats_fps_x10(&b, 2) < 400);   /* ~22 fps after 45 ms */
   CHECK(spy_stats_cpu_x100(&b, 2) >= 450); /* ~5 ms of CPU work */
   CHECK_EQ(env_bool("paused"), 1);
   frame(p); /* drawing again */
@@ -360,7 +365,8 @@ TEST(inline_transport_is_the_fallback_when_the_worker_cannot_start) {
   spy_provider_destroy(p);
   /* Asked for offload explicitly, a failing worker is an error. */
   spy_provider *q = NULL;
-  spy_provider_desc d = {.dir = dir, .transport = SPY_TRANSPORT_OFFLOAD,
+  spy_provider_desc d = {.dir = dir,
+                         .transport = SPY_TRANSPORT_OFFLOAD,
                          .simulate_worker_failure = 1};
   CHECK(spy_provider_create(&q, &d) < 0);
   CHECK(q == NULL);

@@ -5,8 +5,8 @@
  * post is profiled and every flush carries its summary) and has synced its
  * clock, for both transports. (The first clock request starts the
  * provider's clock thread; with the inline transport that one-off happens
- * on the frame thread, before the steady state counted here.) (Not built under the
- * sanitizers, which own malloc themselves.) */
+ * on the frame thread, before the steady state counted here.) (Not built under
+ * the sanitizers, which own malloc themselves.) */
 #include <pthread.h>
 #include <stddef.h>
 
@@ -57,12 +57,16 @@ static void *consumer_thread(void *arg) {
 static long run(spy_transport_kind kind, uint64_t *flushes) {
   tu_rundir(dir, sizeof dir);
   spy_provider *p;
-  spy_provider_desc d = {.name = "alloc", .dir = dir, .transport = kind,
-                         .flush_ms = 5, .env_sample_ms = 5};
+  spy_provider_desc d = {.name = "alloc",
+                         .dir = dir,
+                         .transport = kind,
+                         .flush_ms = 5,
+                         .env_sample_ms = 5};
   if (spy_provider_create(&p, &d) < 0)
     return -1;
   spy_consumer *c;
-  spy_consumer_desc cd = {.dir = dir, .query_initial_ms = 20,
+  spy_consumer_desc cd = {.dir = dir,
+                          .query_initial_ms = 20,
                           .features = SPY_FEAT_STATS | SPY_FEAT_ENV |
                                       SPY_FEAT_REGISTRY | SPY_FEAT_HEALTH |
                                       SPY_FEAT_MSGPROF};

@@ -32,8 +32,11 @@ static int extra_values; /* "item.NN" values a provider also sets */
 
 static void provider_main(const char *name, int cpu_us, double gpu_ms) {
   static const char *const app[] = {"enemies"};
-  spy_provider_desc d = {.name = name, .dir = dir, .flush_ms = 50,
-                         .counters = app, .n_counters = 1};
+  spy_provider_desc d = {.name = name,
+                         .dir = dir,
+                         .flush_ms = 50,
+                         .counters = app,
+                         .n_counters = 1};
   spy_provider *p;
   if (spy_provider_create(&p, &d) < 0)
     _exit(3);
@@ -138,8 +141,8 @@ static double json_number(const char *json, const char *key) {
 
 static void tmux(const char *args) {
   char cmd[1536];
-  snprintf(cmd, sizeof cmd, "tmux -L %s -f /dev/null %s >/dev/null 2>&1",
-           sock, args);
+  snprintf(cmd, sizeof cmd, "tmux -L %s -f /dev/null %s >/dev/null 2>&1", sock,
+           args);
   if (system(cmd) != 0) {
     /* kill-server on a server that is gone already: fine */
   }
@@ -287,14 +290,13 @@ static int is_block(const char *p) {
 static int number_colour(const char *label) {
   char line[4096], spaced[16];
   snprintf(spaced, sizeof spaced, "%s ", label);
-  return line_with(spaced, line, sizeof line)
-             ? colour_at(line, label, is_digit)
-             : -1;
+  return line_with(spaced, line, sizeof line) ? colour_at(line, label, is_digit)
+                                              : -1;
 }
 static int bar_colour(int (*bar)(const char *p)) {
   char line[4096];
   return line_with("     0 ", line, sizeof line) ? colour_at(line, "0", bar)
-                                                  : -1;
+                                                 : -1;
 }
 
 enum { GREEN = 32, YELLOW = 33, RED = 31 };
@@ -411,9 +413,9 @@ TEST(top_unknown_name_is_an_error_with_exit_2) {
 TEST(bad_options_exit_2_and_help_exits_0) {
   fresh_dir();
   static const char *const bad[] = {
-      "top --bogus",          "top --interval",     "top --interval abc",
-      "top --interval 5",     "top --wait -1",      "top a b",
-      "ls --bogus",           "ls --wait",          "ls --wait 1x"};
+      "top --bogus",      "top --interval", "top --interval abc",
+      "top --interval 5", "top --wait -1",  "top a b",
+      "ls --bogus",       "ls --wait",      "ls --wait 1x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     if (runf("%s", bad[i]) != 2) {
       fprintf(stderr, "  '%s' did not exit 2\n", bad[i]);
@@ -525,7 +527,7 @@ TEST(top_keys_pick_another_provider_and_scroll_the_values) {
   spawn_provider("first", 2000, 5.0);
   tmux_top("first");
   CHECK(SHOWS(10, "first", "live", "VALUES 2"));
-  extra_values = 60; /* more than the 40-row screen holds */
+  extra_values = 60;                   /* more than the 40-row screen holds */
   spawn_provider("second", 2000, 5.0); /* started later: listed below */
   extra_values = 0;
   double end = tu_now_s() + 10;

@@ -707,11 +707,10 @@ static void expected_cols(const spy_trace_kind *k, int depth, char *out,
     n += (size_t)snprintf(out + n, cap - n, ",i%d", d);
   for (uint32_t i = 0; i < k->nfields; i++) {
     const spy_trace_field *f = &k->fields[i];
-    const char *suffix = f->type == SPY_TF_SRC || f->type == SPY_TF_OSRC
-                             ? "_source_id"
-                         : f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST
-                             ? "_count"
-                             : "";
+    const char *suffix =
+        f->type == SPY_TF_SRC || f->type == SPY_TF_OSRC     ? "_source_id"
+        : f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST ? "_count"
+                                                            : "";
     n += (size_t)snprintf(out + n, cap - n, ",%s%s", f->name, suffix);
   }
 }
@@ -726,8 +725,8 @@ static const char *table_cols(sqlite3 *db, const char *table) {
 }
 
 /* Checks a record's table and, recursively, its child tables. */
-static int check_tables(sqlite3 *db, const spy_trace_kind *k,
-                        const char *table, int depth) {
+static int check_tables(sqlite3 *db, const spy_trace_kind *k, const char *table,
+                        int depth) {
   char want[2048];
   expected_cols(k, depth, want, sizeof want);
   const char *got = table_cols(db, table);

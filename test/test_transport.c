@@ -118,9 +118,13 @@ static void convert_cases(spy_transport_kind kind) {
       p[2] = x < 256 ? 0 : 255; /* R */
       p[3] = 255;
     }
-  spy_convert_request req = {.name = "color", .frame = 77, .width = 512,
-                             .height = 256, .pixel_type = SPY_PIXEL_BGRA8,
-                             .mode = SPY_BUFFER_THUMBNAIL, .long_edge = 128};
+  spy_convert_request req = {.name = "color",
+                             .frame = 77,
+                             .width = 512,
+                             .height = 256,
+                             .pixel_type = SPY_PIXEL_BGRA8,
+                             .mode = SPY_BUFFER_THUMBNAIL,
+                             .long_edge = 128};
   CHECK_OK(t->ops->convert(t, &req, px));
   spy_frame f;
   spy_section s;
@@ -132,15 +136,17 @@ static void convert_cases(spy_transport_kind kind) {
   CHECK(out.width == 128 && out.height == 64 && out.frame == 77);
   CHECK_EQ(out.codec, SPY_CODEC_RGBA8);
   const uint8_t *d = out.data;
-  CHECK(d[0] == 0 && d[2] == 255);                         /* blue, as RGBA */
-  CHECK(d[127 * 4] == 255 && d[127 * 4 + 2] == 0);         /* red */
+  CHECK(d[0] == 0 && d[2] == 255);                 /* blue, as RGBA */
+  CHECK(d[127 * 4] == 255 && d[127 * 4 + 2] == 0); /* red */
   /* A float depth image, streamed (no codec here: raw, full size). */
   px = spy_transport_acquire(t, SPY_TIER_LARGE);
   CHECK(px);
   float *z = (float *)px->data;
   for (int i = 0; i < 64 * 32; i++)
     z[i] = 10.0f + (float)(i % 64); /* 10 .. 73 across each row */
-  req = (spy_convert_request){.name = "depth", .width = 64, .height = 32,
+  req = (spy_convert_request){.name = "depth",
+                              .width = 64,
+                              .height = 32,
                               .pixel_type = SPY_PIXEL_R32F,
                               .mode = SPY_BUFFER_STREAM};
   CHECK_OK(t->ops->convert(t, &req, px));
@@ -180,7 +186,7 @@ TEST(media_sizes_and_box_filter) {
   CHECK(w == 100 && h == 50); /* never enlarged */
   spy_thumbnail_size(10000, 1, 256, &w, &h);
   CHECK(w == 256 && h == 1);
-  uint8_t src[2 * 2 * 4] = {0, 0, 0, 255, 100, 100, 100, 255,
+  uint8_t src[2 * 2 * 4] = {0,   0,   0,   255, 100, 100, 100, 255,
                             200, 200, 200, 255, 100, 100, 100, 255};
   uint8_t dst[4];
   CHECK_OK(spy_image_to_rgba8(dst, 1, 1, src, 2, 2, 8, SPY_PIXEL_RGBA8));

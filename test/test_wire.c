@@ -52,9 +52,13 @@ TEST(stats_round_trip_240_samples_8_counters) {
   fill_stats(fps, cpu, gpu, ctr, N, NC);
   spy_frame_writer w;
   spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 1, 2, 0);
-  spy_stats_batch b = {.start_frame = 123456789012ull, .count = N,
-                       .n_counters = NC, .fps_x10 = fps, .cpu_x100 = cpu,
-                       .gpu_x100 = gpu, .counters = ctr};
+  spy_stats_batch b = {.start_frame = 123456789012ull,
+                       .count = N,
+                       .n_counters = NC,
+                       .fps_x10 = fps,
+                       .cpu_x100 = cpu,
+                       .gpu_x100 = gpu,
+                       .counters = ctr};
   spy_put_stats(&w, &b);
   int n = spy_frame_finish(&w);
   CHECK(n > 0);
@@ -101,17 +105,26 @@ TEST(delta_round_trips_every_kind) {
   spy_delta_writer d;
   spy_delta_begin(&d, &w, SPY_SEC_REGISTRY, SPY_DELTA_FULL);
   spy_value v;
-  v.kind = SPY_VAL_FLOAT; v.v.f[0] = 3.25;
+  v.kind = SPY_VAL_FLOAT;
+  v.v.f[0] = 3.25;
   spy_delta_put(&d, SPY_DELTA_SET, "f", 1, &v);
-  v.kind = SPY_VAL_UINT; v.v.u = UINT64_MAX;
+  v.kind = SPY_VAL_UINT;
+  v.v.u = UINT64_MAX;
   spy_delta_put(&d, SPY_DELTA_SET, "u", 1, &v);
-  v.kind = SPY_VAL_INT; v.v.i = -42;
+  v.kind = SPY_VAL_INT;
+  v.v.i = -42;
   spy_delta_put(&d, SPY_DELTA_SET, "int", 3, &v);
-  v.kind = SPY_VAL_FLOAT3; v.v.f[0] = 1; v.v.f[1] = -2; v.v.f[2] = 0.5;
+  v.kind = SPY_VAL_FLOAT3;
+  v.v.f[0] = 1;
+  v.v.f[1] = -2;
+  v.v.f[2] = 0.5;
   spy_delta_put(&d, SPY_DELTA_SET, "cam.pos", 7, &v);
-  v.kind = SPY_VAL_BOOL; v.v.b = 1;
+  v.kind = SPY_VAL_BOOL;
+  v.v.b = 1;
   spy_delta_put(&d, SPY_DELTA_SET, "paused", 6, &v);
-  v.kind = SPY_VAL_STRING; v.v.s.ptr = "software"; v.v.s.len = 8;
+  v.kind = SPY_VAL_STRING;
+  v.v.s.ptr = "software";
+  v.v.s.len = 8;
   spy_delta_put(&d, SPY_DELTA_SET, "adapter", 7, &v);
   spy_delta_put(&d, SPY_DELTA_CLEARED, "gone", 4, NULL);
   spy_delta_end(&d);
@@ -197,24 +210,36 @@ TEST(delta_rejects_malformed_entries) {
 TEST(control_payloads_round_trip) {
   spy_frame_writer w;
   spy_frame_start(&w, buf, sizeof buf, SPY_MSG_PROVIDER_ANNOUNCE, 5, 6, 0);
-  spy_provider_info p = {.id = 0xABCDEF0123456789ull, .start_ms = 99,
-                         .pid = 4242, .kind = SPY_PROVIDER_SYSTEM,
-                         .subscribers = 3, .name = "demo"};
+  spy_provider_info p = {.id = 0xABCDEF0123456789ull,
+                         .start_ms = 99,
+                         .pid = 4242,
+                         .kind = SPY_PROVIDER_SYSTEM,
+                         .subscribers = 3,
+                         .name = "demo"};
   spy_put_provider(&w, &p);
   spy_put_peer(&w, 77, SPY_FEAT_STATS | SPY_FEAT_ENV);
   const char *reg[] = {"camera", "time"};
-  spy_buffer_request br[] = {{.name = "color", .mode = SPY_BUFFER_THUMBNAIL,
-                              .long_edge = 128},
-                             {.name = "depth", .mode = SPY_BUFFER_STREAM}};
-  spy_subscription sub = {.consumer = 77, .features = SPY_FEAT_REGISTRY,
-                          .flags = SPY_SUB_REGISTRY_FILTER, .n_registry = 2,
-                          .n_buffers = 2, .registry = reg, .buffers = br};
+  spy_buffer_request br[] = {
+      {.name = "color", .mode = SPY_BUFFER_THUMBNAIL, .long_edge = 128},
+      {.name = "depth", .mode = SPY_BUFFER_STREAM}};
+  spy_subscription sub = {.consumer = 77,
+                          .features = SPY_FEAT_REGISTRY,
+                          .flags = SPY_SUB_REGISTRY_FILTER,
+                          .n_registry = 2,
+                          .n_buffers = 2,
+                          .registry = reg,
+                          .buffers = br};
   spy_put_subscription(&w, &sub);
   uint8_t rgba[2 * 3 * 4];
   for (size_t i = 0; i < sizeof rgba; i++)
     rgba[i] = (uint8_t)i;
-  spy_pixels px = {.frame = 10, .captured_ms = 11, .width = 2, .height = 3,
-                   .name = "color", .data = rgba, .data_len = sizeof rgba,
+  spy_pixels px = {.frame = 10,
+                   .captured_ms = 11,
+                   .width = 2,
+                   .height = 3,
+                   .name = "color",
+                   .data = rgba,
+                   .data_len = sizeof rgba,
                    .key_frame = 1};
   spy_put_pixels(&w, &px);
   int n = spy_frame_finish(&w);
@@ -260,7 +285,8 @@ TEST(control_payloads_round_trip) {
 TEST(empty_registry_filter_is_distinct_from_no_filter) {
   spy_frame_writer w;
   spy_frame_start(&w, buf, sizeof buf, SPY_MSG_SUBSCRIBE, 5, 6, 0);
-  spy_subscription sub = {.consumer = 1, .features = SPY_FEAT_REGISTRY,
+  spy_subscription sub = {.consumer = 1,
+                          .features = SPY_FEAT_REGISTRY,
                           .flags = SPY_SUB_REGISTRY_FILTER};
   spy_put_subscription(&w, &sub);
   int n = spy_frame_finish(&w);

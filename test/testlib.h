@@ -25,7 +25,8 @@ static int spy_test_failed_;
 static void (*spy_test_after_each_)(void);
 
 #define TEST(name) static void name(void)
-#define TEST_CASE(name) {#name, name}
+#define TEST_CASE(name)                                                        \
+  { #name, name }
 
 #define CHECK(cond)                                                            \
   do {                                                                         \

@@ -68,10 +68,10 @@ void spy_channel_close(spy_channel *ch);
 int spy_channel_post(spy_channel *ch, const void *frame, size_t len);
 
 typedef struct spy_recv_info {
-  uint64_t sender;  /* id of the opener that posted it */
-  uint64_t lost;    /* frames from this sender lost to overrun just before
-                       this one (0 normally) */
-  uint32_t len;     /* frame length (also set on SPY_ENOBUFS) */
+  uint64_t sender; /* id of the opener that posted it */
+  uint64_t lost;   /* frames from this sender lost to overrun just before
+                      this one (0 normally) */
+  uint32_t len;    /* frame length (also set on SPY_ENOBUFS) */
 } spy_recv_info;
 
 /* Receives the next frame from any other opener into buf (cap bytes).

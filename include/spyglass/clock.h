@@ -128,8 +128,8 @@ int spy_clock_remove(const char *name, const char *dir);
  * for the peer. If most rounds of one sync were disturbed (a party
  * preempted), even the median round is lopsided and its rtt_ns is large:
  * where it matters, run a few syncs and keep the median offset, or the
- * offset of the lowest-RTT sync. Errors: SPY_ETIMEDOUT (the peer did not answer within
- * timeout_ms: it is gone or stuck), SPY_EBADSEGMENT, SPY_EINVAL. */
+ * offset of the lowest-RTT sync. Errors: SPY_ETIMEDOUT (the peer did not answer
+ * within timeout_ms: it is gone or stuck), SPY_EBADSEGMENT, SPY_EINVAL. */
 int spy_clock_sync(spy_clock_seg *s, const spy_clock_opts *o,
                    spy_clock_result *out);
 

@@ -66,10 +66,10 @@ typedef enum spy_conn {
 /* One accumulated value (environment, registry or buffer metadata). */
 typedef struct spy_state_entry {
   char name[SPY_KEY_MAX + 1];
-  spy_value value;  /* strings point into `text` */
-  char *text;       /* owned copy of a string value */
+  spy_value value; /* strings point into `text` */
+  char *text;      /* owned copy of a string value */
   uint32_t text_cap;
-  uint8_t has_value; /* 0: metadata only (outside the registry filter) */
+  uint8_t has_value;   /* 0: metadata only (outside the registry filter) */
   uint64_t updated_ms; /* consumer's monotonic ms of the last change */
 } spy_state_entry;
 
@@ -81,18 +81,18 @@ typedef struct spy_state_table {
 typedef enum spy_field {
   SPY_FIELD_FPS = 0,
   SPY_FIELD_CPU_MS = 1,
-  SPY_FIELD_GPU_MS = 2, /* NAN: not available */
+  SPY_FIELD_GPU_MS = 2,  /* NAN: not available */
   SPY_FIELD_COUNTER0 = 3 /* counter c is SPY_FIELD_COUNTER0 + c */
 } spy_field;
 
 /* One message type's row of the provider's message profile. */
 typedef struct spy_state_msgprof_row {
-  uint32_t type;                /* spy_msg_type (0: types folded together) */
-  uint64_t count, errors, bytes; /* since the provider's profiler reset */
-  double msgs_per_s, bytes_per_s; /* over the last second of the provider's
-                                     clock (since the reset until one
-                                     second has passed) */
-  spy_msgprof_ns encode, post;  /* mean / p50 / p99 / max, ns */
+  uint32_t type;                   /* spy_msg_type (0: types folded together) */
+  uint64_t count, errors, bytes;   /* since the provider's profiler reset */
+  double msgs_per_s, bytes_per_s;  /* over the last second of the provider's
+                                      clock (since the reset until one
+                                      second has passed) */
+  spy_msgprof_ns encode, post;     /* mean / p50 / p99 / max, ns */
   uint64_t base_count, base_bytes; /* rate bookkeeping */
 } spy_state_msgprof_row;
 
@@ -102,13 +102,13 @@ typedef struct spy_state_msgprof_row {
  * offload transport `post` is the hand-off to the worker's queue; for the
  * inline transport it is the channel post itself. */
 typedef struct spy_state_msgprof {
-  uint64_t updated_ms;   /* consumer monotonic ms of the last one; 0: none */
+  uint64_t updated_ms; /* consumer monotonic ms of the last one; 0: none */
   uint64_t messages, errors; /* all types */
-  uint64_t elapsed_ns;   /* since the provider's profiler reset */
-  uint32_t flags;        /* SPY_MSGPROF_NO_SIZE */
-  uint32_t n;            /* rows filled, ascending type */
-  uint32_t rows_dropped; /* types beyond SPY_STATE_MSGPROF_ROWS */
-  uint64_t base_elapsed_ns; /* rate bookkeeping */
+  uint64_t elapsed_ns;       /* since the provider's profiler reset */
+  uint32_t flags;            /* SPY_MSGPROF_NO_SIZE */
+  uint32_t n;                /* rows filled, ascending type */
+  uint32_t rows_dropped;     /* types beyond SPY_STATE_MSGPROF_ROWS */
+  uint64_t base_elapsed_ns;  /* rate bookkeeping */
   int rate_rolled;
   spy_state_msgprof_row rows[SPY_STATE_MSGPROF_ROWS];
 } spy_state_msgprof;
@@ -119,26 +119,26 @@ typedef struct spy_state {
   char provider_name[SPY_NAME_MAX + 1];
   uint64_t connected_ms, last_msg_ms; /* consumer monotonic ms */
   /* Stats history: per-field rings of `history` samples, newest last. */
-  uint32_t history;    /* capacity */
-  uint32_t len;        /* samples held */
-  uint32_t head;       /* index of the next write */
-  float *rings;        /* [3 + SPY_STATS_MAX_COUNTERS][history] */
-  uint64_t samples;    /* samples received in total */
-  uint64_t last_frame; /* provider frame key of the newest sample */
+  uint32_t history;      /* capacity */
+  uint32_t len;          /* samples held */
+  uint32_t head;         /* index of the next write */
+  float *rings;          /* [3 + SPY_STATS_MAX_COUNTERS][history] */
+  uint64_t samples;      /* samples received in total */
+  uint64_t last_frame;   /* provider frame key of the newest sample */
   uint64_t samples_lost; /* gaps in frame keys (provider drops) */
-  float batch_mean[3]; /* fps, cpu, gpu means of the last batch */
+  float batch_mean[3];   /* fps, cpu, gpu means of the last batch */
   char counter_names[SPY_STATS_MAX_COUNTERS][SPY_KEY_MAX + 1];
   uint32_t n_counters;
   spy_state_table env, registry, buffers;
   uint64_t health[SPY_HEALTH_FIELD_COUNT];
   /* Bookkeeping */
   uint64_t frames_received, bytes_received;
-  uint64_t frames_lost;  /* bus overruns and sequence gaps */
-  uint64_t resyncs;      /* resync requests sent */
-  uint64_t snapshots;    /* full snapshots applied */
-  uint64_t malformed;    /* frames rejected by the decoder */
-  uint64_t subscribes;   /* subscribe messages sent */
-  uint64_t reconnects;   /* times a provider was lost */
+  uint64_t frames_lost;                   /* bus overruns and sequence gaps */
+  uint64_t resyncs;                       /* resync requests sent */
+  uint64_t snapshots;                     /* full snapshots applied */
+  uint64_t malformed;                     /* frames rejected by the decoder */
+  uint64_t subscribes;                    /* subscribe messages sent */
+  uint64_t reconnects;                    /* times a provider was lost */
   double rx_frames_per_s, rx_bytes_per_s; /* over the last second */
   /* Clock sync: provider clock − ours, when synced, so a provider
    * timestamp t is t − clock_offset_ns on our clock. */
@@ -147,7 +147,7 @@ typedef struct spy_state {
   /* What this state keeps: frames on a shared channel carry the union of
    * every subscriber's features. 0 = everything (recordings). */
   uint32_t features;
-  int registry_filter;            /* 1: only registry_names get values */
+  int registry_filter; /* 1: only registry_names get values */
   const char *const *registry_names;
   uint32_t n_registry_names;
   /* Clock sync, continued: the round trip of the round the offset came
@@ -163,19 +163,19 @@ typedef struct spy_state {
 } spy_state;
 
 typedef struct spy_consumer_desc {
-  const char *want;        /* provider id (16 hex digits) or name; NULL any */
-  uint32_t features;       /* 0 = STATS | ENV | REGISTRY | HEALTH */
-  int registry_filter;     /* 1: only the names below (possibly none) */
+  const char *want;    /* provider id (16 hex digits) or name; NULL any */
+  uint32_t features;   /* 0 = STATS | ENV | REGISTRY | HEALTH */
+  int registry_filter; /* 1: only the names below (possibly none) */
   const char *const *registry;
   uint32_t n_registry;
   const spy_buffer_request *buffers;
   uint32_t n_buffers;
-  const char *dir;         /* runtime directory; NULL = default */
-  uint32_t history;        /* samples kept per field; default 600 */
+  const char *dir;  /* runtime directory; NULL = default */
+  uint32_t history; /* samples kept per field; default 600 */
   /* Timings, milliseconds (defaults as in the header comment). */
   uint32_t query_initial_ms, query_max_ms, query_attempts;
   uint32_t ack_ms, liveness_ms, stale_ms;
-  uint32_t recv_bytes;     /* largest frame accepted; default 1 MiB */
+  uint32_t recv_bytes; /* largest frame accepted; default 1 MiB */
   /* Clock sync. */
   int no_clock_sync;         /* 1: do not sync on connect (default: do) */
   uint32_t clock_rounds;     /* rounds per sync; default 5, at most 64 */

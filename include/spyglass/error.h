@@ -36,7 +36,7 @@ extern "C" {
   X(ENOTSUP, -ENOTSUP, "operation not supported")                              \
   X(ENOBUFS, -ENOBUFS, "no buffer space available")                            \
   X(ECONNREFUSED, -ECONNREFUSED, "connection refused")                         \
-  X(ECONNRESET, -ECONNRESET, "connection reset by peer")                        \
+  X(ECONNRESET, -ECONNRESET, "connection reset by peer")                       \
   X(ETIMEDOUT, -ETIMEDOUT, "timed out")                                        \
   X(ECANCELED, -ECANCELED, "operation canceled")
 
@@ -61,7 +61,7 @@ enum spy_errno {
 #define SPY_ERR_ENUM(name, value, msg) SPY_##name = (value),
   SPY_ERRNO_MAP(SPY_ERR_ENUM) SPY_PROTO_MAP(SPY_ERR_ENUM)
 #undef SPY_ERR_ENUM
-  SPY_OK = 0
+      SPY_OK = 0
 };
 
 /* A human-readable message for err ("success" for 0, "unknown error N"

@@ -33,11 +33,11 @@
  * A wrapped post adds a fixed 140–230 ns whatever the message size: four
  * clock reads (31–35 ns each here: two by the encoder, two around the
  * post) and one record under a mutex. (The 1 MiB ratio is bandwidth noise:
- * 0.90–1.15 over twelve runs, mostly 1.00–1.05.) Unlike the browser library this follows,
- * wrap() does not encode a message twice to separate encode from post,
- * which doubled the cost of a large message there: the encoder times itself
- * because the wrapped transport asks it to. measure() encodes once into the
- * profiler's scratch buffer and posts nothing, for about 100 ns more than
+ * 0.90–1.15 over twelve runs, mostly 1.00–1.05.) Unlike the browser library
+ * this follows, wrap() does not encode a message twice to separate encode from
+ * post, which doubled the cost of a large message there: the encoder times
+ * itself because the wrapped transport asks it to. measure() encodes once into
+ * the profiler's scratch buffer and posts nothing, for about 100 ns more than
  * the bare encode. So: wrap a transport for the session you investigate and
  * unwrap it after; call measure() on one representative message to price a
  * type without touching the live path.

@@ -76,21 +76,21 @@ typedef enum spy_counter {
 #define SPY_SAMPLE_RING 240u /* samples held between flushes */
 
 typedef struct spy_provider_desc {
-  const char *name;           /* program name; NULL = this process's name */
-  spy_provider_kind kind;     /* default SPY_PROVIDER_USER */
+  const char *name;             /* program name; NULL = this process's name */
+  spy_provider_kind kind;       /* default SPY_PROVIDER_USER */
   spy_transport_kind transport; /* default AUTO (offload, else inline) */
-  const char *dir;            /* runtime directory; NULL = default */
-  const char *const *counters; /* application counter names, in order */
-  uint32_t n_counters;        /* at most SPY_MAX_COUNTERS - 8 */
-  uint32_t registry_capacity; /* named values; default 256 */
-  uint32_t string_max;        /* bytes kept per string value; default 128 */
-  uint32_t ring_bytes;        /* data channel ring; default 4 MiB */
+  const char *dir;              /* runtime directory; NULL = default */
+  const char *const *counters;  /* application counter names, in order */
+  uint32_t n_counters;          /* at most SPY_MAX_COUNTERS - 8 */
+  uint32_t registry_capacity;   /* named values; default 256 */
+  uint32_t string_max;          /* bytes kept per string value; default 128 */
+  uint32_t ring_bytes;          /* data channel ring; default 4 MiB */
   /* Protocol timings, milliseconds (tests scale them down). */
-  uint32_t flush_ms;          /* default 250 */
-  uint32_t idle_ping_ms;      /* default 2000 */
-  uint32_t ack_grace_ms;      /* default 3000 */
-  uint32_t checkpoint_ms;     /* default 5000 */
-  uint32_t env_sample_ms;     /* RSS / heap sampling; default 250 */
+  uint32_t flush_ms;           /* default 250 */
+  uint32_t idle_ping_ms;       /* default 2000 */
+  uint32_t ack_grace_ms;       /* default 3000 */
+  uint32_t checkpoint_ms;      /* default 5000 */
+  uint32_t env_sample_ms;      /* RSS / heap sampling; default 250 */
   int simulate_worker_failure; /* test hook, see spy_transport_desc */
   /* Test hooks for clock sync: the clock this provider answers syncs with
    * is clock_now(clock_now_ctx) (NULL: CLOCK_MONOTONIC) plus
@@ -138,7 +138,7 @@ typedef struct spy_provider_stats {
   uint64_t flushes;         /* data frames posted */
   uint64_t flushes_dropped; /* pool empty */
   uint32_t subscribers;
-  uint32_t features;        /* union of subscribed features */
+  uint32_t features; /* union of subscribed features */
   /* Collector invocations, per feature (tests check that an unwatched
    * feature is never collected). */
   uint64_t stats_samples, env_samples, registry_flushes, health_flushes;
@@ -279,8 +279,8 @@ static inline void spy_value_set_bool(spy_provider *p, const char *name,
 static inline void spy_value_set_vec(spy_provider *p, const char *name,
                                      const double *v, int n) {
   if (spy__watched(p) && n >= 1 && n <= 4) {
-    spy_value x = {.kind = (uint8_t)(n == 1 ? SPY_VAL_FLOAT
-                                            : SPY_VAL_FLOAT2 + (n - 2))};
+    spy_value x = {
+        .kind = (uint8_t)(n == 1 ? SPY_VAL_FLOAT : SPY_VAL_FLOAT2 + (n - 2))};
     for (int i = 0; i < n; i++)
       x.v.f[i] = v[i];
     spy__value_set(p, name, &x);

@@ -13,13 +13,13 @@
 #define SPY_VERSION_PATCH 0
 #define SPY_VERSION_STRING "0.1.0"
 
-#include "spyglass/clock.h"
 #include "spyglass/bus.h"
+#include "spyglass/clock.h"
 #include "spyglass/consumer.h"
 #include "spyglass/error.h"
+#include "spyglass/profiler.h"
 #include "spyglass/provider.h"
 #include "spyglass/transport.h"
-#include "spyglass/profiler.h"
 #include "spyglass/wire.h"
 
 #endif

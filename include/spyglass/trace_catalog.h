@@ -5,8 +5,8 @@
  * and the typed emit functions, src/store/catalog.c the descriptors that
  * drive the wire encoding (docs/wire.md, TRACE), the JSON-lines form and
  * (src/store/schema.c) the SQL tables and inserts, one table per kind and
- * one child table per list of records. The kinds and field names are Rolldown's devtools
- * actions as typed by the npm package @rolldown/debug 1.2.x.
+ * one child table per list of records. The kinds and field names are Rolldown's
+ * devtools actions as typed by the npm package @rolldown/debug 1.2.x.
  *
  * A field is F(X, type, name, record) (X is passed through for the
  * expander's use): type is one of the SPY_TF_* suffixes
@@ -89,12 +89,9 @@
   F(X, OSTR, dir, _)                                                           \
   F(X, OSTR, file, _)
 #define SPY_ACT_NONE(F, X)
-#define SPY_ACT_MODULE_GRAPH_READY(F, X)                                       \
-  F(X, LIST, modules, module)
-#define SPY_ACT_CHUNK_GRAPH_READY(F, X)                                        \
-  F(X, LIST, chunks, chunk)
-#define SPY_ACT_PACKAGE_GRAPH_READY(F, X)                                      \
-  F(X, LIST, packages, package_info)
+#define SPY_ACT_MODULE_GRAPH_READY(F, X) F(X, LIST, modules, module)
+#define SPY_ACT_CHUNK_GRAPH_READY(F, X) F(X, LIST, chunks, chunk)
+#define SPY_ACT_PACKAGE_GRAPH_READY(F, X) F(X, LIST, packages, package_info)
 #define SPY_ACT_HOOK_RESOLVE_ID_CALL_START(F, X)                               \
   F(X, OSTR, importer, _)                                                      \
   F(X, STR, module_request, _)                                                 \
@@ -143,8 +140,7 @@
   F(X, INT, plugin_id, _)                                                      \
   F(X, STR, call_id, _)                                                        \
   F(X, OSRC, content, _)
-#define SPY_ACT_ASSETS_READY(F, X)                                             \
-  F(X, LIST, assets, asset)
+#define SPY_ACT_ASSETS_READY(F, X) F(X, LIST, assets, asset)
 
 /* A(id, Name, snake, role, FIELDS). id is the kind's number on the wire;
  * role tells the reader what the action means (build start/end, a hook's

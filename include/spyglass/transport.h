@@ -67,14 +67,14 @@ typedef struct spy_pool_stats {
   uint64_t acquire_failed; /* acquires that found the tier empty */
   uint64_t posted;         /* frames posted to the channel */
   uint64_t bytes_posted;
-  uint64_t post_failed;    /* posts the channel refused (too big, closed) */
+  uint64_t post_failed; /* posts the channel refused (too big, closed) */
 } spy_pool_stats;
 
 /* A request to convert captured pixels (in a LARGE buffer) to RGBA8 and,
  * for a stream subscription with codec support, encode them. */
 typedef struct spy_convert_request {
-  const char *name;    /* buffer entry name */
-  uint64_t frame;      /* provider frame the pixels were read on */
+  const char *name; /* buffer entry name */
+  uint64_t frame;   /* provider frame the pixels were read on */
   uint32_t width, height;
   uint16_t pixel_type; /* spy_pixel_type (media.h) */
   uint8_t mode;        /* spy_buffer_mode */

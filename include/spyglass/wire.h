@@ -39,11 +39,11 @@ extern "C" {
 #define SPY_FRAME_MIN (SPY_FRAME_HEADER_BYTES + SPY_SECTION_HEADER_BYTES + 8u)
 
 /* Bounds on decoded content (a frame that exceeds one is malformed). */
-#define SPY_KEY_MAX 255u           /* bytes in a registry / env / buffer key */
-#define SPY_STRING_MAX 65535u      /* bytes in a string value */
+#define SPY_KEY_MAX 255u            /* bytes in a registry / env / buffer key */
+#define SPY_STRING_MAX 65535u       /* bytes in a string value */
 #define SPY_STATS_MAX_SAMPLES 4096u /* samples in one stats batch */
-#define SPY_STATS_MAX_COUNTERS 64u /* counters per sample */
-#define SPY_NAME_MAX 255u          /* program / provider name bytes */
+#define SPY_STATS_MAX_COUNTERS 64u  /* counters per sample */
+#define SPY_NAME_MAX 255u           /* program / provider name bytes */
 
 /* Message types. 1..9 follow the original protocol; 10 and 11 were its
  * internal pool messages and stay unused; spyglass's own start at 16. */
@@ -66,20 +66,20 @@ typedef enum spy_msg_type {
 
 /* Section (feature) ids. 1..4 follow the original protocol. */
 typedef enum spy_section_id {
-  SPY_SEC_FRAME = 0,         /* version u16, flags u16, seq u32: always first */
-  SPY_SEC_STATS = 1,         /* columnar per-frame samples */
-  SPY_SEC_ENV = 2,           /* delta list: environment fields */
-  SPY_SEC_REGISTRY = 3,      /* delta list: named values */
-  SPY_SEC_BUFFERS = 4,       /* delta list: buffer metadata */
-  SPY_SEC_STATS_SCHEMA = 5,  /* counter names, in column order */
-  SPY_SEC_HEALTH = 6,        /* bus / transport health counters */
-  SPY_SEC_PROVIDER = 7,      /* who a provider is (announce, gone) */
-  SPY_SEC_PEER = 8,          /* a consumer id and its features */
-  SPY_SEC_SUBSCRIPTION = 9,  /* features, registry filter, buffer modes */
-  SPY_SEC_PIXELS = 10,       /* one buffer image (raw or encoded chunk) */
-  SPY_SEC_TRACE = 11,        /* trace actions (store layer) */
-  SPY_SEC_MSGPROF = 12,      /* message profiler summary */
-  SPY_SEC_CLOCK = 13         /* clock-sync timestamps */
+  SPY_SEC_FRAME = 0,        /* version u16, flags u16, seq u32: always first */
+  SPY_SEC_STATS = 1,        /* columnar per-frame samples */
+  SPY_SEC_ENV = 2,          /* delta list: environment fields */
+  SPY_SEC_REGISTRY = 3,     /* delta list: named values */
+  SPY_SEC_BUFFERS = 4,      /* delta list: buffer metadata */
+  SPY_SEC_STATS_SCHEMA = 5, /* counter names, in column order */
+  SPY_SEC_HEALTH = 6,       /* bus / transport health counters */
+  SPY_SEC_PROVIDER = 7,     /* who a provider is (announce, gone) */
+  SPY_SEC_PEER = 8,         /* a consumer id and its features */
+  SPY_SEC_SUBSCRIPTION = 9, /* features, registry filter, buffer modes */
+  SPY_SEC_PIXELS = 10,      /* one buffer image (raw or encoded chunk) */
+  SPY_SEC_TRACE = 11,       /* trace actions (store layer) */
+  SPY_SEC_MSGPROF = 12,     /* message profiler summary */
+  SPY_SEC_CLOCK = 13        /* clock-sync timestamps */
 } spy_section_id;
 
 /* Feature bits in a subscription: bit (1 << section id). */
@@ -388,8 +388,8 @@ typedef enum spy_buffer_mode {
 typedef struct spy_buffer_request {
   const char *name;
   uint32_t name_len;
-  uint8_t mode;        /* spy_buffer_mode */
-  uint16_t long_edge;  /* thumbnail long edge in px; 0 = 256 */
+  uint8_t mode;       /* spy_buffer_mode */
+  uint16_t long_edge; /* thumbnail long edge in px; 0 = 256 */
 } spy_buffer_request;
 
 typedef struct spy_subscription {
@@ -438,10 +438,7 @@ int spy_get_health(const spy_section *s, uint64_t *out, uint32_t max);
 /* PIXELS section: u64 frame, u64 captured_ms, u32 width, u32 height,
  * u16 pixel_type, u8 display, u8 key_frame, u16 codec, u16 name_len,
  * u32 data_len, name, pad to 4, data. */
-typedef enum spy_codec {
-  SPY_CODEC_RGBA8 = 0,
-  SPY_CODEC_VP9 = 1
-} spy_codec;
+typedef enum spy_codec { SPY_CODEC_RGBA8 = 0, SPY_CODEC_VP9 = 1 } spy_codec;
 typedef struct spy_pixels {
   uint64_t frame;
   uint64_t captured_ms;

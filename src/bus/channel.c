@@ -60,7 +60,7 @@ struct spy_channel {
   int watcher_started;
   _Atomic int watcher_stop;
   _Atomic uint32_t armed; /* 1: the app drained; the watcher may signal */
-  pthread_mutex_t lock;    /* fd mode: recv vs the watcher's peek */
+  pthread_mutex_t lock;   /* fd mode: recv vs the watcher's peek */
 };
 
 /* ---- directory helpers -------------------------------------------------- */
@@ -111,8 +111,8 @@ static void bump_generation(int dfd) {
   int fd = openat(dfd, "ctl", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     return;
-  spy_ctl *c = mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-                    fd, 0);
+  spy_ctl *c =
+      mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (c == MAP_FAILED)
     return;
@@ -203,8 +203,8 @@ static int stat_owned(int fd, struct stat *st) {
 }
 
 static int map_ctl(spy_channel *ch) {
-  int fd = openat(ch->dfd, "ctl", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-                  0600);
+  int fd =
+      openat(ch->dfd, "ctl", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return -errno;
   struct stat st;
@@ -214,8 +214,8 @@ static int map_ctl(spy_channel *ch) {
   else if (rc == 0 && st.st_size != 0 && st.st_size != SPY_CTL_BYTES)
     rc = SPY_EBADSEGMENT;
   if (rc == 0) {
-    ch->ctl = mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-                   fd, 0);
+    ch->ctl =
+        mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (ch->ctl == MAP_FAILED) {
       ch->ctl = NULL;
       rc = -errno;
@@ -487,8 +487,8 @@ static int any_pending(spy_channel *ch) {
   return gen_changed(ch);
 }
 
-static int recv_locked(spy_channel *ch, void *buf, size_t cap,
-                       int timeout_ms, spy_recv_info *info) {
+static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
+                       spy_recv_info *info) {
   uint64_t deadline =
       timeout_ms > 0 ? spy__mono_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
   for (;;) {

@@ -16,9 +16,8 @@ void spy__ec_cancel(spy_ctl *c, uint32_t st) {
   /* Only if no notify happened since: a notify already removed us. */
   while ((cur & ~SPY_EC_WAITERS) == (st & ~SPY_EC_WAITERS) &&
          (cur & SPY_EC_WAITERS)) {
-    if (atomic_compare_exchange_weak_explicit(&c->ec, &cur, cur - 1,
-                                              memory_order_seq_cst,
-                                              memory_order_relaxed))
+    if (atomic_compare_exchange_weak_explicit(
+            &c->ec, &cur, cur - 1, memory_order_seq_cst, memory_order_relaxed))
       return;
   }
 }
@@ -47,9 +46,8 @@ int spy__ec_notify(spy_ctl *c) {
   uint32_t cur = atomic_load_explicit(&c->ec, memory_order_relaxed);
   while (cur & SPY_EC_WAITERS) {
     uint32_t next = (cur & ~SPY_EC_WAITERS) + SPY_EC_EPOCH_ONE;
-    if (atomic_compare_exchange_weak_explicit(&c->ec, &cur, next,
-                                              memory_order_seq_cst,
-                                              memory_order_relaxed)) {
+    if (atomic_compare_exchange_weak_explicit(
+            &c->ec, &cur, next, memory_order_seq_cst, memory_order_relaxed)) {
       spy__futex_wake((uint32_t *)&c->ec, INT_MAX);
       return 1;
     }

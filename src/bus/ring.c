@@ -28,7 +28,8 @@ int spy__ring_check(const spy_ring_hdr *h, size_t map_bytes) {
       h->version != SPY_RING_VERSION)
     return SPY_EBADSEGMENT;
   uint32_t n = h->data_bytes;
-  if (n < 4096 || (n & (n - 1)) || (size_t)n != map_bytes - SPY_RING_HEADER_BYTES)
+  if (n < 4096 || (n & (n - 1)) ||
+      (size_t)n != map_bytes - SPY_RING_HEADER_BYTES)
     return SPY_EBADSEGMENT;
   return 0;
 }
@@ -132,7 +133,8 @@ int spy__ring_read(const spy_ring_hdr *h, spy_ring_cursor *c, void *buf,
       copied = 1;
     }
     atomic_thread_fence(memory_order_acquire);
-    uint64_t intent = atomic_load_explicit(&h->tail_intent, memory_order_relaxed);
+    uint64_t intent =
+        atomic_load_explicit(&h->tail_intent, memory_order_relaxed);
     if (intent > c->pos + size)
       continue; /* the writer reached these bytes while we read: retry */
     if (bad)

@@ -58,8 +58,8 @@ static uint64_t now_ms(void) { return spy__mono_ns() / 1000000ull; }
 
 static void resolve(spy_consumer_desc *d) {
   if (!d->features)
-    d->features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
-                  SPY_FEAT_HEALTH;
+    d->features =
+        SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY | SPY_FEAT_HEALTH;
   if (!d->query_initial_ms)
     d->query_initial_ms = 500;
   if (!d->query_max_ms)
@@ -88,15 +88,14 @@ static int post_msg(spy_consumer *c, spy_channel *ch, uint32_t type,
   if (clk) {
     spy_put_clock(&w, clk);
   } else if (type == SPY_MSG_SUBSCRIBE) {
-    spy_subscription s = {.consumer = c->id,
-                          .features = c->d.features,
-                          .flags = c->d.registry_filter
-                                       ? SPY_SUB_REGISTRY_FILTER
-                                       : 0,
-                          .n_registry = (uint16_t)c->d.n_registry,
-                          .n_buffers = (uint16_t)c->d.n_buffers,
-                          .registry = (const char *const *)c->reg,
-                          .buffers = c->bufs};
+    spy_subscription s = {
+        .consumer = c->id,
+        .features = c->d.features,
+        .flags = c->d.registry_filter ? SPY_SUB_REGISTRY_FILTER : 0,
+        .n_registry = (uint16_t)c->d.n_registry,
+        .n_buffers = (uint16_t)c->d.n_buffers,
+        .registry = (const char *const *)c->reg,
+        .buffers = c->bufs};
     spy_put_subscription(&w, &s);
   } else {
     spy_put_peer(&w, c->id, c->d.features);
@@ -117,7 +116,8 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   c->d = desc ? *desc : (spy_consumer_desc){0};
   resolve(&c->d);
   int rc = 0;
-  if (c->d.n_registry > SPY_SUB_MAX_NAMES || c->d.n_buffers > SPY_SUB_MAX_NAMES ||
+  if (c->d.n_registry > SPY_SUB_MAX_NAMES ||
+      c->d.n_buffers > SPY_SUB_MAX_NAMES ||
       c->d.clock_rounds > SPY_CLOCK_MAX_ROUNDS ||
       (c->d.n_registry && !c->d.registry) || (c->d.n_buffers && !c->d.buffers))
     rc = SPY_EINVAL;
@@ -165,8 +165,8 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   c->st.registry_filter = c->d.registry_filter;
   c->st.registry_names = (const char *const *)c->reg;
   c->st.n_registry_names = c->reg ? c->d.n_registry : 0;
-  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL,
-                         .ring_bytes = 256u << 10, .dir = c->d.dir};
+  spy_channel_desc cd = {
+      .name = SPY_DISCOVERY_CHANNEL, .ring_bytes = 256u << 10, .dir = c->d.dir};
   if (rc == 0)
     rc = spy_channel_open(&c->disc, &cd);
   if (rc < 0) {
@@ -258,7 +258,8 @@ static int clock_start(spy_consumer *c) {
   }
   spy_clock_msg m = {.op = SPY_CLOCK_OP_REQUEST,
                      .rounds = (uint8_t)c->d.clock_rounds,
-                     .provider = c->st.provider.id, .consumer = c->id};
+                     .provider = c->st.provider.id,
+                     .consumer = c->id};
   rc = post_msg(c, c->data, SPY_MSG_CLOCK, &m);
   if (rc < 0) {
     clock_end(c, rc);
@@ -286,9 +287,12 @@ static void clock_run(spy_consumer *c, uint64_t now) {
   c->st.clock_synced_ms = now;
   c->st.clock_syncs++;
   c->st.clock_error = 0;
-  spy_clock_msg m = {.op = SPY_CLOCK_OP_RESULT, .rounds = (uint8_t)r.rounds,
-                     .provider = c->st.provider.id, .consumer = c->id,
-                     .offset_ns = r.offset_ns, .rtt_ns = r.rtt_ns};
+  spy_clock_msg m = {.op = SPY_CLOCK_OP_RESULT,
+                     .rounds = (uint8_t)r.rounds,
+                     .provider = c->st.provider.id,
+                     .consumer = c->id,
+                     .offset_ns = r.offset_ns,
+                     .rtt_ns = r.rtt_ns};
   post_msg(c, c->data, SPY_MSG_CLOCK, &m);
 }
 
@@ -362,8 +366,7 @@ static int subscribe_to(spy_consumer *c, const candidate *p) {
   uint32_t ring = 64u << 10; /* room for 4 of our largest frames */
   while (ring < 4 * c->ctl_cap && ring < (256u << 20))
     ring <<= 1;
-  spy_channel_desc cd = {.name = name, .ring_bytes = ring,
-                         .dir = c->d.dir};
+  spy_channel_desc cd = {.name = name, .ring_bytes = ring, .dir = c->d.dir};
   int rc = spy_channel_open(&c->data, &cd);
   if (rc < 0)
     return rc;
@@ -412,8 +415,8 @@ static void read_discovery(spy_consumer *c) {
           cands[i--] = cands[--ncand];
       continue;
     }
-    int searching = c->st.conn == SPY_CONN_SEARCHING ||
-                    c->st.conn == SPY_CONN_LOST;
+    int searching =
+        c->st.conn == SPY_CONN_SEARCHING || c->st.conn == SPY_CONN_LOST;
     /* Connected to a system provider we did not ask for by name, and a
      * user provider answers soon after: the user one is preferred. */
     int upgrade = !searching && !c->d.want &&
@@ -464,11 +467,10 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
   /* Frames from the provider are numbered; other consumers' frames on the
    * channel (subscribe, ack) are not ours to check. */
   int clock_op = clock_op_for_us(c, &f);
-  int from_provider = f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
-                      f.type == SPY_MSG_SUBSCRIBE_ACK ||
-                      f.type == SPY_MSG_BUFFER_RAW ||
-                      f.type == SPY_MSG_BUFFER_CHUNK ||
-                      clock_op == SPY_CLOCK_OP_READY;
+  int from_provider =
+      f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
+      f.type == SPY_MSG_SUBSCRIBE_ACK || f.type == SPY_MSG_BUFFER_RAW ||
+      f.type == SPY_MSG_BUFFER_CHUNK || clock_op == SPY_CLOCK_OP_READY;
   if (!from_provider)
     return;
   c->st.last_msg_ms = now;
@@ -543,14 +545,16 @@ static void timers(spy_consumer *c, uint64_t now) {
     post_ctl(c, c->data, SPY_MSG_ACK);
     c->last_ack_ms = now;
   }
-  if (c->st.conn == SPY_CONN_SUBSCRIBING && now - c->sub_sent_ms >= c->d.ack_ms) {
+  if (c->st.conn == SPY_CONN_SUBSCRIBING &&
+      now - c->sub_sent_ms >= c->d.ack_ms) {
     /* No ack yet: the provider may not have seen our subscribe. */
     post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
     c->st.subscribes++;
     c->sub_sent_ms = now;
   }
   uint64_t silent = now - c->st.last_msg_ms;
-  if (silent >= c->d.liveness_ms && now - c->resubscribed_ms >= c->d.liveness_ms) {
+  if (silent >= c->d.liveness_ms &&
+      now - c->resubscribed_ms >= c->d.liveness_ms) {
     if (c->resub_attempts >= 1) {
       disconnect(c, SPY_CONN_LOST); /* still nothing: find a provider */
       return;
@@ -576,7 +580,8 @@ int spy_consumer_poll(spy_consumer *c, int timeout_ms) {
     meter(c, now);
     /* Wait on the data channel when we have one, else on discovery, but
      * never past the next timer. */
-    int64_t left = timeout_ms < 0 ? 100 : (int64_t)start + timeout_ms - (int64_t)now;
+    int64_t left =
+        timeout_ms < 0 ? 100 : (int64_t)start + timeout_ms - (int64_t)now;
     if (left < 0)
       left = 0;
     int64_t step = left > 100 ? 100 : left;
@@ -598,7 +603,8 @@ int spy_consumer_poll(spy_consumer *c, int timeout_ms) {
         } else {
           c->st.frames_lost++;
         }
-        if (!c->data || (timeout_ms >= 0 && now_ms() >= start + (uint64_t)timeout_ms))
+        if (!c->data ||
+            (timeout_ms >= 0 && now_ms() >= start + (uint64_t)timeout_ms))
           break; /* a provider faster than us must not keep us here */
         n = spy_channel_recv(c->data, c->rx, c->rxcap, 0, &info);
       }

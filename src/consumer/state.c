@@ -121,8 +121,8 @@ static int in_filter(const spy_state *s, const char *key, uint32_t len) {
 }
 
 /* filter: the state whose registry filter applies, or NULL. */
-static int apply_delta(spy_state_table *t, const spy_section *sec,
-                       uint64_t now, const spy_state *filter) {
+static int apply_delta(spy_state_table *t, const spy_section *sec, uint64_t now,
+                       const spy_state *filter) {
   spy_delta_iter it;
   int n = spy_get_delta(sec, &it);
   if (n < 0)
@@ -241,8 +241,7 @@ static double per_s(uint64_t d, uint64_t ns) {
   return ns ? (double)d * 1e9 / (double)ns : 0;
 }
 
-static int apply_msgprof(spy_state *s, const spy_section *sec,
-                         uint64_t now) {
+static int apply_msgprof(spy_state *s, const spy_section *sec, uint64_t now) {
   spy_msgprof_summary sum; /* 6 KiB; the consumer thread has the stack */
   int rc = spy_get_msgprof(sec, &sum);
   if (rc < 0)

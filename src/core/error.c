@@ -7,11 +7,9 @@
 const char *spy_strerror(int err) {
   static _Thread_local char unknown[48];
   switch (err) {
-  case 0:
-    return "success";
+  case 0: return "success";
 #define SPY_ERR_CASE(name, value, msg)                                         \
-  case value:                                                                  \
-    return msg;
+  case value: return msg;
     SPY_ERRNO_MAP(SPY_ERR_CASE)
     SPY_PROTO_MAP(SPY_ERR_CASE)
 #undef SPY_ERR_CASE
@@ -23,15 +21,12 @@ const char *spy_strerror(int err) {
 
 const char *spy_err_name(int err) {
   switch (err) {
-  case 0:
-    return "OK";
+  case 0: return "OK";
 #define SPY_ERR_CASE(name, value, msg)                                         \
-  case value:                                                                  \
-    return #name;
+  case value: return #name;
     SPY_ERRNO_MAP(SPY_ERR_CASE)
     SPY_PROTO_MAP(SPY_ERR_CASE)
 #undef SPY_ERR_CASE
-  default:
-    return "UNKNOWN";
+  default: return "UNKNOWN";
   }
 }

@@ -63,9 +63,7 @@ static void texel(const uint8_t *p, uint32_t type, float lo, float scale,
     out[3] = 255.0f;
     break;
   }
-  default: /* R8 */
-    out[0] = out[1] = out[2] = p[0];
-    out[3] = 255.0f;
+  default: /* R8 */ out[0] = out[1] = out[2] = p[0]; out[3] = 255.0f;
   }
 }
 

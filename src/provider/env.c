@@ -118,7 +118,8 @@ void spy__env_encode(env_table *e, spy_frame_writer *w, int full) {
     }
   }
   for (uint32_t i = 0; i < e->local_n; i++) {
-    if (e->local[i].key[0] && (full || e->local_sent[i] != e->local[i].version)) {
+    if (e->local[i].key[0] &&
+        (full || e->local_sent[i] != e->local[i].version)) {
       put_field(&d, &e->local[i]);
       e->local_sent[i] = e->local[i].version;
     }

@@ -31,8 +31,8 @@ static void put_health(spy_provider *p, spy_frame_writer *w) {
   v[SPY_HEALTH_SAMPLES_DROPPED] =
       atomic_load_explicit(&p->st_samples_dropped, memory_order_relaxed);
   v[SPY_HEALTH_FRAMES_LOST] = ps.post_failed;
-  v[SPY_HEALTH_SUBSCRIBERS] = atomic_load_explicit(&p->nsubs_pub,
-                                                   memory_order_relaxed);
+  v[SPY_HEALTH_SUBSCRIBERS] =
+      atomic_load_explicit(&p->nsubs_pub, memory_order_relaxed);
   v[SPY_HEALTH_POOL_SMALL_FREE] = ps.free[SPY_TIER_SMALL];
   v[SPY_HEALTH_POOL_MEDIUM_FREE] = ps.free[SPY_TIER_MEDIUM];
   v[SPY_HEALTH_POOL_LARGE_FREE] = ps.free[SPY_TIER_LARGE];
@@ -85,8 +85,8 @@ static void flush(spy_provider *p, uint64_t now) {
              atomic_load_explicit(&p->prof_on, memory_order_acquire);
   if (prof)
     spy_profiler_summary(p->prof, &p->prof_sum);
-  int snap = atomic_exchange_explicit(&p->snapshot_req, 0,
-                                      memory_order_acq_rel) != 0;
+  int snap =
+      atomic_exchange_explicit(&p->snapshot_req, 0, memory_order_acq_rel) != 0;
   int checkpoint = (f & SPY_FEAT_REGISTRY) && now >= p->next_checkpoint;
   spy_buffer *b = spy_transport_acquire(p->tr, SPY_TIER_MEDIUM);
   if (!b) {

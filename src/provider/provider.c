@@ -17,8 +17,8 @@
 #include "provider/provider_internal.h"
 
 static const char *const builtin_counters[SPY_COUNTER_BUILTIN] = {
-    "draws", "passes", "mips", "objects", "fast", "effect", "particles",
-    "dirty"};
+    "draws", "passes", "mips",      "objects",
+    "fast",  "effect", "particles", "dirty"};
 
 uint64_t spy__provider_wall_ms(void) { return spy__wall_ms(); }
 
@@ -89,8 +89,9 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   p->gpu_last = SPY_GPU_NONE;
   p->n_counters = SPY_COUNTER_BUILTIN + d.n_counters;
   for (uint32_t c = 0; c < p->n_counters; c++) {
-    const char *n = c < SPY_COUNTER_BUILTIN ? builtin_counters[c]
-                                            : d.counters[c - SPY_COUNTER_BUILTIN];
+    const char *n = c < SPY_COUNTER_BUILTIN
+                        ? builtin_counters[c]
+                        : d.counters[c - SPY_COUNTER_BUILTIN];
     if (!n || !*n || strlen(n) > SPY_KEY_MAX) {
       spy_provider_destroy(p);
       return SPY_EINVAL;
@@ -100,14 +101,14 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   p->rxcap = 64 * 1024;
   p->rxbuf = malloc(p->rxcap);
   p->ctr = calloc((size_t)p->n_counters * SPY_SAMPLE_RING, sizeof *p->ctr);
-  int rc = !p->rxbuf || !p->ctr ? SPY_ENOMEM
-                                : spy__registry_init(&p->reg, d.registry_capacity,
-                                                     d.string_max);
+  int rc = !p->rxbuf || !p->ctr
+               ? SPY_ENOMEM
+               : spy__registry_init(&p->reg, d.registry_capacity, d.string_max);
   char data_name[64];
   snprintf(data_name, sizeof data_name, SPY_DISCOVERY_CHANNEL ":%016llx",
            (unsigned long long)p->id);
-  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .ring_bytes = 256u << 10,
-                         .dir = d.dir};
+  spy_channel_desc cd = {
+      .name = SPY_DISCOVERY_CHANNEL, .ring_bytes = 256u << 10, .dir = d.dir};
   if (rc == 0)
     rc = spy_channel_open(&p->disc, &cd);
   cd.name = data_name;
@@ -119,8 +120,10 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   if (rc == 0)
     spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   if (rc == 0) {
-    spy_transport_desc td = {.kind = d.transport, .channel = p->data,
-                             .tick = spy__service, .tick_ctx = p,
+    spy_transport_desc td = {.kind = d.transport,
+                             .channel = p->data,
+                             .tick = spy__service,
+                             .tick_ctx = p,
                              .simulate_worker_failure =
                                  d.simulate_worker_failure};
     rc = spy_transport_create(&p->tr, &td);
@@ -210,8 +213,10 @@ int spy_counter_index(const spy_provider *p, const char *name) {
 /* ---- frame thread ------------------------------------------------------ */
 
 /* Relaxed counters only the frame thread writes: no atomic RMW needed. */
-#define BUMP(x) atomic_store_explicit(&(x), \
-    atomic_load_explicit(&(x), memory_order_relaxed) + 1, memory_order_relaxed)
+#define BUMP(x)                                                                \
+  atomic_store_explicit(&(x),                                                  \
+                        atomic_load_explicit(&(x), memory_order_relaxed) + 1,  \
+                        memory_order_relaxed)
 
 void spy__frame_begin(spy_provider *p) {
   uint32_t f = atomic_load_explicit(&p->features, memory_order_acquire);

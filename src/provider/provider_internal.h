@@ -27,7 +27,7 @@
 #include "spyglass/provider.h"
 
 #define ACTIVE_WATCHED SPY__WATCHED /* some subscriber */
-#define ACTIVE_INLINE 2u  /* inline transport: the frame thread services */
+#define ACTIVE_INLINE 2u /* inline transport: the frame thread services */
 
 #define MAX_SUBSCRIBERS 16
 #define GPU_MAP_MAX 256
@@ -183,8 +183,8 @@ struct spy_provider {
 
   /* statistics (relaxed atomics; read from any thread) ----------------- */
   _Atomic uint64_t st_frames, st_skipped, st_samples_dropped, st_flushes,
-      st_flushes_dropped, st_stats_samples, st_env_samples,
-      st_registry_flushes, st_health_flushes;
+      st_flushes_dropped, st_stats_samples, st_env_samples, st_registry_flushes,
+      st_health_flushes;
 
   /* service thread ----------------------------------------------------- */
   spy_provider_desc desc; /* defaults resolved */
@@ -200,15 +200,15 @@ struct spy_provider {
   size_t rxcap;
   uint64_t last_posted, last_post_ms, next_env_ms;
   uint32_t filter_gen, filter_gen_applied, reg_seen;
-  _Atomic int reg_all_wanted; /* some subscriber has no registry filter */
+  _Atomic int reg_all_wanted;   /* some subscriber has no registry filter */
   _Atomic uint32_t ready;       /* create finished: the service may run */
   _Atomic uint32_t watch_epoch; /* bumped when watching starts again */
   uint32_t watch_seen;          /* frame thread's copy */
 
   /* live message profile (msgprof.c) ----------------------------------- */
-  spy_profiler *prof;        /* made by the service at the first want */
-  int prof_failed;           /* create failed: not retried */
-  _Atomic uint32_t prof_on;  /* transport wrapped (published with release) */
+  spy_profiler *prof;       /* made by the service at the first want */
+  int prof_failed;          /* create failed: not retried */
+  _Atomic uint32_t prof_on; /* transport wrapped (published with release) */
   /* The ops gate: the service swaps p->tr->ops only while the frame
    * thread is outside its flush (Dekker handshake, neither side waits). */
   _Atomic uint32_t gate_flush, gate_swap;

@@ -67,8 +67,9 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
     return SPY_EINVAL;
   /* Fibonacci hashing of the pointer: neighbouring literals (a few bytes
    * apart in .rodata) land in different slots. */
-  uint32_t ci = (uint32_t)(((uint64_t)(uintptr_t)name * 0x9E3779B97F4A7C15ull) >>
-                           (64 - NAME_CACHE_BITS));
+  uint32_t ci =
+      (uint32_t)(((uint64_t)(uintptr_t)name * 0x9E3779B97F4A7C15ull) >>
+                 (64 - NAME_CACHE_BITS));
   int32_t hit = r->cache[ci].idx;
   if (r->cache[ci].ptr == name && hit >= 0 && same_name(r->e[hit].name, name))
     return hit;
@@ -111,8 +112,8 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
 static const int8_t kind_size[] = {0, 8, 8, 8, 16, 24, 32, 8, 1, -1, -1};
 
 static inline void store(registry *r, int i, const spy_value *v) {
-  if (i < 0 || (uint32_t)i >= atomic_load_explicit(&r->count,
-                                                    memory_order_relaxed) ||
+  if (i < 0 ||
+      (uint32_t)i >= atomic_load_explicit(&r->count, memory_order_relaxed) ||
       v->kind >= sizeof kind_size)
     return;
   reg_entry *e = &r->e[i];
@@ -186,9 +187,9 @@ void spy__value_set(spy_provider *p, const char *name, const spy_value *v) {
   if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
         SPY_FEAT_REGISTRY))
     return;
-  int i = spy__registry_lookup(&p->reg, name, 1,
-                               atomic_load_explicit(&p->reg_all_wanted,
-                                                    memory_order_relaxed));
+  int i = spy__registry_lookup(
+      &p->reg, name, 1,
+      atomic_load_explicit(&p->reg_all_wanted, memory_order_relaxed));
   if (i >= 0)
     store(&p->reg, i, v);
 }
@@ -198,7 +199,6 @@ void spy__value_set_at(spy_provider *p, int handle, const spy_value *v) {
       SPY_FEAT_REGISTRY)
     store(&p->reg, handle, v);
 }
-
 
 void spy__registry_encode(registry *r, spy_frame_writer *w, int full) {
   size_t mark = w->len;

@@ -34,13 +34,12 @@ int spy__announce(spy_provider *p, uint32_t type) {
   uint8_t buf[512];
   spy_frame_writer w;
   spy_frame_start(&w, buf, sizeof buf, type, spy__wall_ms(), 0, 0);
-  spy_provider_info info = {
-      .id = p->id,
-      .start_ms = p->start_ms,
-      .pid = (uint32_t)getpid(),
-      .kind = (uint8_t)p->desc.kind,
-      .subscribers = (uint16_t)atomic_load(&p->nsubs_pub),
-      .name = p->name};
+  spy_provider_info info = {.id = p->id,
+                            .start_ms = p->start_ms,
+                            .pid = (uint32_t)getpid(),
+                            .kind = (uint8_t)p->desc.kind,
+                            .subscribers = (uint16_t)atomic_load(&p->nsubs_pub),
+                            .name = p->name};
   spy_put_provider(&w, &info);
   int n = spy_frame_finish(&w);
   return n < 0 ? n : spy_channel_post(p->disc, buf, (size_t)n);
@@ -62,7 +61,8 @@ static void post_ctl(spy_provider *p, uint32_t type, uint64_t peer,
   else if (type != SPY_MSG_PING)
     spy_put_peer(&w, peer, features);
   else {
-    spy_provider_info info = {.id = p->id, .start_ms = p->start_ms,
+    spy_provider_info info = {.id = p->id,
+                              .start_ms = p->start_ms,
                               .pid = (uint32_t)getpid(),
                               .kind = (uint8_t)p->desc.kind,
                               .subscribers = (uint16_t)p->nsubs,
@@ -147,8 +147,7 @@ static void drop_sub(spy_provider *p, int i) {
   recompute(p);
 }
 
-static void on_subscribe(spy_provider *p, const spy_section *s,
-                         uint64_t now) {
+static void on_subscribe(spy_provider *p, const spy_section *s, uint64_t now) {
   spy_subscription sub;
   if (spy_get_subscription(s, &sub) < 0)
     return;
@@ -199,8 +198,8 @@ static void on_clock(spy_provider *p, const spy_frame *f, uint64_t now) {
 static void clock_ready(spy_provider *p) {
   uint64_t consumer;
   while (spy__clock_next_ready(p, &consumer)) {
-    spy_clock_msg ready = {.op = SPY_CLOCK_OP_READY, .provider = p->id,
-                           .consumer = consumer};
+    spy_clock_msg ready = {
+        .op = SPY_CLOCK_OP_READY, .provider = p->id, .consumer = consumer};
     post_ctl(p, SPY_MSG_CLOCK, consumer, 0, &ready);
   }
 }

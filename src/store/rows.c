@@ -4,10 +4,10 @@
  * Own tables: sessions (one row per session; `session` is the integer key
  * every action table carries), sources (each payload once, by content id,
  * compressed alone or, codec SPY__CODEC_ZSTD_DELTA, against the payload
- * named by its base_source_id) and action_batches (every action's binary record, payloads by
- * reference, one compressed blob per writer batch: the log the readers
- * replay). The action tables themselves are derived from the catalog
- * (schema.c). The reference's tables — builds, modules, module_imports,
+ * named by its base_source_id) and action_batches (every action's binary
+ * record, payloads by reference, one compressed blob per writer batch: the log
+ * the readers replay). The action tables themselves are derived from the
+ * catalog (schema.c). The reference's tables — builds, modules, module_imports,
  * chunks, chunk_imports, assets, hook_calls — are views over them, and
  * the indexes below serve the common questions: slowest hooks per plugin,
  * the import graph of a build, what a plugin did to a module. Times are µs
@@ -39,8 +39,10 @@ static const char *const views[][2] = {
     {"module_imports",
      "SELECT x.session_id, i.build_id, m.id AS module_id, i.module_id AS "
      "imported_module_id, i.kind, i.module_request FROM "
-     "module_graph_ready__modules__imports i JOIN module_graph_ready__modules "
-     "m ON m.session=i.session AND m.build_id=i.build_id AND m.seq=i.seq AND "
+     "module_graph_ready__modules__imports i JOIN "
+     "module_graph_ready__modules "
+     "m ON m.session=i.session AND m.build_id=i.build_id AND m.seq=i.seq "
+     "AND "
      "m.i0=i.i0" X "i.session"},
     {"chunks",
      "SELECT x.session_id, c.build_id, c.chunk_id, c.name, c.reason, "
@@ -55,7 +57,7 @@ static const char *const views[][2] = {
      "SELECT x.session_id, a.build_id, a.filename, a.chunk_id, a.size, "
      "a.content_source_id FROM assets_ready__assets a" X "a.session"},
 /* one hook: its Start table joined to its End table by call_id */
-#define HOOK(type, start, end, module, input, output)                         \
+#define HOOK(type, start, end, module, input, output)                          \
   "SELECT x.session_id, s.build_id, s.call_id, '" type "' AS hook_type, "      \
   "s.plugin_name, s.plugin_id, " module " AS module_id, s.ts_us AS "           \
   "started_at, e.ts_us AS ended_at, " input " AS input_source_id, " output     \
@@ -63,17 +65,56 @@ static const char *const views[][2] = {
   " e ON e.session=s.session AND e.build_id=s.build_id AND "                   \
   "e.call_id=s.call_id"
     {"hook_calls",
-     HOOK("transform", "hook_transform_call_start", "hook_transform_call_end",
-          "s.module_id", "s.content_source_id", "e.content_source_id")
-     " UNION ALL "
-     HOOK("load", "hook_load_call_start", "hook_load_call_end", "s.module_id",
-          "NULL", "e.content_source_id")
-     " UNION ALL "
-     HOOK("resolve_id", "hook_resolve_id_call_start", "hook_resolve_id_call_end",
-          "s.module_request", "NULL", "NULL")
-     " UNION ALL "
-     HOOK("render_chunk", "hook_render_chunk_start", "hook_render_chunk_end",
-          "NULL", "s.content_source_id", "e.content_source_id")},
+     HOOK("transform", "hook_transform_call_start", "hook_transform_call_end", "s.module_id", "s.content_source_id", "e.content_source_id") " UNION ALL " HOOK(
+         "load", "hook_load_call_start", "hook_load_call_end", "s.module_id",
+         "NULL",
+         "e.content_source_id") " UNION ALL " HOOK("resolve_id",
+                                                   "hook_resolve_id_call_"
+                                                   "start",
+                                                   "hook_resolve_id_call_"
+                                                   "end",
+                                                   "s.module_request", "NULL",
+                                                   "NULL") " UNION "
+                                                           "ALL " HOOK("ren"
+                                                                       "der"
+                                                                       "_ch"
+                                                                       "un"
+                                                                       "k",
+                                                                       "hoo"
+                                                                       "k_"
+                                                                       "ren"
+                                                                       "der"
+                                                                       "_ch"
+                                                                       "unk"
+                                                                       "_st"
+                                                                       "ar"
+                                                                       "t",
+                                                                       "hoo"
+                                                                       "k_"
+                                                                       "ren"
+                                                                       "der"
+                                                                       "_ch"
+                                                                       "unk"
+                                                                       "_en"
+                                                                       "d",
+                                                                       "NUL"
+                                                                       "L",
+                                                                       "s."
+                                                                       "con"
+                                                                       "ten"
+                                                                       "t_"
+                                                                       "sou"
+                                                                       "rce"
+                                                                       "_i"
+                                                                       "d",
+                                                                       "e."
+                                                                       "con"
+                                                                       "ten"
+                                                                       "t_"
+                                                                       "sou"
+                                                                       "rce"
+                                                                       "_i"
+                                                                       "d")},
 #undef HOOK
 };
 
@@ -99,8 +140,7 @@ static const char *const indexes[] = {
     "(session, build_id, module_id)",
     "hook_load_call_start_module ON hook_load_call_start"
     "(session, build_id, module_id)",
-    "build_end_build ON build_end(session, build_id)",
-    NULL};
+    "build_end_build ON build_end(session, build_id)", NULL};
 
 void spy__own_tables_sql(spy__buf *b, int pg) {
   spy__buf_puts(b, pg ? "CREATE TABLE IF NOT EXISTS sessions(session BIGSERIAL "
@@ -119,8 +159,9 @@ void spy__own_tables_sql(spy__buf *b, int pg) {
 
 void spy__views_sql(spy__buf *b, int pg) {
   for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
-    spy__buf_puts(b, pg ? "CREATE OR REPLACE VIEW " : "CREATE VIEW IF NOT "
-                                                      "EXISTS ");
+    spy__buf_puts(b, pg ? "CREATE OR REPLACE VIEW "
+                        : "CREATE VIEW IF NOT "
+                          "EXISTS ");
     spy__buf_puts(b, views[i][0]);
     spy__buf_puts(b, " AS ");
     spy__buf_puts(b, views[i][1]);

@@ -19,13 +19,12 @@
 #include "store.h"
 
 /* Columns every table starts with; a kind's field may not reuse them. */
-static const char *const fixed_cols[] = {"session", "seq", "build_id",
-                                         "ts_us",   "i0",  "i1",
-                                         "i2",      "i3",  NULL};
+static const char *const fixed_cols[] = {
+    "session", "seq", "build_id", "ts_us", "i0", "i1", "i2", "i3", NULL};
 /* Names of the writers' own tables and views. */
 static const char *const reserved_tables[] = {
-    "sessions", "builds",       "modules",        "module_imports",
-    "chunks",   "chunk_imports", "sources",       "hook_calls",
+    "sessions", "builds",         "modules",       "module_imports",
+    "chunks",   "chunk_imports",  "sources",       "hook_calls",
     "assets",   "action_batches", "spyglass_meta", NULL};
 
 static int ident_ok(const char *s, size_t max) {
@@ -233,7 +232,7 @@ static const char *col_type(char t, int pg) {
 }
 
 void spy__create_table_sql(spy__buf *b, const char *name, const char *cols,
-                          const char *types, const char *key, int pg) {
+                           const char *types, const char *key, int pg) {
   spy__buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
   spy__buf_puts(b, name);
   spy__buf_putc(b, '(');

@@ -29,7 +29,9 @@
 #define WAIT_IDLE 1
 #define WAIT_GATHER 2
 #define GATHER_NS 2000000 /* a batch gathers for at most 2 ms */
-#define COMMIT_NS 100000000 /* a writer behind commits at least every 100 ms */
+#define COMMIT_NS                                                              \
+  100000000 /* a writer behind commits at least every 100 ms                   \
+             */
 #define MARK_HEAP 1u
 #define HEAP_REC 16u
 

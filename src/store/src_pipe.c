@@ -53,7 +53,7 @@ struct spy__src_pipe {
   /* the writer's side: rows that did not reach the store */
   char (*poison)[33];
   size_t npoison, cappoison;
-  void *cctx;    /* re-packing a delta alone */
+  void *cctx; /* re-packing a delta alone */
   spy__buf tmp;
 };
 
@@ -174,8 +174,8 @@ static int deliver(spy__src_pipe *q, job *j) {
     if (j->has_base && poisoned(q, j->base_id)) { /* its base is not stored */
       c[2].i = spy__src_pack(&q->tmp, &q->cctx, j->p, j->n, 1);
       c[3] = (spy__cell){0, 0, NULL, 0};
-      c[4] = (spy__cell){SPY__COL_BLOB, 0, q->tmp.p ? q->tmp.p : "",
-                         q->tmp.len};
+      c[4] =
+          (spy__cell){SPY__COL_BLOB, 0, q->tmp.p ? q->tmp.p : "", q->tmp.len};
       rc = q->tmp.err;
     }
   }

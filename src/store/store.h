@@ -131,7 +131,7 @@ typedef struct spy__schema {
   struct {
     const spy_trace_kind *kind;
     int root; /* its table, -1 if its names cannot be tables */
-  } *kinds;
+  } * kinds;
   int nkinds, kcap;
   int64_t session; /* the sessions.session key written in every row */
   spy__cell *cells;
@@ -151,7 +151,7 @@ int spy__schema_root(spy__schema *s, const spy_trace_kind *k, int *fresh);
  * comma-separated column list and one SPY__COL_* per column; pg selects
  * the dialect. */
 void spy__create_table_sql(spy__buf *b, const char *name, const char *cols,
-                          const char *types, const char *key, int pg);
+                           const char *types, const char *key, int pg);
 /* "<verb> name(cols) VALUES(?,…)" with ncols placeholders. */
 void spy__insert_sql(spy__buf *b, const char *verb, const char *name,
                      const char *cols, size_t ncols);
@@ -164,8 +164,7 @@ void spy__schema_insert_sql(const spy__schema *s, int t, spy__buf *b);
 /* Calls sink once per row of action a (root: spy__schema_root of its
  * kind; nothing when < 0): its own row, then its list elements'. The cells
  * are valid during the call. Returns 0 or the first negative result. */
-typedef int (*spy__gsink)(void *arg, int table, const spy__cell *cells,
-                          int n);
+typedef int (*spy__gsink)(void *arg, int table, const spy__cell *cells, int n);
 int spy__schema_rows(spy__schema *s, int root, const spy_trace_action *a,
                      spy__gsink sink, void *arg);
 

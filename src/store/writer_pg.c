@@ -10,9 +10,9 @@
  * its actions counted as lost; the payloads it carried are remembered and
  * sent again with the next action that names them (the session stores a
  * payload only the first time it sees it), so no stored action names a
- * payload that is not stored. Reconnection is tried with backoff (100 ms doubling to
- * 1 s) at each batch, and on close for up to retry_ms; what is still
- * unsent then is lost. A batch whose COMMIT answer was lost is kept and
+ * payload that is not stored. Reconnection is tried with backoff (100 ms
+ * doubling to 1 s) at each batch, and on close for up to retry_ms; what is
+ * still unsent then is lost. A batch whose COMMIT answer was lost is kept and
  * looked up on reconnection (stored, or sent again), so the count of lost
  * actions is exact whenever the server comes back. The count is returned by
  * close and written to sessions.actions_lost once the server is reachable.
@@ -20,9 +20,9 @@
  * Source payloads are packed as deltas of the payload before them
  * (src_codec.c) on the pipe's thread (src_pipe.c) and drained into the
  * batch before it is queued; a base must reach the store with or before
- * its delta. A batch packed while nothing else is pending refers only to rows already
- * stored or in itself; whenever a batch stays pending (the server is away)
- * or one is dropped, the delta chain starts again, so every batch packed
+ * its delta. A batch packed while nothing else is pending refers only to rows
+ * already stored or in itself; whenever a batch stays pending (the server is
+ * away) or one is dropped, the delta chain starts again, so every batch packed
  * after that is self-contained and dropping any batch strands no delta. */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,7 +53,7 @@ typedef struct pgw {
   spy__schema schema;
   spy__buf rec; /* one action's binary record */
   spy__abatch ab;
-  spy__src_pipe *pipe; /* packs sources on its own thread */
+  spy__src_pipe *pipe;      /* packs sources on its own thread */
   int dropped;              /* a batch was dropped since the last commit */
   spy__hset gone;           /* payloads of dropped batches */
   batch *cur, *head, *tail; /* pending list: head oldest */
@@ -271,8 +271,7 @@ static void free_batch(batch *b) {
 }
 
 static int64_t pg_close(void *state);
-static int source_sink(void *arg, const uint64_t hash[2],
-                       const spy__cell c[5]);
+static int source_sink(void *arg, const uint64_t hash[2], const spy__cell c[5]);
 
 /* A batch is dropped: its payloads must be sent again when named. */
 static int forget_batch(pgw *w, const batch *b) {
@@ -341,7 +340,8 @@ static int sink(void *arg, int table, const spy__cell *c, int n) {
 }
 
 /* A packed sources row, on the writer thread: into the current batch. */
-static int source_sink(void *arg, const uint64_t hash[2], const spy__cell c[5]) {
+static int source_sink(void *arg, const uint64_t hash[2],
+                       const spy__cell c[5]) {
   pgw *w = arg;
   batch *b = w->cur;
   int rc = put_row(b, &b->copy[SPY__T_SOURCES], c, 5);
@@ -667,8 +667,10 @@ static int final_update(pgw *w, uint64_t lost) {
  * session's batch wait but never deadlock with it. */
 static int create_missing_indexes(pgw *w) {
   PGresult *have = NULL;
-  int rc = q(w, "SELECT indexname FROM pg_indexes WHERE schemaname = "
-                "current_schema()", &have);
+  int rc = q(w,
+             "SELECT indexname FROM pg_indexes WHERE schemaname = "
+             "current_schema()",
+             &have);
   if (rc)
     return rc;
   spy__buf all = {0}, one = {0};
@@ -755,6 +757,6 @@ static int64_t pg_close(void *state) {
   return (int64_t)lost;
 }
 
-const spy_trace_writer_ops spy__writer_pg = {
-    "postgres", pg_open,  pg_source, pg_action,
-    pg_commit,  pg_close, pg_lost,   pg_busy};
+const spy_trace_writer_ops spy__writer_pg = {"postgres", pg_open,   pg_source,
+                                             pg_action,  pg_commit, pg_close,
+                                             pg_lost,    pg_busy};

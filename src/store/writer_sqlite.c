@@ -77,7 +77,8 @@ static int64_t sq_close(void *state);
 static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n);
 
 /* A packed sources row, on the writer thread. */
-static int source_sink(void *arg, const uint64_t hash[2], const spy__cell c[5]) {
+static int source_sink(void *arg, const uint64_t hash[2],
+                       const spy__cell c[5]) {
   (void)hash;
   sqlw *w = arg;
   return run(w, w->ins[SPY__T_SOURCES], c, 5);
@@ -351,5 +352,5 @@ static int64_t sq_close(void *state) {
 }
 
 const spy_trace_writer_ops spy__writer_sqlite = {
-    "sqlite", sq_open,  sq_source, sq_action,
+    "sqlite",  sq_open,  sq_source, sq_action,
     sq_commit, sq_close, sq_lost,   sq_busy};

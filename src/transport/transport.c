@@ -81,7 +81,8 @@ static spy_buffer *t_acquire(spy_transport *pub, spy_tier tier) {
       atomic_load_explicit(&t->large_state, memory_order_acquire) != 2) {
     int expect = 0;
     if (atomic_compare_exchange_strong(&t->large_state, &expect, 1))
-      atomic_store_explicit(&t->large_state, tier_alloc(t, SPY_TIER_LARGE) ? -1 : 2,
+      atomic_store_explicit(&t->large_state,
+                            tier_alloc(t, SPY_TIER_LARGE) ? -1 : 2,
                             memory_order_release);
     if (atomic_load_explicit(&t->large_state, memory_order_acquire) != 2) {
       atomic_fetch_add_explicit(&t->acquire_failed, 1, memory_order_relaxed);
@@ -123,7 +124,8 @@ static int post_now(transport_impl *t, spy_buffer *b) {
 /* Converts the pixels in px to RGBA8 (thumbnail, or full size for a
  * stream without a codec), posts them as buffer:raw, and returns px to
  * the pool. On the posting thread. */
-static int convert_now(transport_impl *t, spy_buffer *px, const convert_job *j) {
+static int convert_now(transport_impl *t, spy_buffer *px,
+                       const convert_job *j) {
   const spy_convert_request *r = &j->req;
   uint32_t ow, oh;
   if (r->mode == SPY_BUFFER_STREAM)
@@ -131,8 +133,8 @@ static int convert_now(transport_impl *t, spy_buffer *px, const convert_job *j) 
   else
     spy_thumbnail_size(r->width, r->height, r->long_edge, &ow, &oh);
   size_t need = (size_t)ow * oh * 4 + 128 + SPY_KEY_MAX;
-  spy_tier tier = need <= SPY_POOL_MEDIUM_BYTES ? SPY_TIER_MEDIUM
-                                                : SPY_TIER_LARGE;
+  spy_tier tier =
+      need <= SPY_POOL_MEDIUM_BYTES ? SPY_TIER_MEDIUM : SPY_TIER_LARGE;
   if (need > SPY_POOL_LARGE_BYTES) /* too big for a raw frame: a thumbnail */
     spy_thumbnail_size(r->width, r->height, 1024, &ow, &oh);
   spy_buffer *out = t_acquire(&t->pub, tier);
@@ -143,16 +145,22 @@ static int convert_now(transport_impl *t, spy_buffer *px, const convert_job *j) 
   spy_frame_writer w;
   spy_frame_start(&w, out->data, out->cap, SPY_MSG_BUFFER_RAW, j->captured_ms,
                   0, 0);
-  spy_pixels meta = {.frame = r->frame, .captured_ms = j->captured_ms,
-                     .width = ow, .height = oh, .pixel_type = r->pixel_type,
-                     .display = 1, .key_frame = 1, .codec = SPY_CODEC_RGBA8,
-                     .name = j->name, .data_len = ow * oh * 4};
+  spy_pixels meta = {.frame = r->frame,
+                     .captured_ms = j->captured_ms,
+                     .width = ow,
+                     .height = oh,
+                     .pixel_type = r->pixel_type,
+                     .display = 1,
+                     .key_frame = 1,
+                     .codec = SPY_CODEC_RGBA8,
+                     .name = j->name,
+                     .data_len = ow * oh * 4};
   uint8_t *d = spy_put_pixels_reserve(&w, &meta);
-  int rc = d ? spy_image_to_rgba8(d, ow, oh, px->data, r->width, r->height,
-                                  (size_t)r->width *
-                                      spy_pixel_bytes(r->pixel_type),
-                                  r->pixel_type)
-             : w.err;
+  int rc =
+      d ? spy_image_to_rgba8(d, ow, oh, px->data, r->width, r->height,
+                             (size_t)r->width * spy_pixel_bytes(r->pixel_type),
+                             r->pixel_type)
+        : w.err;
   t_release(&t->pub, px);
   int len = rc == 0 ? spy_frame_finish(&w) : rc;
   if (len < 0) {

@@ -16,9 +16,8 @@ static void set_err(spy_frame_writer *w, int err) {
 #define PROVIDER_FIXED 28u
 
 void spy_put_provider(spy_frame_writer *w, const spy_provider_info *p) {
-  uint32_t nlen = p->name ? (p->name_len ? p->name_len
-                                         : (uint32_t)strlen(p->name))
-                          : 0;
+  uint32_t nlen =
+      p->name ? (p->name_len ? p->name_len : (uint32_t)strlen(p->name)) : 0;
   if (nlen > SPY_NAME_MAX) {
     set_err(w, SPY_EINVAL);
     return;

@@ -54,10 +54,9 @@ int spy_value_kind_size(uint32_t kind) {
 }
 
 const char *spy_value_kind_name(uint32_t kind) {
-  static const char *const names[] = {"none",   "float",  "uint",
-                                      "int",    "float2", "float3",
-                                      "float4", "bits",   "bool",
-                                      "string", "blob"};
+  static const char *const names[] = {"none",   "float",  "uint",   "int",
+                                      "float2", "float3", "float4", "bits",
+                                      "bool",   "string", "blob"};
   return kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
 }
 
@@ -103,11 +102,11 @@ void spy_delta_put(spy_delta_writer *d, uint8_t state, const char *key,
   spy_frame_writer *w = d->w;
   if (w->err)
     return;
-  uint32_t kind = state != SPY_DELTA_CLEARED && value ? value->kind
-                                                      : SPY_VAL_NONE;
+  uint32_t kind =
+      state != SPY_DELTA_CLEARED && value ? value->kind : SPY_VAL_NONE;
   int size = spy_value_kind_size(kind);
-  if (key_len - 1u >= SPY_KEY_MAX || (uint8_t)(state - 1u) > 2u ||
-      size == -2 || (state != SPY_DELTA_CLEARED && kind == SPY_VAL_NONE)) {
+  if (key_len - 1u >= SPY_KEY_MAX || (uint8_t)(state - 1u) > 2u || size == -2 ||
+      (state != SPY_DELTA_CLEARED && kind == SPY_VAL_NONE)) {
     set_err(w, SPY_EINVAL);
     return;
   }

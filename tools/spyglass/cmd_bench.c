@@ -22,7 +22,8 @@ static const struct {
 };
 
 static void help(FILE *f) {
-  fprintf(f, "usage: spyglass bench <name> [--json] [--quick]\n\nbenchmarks:\n");
+  fprintf(f,
+          "usage: spyglass bench <name> [--json] [--quick]\n\nbenchmarks:\n");
   for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
     fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].summary);
 }

@@ -37,26 +37,29 @@ typedef struct demo_opts {
 } demo_opts;
 
 static void help(FILE *f) {
-  fprintf(f,
-          "usage: spyglass demo [--seconds N] [--name NAME] [--fps-cap N]\n"
-          "                     [--load K] [--size WxH] [--headless] [--dir D]\n"
-          "       spyglass demo build SRC_DIR …   (a traced build; see its "
-          "--help)\n\n"
-          "Runs an animated scene (spheres ray-marched by a device thread,\n"
-          "particles updated on the CPU) instrumented with a spyglass\n"
-          "provider: FPS, CPU and GPU time, counters, camera and scene time,\n"
-          "the environment. --load K multiplies the work.\n\n"
-          "  --headless  only provide: watch it with `spyglass top`\n"
-          "  otherwise   watch it in-process: the overlay on a terminal, one\n"
-          "              summary line per second when not on a terminal\n"
-          "  --seconds N stop after N seconds (default: until q or Ctrl-C;\n"
-          "              10 when not on a terminal and not headless)\n\n"
-          "exit codes: 0 ran, 1 could not start, 2 bad usage\n");
+  fprintf(
+      f, "usage: spyglass demo [--seconds N] [--name NAME] [--fps-cap N]\n"
+         "                     [--load K] [--size WxH] [--headless] [--dir D]\n"
+         "       spyglass demo build SRC_DIR …   (a traced build; see its "
+         "--help)\n\n"
+         "Runs an animated scene (spheres ray-marched by a device thread,\n"
+         "particles updated on the CPU) instrumented with a spyglass\n"
+         "provider: FPS, CPU and GPU time, counters, camera and scene time,\n"
+         "the environment. --load K multiplies the work.\n\n"
+         "  --headless  only provide: watch it with `spyglass top`\n"
+         "  otherwise   watch it in-process: the overlay on a terminal, one\n"
+         "              summary line per second when not on a terminal\n"
+         "  --seconds N stop after N seconds (default: until q or Ctrl-C;\n"
+         "              10 when not on a terminal and not headless)\n\n"
+         "exit codes: 0 ran, 1 could not start, 2 bad usage\n");
 }
 
 static int parse(int argc, char **argv, demo_opts *o) {
-  *o = (demo_opts){.name = "spyglass-demo", .load = 1, .width = 160,
-                   .height = 90, .seconds = -1};
+  *o = (demo_opts){.name = "spyglass-demo",
+                   .load = 1,
+                   .width = 160,
+                   .height = 90,
+                   .seconds = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -135,14 +138,13 @@ static void summary_line(const spy_state *s) {
   printf("fps %6.1f  cpu %6.2f ms  gpu %9s  draws %3.0f  particles %6.0f"
          "  samples %llu  frames %llu lost %llu\n",
          (double)s->batch_mean[0], (double)s->batch_mean[1], gbuf,
-         c_draws >= 0 ? (double)spy_state_last(s, SPY_FIELD_COUNTER0 +
-                                                       (uint32_t)c_draws)
-                      : NAN,
-         c_parts >= 0 ? (double)spy_state_last(s, SPY_FIELD_COUNTER0 +
-                                                       (uint32_t)c_parts)
-                      : NAN,
-         (unsigned long long)s->samples,
-         (unsigned long long)s->frames_received,
+         c_draws >= 0
+             ? (double)spy_state_last(s, SPY_FIELD_COUNTER0 + (uint32_t)c_draws)
+             : NAN,
+         c_parts >= 0
+             ? (double)spy_state_last(s, SPY_FIELD_COUNTER0 + (uint32_t)c_parts)
+             : NAN,
+         (unsigned long long)s->samples, (unsigned long long)s->frames_received,
          (unsigned long long)s->frames_lost);
   fflush(stdout);
 }

@@ -37,8 +37,8 @@ int cmd_ls(int argc, char **argv) {
     } else if (strcmp(argv[i], "--json") == 0) {
       as_json = 1;
     } else if (strcmp(argv[i], "--wait") == 0) {
-      if (cli_parse_ms("ls", "--wait", ++i < argc ? argv[i] : NULL,
-                       60000, &wait_ms) < 0)
+      if (cli_parse_ms("ls", "--wait", ++i < argc ? argv[i] : NULL, 60000,
+                       &wait_ms) < 0)
         return EXIT_USAGE;
     } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
       dir = argv[++i];
@@ -52,8 +52,7 @@ int cmd_ls(int argc, char **argv) {
   found_provider ps[DISCOVER_MAX];
   int n = discover(dir, wait_ms, NULL, ps, DISCOVER_MAX);
   if (n < 0) {
-    fprintf(stderr, "spyglass ls: cannot open the bus: %s\n",
-            spy_strerror(n));
+    fprintf(stderr, "spyglass ls: cannot open the bus: %s\n", spy_strerror(n));
     return EXIT_FAIL;
   }
   uint64_t now = tool_wall_ms();
@@ -96,8 +95,9 @@ int cmd_ls(int argc, char **argv) {
       cli_format_age(up, sizeof up,
                      now > ps[i].info.start_ms ? now - ps[i].info.start_ms : 0);
       printf("%016llx  %-20s  %-6s  %8u  %8s  %u\n",
-             (unsigned long long)ps[i].info.id, ps[i].name, kind_name(ps[i].info.kind),
-             ps[i].info.pid, up, ps[i].info.subscribers);
+             (unsigned long long)ps[i].info.id, ps[i].name,
+             kind_name(ps[i].info.kind), ps[i].info.pid, up,
+             ps[i].info.subscribers);
     }
   }
   return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;

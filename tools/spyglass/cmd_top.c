@@ -149,14 +149,12 @@ static int session_check(session *s) {
 /* Runs the consumer for `ms` (its poll is the sleep). */
 static void poll_for(session *s, int ms) {
   uint64_t end = tool_mono_ms() + (uint64_t)ms;
-  for (uint64_t now = tool_mono_ms(); now < end && !stop;
-       now = tool_mono_ms())
+  for (uint64_t now = tool_mono_ms(); now < end && !stop; now = tool_mono_ms())
     spy_consumer_poll(s->c, (int)(end - now));
 }
 
 static int ready(const spy_state *st) {
-  return st->conn == SPY_CONN_CONNECTED && st->samples > 0 &&
-         st->snapshots > 0;
+  return st->conn == SPY_CONN_CONNECTED && st->samples > 0 && st->snapshots > 0;
 }
 
 static void print_snapshot(const session *s, int as_json) {
@@ -435,8 +433,10 @@ int cmd_top(int argc, char **argv) {
       rc = run_screen(&s, &o, scr);
       delscreen(scr);
     } else {
-      fprintf(stderr, "spyglass top: cannot drive this terminal (TERM=%s); "
-                      "printing lines\n", getenv("TERM") ? getenv("TERM") : "");
+      fprintf(stderr,
+              "spyglass top: cannot drive this terminal (TERM=%s); "
+              "printing lines\n",
+              getenv("TERM") ? getenv("TERM") : "");
       rc = run_lines(&s, &o);
     }
   } else {

@@ -63,7 +63,8 @@ static double now_s(void) {
 
 /* ---- the device: SDF ray marching ---------------------------------------*/
 
-static float scene_sdf(const frame_cmd *c, float x, float y, float z, int *hit) {
+static float scene_sdf(const frame_cmd *c, float x, float y, float z,
+                       int *hit) {
   float d = y + 1.0f; /* ground plane */
   *hit = -1;
   for (int i = 0; i < c->n; i++) {
@@ -110,7 +111,8 @@ static void render(const frame_cmd *c, uint8_t *fb, uint32_t w, uint32_t h) {
         b = c->spheres[hit].cb;
       } else if (hit == -1) {
         int check = ((int)floorf(c->cam[0] + dx * t) +
-                     (int)floorf(c->cam[2] + dz * t)) & 1;
+                     (int)floorf(c->cam[2] + dz * t)) &
+                    1;
         r = g = b = check ? 0.8f : 0.3f;
       } else {
         r = 0.15f;
@@ -147,8 +149,7 @@ static void *device_main(void *arg) {
     int slot = -1;
     while (!s->stop && slot < 0) {
       for (int k = 0; k < 2; k++)
-        if (s->pending[k] &&
-            (slot < 0 || s->cmd[k].id < s->cmd[slot].id))
+        if (s->pending[k] && (slot < 0 || s->cmd[k].id < s->cmd[slot].id))
           slot = k;
       if (slot < 0)
         pthread_cond_wait(&s->cv, &s->mu);
@@ -262,17 +263,17 @@ void demo_scene_update(demo_scene *s, double dt, demo_stats *out) {
   /* Particles: integrate and bounce (the CPU-side work that grows). */
   float fdt = (float)dt / 4.0f;
   for (int sub = 0; sub < 4; sub++) /* four substeps: stable bounces */
-  for (uint32_t i = 0; i < s->np; i++) {
-    s->vy[i] -= 0.3f * fdt;
-    s->px[i] += s->vx[i] * fdt;
-    s->py[i] += s->vy[i] * fdt;
-    if (s->py[i] < -1.0f) {
-      s->py[i] = -1.0f;
-      s->vy[i] = -s->vy[i] * 0.9f;
+    for (uint32_t i = 0; i < s->np; i++) {
+      s->vy[i] -= 0.3f * fdt;
+      s->px[i] += s->vx[i] * fdt;
+      s->py[i] += s->vy[i] * fdt;
+      if (s->py[i] < -1.0f) {
+        s->py[i] = -1.0f;
+        s->vy[i] = -s->vy[i] * 0.9f;
+      }
+      if (s->px[i] < -1.0f || s->px[i] > 1.0f)
+        s->vx[i] = -s->vx[i];
     }
-    if (s->px[i] < -1.0f || s->px[i] > 1.0f)
-      s->vx[i] = -s->vx[i];
-  }
   /* The draw list: one draw per visible sphere group, one instanced draw
    * for the particles, ground and blit. */
   int visible = 0;

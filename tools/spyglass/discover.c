@@ -64,8 +64,8 @@ static int forget(found_provider *out, int n, uint64_t id) {
 int discover(const char *dir, int wait_ms, const char *until,
              found_provider *out, int max) {
   spy_channel *ch;
-  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL,
-                         .ring_bytes = 64u << 10, .dir = dir};
+  spy_channel_desc cd = {
+      .name = SPY_DISCOVERY_CHANNEL, .ring_bytes = 64u << 10, .dir = dir};
   int rc = spy_channel_open(&ch, &cd);
   if (rc < 0)
     return rc;
@@ -109,8 +109,7 @@ int discover(const char *dir, int wait_ms, const char *until,
         hit |= found_matches(&out[i], until);
       if (hit)
         break;
-    }
-    else if (f.type == SPY_MSG_PROVIDER_GONE)
+    } else if (f.type == SPY_MSG_PROVIDER_GONE)
       n = forget(out, n, info.id);
   }
   free(buf);

@@ -49,17 +49,31 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
   unsigned c = p[0];
   size_t len;
   unsigned min;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; c &= 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; c &= 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; c &= 0x07; }
-  else return 0;
-  if (n < len) return 0;
+  if (c < 0x80)
+    return 1;
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    min = 0x80;
+    c &= 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    min = 0x800;
+    c &= 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    min = 0x10000;
+    c &= 0x07;
+  } else
+    return 0;
+  if (n < len)
+    return 0;
   for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xC0) != 0x80) return 0;
+    if ((p[i] & 0xC0) != 0x80)
+      return 0;
     c = (c << 6) | (p[i] & 0x3F);
   }
-  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+    return 0;
   return len;
 }
 
@@ -91,8 +105,14 @@ void json_strn(json_out *j, const char *s, size_t n) {
 }
 
 void json_str(json_out *j, const char *s) { json_strn(j, s, strlen(s)); }
-void json_int(json_out *j, int64_t v) { sep(j); fprintf(j->f, "%lld", (long long)v); }
-void json_uint(json_out *j, uint64_t v) { sep(j); fprintf(j->f, "%llu", (unsigned long long)v); }
+void json_int(json_out *j, int64_t v) {
+  sep(j);
+  fprintf(j->f, "%lld", (long long)v);
+}
+void json_uint(json_out *j, uint64_t v) {
+  sep(j);
+  fprintf(j->f, "%llu", (unsigned long long)v);
+}
 void json_num(json_out *j, double v) {
   sep(j);
   char tmp[40];
@@ -101,10 +121,15 @@ void json_num(json_out *j, double v) {
     if (strtod(tmp, NULL) != v)
       snprintf(tmp, sizeof tmp, "%.17g", v);
     fputs(tmp, j->f);
-  }
-  else
+  } else
     fputs("null", j->f);
 }
-void json_bool(json_out *j, int v) { sep(j); fputs(v ? "true" : "false", j->f); }
-void json_null(json_out *j) { sep(j); fputs("null", j->f); }
+void json_bool(json_out *j, int v) {
+  sep(j);
+  fputs(v ? "true" : "false", j->f);
+}
+void json_null(json_out *j) {
+  sep(j);
+  fputs("null", j->f);
+}
 void json_newline(json_out *j) { fputc('\n', j->f); }

@@ -51,9 +51,10 @@ void cli_format_age(char *buf, size_t cap, uint64_t ms) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: spyglass <command> [options]\n\n"
-             "live devtools telemetry for C programs (version %s)\n\n"
-             "commands:\n",
+  fprintf(f,
+          "usage: spyglass <command> [options]\n\n"
+          "live devtools telemetry for C programs (version %s)\n\n"
+          "commands:\n",
           SPY_VERSION_STRING);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);

@@ -45,9 +45,13 @@ void overlay_value_text(const spy_value *v, int has_value, char *buf,
   }
   switch (v->kind) {
   case SPY_VAL_FLOAT: snprintf(buf, cap, "%.6g", v->v.f[0]); break;
-  case SPY_VAL_UINT: snprintf(buf, cap, "%llu", (unsigned long long)v->v.u); break;
+  case SPY_VAL_UINT:
+    snprintf(buf, cap, "%llu", (unsigned long long)v->v.u);
+    break;
   case SPY_VAL_INT: snprintf(buf, cap, "%lld", (long long)v->v.i); break;
-  case SPY_VAL_BITS: snprintf(buf, cap, "0x%llx", (unsigned long long)v->v.u); break;
+  case SPY_VAL_BITS:
+    snprintf(buf, cap, "0x%llx", (unsigned long long)v->v.u);
+    break;
   case SPY_VAL_BOOL: snprintf(buf, cap, "%s", v->v.b ? "true" : "false"); break;
   case SPY_VAL_FLOAT2:
   case SPY_VAL_FLOAT3:
@@ -55,8 +59,8 @@ void overlay_value_text(const spy_value *v, int has_value, char *buf,
     int n = 2 + (v->kind - SPY_VAL_FLOAT2);
     size_t off = 0;
     for (int i = 0; i < n && off < cap; i++) {
-      int w = snprintf(buf + off, cap - off, "%s%.4g", i ? ", " : "(",
-                       v->v.f[i]);
+      int w =
+          snprintf(buf + off, cap - off, "%s%.4g", i ? ", " : "(", v->v.f[i]);
       off += w > 0 ? (size_t)w : 0;
     }
     if (off < cap)
@@ -104,8 +108,8 @@ double overlay_env_num(const spy_state *s, const char *key) {
   case SPY_VAL_FLOAT: return e->value.v.f[0];
   case SPY_VAL_UINT: return (double)e->value.v.u;
   case SPY_VAL_INT: return (double)e->value.v.i;
-  case SPY_VAL_STRING: return e->value.v.s.ptr ? strtod(e->value.v.s.ptr, NULL)
-                                               : NAN;
+  case SPY_VAL_STRING:
+    return e->value.v.s.ptr ? strtod(e->value.v.s.ptr, NULL) : NAN;
   default: return NAN;
   }
 }

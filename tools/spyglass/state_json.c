@@ -42,7 +42,9 @@ static void value_json(json_out *j, const spy_state_entry *e) {
       json_num(j, v->v.f[i]);
     json_arr_end(j);
     break;
-  case SPY_VAL_STRING: json_strn(j, v->v.s.ptr ? v->v.s.ptr : "", v->v.s.len); break;
+  case SPY_VAL_STRING:
+    json_strn(j, v->v.s.ptr ? v->v.s.ptr : "", v->v.s.len);
+    break;
   case SPY_VAL_BLOB:
     json_obj_begin(j);
     uint_field(j, "blob_bytes", v->v.s.len);
@@ -71,9 +73,9 @@ static void num_or_null(json_out *j, const char *key, double v) {
 }
 
 static const char *const health_names[SPY_HEALTH_FIELD_COUNT] = {
-    "frames_posted",    "bytes_posted",    "flushes_dropped",
-    "samples_dropped",  "frames_lost",     "subscribers",
-    "pool_small_free",  "pool_medium_free", "pool_large_free"};
+    "frames_posted",   "bytes_posted",     "flushes_dropped",
+    "samples_dropped", "frames_lost",      "subscribers",
+    "pool_small_free", "pool_medium_free", "pool_large_free"};
 
 void state_to_json(json_out *j, const spy_consumer *c) {
   const spy_state *s = spy_consumer_state(c);

@@ -104,15 +104,15 @@ static void title(const spy_state *s, const top_view *v) {
     overlay_sanitize(name, v->ascii);
     uint64_t now = tool_wall_ms();
     cli_format_age(up, sizeof up,
-                   now > s->provider.start_ms ? now - s->provider.start_ms
-                                              : 0);
-    snprintf(left, sizeof left, " spyglass top  %s  pid %u  id %016llx  %s  up %s",
-             name, s->provider.pid, (unsigned long long)s->provider.id,
+                   now > s->provider.start_ms ? now - s->provider.start_ms : 0);
+    snprintf(left, sizeof left,
+             " spyglass top  %s  pid %u  id %016llx  %s  up %s", name,
+             s->provider.pid, (unsigned long long)s->provider.id,
              s->provider.kind == SPY_PROVIDER_SYSTEM ? "system" : "user", up);
   } else {
     snprintf(left, sizeof left, " spyglass top");
   }
-  const char *st = s->conn == SPY_CONN_CONNECTED    ? "live"
+  const char *st = s->conn == SPY_CONN_CONNECTED     ? "live"
                    : s->conn == SPY_CONN_SUBSCRIBING ? "connecting"
                    : s->conn == SPY_CONN_LOST        ? "lost"
                                                      : "searching";
@@ -144,8 +144,7 @@ static void big_number(int y, const char *label, float v, overlay_level l,
   int x = putf(y, LABEL_W + 1, A_BOLD | level_attr(l), "%7.*f", prec, v);
   x = put(y, x, A_NORMAL, unit);
   if (!isnan(mean))
-    putf(y, x + 3, A_DIM, "mean %.*f%s over the last batch", prec, mean,
-         unit);
+    putf(y, x + 3, A_DIM, "mean %.*f%s over the last batch", prec, mean, unit);
 }
 
 /* The cell of one bar on chart row r (0 = bottom): how many eighths are
@@ -204,9 +203,8 @@ static void sparkline(int y0, const spy_state *s, const top_view *v) {
 static int counters(int y, const spy_state *s) {
   static const struct {
     const char *name, *label;
-  } builtin[] = {{"draws", "DRAW"},   {"passes", "PASS"},
-                 {"mips", "MIP"},     {"objects", "OBJS"},
-                 {"particles", "PTS"}, {"dirty", "DIRTY"}};
+  } builtin[] = {{"draws", "DRAW"},   {"passes", "PASS"},   {"mips", "MIP"},
+                 {"objects", "OBJS"}, {"particles", "PTS"}, {"dirty", "DIRTY"}};
   int x = 1;
   char item[128];
 #define ITEM(attr, ...)                                                        \
@@ -389,8 +387,9 @@ void top_view_draw(top_view *v, const spy_consumer *c) {
   values(y + 2, footer, c, v);
   bus_line(footer, s);
   adapter_line(footer + 1, s, v);
-  bar(LINES - 1, v->ascii ? " q quit   p pick provider   up/down scroll"
-                          : " q quit   p pick provider   ↑↓ PgUp PgDn scroll",
+  bar(LINES - 1,
+      v->ascii ? " q quit   p pick provider   up/down scroll"
+               : " q quit   p pick provider   ↑↓ PgUp PgDn scroll",
       "");
 }
 
@@ -406,12 +405,13 @@ void top_view_draw_picker(const top_view *v) {
     char name[64], up[32];
     snprintf(name, sizeof name, "%.63s", p->name);
     overlay_sanitize(name, v->ascii);
-    cli_format_age(up, sizeof up, now > p->info.start_ms ? now - p->info.start_ms : 0);
+    cli_format_age(up, sizeof up,
+                   now > p->info.start_ms ? now - p->info.start_ms : 0);
     putf(2 + i, 2, i == v->sel ? A_REVERSE : A_NORMAL,
          "%c %016llx  %-24s  pid %-8u  %-6s  up %-8s  %u subscribers",
-         i == v->sel ? '>' : ' ', (unsigned long long)p->info.id, name, p->info.pid,
-         p->info.kind == SPY_PROVIDER_SYSTEM ? "system" : "user", up,
-         p->info.subscribers);
+         i == v->sel ? '>' : ' ', (unsigned long long)p->info.id, name,
+         p->info.pid, p->info.kind == SPY_PROVIDER_SYSTEM ? "system" : "user",
+         up, p->info.subscribers);
   }
   bar(LINES - 1,
       v->ascii ? " up/down choose   Enter connect   Esc back"

@@ -11,10 +11,10 @@
 #include "spyglass/consumer.h"
 
 typedef struct top_view {
-  int ascii;          /* no Unicode: ASCII sparkline and rules */
-  int scroll;         /* first named value shown (clamped when drawn) */
-  int value_rows;     /* rows the values had at the last draw (paging) */
-  char status[256];   /* what the connection line says when not live */
+  int ascii;        /* no Unicode: ASCII sparkline and rules */
+  int scroll;       /* first named value shown (clamped when drawn) */
+  int value_rows;   /* rows the values had at the last draw (paging) */
+  char status[256]; /* what the connection line says when not live */
   /* The picker (key p): the providers found and the highlighted one. */
   found_provider list[DISCOVER_MAX];
   int n_list, sel;
