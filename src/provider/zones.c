@@ -43,6 +43,7 @@ _Static_assert(SPY_ZONE_ID_FIRST == SPY_ZONES_LOC_ID_MIN &&
 
 #define MASK48 ((1ull << 48) - 1)
 #define MAX_FRAMES_PER_TICK 2 /* MEDIUM buffers in flight per service tick */
+#define HOLD 64               /* begins dropped before re-reading the tail */
 
 /* ---- the location registry (process-wide: locations are static) ------- */
 
@@ -189,7 +190,7 @@ static int adopt(zone_buf *b, uint32_t e) {
   b->r.epoch = e;
   b->r.open = 0;
   b->r.room = f - 2;
-  b->skip = b->saved_open = 0;
+  b->skip = b->saved_open = b->hold = 0;
   publish(b);
   return 1;
 }
@@ -211,13 +212,16 @@ static zone_buf *bind(spy_provider *p, uint32_t e, int create) {
   return b;
 }
 
+/* A ring's drops are its thread's own counter (no shared write on the
+ * drop path); zones dropped without a ring go to the provider's. */
 static void count_drop(spy_provider *p, zone_buf *b) {
   if (b)
     atomic_store_explicit(
         &b->dropped,
         atomic_load_explicit(&b->dropped, memory_order_relaxed) + 1,
         memory_order_relaxed);
-  atomic_fetch_add_explicit(&p->zones.st_dropped, 1, memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(&p->zones.st_dropped, 1, memory_order_relaxed);
 }
 
 static void refresh_room(zone_buf *b) {
@@ -241,8 +245,13 @@ void spy__zone_begin_slow(spy_provider *p, spy_zone_loc *loc) {
   uint32_t id = __atomic_load_n(&loc->id, __ATOMIC_ACQUIRE);
   if (!id)
     id = register_loc(loc);
-  if (b->r.room < 2)
+  /* Full: the service's tail is re-read only every HOLD begins, so a
+   * thread outrunning the drain does not pull its cache line each time. */
+  if (b->r.room < 2 && (!b->hold || !--b->hold)) {
     refresh_room(b);
+    if (b->r.room < 2)
+      b->hold = HOLD;
+  }
   if (!id || b->r.room < 2) {
     /* Dropped, with everything inside it. The fast paths go slow while
      * skipping: no room for begins, no open zone for ends. */
@@ -335,12 +344,14 @@ static void anchor(spy__zones *z, int first) {
   if (first) {
     z->tick0 = z->tick_a = t;
     z->mono0 = z->mono_a = m;
+    z->mult = (int64_t)(z->npt * 4294967296.0);
     return;
   }
   if (m - z->mono0 > 500000000ull && t > z->tick0)
     z->npt = (double)(m - z->mono0) / (double)(t - z->tick0);
   z->tick_a = t;
   z->mono_a = m;
+  z->mult = (int64_t)(z->npt * 4294967296.0);
 }
 
 int spy__zones_init(spy_provider *p) {
@@ -382,7 +393,13 @@ void spy__zones_free(spy_provider *p) {
 void spy__zones_stats(const spy_provider *cp, spy_provider_stats *out) {
   spy_provider *p = (spy_provider *)cp;
   spy__zones *z = &p->zones;
-  out->zones_dropped = atomic_load(&z->st_dropped);
+  uint64_t dropped = atomic_load(&z->st_dropped);
+  pthread_mutex_lock(&z->mu);
+  for (zone_buf *b = z->list; b; b = b->next)
+    dropped += atomic_load_explicit(&b->dropped, memory_order_relaxed);
+  dropped += z->dropped_gone;
+  pthread_mutex_unlock(&z->mu);
+  out->zones_dropped = dropped;
   out->zone_markers_dropped = atomic_load(&z->st_markers_dropped);
   out->zone_records = atomic_load(&z->st_records);
   out->zone_frames = atomic_load(&z->st_frames);
@@ -489,9 +506,10 @@ static uint64_t unwrap(zone_buf *b, uint64_t t48) {
   return c;
 }
 
+/* ns = mono_a + (ticks - tick_a) * npt, in 32.32 fixed point. */
 static uint64_t to_ns(const spy__zones *z, uint64_t ticks) {
-  double d = (double)(int64_t)(ticks - z->tick_a) * z->npt;
-  int64_t ns = (int64_t)z->mono_a + (int64_t)d;
+  __int128 d = (__int128)(int64_t)(ticks - z->tick_a) * z->mult;
+  __int128 ns = (__int128)z->mono_a + (d >> 32);
   return ns < 0 ? 0 : (uint64_t)ns;
 }
 
@@ -546,7 +564,7 @@ static int drain_ring(enc *e, zone_buf *b, uint64_t head, int dead) {
     }
     if (b->w_epoch != z->epoch)
       continue; /* older than the thread's reset: nobody's */
-    if (!ensure(e, SPY_ZONES_EVENT_MAX)) {
+    if (e->w.cap - e->w.len < 128 && !ensure(e, SPY_ZONES_EVENT_MAX)) {
       ok = 0;
       break;
     }
@@ -594,6 +612,7 @@ static void release_dead(spy_provider *p, zone_buf **v, int n, int want) {
       if (*pp == b) {
         *pp = b->next;
         z->nthreads--;
+        z->dropped_gone += atomic_load(&b->dropped);
         break;
       }
     pthread_mutex_unlock(&z->mu);

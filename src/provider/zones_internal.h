@@ -28,6 +28,7 @@ typedef struct zone_buf {
   /* the thread's (slow path) */
   uint32_t skip;       /* dropped zones open, innermost first */
   uint32_t saved_open; /* r.open while skipping */
+  uint32_t hold;       /* begins to drop before re-reading tail */
   struct zone_buf *thread_next;
   const void *owner; /* the provider, compared only */
   _Atomic uint64_t dropped;
@@ -61,6 +62,7 @@ typedef struct spy__zones {
   uint64_t tick0, mono0;   /* at create */
   uint64_t tick_a, mono_a; /* the anchor, re-read every second */
   double npt;              /* ns per tick since create */
+  int64_t mult;            /* npt in 32.32 fixed point */
   /* service thread */
   uint32_t epoch;
   uint32_t loc_next; /* next location id to send */
@@ -70,6 +72,7 @@ typedef struct spy__zones {
   /* statistics */
   _Atomic uint64_t st_dropped, st_markers_dropped, st_records, st_frames;
   _Atomic uint32_t st_threads;
+  uint64_t dropped_gone; /* drops of rings let go (under mu) */
 } spy__zones;
 
 struct spy_provider;
