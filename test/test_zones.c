@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#define SPY_ENABLE /* SPY_ZONE for real (cleanup attribute) */
+
 #include "spyglass/consumer.h"
 #include "spyglass/provider.h"
 #include "spyglass/zones.h"
@@ -283,7 +285,7 @@ TEST(unsubscribed_zones_write_nothing) {
   double end = tu_now_s() + 10;
   do {
     spy_frame_begin(p);
-    SPY_ZONE(p, "frame"); /* compiled out: SPY_ENABLE not defined here */
+    SPY_ZONE(p, "frame"); /* unsubscribed: one load, one branch */
     spy_zone_begin(p, &loc);
     spy_zone_end(p);
     spy_frame_end(p);
@@ -301,6 +303,7 @@ TEST(unsubscribed_zones_write_nothing) {
   CHECK_EQ(st.zone_records, 0);
   CHECK_EQ(st.zones_dropped, 0);
   CHECK_EQ(__atomic_load_n(&loc.id, __ATOMIC_RELAXED), 0); /* not even that */
+  CHECK_EQ(spy_zone_locations(), 0); /* nor any SPY_ZONE location */
   spy_consumer_destroy(c);
   spy_provider_destroy(p);
 }
@@ -630,6 +633,48 @@ TEST(late_joiner_resolves_location_names) {
   spy_provider_destroy(p);
 }
 
+/* SPY_ZONE closes where its block ends, early return included. */
+static int scoped(spy_provider *p, int n) {
+  SPY_ZONE(p, "scoped");
+  for (int i = 0; i < n; i++) {
+    SPY_ZONE_C(p, "iteration", 0x00ff00);
+    if (i == 1)
+      return i; /* both zones close here */
+  }
+  return 0;
+}
+
+TEST(scoped_zone_closes_at_block_end) {
+  fresh_dir();
+  spy_provider *p;
+  spy_provider_desc d = pdesc(0);
+  CHECK_OK(spy_provider_create(&p, &d));
+  spy_consumer *c;
+  spy_consumer_desc cd = cdesc(SPY_FEAT_ZONES);
+  CHECK_OK(spy_consumer_create(&c, &cd));
+  CHECK(POLL_UNTIL(c, 10, spy__zone_epoch(p) != 0));
+  spy_thread_name(p, "scoped");
+  CHECK_EQ(scoped(p, 5), 1);
+  CHECK_EQ(scoped(p, 0), 0);
+  const spy_state *s = spy_consumer_state(c);
+  const spy_zone_thread *t = NULL;
+  CHECK(POLL_UNTIL(c, 10,
+                   (t = thread_named(s, "scoped")) && closed_spans(t) == 4));
+  static const char *const want[] = {"scoped", "iteration", "iteration",
+                                     "scoped"};
+  static const int depth[] = {0, 1, 1, 0};
+  for (uint32_t i = 0; i < 4; i++) {
+    const spy_zone_span *sp = spy_zone_thread_span(t, i);
+    CHECK_STR(span_name(s, sp), want[i]);
+    CHECK_EQ(sp->depth, depth[i]);
+  }
+  CHECK_EQ(spy_state_zone_loc(s, spy_zone_thread_span(t, 1)->loc)->color,
+           0x00ff00);
+  CHECK_EQ(t->depth, 0);
+  spy_consumer_destroy(c);
+  spy_provider_destroy(p);
+}
+
 static _Atomic int alloc_stop;
 static void *poller(void *arg) {
   while (!atomic_load(&alloc_stop))
@@ -710,6 +755,7 @@ int main(int argc, char **argv) {
       TEST_CASE(drops_are_whole_zones_and_counted),
       TEST_CASE(several_threads_at_once),
       TEST_CASE(late_joiner_resolves_location_names),
+      TEST_CASE(scoped_zone_closes_at_block_end),
       TEST_CASE(no_allocation_on_a_thread_after_its_first_zone),
       TEST_CASE(the_alloc_counter_sees_allocations)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);

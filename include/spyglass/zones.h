@@ -65,6 +65,8 @@
 extern "C" {
 #endif
 
+typedef struct spy_provider spy_provider; /* provider.h */
+
 /* A source location. Make it static (SPY_ZONE_LOC or SPY_ZONE do) and
  * leave `id` zero: the first zone registers it. Strings must live as long
  * as the process (literals). */
@@ -115,7 +117,6 @@ typedef struct spy__zone_ring {
  * block (provider.h, spy__provider_hot.zones), read here at its offset so
  * that this header needs neither provider.h nor C11 atomics and also
  * compiles as C++ (zones.c checks the offset at build time). */
-typedef struct spy_provider spy_provider;
 #define SPY__ZONES_HOT_OFFSET 264u
 
 extern __thread spy__zone_ring *spy__zone_cur
@@ -185,12 +186,12 @@ static inline void spy__zone_cleanup(spy_provider **pp) { spy_zone_end(*pp); }
 
 #ifdef SPY_ENABLE
 /* A zone from here to the end of the enclosing block (GCC / clang). */
-#define SPY_ZONE_C(p, name, color)                                             \
-  static spy_zone_loc SPY__ZCAT(spy__zloc_, __LINE__) =                        \
-      SPY_ZONE_LOC(name, color);                                               \
-  spy_provider *SPY__ZCAT(spy__zscope_, __LINE__)                              \
+#define SPY_ZONE_C(p, name, color) SPY__ZONE_N(p, name, color, __COUNTER__)
+#define SPY__ZONE_N(p, name, color, n)                                         \
+  static spy_zone_loc SPY__ZCAT(spy__zloc_, n) = SPY_ZONE_LOC(name, color);    \
+  spy_provider *SPY__ZCAT(spy__zscope_, n)                                     \
       __attribute__((cleanup(spy__zone_cleanup), unused)) =                    \
-          (spy_zone_begin((p), &SPY__ZCAT(spy__zloc_, __LINE__)), (p))
+          (spy_zone_begin((p), &SPY__ZCAT(spy__zloc_, n)), (p))
 #define SPY_ZONE(p, name) SPY_ZONE_C(p, name, 0)
 #define SPY_ZONE_BEGIN(p, loc) spy_zone_begin((p), (loc))
 #define SPY_ZONE_END(p) spy_zone_end(p)
