@@ -119,8 +119,7 @@ static void consumer_main(int fd) {
   while (!stop)
     spy_consumer_poll(c, 1);
   const spy_state *s = spy_consumer_state(c);
-  unsigned long long v[3] = {s->bytes_received, s->zones.spans,
-                             s->frames_lost};
+  unsigned long long v[3] = {s->bytes_received, s->zones.spans, s->frames_lost};
   if (write(fd, v, sizeof v) != (ssize_t)sizeof v)
     _exit(2);
   spy_consumer_destroy(c);
@@ -199,11 +198,11 @@ int bench_zones(int argc, char **argv) {
   double cpu_per_zone =
       zones_window ? (double)(cpu1 - cpu0) / (double)zones_window : NAN;
   double na = NAN;
-  bench_table t = {.title = "bench zones: one zone (begin + end) on the "
-                            "inspected thread",
-                   .cols = {"case", "ns_per_zone", "x_two_clock_reads",
-                            "minus_empty_ns"},
-                   .ncols = 4};
+  bench_table t = {
+      .title = "bench zones: one zone (begin + end) on the "
+               "inspected thread",
+      .cols = {"case", "ns_per_zone", "x_two_clock_reads", "minus_empty_ns"},
+      .ncols = 4};
   bench_row(&t, "empty loop (baseline)",
             (double[]){t_empty, t_empty / t_clock, 0});
   bench_row(&t, "two clock reads (floor)",
@@ -217,12 +216,12 @@ int bench_zones(int argc, char **argv) {
   bench_row(&t, "service CPU ns per zone drained",
             (double[]){cpu_per_zone, na, na});
   bench_row(&t, "zones dropped, % of timed",
-            (double[]){100.0 * (double)dropped_window /
-                           (double)emitted_window,
+            (double[]){100.0 * (double)dropped_window / (double)emitted_window,
                        na, na});
   bench_row(&t, "peak RSS MB after 1M zones", (double[]){rss1, na, na});
-  bench_row(&t, o.quick ? "peak RSS MB after 10M more" :
-                          "peak RSS MB after 100M more",
+  bench_row(&t,
+            o.quick ? "peak RSS MB after 10M more"
+                    : "peak RSS MB after 100M more",
             (double[]){rss2, na, na});
   static char n1[200], n2[220], n3[160];
   snprintf(n1, sizeof n1,
@@ -233,8 +232,8 @@ int bench_zones(int argc, char **argv) {
            "whole run: %llu zones opened, %llu drained, %llu dropped; the "
            "consumer rebuilt %llu spans from %llu bytes, %llu frames lost",
            (unsigned long long)emitted_total, (unsigned long long)delivered,
-           (unsigned long long)(s3.zones_dropped - st0.zones_dropped),
-           got[1], got[0], got[2]);
+           (unsigned long long)(s3.zones_dropped - st0.zones_dropped), got[1],
+           got[0], got[2]);
   snprintf(n3, sizeof n3,
            "timed streaming window %.0f ms; service CPU = the provider's "
            "other threads over it",

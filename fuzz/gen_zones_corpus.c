@@ -7,8 +7,7 @@
 
 #include "spyglass/wire.h"
 
-static void save(const char *dir, const char *name, const uint8_t *buf,
-                 int n) {
+static void save(const char *dir, const char *name, const uint8_t *buf, int n) {
   spy_frame f;
   spy_section s;
   char path[512];
@@ -47,8 +46,11 @@ int main(int argc, char **argv) {
                            .file_len = 12};
     spy_zones_put_loc(&z, &l);
   }
-  spy_zone_thread_info t = {.thread = 1, .os_tid = 100, .name = "main",
-                            .name_len = 4, .flags = SPY_ZONES_THREAD_RESET};
+  spy_zone_thread_info t = {.thread = 1,
+                            .os_tid = 100,
+                            .name = "main",
+                            .name_len = 4,
+                            .flags = SPY_ZONES_THREAD_RESET};
   spy_zones_thread_begin(&z, &t);
   uint64_t ns = 1000000;
   for (int f = 0; f < 3; f++) {
@@ -64,8 +66,11 @@ int main(int argc, char **argv) {
     spy_zones_put_event(&z, SPY_ZONE_EV_END, ns += 3000, 0);
     spy_zones_put_event(&z, SPY_ZONE_EV_END, ns += 9, 0);
   }
-  t = (spy_zone_thread_info){.thread = 2, .os_tid = 101, .name = "device",
-                             .name_len = 6, .flags = SPY_ZONES_THREAD_NAMED,
+  t = (spy_zone_thread_info){.thread = 2,
+                             .os_tid = 101,
+                             .name = "device",
+                             .name_len = 6,
+                             .flags = SPY_ZONES_THREAD_NAMED,
                              .dropped = 3};
   spy_zones_thread_begin(&z, &t);
   spy_zones_put_event(&z, SPY_ZONE_EV_END, 1000500, 0); /* began earlier */

@@ -251,7 +251,7 @@ TEST(zones_decoder_rejects_malformed_sections) {
   CHECK_EQ(decode_section(b, s.len), SPY_EBADVALUE);
   spy_wr32(b + 24, 16);
   CHECK_EQ(content - ev_off, 2); /* one end event, a 2-byte varint */
-  b[ev_off] = 0x83; /* kind 3 */
+  b[ev_off] = 0x83;              /* kind 3 */
   CHECK_EQ(decode_section(b, s.len), SPY_EBADVALUE);
   b[ev_off] = 0x80; /* a varint that runs to the end of the block */
   b[ev_off + 1] = 0x80;
@@ -265,7 +265,8 @@ TEST(zones_decoder_rejects_malformed_sections) {
   CHECK_EQ(decode_section(b, s.len), SPY_EBADVALUE);
 }
 
-/* ---- the provider --------------------------------------------------------- */
+/* ---- the provider ---------------------------------------------------------
+ */
 
 TEST(unsubscribed_zones_write_nothing) {
   fresh_dir();
@@ -400,8 +401,8 @@ TEST(nesting_and_order_rebuilt_exactly_in_another_process) {
   int n = expected(names, depths, (int)(sizeof names / sizeof names[0]));
   const spy_zone_thread *t = NULL;
   /* Until the whole sequence arrived, `long` included. */
-  CHECK(POLL_UNTIL(c, 30,
-                   (t = thread_named(s, "main")) && closed_spans(t) >= (uint32_t)n));
+  CHECK(POLL_UNTIL(
+      c, 30, (t = thread_named(s, "main")) && closed_spans(t) >= (uint32_t)n));
   char ok;
   CHECK(read(done[0], &ok, 1) == 1);
   CHECK_EQ(ok, 'k'); /* nothing dropped: the comparison below is exact */
@@ -442,7 +443,8 @@ TEST(nesting_and_order_rebuilt_exactly_in_another_process) {
     CHECK(fstart >= prev);
     prev = fstart;
   }
-  const spy_zone_location *l = spy_state_zone_loc(s, spy_zone_thread_span(t, 1)->loc);
+  const spy_zone_location *l =
+      spy_state_zone_loc(s, spy_zone_thread_span(t, 1)->loc);
   CHECK(l && l->line == 2);
   CHECK_STR(l->file, "test_zones.c");
   CHECK_EQ(s->zones.unmatched, 0);

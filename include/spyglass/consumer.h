@@ -167,8 +167,8 @@ typedef struct spy_zone_frame {
 
 #define SPY_ZONE_FRAMES_MAX 256u
 typedef struct spy_zone_state {
-  uint32_t keep_frames; /* default 16 (at most SPY_ZONE_FRAMES_MAX - 1) */
-  uint32_t keep_spans;  /* per thread; default 65536 */
+  uint32_t keep_frames;     /* default 16 (at most SPY_ZONE_FRAMES_MAX - 1) */
+  uint32_t keep_spans;      /* per thread; default 65536 */
   spy_zone_location **locs; /* by id - SPY_ZONES_LOC_ID_MIN; NULL: unknown */
   uint32_t n_locs;          /* slots in locs */
   spy_zone_thread *threads;
@@ -298,8 +298,7 @@ const spy_state_msgprof_row *spy_state_msgprof_type(const spy_state *s,
 /* CPU zones. The location with this id, or NULL (not known yet). */
 const spy_zone_location *spy_state_zone_loc(const spy_state *s, uint32_t id);
 /* Span i (0 = the oldest kept) of a thread, or NULL past the end. */
-const spy_zone_span *spy_zone_thread_span(const spy_zone_thread *t,
-                                          uint32_t i);
+const spy_zone_span *spy_zone_thread_span(const spy_zone_thread *t, uint32_t i);
 /* The frame `age` back from the newest (0): its number, start and end
  * (the next frame's start; 0 for the newest). 1, or 0 if there is none. */
 int spy_state_zone_frame(const spy_state *s, uint32_t age, uint64_t *frame,

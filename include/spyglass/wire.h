@@ -510,16 +510,15 @@ typedef struct spy_zone_event {
  * thread_end), end. Errors are sticky in the frame writer. */
 typedef struct spy_zones_writer {
   spy_frame_writer *w;
-  size_t hdr;  /* offset of the section's first byte */
-  size_t thr;  /* offset of the open thread block, 0 if none */
+  size_t hdr; /* offset of the section's first byte */
+  size_t thr; /* offset of the open thread block, 0 if none */
   uint32_t n_locs, n_threads;
   uint64_t base_ns, last_ns;
 } spy_zones_writer;
 void spy_zones_begin(spy_zones_writer *z, spy_frame_writer *w, uint16_t flags,
                      uint64_t base_ns);
 void spy_zones_put_loc(spy_zones_writer *z, const spy_zone_loc_info *l);
-void spy_zones_thread_begin(spy_zones_writer *z,
-                            const spy_zone_thread_info *t);
+void spy_zones_thread_begin(spy_zones_writer *z, const spy_zone_thread_info *t);
 /* t_ns below the previous event's time is taken as that time. */
 void spy_zones_put_event(spy_zones_writer *z, uint8_t kind, uint64_t t_ns,
                          uint64_t value);

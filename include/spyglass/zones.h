@@ -87,7 +87,7 @@ typedef struct spy_zone_loc {
 
 /* A location for this line of this function (inside a function body). */
 #define SPY_ZONE_LOC(name, color)                                              \
-  {(name), __func__, __FILE__, (uint32_t)__LINE__, (uint32_t)(color), 0}
+  { (name), __func__, __FILE__, (uint32_t)__LINE__, (uint32_t)(color), 0 }
 
 /* Names the calling thread ("render", "audio") for consumers: sent with its
  * zones and again at every checkpoint. Cut to SPY_ZONE_NAME_MAX bytes.
@@ -104,12 +104,12 @@ uint32_t spy_zone_locations(void);
 /* The calling thread's ring for one provider: what begin and end touch.
  * Written by its thread only; head_pub is read by the draining service. */
 typedef struct spy__zone_ring {
-  uint32_t epoch; /* the provider's zone epoch this ring follows */
-  uint32_t open;  /* recorded zones still open (their ends are reserved) */
-  uint32_t room;  /* free records beyond the reserved ends */
-  uint32_t mask;  /* records - 1 */
-  uint64_t head;  /* records written */
-  uint64_t *rec;  /* (ticks << 16) | code */
+  uint32_t epoch;    /* the provider's zone epoch this ring follows */
+  uint32_t open;     /* recorded zones still open (their ends are reserved) */
+  uint32_t room;     /* free records beyond the reserved ends */
+  uint32_t mask;     /* records - 1 */
+  uint64_t head;     /* records written */
+  uint64_t *rec;     /* (ticks << 16) | code */
   uint64_t head_pub; /* head, published with a release store */
 } spy__zone_ring;
 

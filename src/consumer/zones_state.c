@@ -76,8 +76,8 @@ int spy_state_zone_frame(const spy_state *s, uint32_t age, uint64_t *frame,
   const spy_zone_state *z = &s->zones;
   if (age >= z->n_frames)
     return 0;
-  uint32_t i = (z->frames_head + SPY_ZONE_FRAMES_MAX - 1 - age) %
-               SPY_ZONE_FRAMES_MAX;
+  uint32_t i =
+      (z->frames_head + SPY_ZONE_FRAMES_MAX - 1 - age) % SPY_ZONE_FRAMES_MAX;
   if (frame)
     *frame = z->frames[i].frame;
   if (start_ns)
@@ -306,10 +306,9 @@ static void frame_marker(spy_zone_state *z, uint64_t frame, uint64_t ns) {
     z->n_frames++;
   uint32_t kf = keep_frames(z);
   if (z->n_frames > kf) {
-    uint64_t keep_ns =
-        z->frames[(z->frames_head + SPY_ZONE_FRAMES_MAX - kf) %
-                  SPY_ZONE_FRAMES_MAX]
-            .start_ns;
+    uint64_t keep_ns = z->frames[(z->frames_head + SPY_ZONE_FRAMES_MAX - kf) %
+                                 SPY_ZONE_FRAMES_MAX]
+                           .start_ns;
     for (uint32_t i = 0; i < z->n_threads; i++)
       prune(&z->threads[i], keep_ns);
   }

@@ -22,11 +22,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "provider/zones_internal.h"
 #include "spyglass/bus.h"
 #include "spyglass/clock.h"
 #include "spyglass/profiler.h"
 #include "spyglass/provider.h"
-#include "provider/zones_internal.h"
 
 #define ACTIVE_WATCHED SPY__WATCHED /* some subscriber */
 #define ACTIVE_INLINE 2u /* inline transport: the frame thread services */

@@ -356,8 +356,8 @@ static void anchor(spy__zones *z, int first) {
 
 int spy__zones_init(spy_provider *p) {
   spy__zones *z = &p->zones;
-  uint32_t bytes = p->desc.zone_buffer_bytes ? p->desc.zone_buffer_bytes
-                                             : 1u << 20;
+  uint32_t bytes =
+      p->desc.zone_buffer_bytes ? p->desc.zone_buffer_bytes : 1u << 20;
   if (bytes < 4096)
     bytes = 4096;
   if (bytes > (1u << 30))
@@ -446,11 +446,11 @@ static void enc_post(enc *e) {
 }
 
 static void open_block(enc *e, zone_buf *b, uint8_t flags, int with_name) {
-  spy_zone_thread_info ti = {.thread = b->index,
-                             .os_tid = b->os_tid,
-                             .flags = flags,
-                             .dropped = atomic_load_explicit(
-                                 &b->dropped, memory_order_relaxed)};
+  spy_zone_thread_info ti = {
+      .thread = b->index,
+      .os_tid = b->os_tid,
+      .flags = flags,
+      .dropped = atomic_load_explicit(&b->dropped, memory_order_relaxed)};
   char name[SPY_ZONE_NAME_MAX + 1];
   if (with_name) {
     pthread_mutex_lock(&e->p->zones.mu);
@@ -603,8 +603,8 @@ static void release_dead(spy_provider *p, zone_buf **v, int n, int want) {
   for (int k = 0; k < n; k++) {
     zone_buf *b = v[k];
     if (!atomic_load_explicit(&b->dead, memory_order_acquire) ||
-        atomic_load(&b->tail) != __atomic_load_n(&b->r.head_pub,
-                                                 __ATOMIC_ACQUIRE) ||
+        atomic_load(&b->tail) !=
+            __atomic_load_n(&b->r.head_pub, __ATOMIC_ACQUIRE) ||
         (want && !b->w_gone_sent))
       continue;
     pthread_mutex_lock(&z->mu);
@@ -681,13 +681,12 @@ void spy__zones_service(spy_provider *p) {
   int ok = 1;
   while (ok && z->loc_next < count) {
     const spy_zone_loc *l = loc_at(z->loc_next);
-    spy_zone_loc_info li = {
-        .id = z->loc_next,
-        .line = l->line,
-        .color = l->color,
-        .name = l->name ? l->name : "",
-        .function = l->function ? l->function : "",
-        .file = l->file ? l->file : ""};
+    spy_zone_loc_info li = {.id = z->loc_next,
+                            .line = l->line,
+                            .color = l->color,
+                            .name = l->name ? l->name : "",
+                            .function = l->function ? l->function : "",
+                            .file = l->file ? l->file : ""};
     li.name_len = (uint32_t)strnlen(li.name, 255);
     li.function_len = (uint32_t)strnlen(li.function, 255);
     li.file_len = (uint32_t)strlen(li.file);
