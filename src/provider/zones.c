@@ -495,7 +495,7 @@ static int ensure(enc *e, size_t need) {
   return e->w.cap - e->w.len >= need;
 }
 
-static uint64_t unwrap(zone_buf *b, uint64_t t48) {
+static inline uint64_t unwrap(zone_buf *b, uint64_t t48) {
   uint64_t base = b->w_ticks, half = 1ull << 47;
   uint64_t c = (base & ~MASK48) | t48;
   if (c + half < base)
@@ -507,10 +507,36 @@ static uint64_t unwrap(zone_buf *b, uint64_t t48) {
 }
 
 /* ns = mono_a + (ticks - tick_a) * npt, in 32.32 fixed point. */
-static uint64_t to_ns(const spy__zones *z, uint64_t ticks) {
+static inline uint64_t to_ns(const spy__zones *z, uint64_t ticks) {
   __int128 d = (__int128)(int64_t)(ticks - z->tick_a) * z->mult;
   __int128 ns = (__int128)z->mono_a + (d >> 32);
   return ns < 0 ? 0 : (uint64_t)ns;
+}
+
+/* spy_zones_put_event for the drain's common case, inline: the caller has
+ * made sure of SPY_ZONES_EVENT_MAX bytes of room. Same bytes. */
+static inline void put_fast(enc *e, uint8_t kind, uint64_t ns, uint64_t value) {
+  spy_frame_writer *w = &e->w;
+  uint64_t last = e->zw.last_ns;
+  uint64_t d = ns > last ? ns - last : 0;
+  if (d >> 62)
+    d = 0;
+  e->zw.last_ns = last + d;
+  uint8_t *o = w->buf + w->len;
+  uint64_t v = d << 2 | kind;
+  while (v >= 0x80) {
+    *o++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *o++ = (uint8_t)v;
+  if (kind != SPY_ZONE_EV_END) {
+    while (value >= 0x80) {
+      *o++ = (uint8_t)(value | 0x80);
+      value >>= 7;
+    }
+    *o++ = (uint8_t)value;
+  }
+  w->len = (size_t)(o - w->buf);
 }
 
 /* Drains one ring into blocks; 0 if it had to stop (no frame). */
@@ -564,12 +590,12 @@ static int drain_ring(enc *e, zone_buf *b, uint64_t head, int dead) {
     }
     if (b->w_epoch != z->epoch)
       continue; /* older than the thread's reset: nobody's */
-    if (e->w.cap - e->w.len < 128 && !ensure(e, SPY_ZONES_EVENT_MAX)) {
+    if ((e->w.cap - e->w.len < 128 || e->w.err) &&
+        !ensure(e, SPY_ZONES_EVENT_MAX)) {
       ok = 0;
       break;
     }
-    spy_zones_put_event(&e->zw, code ? SPY_ZONE_EV_BEGIN : SPY_ZONE_EV_END,
-                        to_ns(z, tk), code);
+    put_fast(e, code ? SPY_ZONE_EV_BEGIN : SPY_ZONE_EV_END, to_ns(z, tk), code);
   }
   atomic_fetch_add_explicit(&z->st_records, i - tail, memory_order_relaxed);
   atomic_store_explicit(&b->tail, i, memory_order_release);
