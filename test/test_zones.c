@@ -677,12 +677,14 @@ TEST(scoped_zone_closes_at_block_end) {
   spy_provider_destroy(p);
 }
 
+#ifndef SANITIZED
 static _Atomic int alloc_stop;
 static void *poller(void *arg) {
   while (!atomic_load(&alloc_stop))
     spy_consumer_poll(arg, 5);
   return NULL;
 }
+#endif
 
 TEST(no_allocation_on_a_thread_after_its_first_zone) {
 #ifdef SANITIZED

@@ -323,7 +323,7 @@ int spy_thread_name(spy_provider *p, const char *name) {
   size_t n = strnlen(name, SPY_ZONE_NAME_MAX);
   memcpy(b->name, name, n);
   b->name[n] = 0;
-  b->name_ver++;
+  atomic_fetch_add(&b->name_ver, 1);
   pthread_mutex_unlock(&z->mu);
   return 0;
 }
@@ -455,7 +455,7 @@ static void open_block(enc *e, zone_buf *b, uint8_t flags, int with_name) {
   if (with_name) {
     pthread_mutex_lock(&e->p->zones.mu);
     memcpy(name, b->name, sizeof name);
-    b->w_name_sent = b->name_ver;
+    b->w_name_sent = atomic_load(&b->name_ver);
     pthread_mutex_unlock(&e->p->zones.mu);
     ti.flags |= SPY_ZONES_THREAD_NAMED;
     ti.name = name;
@@ -544,9 +544,8 @@ static int drain_ring(enc *e, zone_buf *b, uint64_t head, int dead) {
   spy__zones *z = &e->p->zones;
   uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
   uint64_t dropped = atomic_load_explicit(&b->dropped, memory_order_relaxed);
-  int name_due = b->name_ver != b->w_name_sent;
-  /* The ring's name is read under the lock in open_block; name_ver is
-   * compared here without it only as a hint (re-read there). */
+  /* The name itself is read under the lock, in open_block. */
+  int name_due = atomic_load(&b->name_ver) != b->w_name_sent;
   int gone = dead && !b->w_gone_sent;
   if (tail == head && !name_due && dropped == b->w_dropped_sent && !gone)
     return 1;

@@ -42,7 +42,7 @@ typedef struct zone_buf {
   uint32_t index; /* thread number on the wire, >= 1 */
   uint32_t os_tid;
   char name[SPY_ZONE_NAME_MAX + 1]; /* under the list lock */
-  uint32_t name_ver;                /* under the list lock */
+  _Atomic uint32_t name_ver;        /* bumped under the list lock */
   uint32_t w_epoch;                 /* epoch whose RESET the service saw */
   uint32_t w_name_sent;             /* name_ver sent; 0: not yet */
   int w_reset;                      /* send RESET in the next block */
