@@ -250,7 +250,8 @@ typedef struct spy_consumer_desc {
   uint32_t clock_rounds;     /* rounds per sync; default 5, at most 64 */
   uint32_t clock_timeout_ms; /* wait for READY, and per round; default 1000 */
   /* CPU zones (with SPY_FEAT_ZONES in features): frames of spans kept
-   * (default 16) and spans kept per thread (default 65536). */
+   * (default 16) and spans kept per thread (default 65536, rounded up to
+   * a power of two). */
   uint32_t zone_frames, zone_spans;
 } spy_consumer_desc;
 

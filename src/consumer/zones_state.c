@@ -30,9 +30,12 @@ static uint32_t keep_frames(const spy_zone_state *z) {
   return f < SPY_ZONE_FRAMES_MAX - 1 ? f : SPY_ZONE_FRAMES_MAX - 1;
 }
 
+/* A power of two: ring positions are masks, not divisions. */
 static uint32_t keep_spans(const spy_zone_state *z) {
-  uint32_t n = z->keep_spans ? z->keep_spans : DEF_SPANS;
-  return n < 16 ? 16 : n;
+  uint32_t n = z->keep_spans ? z->keep_spans : DEF_SPANS, p = 16;
+  while (p < n && p < (1u << 30))
+    p <<= 1;
+  return p;
 }
 
 void spy__state_zones_free(spy_state *s) {
@@ -68,7 +71,7 @@ const spy_zone_span *spy_zone_thread_span(const spy_zone_thread *t,
                                           uint32_t i) {
   if (i >= t->n)
     return NULL;
-  return &t->spans[(t->start + i) % t->cap];
+  return &t->spans[(t->start + i) & (t->cap - 1)];
 }
 
 int spy_state_zone_frame(const spy_state *s, uint32_t age, uint64_t *frame,
@@ -179,7 +182,8 @@ static void cut_open(spy_zone_state *z, spy_zone_thread *t) {
   for (uint32_t d = 0; d < t->depth; d++) {
     uint64_t a = t->open[d];
     if (a >= t->first && a < t->first + t->n) {
-      spy_zone_span *sp = &t->spans[(t->start + (a - t->first)) % t->cap];
+      spy_zone_span *sp =
+          &t->spans[(t->start + (uint32_t)(a - t->first)) & (t->cap - 1)];
       sp->end_ns = z->latest_ns > sp->start_ns ? z->latest_ns : sp->start_ns;
       sp->flags |= SPY_ZONE_SPAN_CUT;
     }
@@ -195,7 +199,7 @@ static void prune(spy_zone_thread *t, uint64_t keep_ns) {
     spy_zone_span *sp = &t->spans[t->start];
     if (!sp->end_ns || sp->end_ns >= keep_ns)
       break;
-    t->start = (t->start + 1) % t->cap;
+    t->start = (t->start + 1) & (t->cap - 1);
     t->n--;
     t->first++;
   }
@@ -216,14 +220,14 @@ static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
     if (!v)
       return SPY_ENOMEM;
     for (uint32_t i = 0; i < t->n; i++)
-      v[i] = t->spans[(t->start + i) % t->cap];
+      v[i] = t->spans[(t->start + i) & (t->cap - 1)];
     free(t->spans);
     t->spans = v;
     t->cap = cap;
     t->start = 0;
   }
   if (t->n == t->cap) { /* full: the oldest goes, open or not */
-    t->start = (t->start + 1) % t->cap;
+    t->start = (t->start + 1) & (t->cap - 1);
     t->n--;
     t->first++;
   }
@@ -239,7 +243,7 @@ static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
     t->child_ns = c;
     t->open_cap = cap;
   }
-  spy_zone_span *sp = &t->spans[(t->start + t->n) % t->cap];
+  spy_zone_span *sp = &t->spans[(t->start + t->n) & (t->cap - 1)];
   sp->start_ns = ns;
   sp->end_ns = 0;
   sp->loc = loc;
@@ -289,7 +293,8 @@ static void end(spy_zone_state *z, spy_zone_thread *t, uint64_t ns) {
   uint64_t child = t->child_ns[t->depth];
   if (a < t->first)
     return; /* its slot was reused: the span is gone, the stack stays right */
-  spy_zone_span *sp = &t->spans[(t->start + (a - t->first)) % t->cap];
+  spy_zone_span *sp =
+      &t->spans[(t->start + (uint32_t)(a - t->first)) & (t->cap - 1)];
   sp->end_ns = ns > sp->start_ns ? ns : sp->start_ns;
   uint64_t dur = sp->end_ns - sp->start_ns;
   if (t->depth)
