@@ -677,6 +677,40 @@ TEST(scoped_zone_closes_at_block_end) {
   spy_provider_destroy(p);
 }
 
+/* The inline transport: the frame thread drains at its service ticks. */
+TEST(inline_transport_drains_at_frame_ticks) {
+  fresh_dir();
+  spy_provider *p;
+  spy_provider_desc d = pdesc(0);
+  d.transport = SPY_TRANSPORT_INLINE;
+  CHECK_OK(spy_provider_create(&p, &d));
+  CHECK_STR(spy_provider_transport_name(p), "inline");
+  spy_consumer *c;
+  spy_consumer_desc cd = cdesc(SPY_FEAT_ZONES);
+  CHECK_OK(spy_consumer_create(&c, &cd));
+  spy_thread_name(p, "inline");
+  static spy_zone_loc f = {"f", "inline", "test_zones.c", 50, 0, 0};
+  double end = tu_now_s() + 10;
+  int frames = 0;
+  const spy_state *s = spy_consumer_state(c);
+  const spy_zone_thread *t = NULL;
+  while (tu_now_s() < end &&
+         !((t = thread_named(s, "inline")) && closed_spans(t) >= 20)) {
+    spy_frame_begin(p);
+    spy_zone_begin(p, &f);
+    usleep(500);
+    spy_zone_end(p);
+    spy_frame_end(p);
+    frames++;
+    spy_consumer_poll(c, 0);
+  }
+  CHECK(t && closed_spans(t) >= 20);
+  CHECK(s->zones.n_frames > 0);
+  CHECK_EQ(s->zones.unmatched, 0);
+  spy_consumer_destroy(c);
+  spy_provider_destroy(p);
+}
+
 #ifndef SANITIZED
 static _Atomic int alloc_stop;
 static void *poller(void *arg) {
@@ -760,6 +794,7 @@ int main(int argc, char **argv) {
       TEST_CASE(several_threads_at_once),
       TEST_CASE(late_joiner_resolves_location_names),
       TEST_CASE(scoped_zone_closes_at_block_end),
+      TEST_CASE(inline_transport_drains_at_frame_ticks),
       TEST_CASE(no_allocation_on_a_thread_after_its_first_zone),
       TEST_CASE(the_alloc_counter_sees_allocations)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);
