@@ -2,6 +2,8 @@
 # test.sh — everything `make test` runs, in order, stopping at the first
 # failure:
 #   1. gcc   -Wall -Wextra -Werror build, whole CTest suite
+#      release: gcc -Werror at Release (-O3), where some warnings only show
+#      (format-truncation, maybe-uninitialized); built, and a quick subset run
 #   2. clang -Wall -Wextra -Werror build, whole CTest suite
 #   3. clang AddressSanitizer + UndefinedBehaviorSanitizer, whole suite
 #   4. clang ThreadSanitizer, the concurrent tests (label `concurrent`)
@@ -16,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-STAGES=${SPY_TEST_STAGES:-"format gcc clang asan tsan install fuzz"}
+STAGES=${SPY_TEST_STAGES:-"format gcc release clang asan tsan install fuzz"}
 total_pass=0
 total_fail=0
 log=$(mktemp)
@@ -24,10 +26,11 @@ trap 'rm -f "$log"' EXIT
 
 say() { printf '\n=== %s ===\n' "$*"; }
 
-configure_build() { # dir cc [cmake args…]
+configure_build() { # dir cc [cmake args…] (later -D arguments win)
   local dir=$1 cc=$2
   shift 2
-  CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPY_WERROR=ON \
+    "$@" >/dev/null
   if ! cmake --build "$dir" -j"$JOBS" >"$dir/build.log" 2>&1; then
     grep -E 'error|warning' -A4 "$dir/build.log" | head -n 80
     echo "test: the $cc build in $dir failed (whole log: $dir/build.log)"
@@ -63,6 +66,10 @@ for stage in $STAGES; do
     say "gcc build + tests"
     configure_build build/gcc gcc
     run_ctest build/gcc ;;
+  release)
+    say "gcc Release (-O3) build + quick tests"
+    configure_build build/release-werror gcc -DCMAKE_BUILD_TYPE=Release
+    run_ctest build/release-werror -R '^(error|wire|decode_cli)$' ;;
   clang)
     say "clang build + tests"
     configure_build build/clang clang

@@ -98,8 +98,10 @@ static pid_t spawn_provider(const char *name, int cpu_us, double gpu_ms) {
 /* Runs `spyglass ARGS` (with --dir added by the caller), stdout into
  * `out`; returns the exit code. */
 static int run(const char *args) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s %s 2>%s/err", SPY_TOOL_PATH, args, dir);
+  char cmd[2048];
+  int n = snprintf(cmd, sizeof cmd, "%s %s 2>%s/err", SPY_TOOL_PATH, args, dir);
+  if (n < 0 || (size_t)n >= sizeof cmd)
+    return -1;
   return tu_run_capture(cmd, out, sizeof out);
 }
 

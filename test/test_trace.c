@@ -716,11 +716,13 @@ static void expected_cols(const spy_trace_kind *k, int depth, char *out,
 }
 
 static const char *table_cols(sqlite3 *db, const char *table) {
-  char sql[256];
-  snprintf(sql, sizeof sql,
-           "SELECT group_concat(name, ',') FROM (SELECT name FROM "
-           "pragma_table_info('%s') ORDER BY cid)",
-           table);
+  char sql[512];
+  int n = snprintf(sql, sizeof sql,
+                   "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+                   "pragma_table_info('%s') ORDER BY cid)",
+                   table);
+  if (n < 0 || (size_t)n >= sizeof sql)
+    return "(table name too long)";
   return q1(db, sql);
 }
 
@@ -737,7 +739,9 @@ static int check_tables(sqlite3 *db, const spy_trace_kind *k, const char *table,
   for (uint32_t i = 0; i < k->nfields; i++)
     if (k->fields[i].type == SPY_TF_LIST || k->fields[i].type == SPY_TF_OLIST) {
       char child[256];
-      snprintf(child, sizeof child, "%s__%s", table, k->fields[i].name);
+      int n = snprintf(child, sizeof child, "%s__%s", table, k->fields[i].name);
+      if (n < 0 || (size_t)n >= sizeof child)
+        return -1;
       if (check_tables(db, k->fields[i].rec, child, depth + 1) < 0)
         return -1;
     }
