@@ -244,6 +244,17 @@ static int emit_some(spy_trace *t) {
                       t, &(spy_act_hook_transform_call_end){
                              "main.c", {NULL, 0}, "p1", 1, "t1", 0}));
   }
+  /* payloads that differ a little: the store keeps them as deltas */
+  static char body[2048];
+  for (int v = 0; v < 12; v++) {
+    for (size_t i = 0; i < sizeof body - 1; i++)
+      body[i] = (char)('a' + (i * 7 + (i % 97 == 0 ? (size_t)v : 0)) % 26);
+    bad |=
+        !ok_rc("emit transform_call_start",
+               spy_emit_hook_transform_call_start(
+                   t, &(spy_act_hook_transform_call_start){
+                          "big.c", {body, sizeof body - 1}, "p1", 1, "t2", 0}));
+  }
   bad |= !ok_rc("build_end", spy_trace_build_end(t));
   return bad;
 }
