@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -51,18 +52,28 @@ __attribute__((noinline)) static void loop_zone(spy_provider *p, uint64_t n) {
   }
 }
 
-/* Median ns per iteration over `rounds` rounds of n iterations. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Median ns per iteration over `rounds` rounds of n iterations: wall
+ * time, and this thread's own CPU time in *cpu (on a loaded machine the
+ * difference is time the thread waited for a core). */
 static double time_loop(void (*fn)(spy_provider *, uint64_t), spy_provider *p,
-                        uint64_t n, int rounds) {
-  double v[64];
+                        uint64_t n, int rounds, double *cpu) {
+  double v[64], c[64];
   if (rounds > 64)
     rounds = 64;
   fn(p, n / 4); /* warm */
   for (int r = 0; r < rounds; r++) {
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_now_ns(), c0 = thread_cpu_ns();
     fn(p, n);
     v[r] = (double)(bench_now_ns() - t0) / (double)n;
+    c[r] = (double)(thread_cpu_ns() - c0) / (double)n;
   }
+  *cpu = bench_quantile(c, (size_t)rounds, 0.5);
   return bench_quantile(v, (size_t)rounds, 0.5);
 }
 
@@ -141,9 +152,10 @@ int bench_zones(int argc, char **argv) {
   spy_provider_desc d = {.name = "bench-zones", .dir = dir};
   if (spy_provider_create(&p, &d) < 0)
     return 1;
-  double t_empty = time_loop(loop_empty, p, n, rounds);
-  double t_clock = time_loop(loop_clock, p, n, rounds);
-  double t_off = time_loop(loop_zone, p, n, rounds);
+  double c_empty, c_clock, c_off, c_on;
+  double t_empty = time_loop(loop_empty, p, n, rounds, &c_empty);
+  double t_clock = time_loop(loop_clock, p, n, rounds, &c_clock);
+  double t_off = time_loop(loop_zone, p, n, rounds, &c_off);
   spy_provider_stats st0;
   spy_provider_get_stats(p, &st0);
 
@@ -169,7 +181,7 @@ int bench_zones(int argc, char **argv) {
   loop_zone(p, n / 4); /* the ring exists, the location is registered */
   spy_provider_get_stats(p, &s1);
   uint64_t cpu0 = others_cpu_ns(), w0 = bench_now_ns();
-  double t_on = time_loop(loop_zone, p, n, rounds);
+  double t_on = time_loop(loop_zone, p, n, rounds, &c_on);
   uint64_t w1 = bench_now_ns(), cpu1 = others_cpu_ns();
   spy_provider_get_stats(p, &s2);
   /* RSS: after 1M zones, then after 100M (--quick: 10M). */
@@ -198,31 +210,35 @@ int bench_zones(int argc, char **argv) {
   double cpu_per_zone =
       zones_window ? (double)(cpu1 - cpu0) / (double)zones_window : NAN;
   double na = NAN;
-  bench_table t = {
-      .title = "bench zones: one zone (begin + end) on the "
-               "inspected thread",
-      .cols = {"case", "ns_per_zone", "x_two_clock_reads", "minus_empty_ns"},
-      .ncols = 4};
-  bench_row(&t, "empty loop (baseline)",
-            (double[]){t_empty, t_empty / t_clock, 0});
+  bench_table t = {.title = "bench zones: one zone (begin + end) on the "
+                            "inspected thread",
+                   .cols = {"case", "ns_per_zone", "x_two_clock_reads",
+                            "minus_empty_ns", "thread_cpu_ns",
+                            "cpu_x_two_clock_reads"},
+                   .ncols = 6};
+  bench_row(
+      &t, "empty loop (baseline)",
+      (double[]){t_empty, t_empty / t_clock, 0, c_empty, c_empty / c_clock});
   bench_row(&t, "two clock reads (floor)",
-            (double[]){t_clock, 1.0, t_clock - t_empty});
+            (double[]){t_clock, 1.0, t_clock - t_empty, c_clock, 1.0});
   bench_row(&t, "no zones subscriber",
-            (double[]){t_off, t_off / t_clock, t_off - t_empty});
-  bench_row(&t, "streaming to a consumer process",
-            (double[]){t_on, t_on / t_clock, t_on - t_empty});
+            (double[]){t_off, t_off / t_clock, t_off - t_empty, c_off,
+                       c_off / c_clock});
+  bench_row(
+      &t, "streaming to a consumer process",
+      (double[]){t_on, t_on / t_clock, t_on - t_empty, c_on, c_on / c_clock});
   bench_row(&t, "wire bytes per zone (consumer)",
-            (double[]){bytes_per_zone, na, na});
+            (double[]){bytes_per_zone, na, na, na, na});
   bench_row(&t, "service CPU ns per zone drained",
-            (double[]){cpu_per_zone, na, na});
+            (double[]){cpu_per_zone, na, na, na, na});
   bench_row(&t, "zones dropped, % of timed",
             (double[]){100.0 * (double)dropped_window / (double)emitted_window,
-                       na, na});
-  bench_row(&t, "peak RSS MB after 1M zones", (double[]){rss1, na, na});
+                       na, na, na, na});
+  bench_row(&t, "peak RSS MB after 1M zones", (double[]){rss1, na, na, na, na});
   bench_row(&t,
             o.quick ? "peak RSS MB after 10M more"
                     : "peak RSS MB after 100M more",
-            (double[]){rss2, na, na});
+            (double[]){rss2, na, na, na, na});
   static char n1[200], n2[220], n3[160];
   snprintf(n1, sizeof n1,
            "clock: %s; goals: no subscriber <= empty + 1.5 ns, streaming <= "
