@@ -71,17 +71,17 @@ static void naive_emit(demo *d, const spy_trace_kind *k, const void *act) {
   if (spy_trace_decode(p, (size_t)need, &d->narena, &a) > 0) {
     d->nbuf.len = 0;
     spy__trace_json(&d->nbuf, "naive", &a);
-    spy__jv v;
-    if (spy__json_parse(d->nbuf.p, d->nbuf.len, &d->narena, &v) == 0) {
-      spy_trace_action b;
-      if (spy__json_to_action(&v, &d->narena, &b) == 0) {
-        spy__buf second = {0};
-        spy__trace_json(&second, "naive", &b);
-        fwrite(second.p, 1, second.len, d->naive);
+    spy_trace_action b;
+    if (spy_trace_json_parse(d->nbuf.p, d->nbuf.len, &d->narena, &b) == 0) {
+      int64_t n = spy_trace_json_format(&b, "naive", NULL, 0);
+      char *second = n > 0 ? malloc((size_t)n) : NULL;
+      if (second &&
+          spy_trace_json_format(&b, "naive", second, (size_t)n) == n) {
+        fwrite(second, 1, (size_t)n, d->naive);
         fputc('\n', d->naive);
         fflush(d->naive);
-        spy__buf_free(&second);
       }
+      free(second);
     }
   }
   if (p != stackbuf)
