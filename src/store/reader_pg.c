@@ -14,7 +14,7 @@
 #include "reader.h"
 
 /* action_batches rows per FETCH (each up to a writer batch of actions). */
-#define FETCH_ROWS 8
+#define FETCH_ROWS 2
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
