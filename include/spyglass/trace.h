@@ -316,7 +316,8 @@ int64_t spy_trace_json_format(const spy_trace_action *a, const char *session_id,
  * into a decoded action whose tree and strings live in `arena`. Returns 0,
  * 1 for a line that is a StringRef rather than an action, SPY_EBADVALUE
  * (not JSON, not an event, fields that do not match the kind's
- * declaration) or SPY_ENOMEM. Thread-safe with one arena per thread. */
+ * declaration, an integer beyond int64) or SPY_ENOMEM. Thread-safe with
+ * one arena per thread. */
 int spy_trace_json_parse(const char *line, size_t n, spy_trace_arena *arena,
                          spy_trace_action *out);
 

@@ -448,7 +448,8 @@ int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out) {
   if (rc == 0 && rs.err)
     rc = spy__reader_err(r, rs.err, "out of memory counting payloads");
   /* distinct payloads with their use counts, then their sizes in one pass */
-  qsort(rs.v, rs.n, sizeof *rs.v, cmp_refcount);
+  if (rs.n)
+    qsort(rs.v, rs.n, sizeof *rs.v, cmp_refcount);
   size_t nd = 0;
   for (size_t i = 0; i < rs.n; i++) {
     if (nd && cmp_refcount(&rs.v[nd - 1], &rs.v[i]) == 0)
