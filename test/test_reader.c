@@ -593,6 +593,19 @@ TEST(bad_line_in_the_middle_is_an_error_naming_line_and_offset) {
   snprintf(want, sizeof want, "line 10 at byte %ld", off);
   CHECK(strstr(e, want) != NULL);
   spy_trace_reader_close(r);
+  /* the same when a lookup scans ahead to it, after a few lines read */
+  CHECK_OK(open_reader(&s, &r));
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  char src[128];
+  payload(NCALLS - 1, src, sizeof src);
+  uint64_t h[2];
+  spy_trace_hash(src, strlen(src), h);
+  const char *p;
+  size_t pn;
+  CHECK_EQ(spy_trace_reader_source(r, h, &p, &pn), SPY_EBADVALUE);
+  CHECK(strstr(spy_trace_reader_error(r), want) != NULL);
+  spy_trace_reader_close(r);
   store_free(&s);
 }
 

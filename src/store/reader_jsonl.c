@@ -58,9 +58,10 @@ typedef struct jref {
 typedef struct jl {
   char *dir;
   int fd[2];
-  jstream ev[2];  /* the merge: meta.json, logs.json */
-  jstream scan;   /* logs.json ahead of the iteration, for lookups */
-  uint64_t hw[2]; /* bytes of each file examined so far */
+  jstream ev[2];       /* the merge: meta.json, logs.json */
+  jstream scan;        /* logs.json ahead of the iteration, for lookups */
+  uint64_t hw[2];      /* bytes of each file examined so far */
+  uint64_t hw_line[2]; /* and their lines */
   jref *refs;
   size_t nrefs, cap_refs;
   uint32_t *slots; /* open addressing: index + 1 into refs */
@@ -243,6 +244,7 @@ static int next_line(spy_trace_reader *r, jl *j, jstream *s, spy__jline *l,
                              spy_strerror(rc));
     if (at >= j->hw[s->file]) { /* first time this line is examined */
       j->hw[s->file] = s->off;
+      j->hw_line[s->file] = s->line_no;
       j->read_replaced += l->replaced;
       if (rc == 1 && s->file == F_LOGS) {
         jref ref = {{l->hash[0], l->hash[1]}, at, n, l->size};
@@ -306,7 +308,7 @@ static int scan_ahead(spy_trace_reader *r, jl *j, const uint64_t *want) {
   if (s->off < j->hw[F_LOGS] || s->eof) { /* restart where examining ends */
     stream_reset(s);
     s->off = s->fpos = j->hw[F_LOGS];
-    s->line_no = 0;
+    s->line_no = j->hw_line[F_LOGS];
   }
   while (!(want && ref_find(j, want))) {
     spy__jline l;
