@@ -426,6 +426,7 @@ TEST(payload_is_found_before_the_iteration_reaches_it) {
   FOR_STORES(lookup_case);
 }
 
+#ifndef SANITIZED
 /* Heap in use (glibc): arenas and mmapped blocks. */
 static size_t heap_now(void) {
   struct mallinfo2 m = mallinfo2();
@@ -495,6 +496,8 @@ static void memory_case(store *s) {
   CHECK(grew < total / 2);
   spy_trace_reader_close(r);
 }
+
+#endif
 
 TEST(reading_a_large_session_holds_a_bounded_amount_of_memory) {
 #ifdef SANITIZED
