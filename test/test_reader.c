@@ -319,6 +319,88 @@ TEST(old_trace_with_raw_latin1_bytes_still_reads) {
   store_free(&s);
 }
 
+/* Lines as any JSON writer may lay them out: keys in another order,
+ * spaces, seq far from the start, a StringRef whose content comes first.
+ * Fields are found by parsing, not at byte offsets. */
+TEST(jsonl_lines_read_in_any_key_order_and_spacing) {
+  store s;
+  CHECK(store_init(&s, "jsonl") == 0);
+  uint64_t h[2];
+  spy_trace_hash("abc", 3, h);
+  char id[33];
+  spy_trace_hash_hex(h, id);
+  char long_id[401];
+  memset(long_id, 'x', 400);
+  long_id[400] = 0;
+  char path[512];
+  snprintf(path, sizeof path, "%s/logs.json", s.dir);
+  FILE *f = fopen(path, "w");
+  CHECK(f);
+  fprintf(f,
+          "{ \"content\" : \"abc\", \"id\" : \"%s\", "
+          "\"action\" : \"StringRef\" }\n",
+          id);
+  fprintf(f, "\n  \n");
+  fprintf(f,
+          "{\"call_id\":\"c\",\"plugin_id\":0,\"plugin_name\":\"p\","
+          "\"module_id\":\"%s\",\"seq\":2,\"action\":"
+          "\"HookLoadCallStart\",\"ts_us\":20}\n",
+          long_id);
+  fprintf(f,
+          "{\"module_id\": \"%s\", \"plugin_name\": \"p\", "
+          "\"plugin_id\": 0, \"call_id\": \"c\", \"content\": "
+          "\"$ref:%s\", \"action\": \"HookLoadCallEnd\", "
+          "\"seq\": 3, \"ts_us\": 30}\n",
+          long_id, id);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/meta.json", s.dir);
+  f = fopen(path, "w");
+  CHECK(f);
+  fprintf(f, "{\"seq\":1, \"action\":\"SessionMeta\", \"cwd\":\"/w\", "
+             "\"platform\":\"node\", \"format\":\"esm\", "
+             "\"inputs\":[], \"plugins\":[]}\n");
+  fclose(f);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(&s, &r));
+  spy_trace_action a;
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == &spy_kind_session_meta && a.seq == 1);
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == &spy_kind_hook_load_call_start && a.seq == 2);
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == &spy_kind_hook_load_call_end && a.seq == 3);
+  CHECK_EQ(a.ts_us, 30);
+  CHECK_EQ(spy_trace_get(&a, "module_id")->n, 400);
+  const spy_trace_val *c = spy_trace_get(&a, "content");
+  CHECK(c->type == SPY_TV_SRCREF && c->hash[0] == h[0] && c->hash[1] == h[1]);
+  const char *p;
+  size_t n;
+  CHECK_OK(spy_trace_reader_source(r, h, &p, &n));
+  CHECK(n == 3 && memcmp(p, "abc", 3) == 0);
+  CHECK_EQ(spy_trace_reader_next(r, &a), 0);
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 3);
+  CHECK_EQ(sum.hook_calls, 1);
+  CHECK_EQ(sum.sources, 1);
+  CHECK_EQ(sum.source_bytes, 3);
+  CHECK(spy_trace_reader_warning(r) == NULL);
+  spy_trace_reader_close(r);
+  /* a seq going backwards in a file: read in file order, with a warning */
+  snprintf(path, sizeof path, "%s/logs.json", s.dir);
+  f = fopen(path, "a");
+  CHECK(f);
+  fprintf(f, "{\"action\":\"BuildEnd\",\"seq\":2,\"build_id\":\"1\"}\n");
+  fclose(f);
+  CHECK_OK(open_reader(&s, &r));
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 4);
+  CHECK(spy_trace_reader_warning(r) &&
+        strstr(spy_trace_reader_warning(r), "line 6: seq 2 after 3"));
+  spy_trace_reader_close(r);
+  store_free(&s);
+}
+
 /* ---- streaming ----------------------------------------------------------- */
 
 #define NCALLS 1500
@@ -656,6 +738,7 @@ TEST_MAIN(
     TEST_CASE(escaper_replaces_every_invalid_byte_and_never_splits_a_sequence),
     TEST_CASE(latin1_is_valid_json_and_counted_while_sql_keeps_the_bytes),
     TEST_CASE(old_trace_with_raw_latin1_bytes_still_reads),
+    TEST_CASE(jsonl_lines_read_in_any_key_order_and_spacing),
     TEST_CASE(actions_stream_in_seq_order_and_rewind_repeats_them),
     TEST_CASE(payload_is_found_before_the_iteration_reaches_it),
     TEST_CASE(reading_a_large_session_holds_a_bounded_amount_of_memory),

@@ -4,7 +4,9 @@
  * schema version and final counts).
  *
  * The two event files are read a line at a time (a 64 KiB block buffer,
- * no file held in memory) and merged by seq. Every line is parsed with
+ * no file held in memory) and merged by seq; each is in seq order as the
+ * one writer thread wrote it (a line whose seq goes backwards is read in
+ * file order, with a warning). Every line is parsed with
  * the JSON library (json_parse.c); nothing is found by byte offsets inside
  * a line. StringRef lines are indexed as they go by — content id → the
  * line's offset and length — and a payload asked for before the
@@ -44,6 +46,7 @@ typedef struct jstream {
   uint64_t line_no; /* of the last line read, from 1 */
   uint64_t off;     /* offset of the next line */
   int eof, has;
+  uint64_t last_seq; /* of the previous event */
   spy_trace_arena arena;
   spy_trace_action act;
 } jstream;
@@ -73,6 +76,7 @@ typedef struct jl {
 /* ---- lines ------------------------------------------------------------- */
 
 static void stream_reset(jstream *s) {
+  s->last_seq = 0;
   s->bpos = s->blen = 0;
   s->fpos = s->off = s->line_no = 0;
   s->eof = s->has = 0;
@@ -268,6 +272,14 @@ static int fill(spy_trace_reader *r, jl *j, jstream *s) {
     }
     if (l.is_ref)
       continue;
+    if (l.action.seq < s->last_seq) /* not from one writer thread */
+      spy__reader_warn(r,
+                       "%s/%s: line %llu: seq %llu after %llu (the file is "
+                       "read in its own order)",
+                       j->dir, fname[s->file], (unsigned long long)s->line_no,
+                       (unsigned long long)l.action.seq,
+                       (unsigned long long)s->last_seq);
+    s->last_seq = l.action.seq;
     s->act = l.action;
     s->has = 1;
     return 1;
