@@ -16,9 +16,10 @@
  * bytes; a trace written before the escaper (raw Latin-1 bytes) still
  * reads, its bytes counted.
  *
- * The PostgreSQL cases need SPY_TEST_PG (a conninfo): the reader_pg CTest
- * (test/reader_pg.sh) starts a real server, sets it and runs every case;
- * without it they say so and cover the two file stores only. */
+ * The PostgreSQL parts need SPY_TEST_PG (a conninfo; scripts/test.sh sets
+ * it, and the reader_pg CTest, test/reader_pg.sh, starts a server of its
+ * own and runs every case); without it a case covers the two file stores
+ * and ends as SKIP. */
 #include <fcntl.h>
 #include <jansson.h>
 #include <malloc.h>
@@ -61,11 +62,8 @@ static int store_init(store *s, const char *w) {
   s->writer = w;
   if (strcmp(w, "postgres") == 0) {
     s->conninfo = getenv("SPY_TEST_PG");
-    if (!s->conninfo) {
-      fprintf(stderr, "  no SPY_TEST_PG: the reader_pg test runs the "
-                      "postgres part\n");
+    if (!s->conninfo)
       return 1;
-    }
   }
   snprintf(s->dir, sizeof s->dir, "/tmp/spy-reader-XXXXXX");
   return mkdtemp(s->dir) ? 0 : -1;
@@ -102,18 +100,23 @@ static int open_reader(const store *s, spy_trace_reader **r) {
 /* Runs fn once per store that is available, naming the store first. */
 #define FOR_STORES(fn)                                                         \
   do {                                                                         \
+    int absent_ = 0;                                                           \
     for (int w_ = 0; w_ < 3; w_++) {                                           \
       store s_;                                                                \
       int rc_ = store_init(&s_, writers[w_]);                                  \
       CHECK(rc_ >= 0);                                                         \
-      if (rc_ == 1)                                                            \
+      if (rc_ == 1) {                                                          \
+        absent_ = 1;                                                           \
         continue;                                                              \
+      }                                                                        \
       fprintf(stderr, "  store: %s\n", writers[w_]);                           \
       fn(&s_);                                                                 \
       store_free(&s_);                                                         \
       if (spy_test_failed_)                                                    \
         return;                                                                \
     }                                                                          \
+    if (absent_)                                                               \
+      SKIP("the postgres part did not run (no SPY_TEST_PG)");                  \
   } while (0)
 
 static char *slurp(const char *path, size_t *n) {

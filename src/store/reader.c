@@ -53,7 +53,7 @@ int spy_trace_reader_open(const char *store, const char *session_id,
     return SPY_ENOMEM;
   *out = r;
   if (session_id && !(r->session_id = strdup(session_id)))
-    return SPY_ENOMEM;
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
   char path[4096];
   struct stat sb;
   if (strncmp(store, "postgres://", 11) == 0 ||
@@ -112,7 +112,9 @@ int spy__reader_batch(spy_trace_reader *r, int codec, const void *p, size_t n,
                            n, size, NULL, 0);
   if (rc < 0) {
     r->btext.len = 0;
-    return spy__reader_err(r, rc, "a corrupt action batch");
+    return spy__reader_err(r, rc, "%s",
+                           rc == SPY_ENOMEM ? "out of memory unpacking a batch"
+                                            : "a corrupt action batch");
   }
   return 0;
 }

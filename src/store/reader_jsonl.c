@@ -349,7 +349,7 @@ static int jl_source(spy_trace_reader *r, const uint64_t hash[2],
   spy__buf *line = &r->buf2;
   line->len = 0;
   if (spy__buf_reserve(line, f->len) < 0)
-    return SPY_ENOMEM;
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory reading a payload");
   ssize_t k = pread(j->fd[F_LOGS], line->p, f->len, (off_t)f->off);
   if (k != (ssize_t)f->len)
     return spy__reader_err(r, SPY_EIO,
@@ -422,9 +422,13 @@ static int read_meta(spy_trace_reader *r, jl *j) {
   struct stat sb;
   char *text = NULL;
   ssize_t k = -1;
-  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= MAX_META &&
-      (text = malloc((size_t)sb.st_size + 1)))
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= MAX_META) {
+    if (!(text = malloc((size_t)sb.st_size + 1))) {
+      close(fd);
+      return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", j->dir);
+    }
     k = pread(fd, text, (size_t)sb.st_size, 0);
+  }
   close(fd);
   static const char *const keys[] = {"schema_version", "lost", "replaced"};
   int64_t v[3] = {0, -1, 0};
@@ -452,7 +456,7 @@ static int jl_open(spy_trace_reader *r, const char *dir) {
   j->ev[1].file = j->scan.file = F_LOGS;
   if (!(j->dir = strdup(dir)) || !(j->ev[0].blk = malloc(BLK)) ||
       !(j->ev[1].blk = malloc(BLK)) || !(j->scan.blk = malloc(BLK)))
-    return SPY_ENOMEM;
+    return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", dir);
   int rc = read_meta(r, j);
   if (rc < 0)
     return rc;

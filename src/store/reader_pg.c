@@ -78,9 +78,12 @@ static int pg_open(spy_trace_reader *r, const char *conninfo) {
   if (!r->session_id) {
     res = PQexec(p->c, "SELECT session_id FROM sessions ORDER BY created_at "
                        "DESC LIMIT 1");
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+    int row = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    if (row)
       r->session_id = strdup(PQgetvalue(res, 0, 0));
     PQclear(res);
+    if (row && !r->session_id)
+      return spy__reader_err(r, SPY_ENOMEM, "postgres: out of memory");
     if (!r->session_id)
       return spy__reader_err(r, SPY_ENOENT, "postgres: no session");
   }

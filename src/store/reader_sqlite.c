@@ -31,7 +31,7 @@ static void sq_close(spy_trace_reader *r) {
 static int sq_open(spy_trace_reader *r, const char *path) {
   sq *s = calloc(1, sizeof *s);
   if (!s)
-    return SPY_ENOMEM;
+    return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
   r->st = s;
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
     return spy__reader_err(r, SPY_ENOENT, "cannot open %s", path);
@@ -50,9 +50,12 @@ static int sq_open(spy_trace_reader *r, const char *path) {
                            "created_at DESC LIMIT 1",
                            -1, &st, NULL) != SQLITE_OK)
       return spy__reader_err(r, SPY_EIO, "%s", sqlite3_errmsg(s->db));
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+    int row = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0);
+    if (row)
       r->session_id = strdup((const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
+    if (row && !r->session_id)
+      return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
     if (!r->session_id)
       return spy__reader_err(r, SPY_ENOENT, "%s: no session", path);
   }
