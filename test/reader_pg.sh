@@ -16,6 +16,9 @@ chmod 755 "$work"
 trap 'pg_cleanup; rm -rf "$work"' EXIT
 pg_start
 echo "postgres up on 127.0.0.1:$PG_PORT"
+# a loaded machine can take more than 2 s to answer a connection
+PG_CONNINFO=${PG_CONNINFO/connect_timeout=2/connect_timeout=20}
+PG_URI=${PG_URI/connect_timeout=2/connect_timeout=20}
 
 echo "== every reader case, postgres included"
 SPY_TEST_PG="$PG_CONNINFO" "$test_reader"

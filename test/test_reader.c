@@ -49,6 +49,7 @@ typedef struct store {
   const char *writer; /* "jsonl", "sqlite", "postgres" */
   char dir[256];      /* the session dir (jsonl) or the dir of trace.db */
   const char *conninfo;
+  char conn[512];
   char sid[128];
   size_t batch; /* actions per writer batch; 0 = default */
 } store;
@@ -61,9 +62,14 @@ static int store_init(store *s, const char *w) {
   memset(s, 0, sizeof *s);
   s->writer = w;
   if (strcmp(w, "postgres") == 0) {
-    s->conninfo = getenv("SPY_TEST_PG");
-    if (!s->conninfo)
+    const char *pg = getenv("SPY_TEST_PG");
+    if (!pg)
       return 1;
+    /* a loaded machine can take more than the script's 2 s to answer */
+    snprintf(s->conn, sizeof s->conn, "%s%s", pg,
+             strchr(pg, '=') && !strstr(pg, "://") ? " connect_timeout=20"
+                                                   : "");
+    s->conninfo = s->conn;
   }
   snprintf(s->dir, sizeof s->dir, "/tmp/spy-reader-XXXXXX");
   return mkdtemp(s->dir) ? 0 : -1;
