@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "consumer/images.h"
 #include "consumer/zones_state.h"
 #include "spyglass/consumer.h"
 
@@ -41,6 +42,7 @@ void spy_state_free(spy_state *s) {
   table_clear(&s->registry);
   table_clear(&s->buffers);
   spy__state_zones_free(s);
+  spy__state_images_free(s);
   s->rings = NULL;
 }
 

@@ -126,6 +126,8 @@ static void flush(spy_provider *p, uint64_t now) {
     update_local_env(p);
     spy__env_encode(&p->env, &w, snap);
   }
+  if (f & SPY_FEAT_BUFFERS)
+    spy__buffers_encode(p, &w, snap);
   if (f & SPY_FEAT_HEALTH) {
     put_health(p, &w);
     atomic_fetch_add_explicit(&p->st_health_flushes, 1, memory_order_relaxed);

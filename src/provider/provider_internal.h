@@ -222,6 +222,10 @@ struct spy_provider {
 
   /* CPU zones (zones.c) -------------------------------------------------- */
   spy__zones zones;
+
+  /* Named image buffers (buffers.c): made by the first declare or buffer
+   * subscription, whichever comes first. */
+  _Atomic(struct spy__buffers *) buffers;
 };
 
 /* service.c */
@@ -242,5 +246,16 @@ int spy__clock_next_ready(spy_provider *p, uint64_t *consumer);
 void spy__clock_stop(spy_provider *p);
 
 uint64_t spy__provider_wall_ms(void);
+
+/* buffers.c: the service's side (subscribe / unsubscribe / resync, and a
+ * tick that makes the 16 MiB pool tier off the frame thread), the frame
+ * thread's BUFFERS section at a flush, and the teardown. */
+struct spy__buffers;
+void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub);
+void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer);
+void spy__buffers_keyframe(spy_provider *p);
+void spy__buffers_service(spy_provider *p);
+void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full);
+void spy__buffers_free(spy_provider *p);
 
 #endif
