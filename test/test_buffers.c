@@ -6,6 +6,7 @@
  * BUFFERS metadata, and vpxdec (libvpx's own tool) decoding an IVF file
  * written from the chunks. */
 #include <math.h>
+#include <png.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -751,7 +752,84 @@ TEST(pixels_decoder_rejects_bad_parts) {
   spy_state_free(&st);
 }
 
+/* Reads a PNG with libpng into RGBA8 (caller frees). */
+static uint8_t *read_png(const char *path, uint32_t *w, uint32_t *h) {
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&img, path))
+    return NULL;
+  img.format = PNG_FORMAT_RGBA;
+  uint8_t *buf = malloc(PNG_IMAGE_SIZE(img));
+  if (!buf || !png_image_finish_read(&img, NULL, buf, 0, NULL)) {
+    free(buf);
+    png_image_free(&img);
+    return NULL;
+  }
+  *w = img.width;
+  *h = img.height;
+  return buf;
+}
+
+/* `spyglass snap` (another process) subscribes to a buffer of this
+ * process's provider and writes a PNG; libpng reads back exactly the
+ * conversion of the submitted pixels, in the mode and size asked for. */
+TEST(snap_writes_a_png_whose_pixels_match) {
+  rig r;
+  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, NULL, 0), 0);
+  CHECK(rig_add(&r, "depth", SPY_PIXEL_R32F, 120, 60, 50) >= 0);
+  char png[300], cmd[1200], out[512];
+  snprintf(png, sizeof png, "%s/depth.png", dir);
+  snprintf(cmd, sizeof cmd,
+           "%s snap bufs depth -o %s --mode signed --long-edge 60 --dir %s "
+           "--timeout 20000",
+           SPY_TOOL_PATH, png, dir);
+  FILE *pipe = popen(cmd, "r");
+  CHECK(pipe != NULL);
+  /* drive frames while snap runs: it exits once written */
+  double end = tu_now_s() + 40;
+  int done = 0;
+  while (!done && tu_now_s() < end) {
+    rig_frame(&r, NULL);
+    done = access(png, F_OK) == 0;
+  }
+  for (int i = 0; i < 50; i++)
+    rig_frame(&r, NULL); /* let it finish writing */
+  size_t n = fread(out, 1, sizeof out - 1, pipe);
+  out[n] = 0;
+  int rc = pclose(pipe);
+  fprintf(stderr, "  snap: %s", out);
+  CHECK_EQ(rc, 0);
+  uint32_t w = 0, h = 0;
+  uint8_t *got = read_png(png, &w, &h);
+  CHECK(got != NULL);
+  CHECK_EQ(w, 60);
+  CHECK_EQ(h, 30);
+  uint8_t want[60 * 30 * 4];
+  spy_image_to_rgba8_mode(want, 60, 30, r.img[0], 120, 60, 120 * 4,
+                          SPY_PIXEL_R32F, SPY_DISPLAY_SIGNED);
+  CHECK(memcmp(want, got, sizeof want) == 0);
+  free(got);
+  if (system("command -v pngcheck >/dev/null 2>&1") == 0) {
+    snprintf(cmd, sizeof cmd, "pngcheck -q %s", png);
+    CHECK_EQ(system(cmd), 0);
+  }
+  rig_close(&r);
+}
+
+TEST(snap_refuses_bad_usage) {
+  char cmd[600], out[512];
+  snprintf(cmd, sizeof cmd, "%s snap fb -o /dev/null --mode sepia 2>&1",
+           SPY_TOOL_PATH);
+  CHECK_EQ(tu_run_capture(cmd, out, sizeof out), 2);
+  CHECK(strstr(out, "--mode") != NULL);
+  snprintf(cmd, sizeof cmd, "%s snap fb 2>&1", SPY_TOOL_PATH);
+  CHECK_EQ(tu_run_capture(cmd, out, sizeof out), 2);
+}
+
 TEST_MAIN(TEST_CASE(convert_each_type_to_known_rgba8),
+          TEST_CASE(snap_writes_a_png_whose_pixels_match),
+          TEST_CASE(snap_refuses_bad_usage),
           TEST_CASE(convert_display_modes),
           TEST_CASE(thumbnail_is_an_area_filter),
           TEST_CASE(half_floats_round_trip),
