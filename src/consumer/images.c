@@ -51,6 +51,10 @@ static void close_decoder(spy_state_image *im) {
 /* A whole payload: raw pixels or one encoded frame. */
 static int complete(spy_state *s, spy_state_image *im, const spy_pixels *px,
                     const uint8_t *data, uint32_t len, uint64_t now_ms) {
+  /* Bounded before anything is allocated: a chunk says its size. */
+  if (!px->width || !px->height ||
+      (uint64_t)px->width * px->height * 4 > SPY_PIXELS_TOTAL_MAX)
+    return SPY_EBADVALUE;
   uint32_t need = px->width * px->height * 4;
   if (px->codec == SPY_CODEC_RGBA8) {
     if (len != need)
