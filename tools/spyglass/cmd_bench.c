@@ -21,6 +21,8 @@ static const struct {
      "demo build untraced vs each trace writer vs the naive baseline"},
     {"zones", bench_zones,
      "one CPU zone: unsubscribed, streaming live vs two clock reads"},
+    {"buffers", bench_buffers,
+     "buffer submit vs memcpy, conversion MB/s, VP9 fps and bytes"},
 };
 
 static void help(FILE *f) {
