@@ -311,11 +311,15 @@ TEST(raw_images_of_every_type_arrive_exact) {
     CHECK(memcmp(want, im->rgba, (size_t)w * h * 4) == 0);
   }
   free(want);
-  /* The metadata: type, size, mode served, captures. */
-  const spy_state_entry *e = spy_state_find(&s->buffers, "r32f");
-  CHECK(e != NULL);
+  /* The metadata: type, size, mode served, captures (the flush after
+   * the capture carries it). */
   spy_buffer_meta m;
-  CHECK_EQ(spy_buffer_meta_decode(&e->value, &m), 0);
+  CHECK(RIG_UNTIL(&r, NULL, 10, ({
+                    const spy_state_entry *e_ = spy_state_find(
+                        &spy_consumer_state(r.c)->buffers, "r32f");
+                    e_ && spy_buffer_meta_decode(&e_->value, &m) == 0 &&
+                        m.captured >= 1;
+                  })));
   CHECK_EQ(m.pixel_type, SPY_PIXEL_R32F);
   CHECK_EQ(m.width, w);
   CHECK_EQ(m.mode, SPY_BUFFER_THUMBNAIL);

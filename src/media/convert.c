@@ -126,7 +126,7 @@ uint16_t spy_float_to_half(float f) {
 }
 
 /* One source texel's values. */
-static void values(const uint8_t *p, uint32_t type, float v[4]) {
+static inline void values(const uint8_t *p, uint32_t type, float v[4]) {
   switch (type) {
   case SPY_PIXEL_RGBA8:
     for (int i = 0; i < 4; i++)
@@ -189,7 +189,7 @@ static range image_range(const uint8_t *s, uint32_t w, uint32_t h,
 }
 
 /* Values -> display colour in 0..1. */
-static void display(const float v[4], uint32_t type, uint32_t mode,
+static inline void display(const float v[4], uint32_t type, uint32_t mode,
                     const range *r, float out[4]) {
   switch (mode) {
   case SPY_DISPLAY_NORMALIZE:
@@ -245,6 +245,48 @@ static int fast_path(uint8_t *dst, const uint8_t *s, uint32_t w, uint32_t h,
   return 0;
 }
 
+/* The area filter of an 8-bit type in colors mode, in integers. */
+static int box8(uint8_t *dst, uint32_t dst_w, uint32_t dst_h, const uint8_t *s,
+                uint32_t src_w, uint32_t src_h, size_t stride, uint32_t type,
+                const uint32_t *xb) {
+  (void)src_w;
+  uint32_t bpp = spy_pixel_bytes(type);
+  int r = type == SPY_PIXEL_BGRA8 ? 2 : 0, b = type == SPY_PIXEL_BGRA8 ? 0 : 2;
+  for (uint32_t y = 0; y < dst_h; y++) {
+    uint32_t y0 = (uint32_t)((uint64_t)y * src_h / dst_h);
+    uint32_t y1 = (uint32_t)((uint64_t)(y + 1) * src_h / dst_h);
+    uint8_t *d = dst + (size_t)y * dst_w * 4;
+    for (uint32_t x = 0; x < dst_w; x++, d += 4) {
+      uint32_t x0 = xb[x], x1 = xb[x + 1], acc[4] = {0, 0, 0, 0};
+      for (uint32_t yy = y0; yy < y1; yy++) {
+        const uint8_t *p = s + yy * stride + (size_t)x0 * bpp;
+        if (bpp == 1) {
+          for (uint32_t xx = x0; xx < x1; xx++)
+            acc[0] += *p++;
+        } else {
+          for (uint32_t xx = x0; xx < x1; xx++, p += 4) {
+            acc[0] += p[r];
+            acc[1] += p[1];
+            acc[2] += p[b];
+            acc[3] += p[3];
+          }
+        }
+      }
+      uint32_t n = (x1 - x0) * (y1 - y0), h = n / 2;
+      if (!n)
+        n = 1;
+      if (bpp == 1) {
+        d[0] = d[1] = d[2] = (uint8_t)((acc[0] + h) / n);
+        d[3] = 255;
+      } else {
+        for (int k = 0; k < 4; k++)
+          d[k] = (uint8_t)((acc[k] + h) / n);
+      }
+    }
+  }
+  return 0;
+}
+
 int spy_image_to_rgba8_mode(uint8_t *dst, uint32_t dst_w, uint32_t dst_h,
                             const void *src, uint32_t src_w, uint32_t src_h,
                             size_t stride, uint32_t type, uint32_t disp) {
@@ -263,22 +305,43 @@ int spy_image_to_rgba8_mode(uint8_t *dst, uint32_t dst_w, uint32_t dst_h,
   range r = {0.0f, 1.0f, 1.0f};
   if (mode == SPY_DISPLAY_NORMALIZE || mode == SPY_DISPLAY_SIGNED)
     r = image_range(s, src_w, src_h, stride, type);
+  /* Column bounds once per image, not two divisions per pixel. */
+  uint32_t xb[SPY_IMAGE_MAX_EDGE + 1];
+  for (uint32_t x = 0; x <= dst_w; x++)
+    xb[x] = (uint32_t)((uint64_t)x * src_w / dst_w);
+  int same = dst_w == src_w && dst_h == src_h;
+  if (mode == SPY_DISPLAY_COLORS && bpp <= 4 &&
+      (type == SPY_PIXEL_RGBA8 || type == SPY_PIXEL_BGRA8 ||
+       type == SPY_PIXEL_R8))
+    return box8(dst, dst_w, dst_h, s, src_w, src_h, stride, type, xb);
   for (uint32_t y = 0; y < dst_h; y++) {
     uint32_t y0 = (uint32_t)((uint64_t)y * src_h / dst_h);
     uint32_t y1 = (uint32_t)((uint64_t)(y + 1) * src_h / dst_h);
-    for (uint32_t x = 0; x < dst_w; x++) {
-      uint32_t x0 = (uint32_t)((uint64_t)x * src_w / dst_w);
-      uint32_t x1 = (uint32_t)((uint64_t)(x + 1) * src_w / dst_w);
+    uint8_t *d = dst + (size_t)y * dst_w * 4;
+    if (same) { /* one texel per pixel */
+      const uint8_t *row = s + y * stride;
+      for (uint32_t x = 0; x < dst_w; x++, d += 4) {
+        float v[4], c[4];
+        values(row + (size_t)x * bpp, type, v);
+        display(v, type, mode, &r, c);
+        for (int k = 0; k < 4; k++)
+          d[k] = (uint8_t)(c[k] * 255.0f + 0.5f);
+      }
+      continue;
+    }
+    for (uint32_t x = 0; x < dst_w; x++, d += 4) {
+      uint32_t x0 = xb[x], x1 = xb[x + 1];
       float acc[4] = {0, 0, 0, 0}, v[4], c[4];
       uint32_t n = 0;
-      for (uint32_t yy = y0; yy < y1; yy++)
-        for (uint32_t xx = x0; xx < x1; xx++, n++) {
-          values(s + yy * stride + (size_t)xx * bpp, type, v);
+      for (uint32_t yy = y0; yy < y1; yy++) {
+        const uint8_t *p = s + yy * stride + (size_t)x0 * bpp;
+        for (uint32_t xx = x0; xx < x1; xx++, n++, p += bpp) {
+          values(p, type, v);
           display(v, type, mode, &r, c);
           for (int k = 0; k < 4; k++)
             acc[k] += c[k];
         }
-      uint8_t *d = dst + ((size_t)y * dst_w + x) * 4;
+      }
       float inv = 255.0f / (float)(n ? n : 1);
       for (int k = 0; k < 4; k++)
         d[k] = (uint8_t)(acc[k] * inv + 0.5f);
