@@ -254,7 +254,7 @@ TEST(size_accounting_off_records_zero_bytes) {
   spy_profiler_destroy(p);
 }
 
-/* ---- wrap / unwrap on a fake transport -------------------------------- */
+/* ---- attach / detach on a fake transport ------------------------------ */
 
 typedef struct fake_transport {
   spy_transport base;
@@ -271,7 +271,7 @@ static spy_buffer *fake_acquire(spy_transport *t, spy_tier tier) {
   f->acquires++;
   f->buf.data = f->data;
   f->buf.cap = sizeof f->data;
-  f->buf.encode_ns = 999; /* stale: the wrapper must clear it */
+  f->buf.encode_ns = 999; /* stale: the encoder overwrites it */
   return &f->buf;
 }
 static int fake_post(spy_transport *t, spy_buffer *b, size_t len) {

@@ -16,7 +16,8 @@ static const struct {
     {"provider", bench_provider,
      "cost of one instrumented frame vs two clock reads"},
     {"clock", bench_clock, "clock sync error and RTT, threads and processes"},
-    {"msgprof", bench_msgprof, "message profiler: wrapped vs unwrapped post"},
+    {"msgprof", bench_msgprof,
+     "message profiler: post with its hook set vs clear"},
     {"trace", bench_trace,
      "demo build untraced vs each trace writer vs the naive baseline"},
 };
