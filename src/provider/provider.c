@@ -247,12 +247,14 @@ void spy__frame_begin(spy_provider *p) {
     p->hot.counters[c] = 0; /* short: cheaper than a memset call */
 }
 
-uint16_t spy__ms_x100(double ms) {
+static inline uint16_t ms_x100(double ms) {
   double v = ms * 100.0 + 0.5;
   if (!(v > 0)) /* NaN included: a cast of NaN would be undefined */
     return 0;
   return v >= 65534.0 ? 65534 : (uint16_t)v;
 }
+
+uint16_t spy__ms_x100(double ms) { return ms_x100(ms); }
 
 void spy__frame_end(spy_provider *p) {
   uint32_t f = frame_features(p);
@@ -267,7 +269,7 @@ void spy__frame_end(spy_provider *p) {
         double fps = dt_ns > 0 ? 1e10 / dt_ns : 0; /* ×10 */
         p->last_fps = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
       }
-      p->last_cpu = spy__ms_x100((double)(now - p->t_begin) * npt / 1e6);
+      p->last_cpu = ms_x100((double)(now - p->t_begin) * npt / 1e6);
       uint32_t i = p->ring_count;
       if (i == 0)
         p->ring_start = p->frame_no; /* the batch's key */
@@ -359,7 +361,7 @@ void spy__gpu_resolved(spy_provider *p, uint64_t gpu_frame, double ms) {
     BUMP(p->st_gpu_unknown_ids);
     return;
   }
-  uint16_t v = spy__ms_x100(ms);
+  uint16_t v = ms_x100(ms);
   uint32_t keep = 0;
   for (uint32_t i = 0; i < p->gmap_n; i++) {
     if (p->gmap[i].gpu_id <= gpu_frame) {
