@@ -9,9 +9,11 @@
  * many as the tier has buffers, after waiting (untimed) until the worker
  * has returned every buffer: so the figure is what the posting thread pays
  * for one post — the enqueue to the worker — never time spent waiting
- * behind the worker, and never the drop path of an empty pool. The
- * worker's tick naps 20 µs (a provider's tick waits on its channels
- * instead), so the untimed waits stay short. */
+ * behind the worker, and never the drop path of an empty pool. The four
+ * variants take turns burst by burst and each reports its median message,
+ * so a preemption on a loaded machine hits one message of one variant,
+ * not a figure. The worker's tick naps 100 µs (a provider's tick waits on
+ * its channels instead), so the untimed waits stay short. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,6 @@
 #include "spyglass/transport.h"
 
 enum { PX_W = 512, PX_H = 512 }; /* RGBA8: 1 MiB */
-enum { REPEATS = 7 };
 static uint8_t *pixels;
 
 /* The flush: a provider's data frame, 240 samples of fps/cpu/gpu and 10
@@ -92,7 +93,15 @@ static int put_large(spy_frame_writer *w, void *ctx) {
   return 0;
 }
 
-typedef enum op { OP_ENCODE, OP_POST, OP_MEASURE } op;
+/* The variants, interleaved burst by burst so that whatever the loaded
+ * machine does meanwhile hits all of them alike. */
+typedef enum variant {
+  V_ENCODE,
+  V_PLAIN,
+  V_HOOKED,
+  V_MEASURE,
+  V_COUNT
+} variant;
 
 typedef struct case_arg {
   spy_transport *t;
@@ -116,54 +125,69 @@ static void wait_idle(spy_transport *t, spy_tier tier) {
 static void worker_nap(void *ctx, int wait_ms) {
   (void)ctx;
   (void)wait_ms;
-  usleep(20);
+  usleep(100);
 }
 
-/* Mean ns of one op over n timed ops. */
-static double run_op(case_arg *a, op o, int n) {
-  uint64_t sum = 0;
-  uint32_t burst =
-      a->tier == SPY_TIER_LARGE ? SPY_POOL_LARGE_COUNT : SPY_POOL_MEDIUM_COUNT;
-  for (int i = 0; i < n; i++) {
-    if (o != OP_MEASURE && i % burst == 0)
-      wait_idle(a->t, a->tier);
-    uint64_t t0 = spy__ticks();
-    if (o == OP_MEASURE) {
-      spy_msg_record r;
-      spy_profiler_measure(a->p, &a->msg, &r);
-      bench_sink(r.bytes);
-    } else {
-      /* What a provider does per flush: acquire, encode (timing itself
-       * when the transport is timed), post. */
-      spy_buffer *b = spy_transport_acquire(a->t, a->tier);
-      if (!b) {
-        bench_sink(1);
-        continue;
-      }
-      int timed = spy_transport_timed(a->t);
-      uint64_t e0 = timed ? spy__mono_ns() : 0;
-      spy_frame_writer w;
-      spy_frame_start(&w, b->data, b->cap, a->msg.type, 1700000000000ull, 1, 0);
-      a->msg.encode(&w, a->msg.ctx);
-      int len = spy_frame_finish(&w);
-      if (timed)
-        b->encode_ns = spy__mono_ns() - e0;
-      if (o == OP_ENCODE || len < 0)
-        a->t->ops->release_unused(a->t, b);
-      else if (spy_transport_post(a->t, b, (size_t)len) < 0)
-        bench_sink(2);
+/* One timed op of variant v, in ns. */
+static double one_op(case_arg *a, variant v) {
+  uint64_t t0 = spy__ticks();
+  if (v == V_MEASURE) {
+    spy_msg_record r;
+    spy_profiler_measure(a->p, &a->msg, &r);
+    bench_sink(r.bytes);
+  } else {
+    /* What a provider does per flush: acquire, encode (timing itself when
+     * the transport is timed), post. */
+    spy_buffer *b = spy_transport_acquire(a->t, a->tier);
+    if (!b) {
+      bench_sink(1);
+      return -1;
     }
-    sum += spy__ticks() - t0;
+    int timed = spy_transport_timed(a->t);
+    uint64_t e0 = timed ? spy__mono_ns() : 0;
+    spy_frame_writer w;
+    spy_frame_start(&w, b->data, b->cap, a->msg.type, 1700000000000ull, 1, 0);
+    a->msg.encode(&w, a->msg.ctx);
+    int len = spy_frame_finish(&w);
+    if (timed)
+      b->encode_ns = spy__mono_ns() - e0;
+    if (v == V_ENCODE || len < 0)
+      a->t->ops->release_unused(a->t, b);
+    else if (spy_transport_post(a->t, b, (size_t)len) < 0)
+      bench_sink(2);
   }
-  return (double)sum * spy__ns_per_tick() / n;
+  return (double)(spy__ticks() - t0) * spy__ns_per_tick();
 }
 
-/* Median over rounds of run_op. */
-static double time_op(case_arg *a, op o, int rounds, int n) {
-  double v[32];
-  for (int r = 0; r < rounds; r++)
-    v[r] = run_op(a, o, n);
-  return bench_quantile(v, (size_t)rounds, 0.5);
+/* `bursts` rounds of the four variants, each a burst of as many ops as the
+ * tier has buffers, the worker idle before each (untimed); out[v] gets the
+ * median op of variant v. The hook is set only around the hooked burst. */
+enum { MAX_SAMPLES = 4096 };
+static int run_case(case_arg *a, int bursts, double out[V_COUNT]) {
+  static double d[V_COUNT][MAX_SAMPLES];
+  int k[V_COUNT] = {0};
+  int burst = a->tier == SPY_TIER_LARGE ? (int)SPY_POOL_LARGE_COUNT
+                                        : (int)SPY_POOL_MEDIUM_COUNT;
+  for (int r = 0; r < bursts; r++) {
+    for (int v = 0; v < V_COUNT; v++) {
+      wait_idle(a->t, a->tier);
+      if (v == V_HOOKED && spy_profiler_attach(a->p, a->t) < 0)
+        return -1;
+      for (int i = 0; i < burst && k[v] < MAX_SAMPLES; i++) {
+        double ns = one_op(a, (variant)v);
+        if (ns >= 0)
+          d[v][k[v]++] = ns;
+      }
+      if (v == V_HOOKED)
+        spy_profiler_detach(a->p, a->t);
+    }
+    if (r % 64 == 63)
+      spy_profiler_reset(a->p); /* keep the lane from filling */
+  }
+  for (int v = 0; v < V_COUNT; v++)
+    out[v] = bench_quantile(d[v], (size_t)k[v], 0.5);
+  spy_profiler_reset(a->p);
+  return 0;
 }
 
 static void clock_read(void *arg) {
@@ -199,7 +223,7 @@ int bench_msgprof(int argc, char **argv) {
   }
   for (size_t i = 0; i < (size_t)PX_W * PX_H * 4; i++)
     pixels[i] = (uint8_t)(i * 31);
-  int rounds = o.quick ? 3 : 7, reps = o.quick ? 1 : REPEATS;
+  int rounds = o.quick ? 3 : 7;
   bench_table t = {.title = "bench msgprof: what the message profiler adds "
                             "to encode + post (real offload transport)",
                    .cols = {"op", "bytes", "ns_per_msg", "x_unhooked"},
@@ -211,8 +235,8 @@ int bench_msgprof(int argc, char **argv) {
     spy_tier tier;
     int n, quick_n;
   } msgs[] = {
-      {"flush", SPY_MSG_DATA, put_small, SPY_TIER_MEDIUM, 2000, 200},
-      {"1 MiB raw", SPY_MSG_BUFFER_RAW, put_large, SPY_TIER_LARGE, 80, 8}};
+      {"flush", SPY_MSG_DATA, put_small, SPY_TIER_MEDIUM, 500, 40},
+      {"1 MiB raw", SPY_MSG_BUFFER_RAW, put_large, SPY_TIER_LARGE, 40, 4}};
   for (size_t m = 0; m < sizeof msgs / sizeof msgs[0]; m++) {
     case_arg a = {.t = tr,
                   .p = p,
@@ -225,29 +249,16 @@ int bench_msgprof(int argc, char **argv) {
               spy_strerror(r.err));
       return 1;
     }
-    int n = o.quick ? msgs[m].quick_n : msgs[m].n;
-    run_op(&a, OP_POST, 3); /* warm: the LARGE tier is made on first use */
+    int bursts = o.quick ? msgs[m].quick_n : msgs[m].n;
+    double warm[V_COUNT], res[V_COUNT];
+    run_case(&a, 2, warm); /* the LARGE tier is made on first use */
     double bytes = r.bytes;
-    /* Interleaved repeats, so a drift of the machine (other work on the
-     * shared cores, cache state) hits every variant alike. */
-    double enc[REPEATS], plain[REPEATS], hooked[REPEATS], meas[REPEATS];
-    for (int k = 0; k < reps; k++) {
-      enc[k] = time_op(&a, OP_ENCODE, rounds, n);
-      plain[k] = time_op(&a, OP_POST, rounds, n);
-      if (spy_profiler_attach(p, tr) < 0) {
-        fprintf(stderr, "bench msgprof: attach failed\n");
-        return 1;
-      }
-      hooked[k] = time_op(&a, OP_POST, rounds, n);
-      spy_profiler_detach(p, tr);
-      spy_profiler_reset(p); /* keep the lanes from filling */
-      meas[k] = time_op(&a, OP_MEASURE, rounds, n);
-      spy_profiler_reset(p);
+    if (run_case(&a, bursts, res) < 0) {
+      fprintf(stderr, "bench msgprof: attach failed\n");
+      return 1;
     }
-    double t_enc = bench_quantile(enc, (size_t)reps, 0.5);
-    double t_plain = bench_quantile(plain, (size_t)reps, 0.5);
-    double t_hook = bench_quantile(hooked, (size_t)reps, 0.5);
-    double t_meas = bench_quantile(meas, (size_t)reps, 0.5);
+    double t_enc = res[V_ENCODE], t_plain = res[V_PLAIN];
+    double t_hook = res[V_HOOKED], t_meas = res[V_MEASURE];
     char name[64];
     snprintf(name, sizeof name, "%s: encode only", msgs[m].name);
     bench_row(&t, name, (double[]){bytes, t_enc, t_enc / t_plain});
@@ -280,9 +291,9 @@ int bench_msgprof(int argc, char **argv) {
            "makes four (two in the encoder, two around the post)",
            bench_time_op(clock_read, NULL, rounds, o.quick ? 2 : 10));
   t.notes[t.nnotes++] = clock_note;
-  t.notes[t.nnotes++] = "medians over interleaved repeats of medians of "
-                        "per-round means; x_unhooked = time / post with no "
-                        "hook, same message";
+  t.notes[t.nnotes++] = "medians of single messages, the four variants "
+                        "interleaved burst by burst; x_unhooked = time / post "
+                        "with no hook, same message";
   bench_print(&t, &o);
   if (spy_profiler_dropped(p))
     fprintf(stderr, "bench msgprof: %llu records dropped (lanes full)\n",
