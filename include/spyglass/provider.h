@@ -98,6 +98,9 @@ typedef struct spy_provider_desc {
   spy_clock_now_fn clock_now;
   void *clock_now_ctx;
   int64_t clock_test_offset_ns;
+  /* CPU zones (zones.h): bytes of each thread's zone ring, rounded up to a
+   * power of two; default 1 MiB (65536 zones), at least 4 KiB. */
+  uint32_t zone_buffer_bytes;
 } spy_provider_desc;
 
 /* Creates a provider, opens its channels and announces it. *out receives
@@ -151,6 +154,12 @@ typedef struct spy_provider_stats {
    * SPY_GPU_MS_MAX, and device resets seen (issued ids going back by more
    * than SPY_GPU_RESET_GAP: the mapping restarts). */
   uint64_t gpu_unknown_ids, gpu_bad_durations, gpu_resets;
+  /* CPU zones: zones dropped (a full ring, too many threads, too many
+   * locations), frame markers dropped, threads holding a ring, and zone
+   * records drained and frames posted by the service. */
+  uint64_t zones_dropped, zone_markers_dropped;
+  uint32_t zone_threads;
+  uint64_t zone_records, zone_frames;
 } spy_provider_stats;
 void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out);
 
@@ -171,6 +180,9 @@ typedef struct spy__provider_hot {
   /* Non-zero with the inline transport: frame_end also serves the
    * channels, watched or not. Set once at create. */
   uint32_t inline_service;
+  /* CPU zones (zones.h): the zone epoch, 0 while nobody subscribes to
+   * SPY_FEAT_ZONES. Read by any thread at SPY__ZONES_HOT_OFFSET. */
+  _Atomic uint32_t zones;
   uint32_t counters[SPY_MAX_COUNTERS]; /* this frame's counter values */
 } spy__provider_hot;
 

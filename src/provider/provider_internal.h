@@ -8,6 +8,7 @@
  *                the transport's hook while a subscriber wants
  *                SPY_FEAT_MSGPROF, its summary handed to the frame thread
  *   clocksrv.c   the thread that serves clock syncs to consumers
+ *   zones.c      CPU zones: per-thread rings, drained by the service
  *
  * Threads. The frame thread owns the samples, the registry values and the
  * delta bookkeeping, and encodes the data frame at each flush tick. The
@@ -23,6 +24,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "provider/zones_internal.h"
 #include "spyglass/bus.h"
 #include "spyglass/clock.h"
 #include "spyglass/profiler.h"
@@ -222,6 +224,9 @@ struct spy_provider {
   /* clock sync (clocksrv.c) --------------------------------------------- */
   clock_server cs;
   _Atomic uint64_t st_clock_syncs, st_clock_failures;
+
+  /* CPU zones (zones.c) -------------------------------------------------- */
+  spy__zones zones;
 };
 
 /* service.c */

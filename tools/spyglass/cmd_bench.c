@@ -20,6 +20,8 @@ static const struct {
      "message profiler: post with its hook set vs clear"},
     {"trace", bench_trace,
      "demo build untraced vs each trace writer vs the naive baseline"},
+    {"zones", bench_zones,
+     "one CPU zone: unsubscribed, streaming live vs two clock reads"},
 };
 
 static void help(FILE *f) {
