@@ -180,10 +180,11 @@ typedef struct spy__provider_hot {
   /* Non-zero with the inline transport: frame_end also serves the
    * channels, watched or not. Set once at create. */
   uint32_t inline_service;
-  /* CPU zones (zones.h): the zone epoch, 0 while nobody subscribes to
-   * SPY_FEAT_ZONES. Read by any thread at SPY__ZONES_HOT_OFFSET. */
-  _Atomic uint32_t zones;
   uint32_t counters[SPY_MAX_COUNTERS]; /* this frame's counter values */
+  /* CPU zones (zones.h): the zone epoch, 0 while nobody subscribes to
+   * SPY_FEAT_ZONES. Read by any thread at SPY__ZONES_HOT_OFFSET: past the
+   * counters, off the cache line the frame thread writes every frame. */
+  _Atomic uint32_t zones;
 } spy__provider_hot;
 
 void spy__frame_begin(spy_provider *p);
