@@ -271,7 +271,7 @@ static void bench_emit(bench_table *t, int quick) {
     for (int r = 0; r < rounds; r++) {
       spy_trace_desc d = {
           .enabled = k < 2, .ops = &null_ops, .queue_bytes = (size_t)64 << 20};
-      if (spy_trace_create(&d, &e.t) < 0)
+      if (spy_trace_create(&e.t, &d) < 0)
         return;
       e.kind = k == 1;
       uint64_t t0 = bench_now_ns();

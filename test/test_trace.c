@@ -210,7 +210,7 @@ static int reference(capture *k) {
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .ops = &capture_ops, .ops_arg = k, .session_id = "ref"};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0)
     return rc;
   emit_all(t);
@@ -285,7 +285,7 @@ static int record(const char *writer, const char *dir, const char *conninfo,
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .writer = writer, .dir = dir, .conninfo = conninfo};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0)
     return rc;
   if (sid_out)
@@ -441,7 +441,7 @@ TEST(same_source_emitted_n_times_is_stored_once) {
   CHECK(dir);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   char src[5000];
   memset(src, 'x', sizeof src);
   for (int i = 0; i < 100; i++) {
@@ -475,7 +475,7 @@ TEST(same_source_emitted_n_times_is_stored_once) {
   sqlite3_close(db);
   /* and the JSON-lines store holds one StringRef line */
   spy_trace_desc dj = {.enabled = 1, .dir = dir, .writer = "jsonl"};
-  CHECK_OK(spy_trace_create(&dj, &t));
+  CHECK_OK(spy_trace_create(&t, &dj));
   for (int i = 0; i < 10; i++)
     spy_emit_hook_render_chunk_start(t, &(spy_act_hook_render_chunk_start){
                                             "p", 0, "c", {src, sizeof src}, 0});
@@ -499,8 +499,8 @@ TEST(two_sessions_in_one_process_are_isolated) {
   spy_trace *ta, *tb;
   spy_trace_desc da = {.enabled = 1, .ops = &capture_ops, .ops_arg = &a};
   spy_trace_desc db = {.enabled = 1, .ops = &capture_ops, .ops_arg = &b};
-  CHECK_OK(spy_trace_create(&da, &ta));
-  CHECK_OK(spy_trace_create(&db, &tb));
+  CHECK_OK(spy_trace_create(&ta, &da));
+  CHECK_OK(spy_trace_create(&tb, &db));
   CHECK(strcmp(spy_trace_session_id(ta), spy_trace_session_id(tb)) != 0);
   CHECK_EQ(spy_trace_build_begin(ta), 1);
   CHECK_EQ(spy_trace_build_begin(ta), 2);
@@ -522,7 +522,7 @@ TEST(default_location_is_under_the_desc_cwd) {
   CHECK(dir);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .cwd = dir, .session_id = "s1"};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   char want[512];
   snprintf(want, sizeof want, "%s/.spyglass/s1", dir);
   CHECK_STR(spy_trace_dir(t), want);
@@ -539,7 +539,7 @@ TEST(disabled_session_never_calls_the_writer) {
   memset(&k, 0, sizeof k);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 0, .ops = &capture_ops, .ops_arg = &k};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   CHECK(!spy_trace_on(t));
   emit_all(t);
   CHECK_EQ(spy_trace_build_begin(t), 0);
@@ -572,7 +572,7 @@ TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
                       .ops_arg = &k,
                       .queue_bytes = 65536,
                       .batch_actions = 64};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   static char src[3000];
   memset(src, 'y', sizeof src);
   for (int i = 0; i < 2000; i++)
@@ -611,7 +611,7 @@ TEST(threads_emit_into_one_session) {
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .ops = &slow_ops, .ops_arg = &k, .queue_bytes = 65536};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   pthread_t th[4];
   for (int i = 0; i < 4; i++)
     CHECK(pthread_create(&th[i], NULL, emit_thread, t) == 0);
@@ -632,7 +632,7 @@ TEST(emit_rejects_a_missing_required_field) {
   memset(&k, 0, sizeof k);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .ops = &capture_ops, .ops_arg = &k};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   CHECK_EQ(spy_emit_hook_load_call_start(
                t, &(spy_act_hook_load_call_start){NULL, "p", 0, "c", 0}),
            SPY_EINVAL);
@@ -643,12 +643,12 @@ TEST(emit_rejects_a_missing_required_field) {
 TEST(create_rejects_bad_descs) {
   spy_trace *t = (spy_trace *)1;
   spy_trace_desc d = {.enabled = 1, .writer = "nosuch"};
-  CHECK_EQ(spy_trace_create(&d, &t), SPY_EINVAL);
+  CHECK_EQ(spy_trace_create(&t, &d), SPY_EINVAL);
   CHECK(t == NULL);
   spy_trace_desc p = {.enabled = 1, .writer = "postgres"};
-  CHECK_EQ(spy_trace_create(&p, &t), SPY_EINVAL);
+  CHECK_EQ(spy_trace_create(&t, &p), SPY_EINVAL);
   spy_trace_desc e = {.enabled = 1, .dir = "/proc/nope/x"};
-  CHECK(spy_trace_create(&e, &t) < 0);
+  CHECK(spy_trace_create(&t, &e) < 0);
   CHECK_EQ(spy_trace_destroy(NULL), 0);
 }
 
@@ -838,7 +838,7 @@ TEST(application_kind_goes_through_the_same_path) {
   CHECK(dir);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   spy_rec_plugin_item pi = {"shader-cache", 3, 0};
   CHECK_OK(spy_emit_frame_stats(
       t,
@@ -890,7 +890,7 @@ TEST(application_kind_into_postgres) {
     return;
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "postgres", .conninfo = pg};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   spy_rec_plugin_item pi[] = {{"shader-cache", 3, 0}, {"lod", 4, 0}};
   CHECK_OK(spy_emit_frame_stats(
       t, &(spy_act_frame_stats){9, "desert", {NULL, 0}, {pi, 2}, 0}));
@@ -922,7 +922,7 @@ TEST(payload_of_a_dropped_batch_is_sent_again) {
                       .retry_bytes = 1,
                       .retry_ms = 3000,
                       .on_error = quiet_errors};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   char sid[64];
   snprintf(sid, sizeof sid, "%s", spy_trace_session_id(t));
   CHECK_EQ(system(down), 0);
@@ -974,7 +974,7 @@ TEST(newer_sqlite_schema_is_refused) {
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .writer = "sqlite", .dir = dir, .on_error = NULL};
-  CHECK_EQ(spy_trace_create(&d, &t), SPY_EBADSCHEMA);
+  CHECK_EQ(spy_trace_create(&t, &d), SPY_EBADSCHEMA);
   rmrf(dir);
 }
 
@@ -1037,7 +1037,7 @@ static int record_versions(const char *writer, const char *dir,
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .writer = writer, .dir = dir, .conninfo = conninfo};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0)
     return rc;
   for (int i = 0; i < NVER; i++) {

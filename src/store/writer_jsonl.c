@@ -113,5 +113,12 @@ static int64_t jl_close(void *state) {
   return lost;
 }
 
-const spy_trace_writer_ops spy__writer_jsonl = {
-    "jsonl", jl_open, jl_source, jl_action, jl_commit, jl_close, jl_lost};
+const spy_trace_writer_ops spy__writer_jsonl = {.name = "jsonl",
+                                                .open = jl_open,
+                                                .source = jl_source,
+                                                .action = jl_action,
+                                                .commit = jl_commit,
+                                                .close = jl_close,
+                                                .lost = jl_lost,
+                                                .flags =
+                                                    SPY_TRACE_WRITER_MKDIR};

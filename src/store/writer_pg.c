@@ -231,7 +231,7 @@ static int setup(pgw *w) {
   spy__buf_putc(&sql, ',');
   lit(&sql, w->cwd, strlen(w->cwd));
   spy__buf_putc(&sql, ',');
-  spy__buf_i64(&sql, (int64_t)spy__now_us());
+  spy__buf_i64(&sql, (int64_t)spy__wall_us());
   spy__buf_puts(&sql, ",");
   spy__buf_i64(&sql, SPY_TRACE_SCHEMA_VERSION);
   spy__buf_puts(&sql, ") ON CONFLICT DO NOTHING;COMMIT;");
@@ -757,6 +757,13 @@ static int64_t pg_close(void *state) {
   return (int64_t)lost;
 }
 
-const spy_trace_writer_ops spy__writer_pg = {"postgres", pg_open,   pg_source,
-                                             pg_action,  pg_commit, pg_close,
-                                             pg_lost,    pg_busy};
+const spy_trace_writer_ops spy__writer_pg = {
+    .name = "postgres",
+    .open = pg_open,
+    .source = pg_source,
+    .action = pg_action,
+    .commit = pg_commit,
+    .close = pg_close,
+    .lost = pg_lost,
+    .busy_ns = pg_busy,
+    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_CONNINFO};

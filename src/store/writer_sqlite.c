@@ -195,7 +195,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     return rc;
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, cfg->cwd, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__now_us());
+  sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__wall_us());
   sqlite3_bind_int(s, 4, SPY_TRACE_SCHEMA_VERSION);
   /* actions / actions_lost stay NULL until a clean close sets them */
   int st = sqlite3_step(s);
@@ -352,5 +352,12 @@ static int64_t sq_close(void *state) {
 }
 
 const spy_trace_writer_ops spy__writer_sqlite = {
-    "sqlite",  sq_open,  sq_source, sq_action,
-    sq_commit, sq_close, sq_lost,   sq_busy};
+    .name = "sqlite",
+    .open = sq_open,
+    .source = sq_source,
+    .action = sq_action,
+    .commit = sq_commit,
+    .close = sq_close,
+    .lost = sq_lost,
+    .busy_ns = sq_busy,
+    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_MKDIR};
