@@ -11,6 +11,7 @@
  * (test/trace_pg.sh) starts a real server, sets it and runs that case;
  * here, without it, the case says so and does nothing. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -625,6 +626,239 @@ TEST(threads_emit_into_one_session) {
   CHECK_EQ(st.sources, 1);
   spy_trace_destroy(t);
   CHECK_EQ(k.n, 4000);
+}
+
+/* Two threads emit as fast as they can into one session, with payloads
+ * of every size (some through the heap), into small queues that wrap and
+ * fill: every action reaches the writer once, seq numbers are 1..2N with
+ * no gap or repeat, and each thread's actions arrive in its emit order.
+ * (Run under ThreadSanitizer by the tsan stage: label `concurrent`.) */
+static const char *q1(sqlite3 *db, const char *sql);
+#define ORDER_N 20000
+typedef struct order_check {
+  uint64_t last_seq, n;
+  int64_t next[2];
+  int bad;
+} order_check;
+static int oc_open(void **st, const spy_trace_writer_cfg *c) {
+  *st = c->arg;
+  return 0;
+}
+static int oc_action(void *st, const spy_trace_record *r) {
+  order_check *o = st;
+  const spy_trace_action *a = r->action;
+  const spy_trace_val *pl = spy_trace_get(a, "plugin_name");
+  const spy_trace_val *id = spy_trace_get(a, "plugin_id");
+  const spy_trace_val *c = spy_trace_get(a, "content");
+  if (a->seq != o->last_seq + 1 || !pl || pl->n != 2 || !id || !c ||
+      c->type != SPY_TV_SRC || c->n != (uint32_t)(id->u.i % 97) * 211) {
+    o->bad++;
+  } else {
+    int th = pl->u.s[1] == '1';
+    if (id->u.i != o->next[th])
+      o->bad++;
+    o->next[th] = id->u.i + 1;
+  }
+  o->last_seq = a->seq;
+  o->n++;
+  return 0;
+}
+static int64_t oc_close(void *st) {
+  (void)st;
+  return 0;
+}
+static const spy_trace_writer_ops order_ops = {
+    "order", oc_open, NULL, oc_action, NULL, oc_close, NULL};
+
+typedef struct racer {
+  spy_trace *t;
+  const char *name;
+  _Atomic int *go;
+  int fails;
+} racer;
+static void *race_thread(void *arg) {
+  racer *r = arg;
+  static char payload[97 * 211];
+  while (!atomic_load(r->go))
+    ;
+  for (int i = 0; i < ORDER_N; i++) {
+    /* sizes 0 .. 20 KB: the largest exceed a quarter of a 64 KiB queue */
+    spy_act_hook_load_call_end a = {
+        "m", {payload, (size_t)(i % 97) * 211}, r->name, i, "c", 0};
+    if (spy_emit_hook_load_call_end(r->t, &a) != 0)
+      r->fails++;
+  }
+  return NULL;
+}
+
+TEST(two_threads_emit_at_full_speed_each_action_once_in_order) {
+  order_check o;
+  memset(&o, 0, sizeof o);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &order_ops,
+                      .ops_arg = &o,
+                      .queue_bytes = 65536,
+                      .batch_actions = 256};
+  CHECK_OK(spy_trace_create(&t, &d));
+  _Atomic int go = 0;
+  racer rs[2] = {{t, "t0", &go, 0}, {t, "t1", &go, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&th[i], NULL, race_thread, &rs[i]) == 0);
+  atomic_store(&go, 1);
+  for (int i = 0; i < 2; i++)
+    pthread_join(th[i], NULL);
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(rs[0].fails + rs[1].fails, 0);
+  CHECK_EQ(st.emitted, 2 * ORDER_N);
+  CHECK_EQ(st.written, 2 * ORDER_N);
+  CHECK_EQ(o.n, 2 * ORDER_N);
+  CHECK_EQ(o.last_seq, 2 * ORDER_N);
+  CHECK_EQ(o.bad, 0);
+  CHECK_EQ(o.next[0], ORDER_N);
+  CHECK_EQ(o.next[1], ORDER_N);
+}
+
+/* The same race into a real SQLite store: each (thread, i) once, and in
+ * seq order each thread's i counts up by one. */
+TEST(two_threads_into_sqlite_store_each_action_once_in_order) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {
+      .enabled = 1, .writer = "sqlite", .dir = dir, .queue_bytes = 65536};
+  CHECK_OK(spy_trace_create(&t, &d));
+  _Atomic int go = 0;
+  racer rs[2] = {{t, "t0", &go, 0}, {t, "t1", &go, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&th[i], NULL, race_thread, &rs[i]) == 0);
+  atomic_store(&go, 1);
+  for (int i = 0; i < 2; i++)
+    pthread_join(th[i], NULL);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(rs[0].fails + rs[1].fails, 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  char want[32];
+  snprintf(want, sizeof want, "%d", 2 * ORDER_N);
+  CHECK_STR(q1(db, "SELECT count(*) FROM (SELECT DISTINCT plugin_name, "
+                   "plugin_id FROM hook_load_call_end)"),
+            want);
+  CHECK_STR(q1(db, "SELECT count(*), min(seq), max(seq) FROM "
+                   "hook_load_call_end"),
+            want);
+  CHECK_STR(q1(db, "SELECT sum(count) FROM action_batches"), want);
+  CHECK_STR(q1(db, "SELECT count(*) FROM (SELECT plugin_id - lag(plugin_id) "
+                   "OVER (PARTITION BY plugin_name ORDER BY seq) AS d FROM "
+                   "hook_load_call_end) WHERE d <> 1"),
+            "0");
+  CHECK_STR(q1(db, "SELECT actions || ' ' || actions_lost FROM sessions"),
+            strcat(want, " 0"));
+  sqlite3_close(db);
+  rmrf(dir);
+}
+
+/* A session knows SPY_TRACE_MAX_APP_KINDS application kinds; one more is
+ * an error, not an action silently dropped by the writer. */
+TEST(application_kinds_beyond_the_limit_are_refused) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .ops = &capture_ops, .ops_arg = &k};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static spy_trace_kind kinds[SPY_TRACE_MAX_APP_KINDS + 1];
+  static char names[SPY_TRACE_MAX_APP_KINDS + 1][16];
+  for (int i = 0; i <= SPY_TRACE_MAX_APP_KINDS; i++) {
+    snprintf(names[i], sizeof names[i], "app_kind_%d", i);
+    kinds[i] =
+        (spy_trace_kind){names[i], names[i], 0, SPY_ROLE_NONE, 0, 8, NULL};
+  }
+  for (int i = 0; i < SPY_TRACE_MAX_APP_KINDS; i++)
+    CHECK_EQ(spy_trace_emit(t, &kinds[i], NULL), 0);
+  CHECK_EQ(spy_trace_emit(t, &kinds[SPY_TRACE_MAX_APP_KINDS], NULL),
+           SPY_ERANGE);
+  CHECK_EQ(spy_trace_emit(t, &kinds[3], NULL), 0); /* known ones still go */
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.emitted, SPY_TRACE_MAX_APP_KINDS + 1);
+  spy_trace_destroy(t);
+  CHECK_EQ(k.n, SPY_TRACE_MAX_APP_KINDS < 64 ? SPY_TRACE_MAX_APP_KINDS + 1
+                                             : 64); /* capture keeps 64 */
+  capture_free(&k);
+}
+
+/* A writer whose every commit fails: the session reports the failure
+ * once as it happens and once more at the end with its count, not once
+ * per batch. */
+typedef struct fails {
+  int calls, first, summary;
+  char last[400];
+} fails;
+static int fc_commit(void *st) {
+  (void)st;
+  return SPY_ENOSPC;
+}
+static const spy_trace_writer_ops failing_ops = {
+    "failing", oc_open, NULL, cap_action, fc_commit, oc_close, NULL};
+static void count_errors(void *arg, int err, const char *msg) {
+  fails *f = arg;
+  f->calls++;
+  if (err == SPY_ENOSPC && strstr(msg, "times in all"))
+    f->summary++;
+  else if (err == SPY_ENOSPC)
+    f->first++;
+  snprintf(f->last, sizeof f->last, "%s", msg);
+}
+TEST(repeated_writer_failure_is_reported_once_with_its_count) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  fails f = {0};
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &failing_ops,
+                      .ops_arg = &k,
+                      .on_error = count_errors,
+                      .on_error_arg = &f};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 20; i++) {
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+    CHECK_OK(spy_trace_flush(t)); /* one commit each */
+  }
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.writer_errors, 20);
+  spy_trace_destroy(t);
+  capture_free(&k);
+  CHECK_EQ(f.first, 1);
+  CHECK_EQ(f.summary, 1);
+  CHECK_EQ(f.calls, 2);
+  CHECK(strstr(f.last, "(20 times in all)") != NULL);
+}
+
+/* A clean close leaves trace.db alone: the WAL is checkpointed and the
+ * -wal and -shm files are removed. */
+TEST(sqlite_clean_close_leaves_no_wal_or_shm) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  char path[512];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  CHECK(stat(path, &sb) == 0 && sb.st_size > 0);
+  snprintf(path, sizeof path, "%s/trace.db-wal", dir);
+  CHECK(stat(path, &sb) != 0);
+  snprintf(path, sizeof path, "%s/trace.db-shm", dir);
+  CHECK(stat(path, &sb) != 0);
+  CHECK_EQ(compare_store(dir), 0); /* and everything is in the file */
+  rmrf(dir);
 }
 
 TEST(emit_rejects_a_missing_required_field) {
@@ -1265,6 +1499,11 @@ TEST_MAIN(
     TEST_CASE(disabled_session_never_calls_the_writer),
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
     TEST_CASE(threads_emit_into_one_session),
+    TEST_CASE(two_threads_emit_at_full_speed_each_action_once_in_order),
+    TEST_CASE(two_threads_into_sqlite_store_each_action_once_in_order),
+    TEST_CASE(application_kinds_beyond_the_limit_are_refused),
+    TEST_CASE(repeated_writer_failure_is_reported_once_with_its_count),
+    TEST_CASE(sqlite_clean_close_leaves_no_wal_or_shm),
     TEST_CASE(emit_rejects_a_missing_required_field),
     TEST_CASE(create_rejects_bad_descs),
     TEST_CASE(application_kind_goes_through_the_same_path),

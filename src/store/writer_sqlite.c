@@ -8,7 +8,13 @@
  * reached the database (a failed insert or commit) is never used as a
  * base. A process killed mid-build leaves a database that opens cleanly
  * and holds every batch committed before the kill. A database written by
- * another schema version is refused (PRAGMA user_version). */
+ * another schema version is refused (PRAGMA user_version).
+ *
+ * Loss accounting: a batch is one transaction, stored whole or not at
+ * all. When any statement of it fails (a full disk: SPY_ENOSPC) it is
+ * rolled back and every action it held is counted as lost, so that the
+ * sessions row, the summary and what the file holds agree. A clean close
+ * checkpoints the WAL and lets SQLite remove trace.db-wal and -shm. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,19 +37,40 @@ typedef struct sqlw {
   spy__buf sql;
   char *session_id;
   int in_txn;
-  uint64_t actions;
+  int txn_failed;   /* a statement of the open transaction failed */
+  uint32_t txn_n;   /* actions in the open transaction */
+  uint64_t actions; /* actions committed */
   _Atomic uint64_t lost;
   void (*report)(void *, int, const char *);
   void *report_ctx;
 } sqlw;
 
+/* The SPY_E* code of the connection's last error: a full disk is
+ * SPY_ENOSPC, an OS error its errno, anything else SPY_EIO. */
+static int sq_err(sqlw *w) {
+  if (!w->db)
+    return SPY_EIO;
+  int ext = sqlite3_extended_errcode(w->db);
+  if ((ext & 0xff) == SQLITE_FULL)
+    return SPY_ENOSPC;
+  if ((ext & 0xff) == SQLITE_NOMEM)
+    return SPY_ENOMEM;
+  int e = sqlite3_system_errno(w->db);
+  if ((ext & 0xff) == SQLITE_IOERR && e > 0)
+    return -e;
+  return SPY_EIO;
+}
+
 static int fail(sqlw *w, const char *what) {
   char msg[512];
+  int err = sq_err(w);
   snprintf(msg, sizeof msg, "sqlite: %.200s: %.250s", what,
            w->db ? sqlite3_errmsg(w->db) : "cannot open");
+  if (w->in_txn)
+    w->txn_failed = 1;
   if (w->report)
-    w->report(w->report_ctx, SPY_EIO, msg);
-  return SPY_EIO;
+    w->report(w->report_ctx, err, msg);
+  return err;
 }
 
 static int exec(sqlw *w, const char *sql) {
@@ -210,8 +237,11 @@ static int begin(sqlw *w) {
   if (w->in_txn)
     return 0;
   int rc = exec(w, "BEGIN");
-  if (rc == 0)
+  if (rc == 0) {
     w->in_txn = 1;
+    w->txn_failed = 0;
+    w->txn_n = 0;
+  }
   return rc;
 }
 
@@ -269,41 +299,44 @@ static int sq_action(void *state, const spy_trace_record *r) {
     if (rc == 0)
       rc = spy__schema_rows(&w->schema, root, a, sink, w);
   }
-  if (rc < 0)
+  if (w->in_txn) {
+    w->txn_n++; /* stored or lost with its transaction */
+    if (rc < 0)
+      w->txn_failed = 1;
+  } else
     atomic_fetch_add(&w->lost, 1);
-  else
-    w->actions++;
   return rc;
 }
 
 static int sq_commit(void *state) {
   sqlw *w = state;
   /* every payload the batch's actions name goes in with them */
-  int src_rc = spy__src_pipe_drain(w->pipe);
-  if (w->batch.n) {
+  int rc = spy__src_pipe_drain(w->pipe);
+  if (w->batch.n && w->in_txn && rc == 0 && !w->txn_failed) {
     spy__cell c[7];
-    int rc = begin(w);
-    if (rc == 0)
-      rc = spy__abatch_row(&w->batch, w->session_id, c);
+    rc = spy__abatch_row(&w->batch, w->session_id, c);
     if (rc == 0)
       rc = run(w, w->ins[SPY__T_BATCHES], c, 7);
-    if (rc < 0) {
-      atomic_fetch_add(&w->lost, w->batch.n);
-      w->actions -= w->batch.n;
-    }
-    spy__abatch_clear(&w->batch);
-    if (rc < 0) {
-      spy__src_pipe_reset(w->pipe);
-      return rc;
-    }
   }
+  spy__abatch_clear(&w->batch);
   if (!w->in_txn)
-    return src_rc;
+    return rc;
+  if (rc == 0 && !w->txn_failed)
+    rc = exec(w, "COMMIT");
+  if (rc < 0 || w->txn_failed) {
+    /* all or nothing: whatever failed, none of the batch is kept */
+    if (!sqlite3_get_autocommit(w->db))
+      sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    atomic_fetch_add(&w->lost, w->txn_n);
+    spy__src_pipe_reset(w->pipe); /* its sources are gone too */
+    if (rc == 0)
+      rc = SPY_EIO;
+  } else
+    w->actions += w->txn_n;
   w->in_txn = 0;
-  int rc = exec(w, "COMMIT");
-  if (rc < 0) /* the transaction's sources may be gone */
-    spy__src_pipe_reset(w->pipe);
-  return rc < 0 ? rc : src_rc;
+  w->txn_n = 0;
+  w->txn_failed = 0;
+  return rc;
 }
 
 static uint64_t sq_busy(void *state) {
@@ -320,17 +353,21 @@ static int64_t sq_close(void *state) {
     return 0;
   if (w->db && w->finish) {
     sq_commit(w);
-    /* indexes are built once at the end, not updated per insert */
-    w->sql.len = 0;
-    spy__index_sql(&w->schema, &w->sql);
-    spy__buf_putc(&w->sql, 0);
-    if (!w->sql.err)
-      exec(w, w->sql.p);
-    exec(w, "PRAGMA wal_checkpoint(TRUNCATE)");
+    /* the counts first: a small row that fits where a failed batch was,
+     * even on a full disk */
     spy__cell c[3] = {{SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
                       {SPY__COL_INT, (int64_t)w->actions, NULL, 0},
                       {SPY__COL_INT, (int64_t)atomic_load(&w->lost), NULL, 0}};
     run(w, w->finish, c, 3);
+    /* indexes are built once at the end, not updated per insert */
+    w->sql.len = 0;
+    spy__index_sql(&w->schema, &w->sql);
+    spy__buf_putc(&w->sql, 0);
+    if (!w->sql.err && exec(w, w->sql.p) < 0 && !sqlite3_get_autocommit(w->db))
+      sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    /* the last connection to close checkpoints and removes the WAL and
+     * shared-memory files (unless another connection still reads) */
+    sqlite3_db_config(w->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
   }
   for (int t = 0; t < SPY__T_COUNT; t++)
     sqlite3_finalize(w->ins[t]);
