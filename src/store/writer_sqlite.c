@@ -13,14 +13,21 @@
  * Loss accounting: a batch is one transaction, stored whole or not at
  * all. When any statement of it fails (a full disk: SPY_ENOSPC) it is
  * rolled back and every action it held is counted as lost, so that the
- * sessions row, the summary and what the file holds agree. A clean close
- * checkpoints the WAL and lets SQLite remove trace.db-wal and -shm. */
+ * sessions row, the summary and what the file holds agree. The final
+ * counts must reach the sessions row even then: the writer holds a small
+ * reserve file (trace.db-reserve, allocated at open) and deletes it just
+ * before writing them. A clean close checkpoints the WAL and lets SQLite
+ * remove trace.db-wal and -shm. */
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
+
+#define RESERVE_BYTES (256 << 10) /* room for the final sessions row */
 
 #include "store.h"
 
@@ -36,6 +43,7 @@ typedef struct sqlw {
   spy__src_pipe *pipe; /* packs sources on its own thread */
   spy__buf sql;
   char *session_id;
+  char *reserve; /* path of the reserve file, or NULL */
   int in_txn;
   int txn_failed;   /* a statement of the open transaction failed */
   uint32_t txn_n;   /* actions in the open transaction */
@@ -64,8 +72,10 @@ static int sq_err(sqlw *w) {
 static int fail(sqlw *w, const char *what) {
   char msg[512];
   int err = sq_err(w);
-  snprintf(msg, sizeof msg, "sqlite: %.200s: %.250s", what,
-           w->db ? sqlite3_errmsg(w->db) : "cannot open");
+  const char *nl = strchr(what, '\n'); /* a script: its first statement */
+  int n = nl ? (int)(nl - what) : (int)strlen(what);
+  snprintf(msg, sizeof msg, "sqlite: %.*s%s: %.250s", n < 200 ? n : 200, what,
+           nl ? " …" : "", w->db ? sqlite3_errmsg(w->db) : "cannot open");
   if (w->in_txn)
     w->txn_failed = 1;
   if (w->report)
@@ -230,6 +240,16 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   if (st != SQLITE_DONE)
     return fail(w, "insert session");
   w->schema.session = sqlite3_last_insert_rowid(w->db);
+  /* best effort: without it a full disk may keep the counts out */
+  snprintf(path, sizeof path, "%s/trace.db-reserve", cfg->dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    if (posix_fallocate(fd, 0, RESERVE_BYTES) == 0)
+      w->reserve = strdup(path);
+    else
+      unlink(path);
+    close(fd);
+  }
   return 0;
 }
 
@@ -353,8 +373,9 @@ static int64_t sq_close(void *state) {
     return 0;
   if (w->db && w->finish) {
     sq_commit(w);
-    /* the counts first: a small row that fits where a failed batch was,
-     * even on a full disk */
+    /* the counts first, in the room the reserve held */
+    if (w->reserve)
+      unlink(w->reserve);
     spy__cell c[3] = {{SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
                       {SPY__COL_INT, (int64_t)w->actions, NULL, 0},
                       {SPY__COL_INT, (int64_t)atomic_load(&w->lost), NULL, 0}};
@@ -383,6 +404,9 @@ static int64_t sq_close(void *state) {
   spy__abatch_free(&w->batch);
   spy__src_pipe_free(w->pipe);
   spy__buf_free(&w->sql);
+  if (w->reserve)
+    unlink(w->reserve); /* a half-open writer */
+  free(w->reserve);
   free(w->session_id);
   free(w);
   return lost;
