@@ -73,10 +73,18 @@ static void key_name(spy__buf *b, const spy_trace_kind *r) {
 }
 
 static void view_head(spy__buf *b, int pg, const char *name, size_t n) {
-  spy__buf_puts(b,
-                pg ? "CREATE OR REPLACE VIEW " : "CREATE VIEW IF NOT EXISTS ");
+  spy__buf_puts(b, pg ? "DO $$ BEGIN CREATE OR REPLACE VIEW "
+                      : "CREATE VIEW IF NOT EXISTS ");
   spy__buf_put(b, name, n);
   spy__buf_puts(b, " AS SELECT x.session_id, ");
+}
+
+/* PostgreSQL: a view an older writer made with other columns (it can only
+ * be replaced by one that adds columns at its end) is left as it is. */
+static void view_end(spy__buf *b, int pg) {
+  spy__buf_puts(b, pg ? "; EXCEPTION WHEN invalid_table_definition THEN NULL; "
+                        "END $$;\n"
+                      : ";\n");
 }
 
 /* builds: each BuildStart with its BuildEnd. */
@@ -91,7 +99,8 @@ static void builds_view(spy__buf *b, int pg) {
   spy__buf_puts(b, s->snake);
   spy__buf_puts(b, " s" X "s.session LEFT JOIN ");
   spy__buf_puts(b, e->snake);
-  spy__buf_puts(b, " e ON e.session=s.session AND e.build_id=s.build_id;\n");
+  spy__buf_puts(b, " e ON e.session=s.session AND e.build_id=s.build_id");
+  view_end(b, pg);
 }
 
 /* The graph kinds' lists: a view named after each list (modules, chunks,
@@ -119,7 +128,8 @@ static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
     }
     spy__buf_puts(b, " FROM ");
     spy__buf_puts(b, table);
-    spy__buf_puts(b, " m" X "m.session;\n");
+    spy__buf_puts(b, " m" X "m.session");
+    view_end(b, pg);
     for (uint32_t j = 0; j < r->nfields; j++) {
       const spy_trace_field *g = &r->fields[j];
       if (!is_list(g->type) || !g->rec || !g->rec->nfields)
@@ -153,7 +163,8 @@ static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
       spy__buf_puts(b, " i JOIN ");
       spy__buf_puts(b, table);
       spy__buf_puts(b, " m ON m.session=i.session AND m.build_id=i.build_id "
-                       "AND m.seq=i.seq AND m.i0=i.i0" X "i.session;\n");
+                       "AND m.seq=i.seq AND m.i0=i.i0" X "i.session");
+      view_end(b, pg);
     }
   }
 }
@@ -185,7 +196,7 @@ static void hook_calls_view(spy__buf *b, int pg) {
     spy__buf_puts(b, " e ON e.session=s.session AND e.build_id=s.build_id AND "
                      "e.call_id=s.call_id");
   }
-  spy__buf_puts(b, ";\n");
+  view_end(b, pg);
 }
 
 void spy__own_tables_sql(spy__buf *b, int pg) {
