@@ -49,19 +49,30 @@
 
 /* One emitting thread's ring. Positions are byte counts since creation
  * (the offset is the count modulo cap). */
+#define LINE 64 /* what one thread writes stays off the other's lines */
 typedef struct tq {
   struct tq *next; /* set before the queue is published */
   uint8_t *ring;
   size_t cap;
-  _Atomic uint64_t tail; /* published by the producer */
-  _Atomic uint64_t head; /* handed back by the writer */
-  uint64_t ptail;        /* producer's own tail */
-  uint64_t chead;        /* writer's own head (records taken) */
-  _Atomic int owned;     /* a live thread produces into it */
-  _Atomic uint32_t space_word, space_wait;
-  /* producer's counters (relaxed; summed by spy_trace_get_stats) */
+  _Atomic int owned; /* a live thread produces into it */
+  /* the producer's: its tail, published, and its counters (single
+   * writer: relaxed loads and stores; summed by spy_trace_get_stats) */
+  _Alignas(LINE) _Atomic uint64_t tail;
+  uint64_t ptail;
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns;
+  _Atomic uint32_t space_wait;
+  /* handed back by the writer every 64 records */
+  _Alignas(LINE) _Atomic uint64_t head;
+  _Atomic uint32_t space_word;
+  /* the writer's own head (records taken) */
+  _Alignas(LINE) uint64_t chead;
 } tq;
+
+/* A counter only one thread adds to: no locked instruction. */
+static void bump(_Atomic uint64_t *c, uint64_t by) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
+                        memory_order_relaxed);
+}
 
 struct spy_trace {
   spy_trace_hot hot; /* first: read by the inline emitters */
@@ -77,13 +88,13 @@ struct spy_trace {
   /* queues */
   pthread_key_t key;
   int key_made;
-  pthread_mutex_t qmu;      /* adding queues, registering app kinds */
-  _Atomic(tq *) queues;     /* list, newest first; never shrinks */
-  _Atomic uint64_t seq;     /* last sequence number given */
-  _Atomic uint32_t wr_word; /* the writer's futex word */
+  pthread_mutex_t qmu;  /* adding queues, registering app kinds */
+  _Atomic(tq *) queues; /* list, newest first; never shrinks */
+  _Atomic uint32_t cur_build, builds;
+  _Alignas(LINE) _Atomic uint64_t seq;     /* last sequence number given */
+  _Alignas(LINE) _Atomic uint32_t wr_word; /* the writer's futex word */
   _Atomic uint32_t wr_state;
   _Atomic int closing, flush_req;
-  _Atomic uint32_t cur_build, builds;
   const spy_trace_kind *app_kinds[SPY_TRACE_MAX_APP_KINDS];
   _Atomic uint32_t n_app; /* entries below it are set and never change */
   /* flush and counters (under mu) */
@@ -99,7 +110,7 @@ struct spy_trace {
   int nfaults;
   uint64_t faults_other;
   /* writer thread only */
-  pthread_t thread;
+  _Alignas(LINE) pthread_t thread;
   int thread_started, sync_made;
   void *wstate;
   uint64_t wseq; /* last sequence number handed to the writer */
@@ -423,8 +434,16 @@ static void *writer_main(void *arg) {
 /* ---- emit ------------------------------------------------------------------
  */
 
+/* calloc for the types with cache-line members. */
+static void *zalloc_lines(size_t n) {
+  void *p = aligned_alloc(LINE, n);
+  if (p)
+    memset(p, 0, n);
+  return p;
+}
+
 static tq *tq_new(size_t cap) {
-  tq *q = calloc(1, sizeof *q);
+  tq *q = zalloc_lines(sizeof *q);
   if (!q)
     return NULL;
   q->cap = cap;
@@ -490,9 +509,11 @@ static int app_kind(spy_trace *t, const spy_trace_kind *kind) {
   return rc;
 }
 
+/* After an emit's seq_cst increment of t->seq: that and this seq_cst load
+ * pair with writer_sleep's store of its state and load of t->seq, so a
+ * writer going to sleep either sees the new number or is woken here. */
 static void wake_writer(spy_trace *t, int force, size_t used, size_t cap) {
-  atomic_thread_fence(memory_order_seq_cst); /* pairs with writer_sleep */
-  uint32_t s = atomic_load_explicit(&t->wr_state, memory_order_relaxed);
+  uint32_t s = atomic_load(&t->wr_state);
   if (s == 0 || (s == WAIT_GATHER && !force && used < cap / 8))
     return;
   if (atomic_compare_exchange_strong(&t->wr_state, &s, 0)) {
@@ -503,6 +524,7 @@ static void wake_writer(spy_trace *t, int force, size_t used, size_t cap) {
 
 /* Waits until the writer hands space of q back (head moves from `head`). */
 static void wait_space(spy_trace *t, tq *q, uint64_t head) {
+  atomic_thread_fence(memory_order_seq_cst); /* no increment came before */
   wake_writer(t, 1, 0, 1);
   uint32_t w = atomic_load(&q->space_word);
   atomic_store(&q->space_wait, 1); /* seq_cst: pairs with give_back */
@@ -563,14 +585,13 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
     }
     if (!w0) {
       w0 = spy__mono_ns();
-      atomic_fetch_add_explicit(&q->waits, 1, memory_order_relaxed);
+      bump(&q->waits, 1);
     }
     wait_space(t, q, head);
     head = atomic_load_explicit(&q->head, memory_order_acquire);
   }
   if (w0)
-    atomic_fetch_add_explicit(&q->wait_ns, spy__mono_ns() - w0,
-                              memory_order_relaxed);
+    bump(&q->wait_ns, spy__mono_ns() - w0);
   uint8_t *at = q->ring + pos;
   if (heap) {
     uint32_t m = MARK_HEAP;
@@ -581,9 +602,8 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   wr64le((heap ? heap : at) + 8, seq);
   q->ptail = tail + slot;
   atomic_store_explicit(&q->tail, q->ptail, memory_order_release);
-  atomic_fetch_add_explicit(&q->emitted, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&q->queued_bytes, (uint64_t)need,
-                            memory_order_relaxed);
+  bump(&q->emitted, 1);
+  bump(&q->queued_bytes, (uint64_t)need);
   /* wake the writer once when work appears, and once more when a
    * gathering batch grows large; not per action */
   wake_writer(t, 0, (size_t)(q->ptail - head), q->cap);
@@ -651,7 +671,7 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     return SPY_EINVAL;
   *out = NULL;
   spy_trace_desc d = desc ? *desc : (spy_trace_desc){0};
-  spy_trace *t = calloc(1, sizeof *t);
+  spy_trace *t = zalloc_lines(sizeof *t);
   if (!t)
     return SPY_ENOMEM;
   if (!d.enabled) {
