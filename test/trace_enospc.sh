@@ -18,18 +18,14 @@ mnt="$work/mnt"
 trap 'umount "$mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
 gen_tree "$work/src" 30 40
 
-for writer in sqlite jsonl; do
-  mkdir -p "$mnt" "$work/out-$writer"
-  mount -t tmpfs -o size=2m,mode=0700 tmpfs "$mnt"
-  # the build's own outputs stay on the disk; only the trace is on the tmpfs
-  ln -s "$mnt" "$work/out-$writer/.spyglass"
-  rc=0
-  "$tool" demo build "$work/src" --trace "$writer" --out "$work/out-$writer" \
-    >"$work/b.txt" 2>"$work/e.txt" || rc=$?
+# check_store: the build ($rc, b.txt, e.txt) lost actions to ENOSPC, and
+# the store in $mnt agrees with what it says.
+check_store() {
   [ "$rc" -eq 1 ] || { cat "$work/b.txt" "$work/e.txt"; fail "$writer: exit $rc, want 1 (actions not stored)"; }
   read -r emitted lost < <(sed -n 's/^trace: session [^,]*, \([0-9]*\) actions, [0-9]* written, \([0-9]*\) not stored.*/\1 \2/p' "$work/b.txt")
   [ -n "${emitted:-}" ] && [ "$lost" -gt 0 ] || { cat "$work/b.txt"; fail "$writer: no loss reported"; }
-  dir=$(ls -d "$mnt"/*)
+  dir=$(ls -d "$mnt"/*/)
+  dir=${dir%/}
   "$tool" trace summary "$dir" >"$work/s.txt" || fail "$writer: summary"
   stored=$(sed -n 's/^actions *\([0-9]*\) in.*/\1/p' "$work/s.txt")
   slost=$(sed -n 's/^not stored *\([0-9]*\) actions/\1/p' "$work/s.txt")
@@ -50,6 +46,13 @@ for writer in sqlite jsonl; do
       hook_resolve_id_call_end) + (select count(*) from hook_render_chunk_end)")
     [ "$ends" -eq "$calls" ] || fail "$ends hook End rows, the summary says $calls hook calls"
     [ ! -e "$dir/trace.db-reserve" ] || fail "the reserve file was left behind"
+    # every payload a stored row names is stored (a failed batch's
+    # payloads are stored again by the next batch that names them)
+    missing=$(sqlite3 "$db" "select count(*) from (select input_source_id id from
+      hook_calls union all select output_source_id from hook_calls union all
+      select content_source_id from assets) a where id is not null and not
+      exists (select 1 from sources s where s.source_id = a.id)")
+    [ "$missing" -eq 0 ] || fail "$missing rows name a payload that is not stored"
   else
     n=$(grep -vc '"action":"StringRef"' "$dir/logs.json" || true)
     n=$((n + $(wc -l <"$dir/meta.json")))
@@ -57,12 +60,65 @@ for writer in sqlite jsonl; do
     [ "$(tail -c 1 "$dir/logs.json" | od -An -c | tr -d ' ')" = '\n' ] ||
       fail "jsonl: logs.json ends with a partial line"
     grep -q "\"lost\":$lost" "$dir/spyglass.json" || fail "jsonl: spyglass.json: $(cat "$dir/spyglass.json")"
+    python3 - "$dir/logs.json" <<'PY' || fail "jsonl: a payload is named before (or without) its StringRef"
+import json, re, sys
+seen = set()
+for n, line in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
+    o = json.loads(line)
+    if o.get("action") == "StringRef":
+        seen.add(o["id"])
+        continue
+    for ref in re.findall(r'"\$ref:([0-9a-f]{32})"', line):
+        if ref not in seen:
+            sys.exit(f"line {n}: $ref:{ref} not stored before")
+PY
   fi
   lines=$(grep -c '^spyglass trace:' "$work/e.txt" || true)
   grep -q '(ENOSPC)' "$work/e.txt" || { cat "$work/e.txt"; fail "$writer: ENOSPC not reported as such"; }
   ! grep -q '(EIO)' "$work/e.txt" || { cat "$work/e.txt"; fail "$writer: ENOSPC reported as EIO"; }
   [ "$lines" -le 8 ] || { head "$work/e.txt"; fail "$writer: $lines error lines, want one per distinct failure"; }
   grep -q 'times in all' "$work/e.txt" || fail "$writer: repeats not counted"
+}
+
+for writer in sqlite jsonl; do
+  mkdir -p "$mnt" "$work/out-$writer"
+  mount -t tmpfs -o size=2m,mode=0700 tmpfs "$mnt"
+  # the build's own outputs stay on the disk; only the trace is on the tmpfs
+  ln -s "$mnt" "$work/out-$writer/.spyglass"
+  rc=0
+  "$tool" demo build "$work/src" --trace "$writer" --out "$work/out-$writer" \
+    >"$work/b.txt" 2>"$work/e.txt" || rc=$?
+  check_store
+  umount "$mnt"
+done
+
+# The disk fills mid-build and space comes back before the end: the
+# batches after it are stored again, with the payloads the failed ones
+# took with them, and the counts still agree.
+for writer in sqlite jsonl; do
+  mkdir -p "$work/back-$writer"
+  mount -t tmpfs -o size=32m,mode=0700 tmpfs "$mnt"
+  ln -s "$mnt" "$work/back-$writer/.spyglass"
+  "$tool" demo build "$work/src" --trace "$writer" --out "$work/back-$writer" \
+    --hook-delay-us 400 >"$work/b.txt" 2>"$work/e.txt" &
+  pid=$!
+  for _ in $(seq 500); do
+    [ -n "$(ls "$mnt"/*/* 2>/dev/null)" ] && break
+    sleep 0.02
+  done
+  dd if=/dev/zero of="$mnt/fill" bs=4k >/dev/null 2>&1 || true
+  for _ in $(seq 1000); do
+    grep -q ENOSPC "$work/e.txt" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  grep -q ENOSPC "$work/e.txt" || { kill "$pid"; fail "$writer: the disk never filled"; }
+  rm -f "$mnt/fill"
+  rc=0
+  wait "$pid" || rc=$?
+  kill -0 "$pid" 2>/dev/null && fail "still running"
+  check_store
+  [ "$stored" -gt 4096 ] || { cat "$work/e.txt"; fail "$writer: nothing stored after space came back"; }
   umount "$mnt"
 done
 echo "trace_enospc: OK"

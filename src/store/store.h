@@ -35,6 +35,23 @@ int spy__hset_add(spy__hset *s, const uint64_t h[2]);
 /* 1 when h was there (and is removed), else 0. */
 int spy__hset_take(spy__hset *s, const uint64_t h[2]);
 void spy__hset_free(spy__hset *s);
+/* The payloads of a batch that did not reach the store: `batch` collects
+ * the hashes of the payloads a writer stored since its last commit
+ * (spy__lost_src_note); when the batch fails they move to `gone`
+ * (spy__lost_src_fail), and an action that names one of them has it
+ * stored again first (spy__lost_src_resend calls store). */
+typedef struct spy__lost_src {
+  spy__buf batch; /* 16-byte hashes */
+  spy__hset gone;
+} spy__lost_src;
+void spy__lost_src_note(spy__lost_src *l, const uint64_t hash[2]);
+int spy__lost_src_fail(spy__lost_src *l);
+void spy__lost_src_commit(spy__lost_src *l);
+int spy__lost_src_resend(spy__lost_src *l, const spy_trace_val *v,
+                         int (*store)(void *, const uint64_t[2], const char *,
+                                      size_t),
+                         void *arg);
+void spy__lost_src_free(spy__lost_src *l);
 
 /* ---- catalog helpers
  * --------------------------------------------------------- */

@@ -40,6 +40,7 @@ typedef struct jsonl {
   uint32_t batch_n; /* actions of the open batch */
   int batch_err;    /* the open batch's first write error */
   _Atomic uint64_t lost;
+  spy__lost_src lostsrc; /* payloads of failed batches */
 } jsonl;
 
 static int open_in(const char *dir, const char *name, int flags) {
@@ -114,6 +115,7 @@ static int jl_source(void *state, const uint64_t hash[2], const char *p,
   spy__trace_json_stringref(&j->line, hash, p, n);
   if (j->line.err)
     return j->line.err;
+  spy__lost_src_note(&j->lostsrc, hash);
   return put_line(j, &j->logs, j->line.p, j->line.len);
 }
 
@@ -121,7 +123,10 @@ static int jl_action(void *state, const spy_trace_record *r) {
   jsonl *j = state;
   int meta = r->action->kind == &spy_kind_session_meta;
   j->batch_n++; /* stored or lost with its batch */
-  int rc = put_line(j, meta ? &j->meta : &j->logs, r->json, r->json_len);
+  /* a payload a failed batch took with it goes in again, before its use */
+  int rc = spy__lost_src_resend(&j->lostsrc, &r->action->fields, jl_source, j);
+  if (rc == 0)
+    rc = put_line(j, meta ? &j->meta : &j->logs, r->json, r->json_len);
   if (rc < 0 && !j->batch_err)
     j->batch_err = rc;
   return rc;
@@ -138,8 +143,13 @@ static int jl_commit(void *state) {
     if (ftruncate(j->logs.fd, j->logs.start) == 0)
       j->logs.size = j->logs.start;
     atomic_fetch_add(&j->lost, j->batch_n);
-  } else
+    int r = spy__lost_src_fail(&j->lostsrc);
+    if (r < 0)
+      rc = r;
+  } else {
     j->actions += j->batch_n;
+    spy__lost_src_commit(&j->lostsrc);
+  }
   j->meta.start = j->meta.size;
   j->logs.start = j->logs.size;
   j->batch_n = 0;
@@ -173,6 +183,7 @@ static int64_t jl_close(void *state) {
   }
   int64_t lost = (int64_t)atomic_load(&j->lost);
   spy__buf_free(&j->line);
+  spy__lost_src_free(&j->lostsrc);
   spy__buf_free(&j->meta.buf);
   spy__buf_free(&j->logs.buf);
   free(j);

@@ -43,7 +43,8 @@ typedef struct sqlw {
   spy__src_pipe *pipe; /* packs sources on its own thread */
   spy__buf sql;
   char *session_id;
-  char *reserve; /* path of the reserve file, or NULL */
+  char *reserve;         /* path of the reserve file, or NULL */
+  spy__lost_src lostsrc; /* payloads of failed transactions */
   int in_txn;
   int txn_failed;   /* a statement of the open transaction failed */
   uint32_t txn_n;   /* actions in the open transaction */
@@ -182,11 +183,15 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   }
   /* WAL without fsync: a killed process loses nothing it committed (the
    * bytes are in the OS), an OS crash or power cut may lose the trace —
-   * the price of never making the traced build wait for the disk. No
-   * checkpoints while tracing; one at close. */
-  if ((rc = exec(w, "PRAGMA page_size=16384; "
-                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
-                    "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=0;")))
+   * the price of never making the traced build wait for the disk. A
+   * checkpoint (on this thread, not the build's) once the WAL holds 16 MiB
+   * of pages, and one at close: every commit appends the pages it touched
+   * whole, so a slow build committing small batches would otherwise grow
+   * the WAL without bound. */
+  if ((rc = exec(w,
+                 "PRAGMA page_size=16384; "
+                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
+                 "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=1024;")))
     return rc;
   spy__own_tables_sql(&w->sql, 0);
   char ver[64];
@@ -293,13 +298,18 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   sqlw *w = state;
   int rc = begin(w);
+  if (rc == 0)
+    spy__lost_src_note(&w->lostsrc, hash);
   return rc ? rc : spy__src_pipe_submit(w->pipe, hash, p, n);
 }
 
 static int sq_action(void *state, const spy_trace_record *r) {
   sqlw *w = state;
   const spy_trace_action *a = r->action;
-  int rc = begin(w);
+  /* a payload a failed transaction took with it is stored again */
+  int rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
+  if (rc == 0)
+    rc = begin(w);
   w->rec.len = 0;
   if (rc == 0 && (rc = spy__trace_record_put(&w->rec, a)) == 0) {
     spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
@@ -349,10 +359,13 @@ static int sq_commit(void *state) {
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
     atomic_fetch_add(&w->lost, w->txn_n);
     spy__src_pipe_reset(w->pipe); /* its sources are gone too */
+    int r = spy__lost_src_fail(&w->lostsrc);
     if (rc == 0)
-      rc = SPY_EIO;
-  } else
+      rc = r < 0 ? r : SPY_EIO;
+  } else {
     w->actions += w->txn_n;
+    spy__lost_src_commit(&w->lostsrc);
+  }
   w->in_txn = 0;
   w->txn_n = 0;
   w->txn_failed = 0;
@@ -407,6 +420,7 @@ static int64_t sq_close(void *state) {
   if (w->reserve)
     unlink(w->reserve); /* a half-open writer */
   free(w->reserve);
+  spy__lost_src_free(&w->lostsrc);
   free(w->session_id);
   free(w);
   return lost;
