@@ -1,7 +1,11 @@
 /* test_trace.c — the store layer: every action kind round-trips through
  * each writer and the reader; payloads are stored once; sessions are
  * isolated; a disabled session never reaches its writer; a full queue makes
- * the emitter wait (counted) and loses nothing; a newer schema is refused;
+ * the emitter wait (counted) and loses nothing; two threads at full speed
+ * store every action once, each thread's in its order; a failed batch is
+ * counted lost and its payloads come back with their next use; a writer
+ * failure is reported once with its count; a clean SQLite close leaves no
+ * -wal/-shm; a newer schema is refused;
  * similar payloads are stored as bounded delta chains that read back
  * byte-identical, a broken chain is an error, a version 2 store still
  * reads but is not appended to; the SQL tables follow the catalog; the
@@ -11,10 +15,12 @@
  * (test/trace_pg.sh) starts a real server, sets it and runs that case;
  * here, without it, the case says so and does nothing. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -861,6 +867,96 @@ TEST(sqlite_clean_close_leaves_no_wal_or_shm) {
   rmrf(dir);
 }
 
+/* A batch that cannot be written (the file size limit stands in for a
+ * full disk) is counted as lost, and the payload it carried is stored
+ * again with the next action that names it: the store reads back whole. */
+static void quiet(void *arg, int err, const char *msg) {
+  (void)arg, (void)err, (void)msg;
+}
+static off_t largest_file(const char *dir) {
+  static const char *const names[] = {
+      "logs.json",    "meta.json",    "spyglass.json",   "trace.db",
+      "trace.db-wal", "trace.db-shm", "trace.db-reserve"};
+  off_t max = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    if (stat(path, &sb) == 0 && sb.st_size > max)
+      max = sb.st_size;
+  }
+  return max;
+}
+static int failed_batch_payload_comes_back(const char *writer) {
+  const char *dir = mktmp();
+  if (!dir)
+    return -1;
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .writer = writer,
+                      .dir = dir,
+                      .on_error = quiet,
+                      .batch_actions = 1000};
+  if (spy_trace_create(&t, &d) < 0)
+    return -1;
+  static char payload[20000];
+  for (size_t i = 0; i < sizeof payload; i++)
+    payload[i] = (char)('a' + i % 23);
+  spy_trace_build_begin(t);
+  spy_trace_flush(t);
+  struct rlimit old, lim;
+  getrlimit(RLIMIT_FSIZE, &old);
+  lim = old;
+  lim.rlim_cur = (rlim_t)largest_file(dir) + 1;
+  signal(SIGXFSZ, SIG_IGN);
+  setrlimit(RLIMIT_FSIZE, &lim);
+  spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){
+             "m.c", {payload, sizeof payload}, "p", 0, "c1", 0});
+  spy_trace_flush(t); /* this batch fails */
+  setrlimit(RLIMIT_FSIZE, &old);
+  spy_emit_hook_transform_call_start(
+      t, &(spy_act_hook_transform_call_start){
+             "m.c", {payload, sizeof payload}, "p", 0, "c2", 0});
+  int64_t lost = spy_trace_destroy(t);
+  int bad = lost != 1;
+  if (bad)
+    fprintf(stderr, "%s: %lld lost, want 1\n", writer, (long long)lost);
+  spy_trace_reader *r;
+  if (spy_trace_reader_open(dir, NULL, &r) < 0)
+    return -1;
+  spy_trace_action a;
+  int n = 0, refs = 0, rc;
+  while ((rc = spy_trace_reader_next(r, &a)) == 1) {
+    n++;
+    const spy_trace_val *c = spy_trace_get(&a, "content");
+    if (c && c->type == SPY_TV_SRCREF) {
+      const char *p;
+      size_t len;
+      refs++;
+      if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 ||
+          len != sizeof payload || memcmp(p, payload, len) != 0) {
+        fprintf(stderr, "%s: the payload is not in the store\n", writer);
+        bad = 1;
+      }
+    }
+  }
+  spy_trace_reader_close(r);
+  if (rc < 0 || n != 2 || refs != 1) {
+    fprintf(stderr, "%s: read %d actions (%d refs), rc %d\n", writer, n, refs,
+            rc);
+    bad = 1;
+  }
+  rmrf(dir);
+  return bad ? -1 : 0;
+}
+TEST(payload_of_a_failed_batch_is_stored_again_sqlite) {
+  CHECK_EQ(failed_batch_payload_comes_back("sqlite"), 0);
+}
+TEST(payload_of_a_failed_batch_is_stored_again_jsonl) {
+  CHECK_EQ(failed_batch_payload_comes_back("jsonl"), 0);
+}
+
 TEST(emit_rejects_a_missing_required_field) {
   capture k;
   memset(&k, 0, sizeof k);
@@ -1504,6 +1600,8 @@ TEST_MAIN(
     TEST_CASE(application_kinds_beyond_the_limit_are_refused),
     TEST_CASE(repeated_writer_failure_is_reported_once_with_its_count),
     TEST_CASE(sqlite_clean_close_leaves_no_wal_or_shm),
+    TEST_CASE(payload_of_a_failed_batch_is_stored_again_sqlite),
+    TEST_CASE(payload_of_a_failed_batch_is_stored_again_jsonl),
     TEST_CASE(emit_rejects_a_missing_required_field),
     TEST_CASE(create_rejects_bad_descs),
     TEST_CASE(application_kind_goes_through_the_same_path),
