@@ -22,7 +22,9 @@
  * handed back to each ring every 64 records. Emitters wake the writer
  * (futex) only when work appears after idleness or a gathering batch grows
  * large; a woken writer lets a batch gather for up to 2 ms, so a wake is
- * paid per batch, not per action. A full ring makes its emitter wait on
+ * paid per batch, not per action. A batch is committed when it holds
+ * batch_actions, is 100 ms old, or on a flush or close. A full ring makes
+ * its emitter wait on
  * its own futex word (counted): a build trace loses nothing.
  */
 #include <pthread.h>
@@ -44,7 +46,7 @@
 #define WAIT_GATHER 2u
 #define WAIT_GAP 3u
 #define GATHER_NS 2000000   /* a batch gathers for at most 2 ms */
-#define COMMIT_NS 100000000 /* a writer behind commits every 100 ms */
+#define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
 #define MAX_FAULTS 16       /* distinct failures counted separately */
 
 /* One emitting thread's ring. Positions are byte counts since creation
@@ -360,6 +362,15 @@ static void *writer_main(void *arg) {
           writer_sleep(t, WAIT_GATHER, GATHER_NS);
         continue;
       }
+      /* caught up with a batch open: commit it when it is old enough, so
+       * a slow build's trickle makes one commit per COMMIT_NS, not one per
+       * action (each commit of an SQL store writes whole pages) */
+      uint64_t since = spy__mono_ns() - last_commit;
+      if (since < COMMIT_NS && !atomic_load(&t->closing) &&
+          !atomic_load(&t->flush_req)) {
+        writer_sleep(t, WAIT_GATHER, (int64_t)(COMMIT_NS - since));
+        continue;
+      }
     }
     spy_trace_stats st = {0};
     uint64_t busy0 = spy__mono_ns();
@@ -401,13 +412,12 @@ static void *writer_main(void *arg) {
     t->st.source_bytes += st.source_bytes;
     t->st.saved_bytes += st.saved_bytes;
     pthread_mutex_unlock(&t->mu);
-    /* commit when caught up, asked to, or the batch is full or old: a
-     * writer that is behind commits per batch_actions, not per round */
+    /* commit when asked to, or the batch is full or old: a writer that is
+     * behind commits per batch_actions, not per round */
     uncommitted += n;
-    int caught_up = atomic_load(&t->seq) == t->wseq;
     if (uncommitted &&
-        (caught_up || uncommitted >= t->batch ||
-         now - last_commit >= COMMIT_NS || atomic_load(&t->closing))) {
+        (uncommitted >= t->batch || now - last_commit >= COMMIT_NS ||
+         atomic_load(&t->flush_req) || atomic_load(&t->closing))) {
       int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
       if (rc < 0)
         report(t, rc, "committing a batch failed");

@@ -184,14 +184,14 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   /* WAL without fsync: a killed process loses nothing it committed (the
    * bytes are in the OS), an OS crash or power cut may lose the trace —
    * the price of never making the traced build wait for the disk. A
-   * checkpoint (on this thread, not the build's) once the WAL holds 16 MiB
-   * of pages, and one at close: every commit appends the pages it touched
-   * whole, so a slow build committing small batches would otherwise grow
+   * checkpoint (on this thread, not the build's) once the WAL holds 256
+   * MiB of pages, and one at close: every commit appends the pages it
+   * touched whole, so a long trace of small batches would otherwise grow
    * the WAL without bound. */
   if ((rc = exec(w,
                  "PRAGMA page_size=16384; "
                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
-                 "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=1024;")))
+                 "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=16384;")))
     return rc;
   spy__own_tables_sql(&w->sql, 0);
   char ver[64];
