@@ -68,11 +68,7 @@ typedef struct pgw {
   void *report_ctx;
 } pgw;
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t mono_ms(void) { return spy__mono_ns() / 1000000u; }
 
 static void say(pgw *w, int err, const char *what) {
   char msg[600];
