@@ -63,13 +63,12 @@ static void src_col(spy__buf *b, const char *alias, const spy_trace_kind *k) {
 }
 
 /* The view name of a record's key field: `id` of record r is <r>_id. */
-static void key_name(spy__buf *b, const spy_trace_kind *r) {
+static void key_name(char *out, size_t cap, const spy_trace_kind *r) {
   const spy_trace_field *f = &r->fields[0];
-  if (strcmp(f->name, "id") == 0) {
-    spy__buf_puts(b, r->snake);
-    spy__buf_puts(b, "_id");
-  } else
-    spy__buf_puts(b, f->name);
+  if (strcmp(f->name, "id") == 0)
+    snprintf(out, cap, "%s_id", r->snake);
+  else
+    snprintf(out, cap, "%s", f->name);
 }
 
 static void view_head(spy__buf *b, int pg, const char *name, size_t n) {
@@ -123,7 +122,9 @@ static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
       col(b, "m", &r->fields[j]);
       if (j == 0 && strcmp(r->fields[j].name, "id") == 0) {
         spy__buf_puts(b, " AS ");
-        key_name(b, r);
+        char key[160];
+        key_name(key, sizeof key, r);
+        spy__buf_puts(b, key);
       }
     }
     spy__buf_puts(b, " FROM ");
@@ -136,26 +137,24 @@ static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
         continue;
       char name[256];
       snprintf(name, sizeof name, "%s_%s", r->snake, g->name);
-      spy__buf key = {0};
-      key_name(&key, r);
+      char key[160];
+      key_name(key, sizeof key, r);
       view_head(b, pg, name, strlen(name));
       spy__buf_puts(b, "i.build_id, ");
       col(b, "m", &r->fields[0]);
       spy__buf_puts(b, " AS ");
-      spy__buf_put(b, key.p, key.len);
+      spy__buf_puts(b, key);
       for (uint32_t c = 0; c < g->rec->nfields; c++) {
         const spy_trace_field *cf = &g->rec->fields[c];
         if (is_list(cf->type))
           continue;
         spy__buf_puts(b, ", ");
         col(b, "i", cf);
-        if (strlen(cf->name) == key.len &&
-            memcmp(cf->name, key.p, key.len) == 0) {
+        if (strcmp(cf->name, key) == 0) {
           spy__buf_puts(b, " AS imported_");
           spy__buf_puts(b, cf->name);
         }
       }
-      spy__buf_free(&key);
       spy__buf_puts(b, " FROM ");
       spy__buf_puts(b, table);
       spy__buf_puts(b, "__");
