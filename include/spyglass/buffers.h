@@ -81,8 +81,7 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
  * are `stride` bytes apart (>= width * bytes per pixel). The pixels are
  * read during the call only. Returns 1 (captured), 0 (nothing to do: not
  * watched, not wanted, or not due), SPY_EPOOLEMPTY (dropped and counted),
- * SPY_EAGAIN (the service was swapping the transport: try next frame), or
- * SPY_EINVAL. */
+ * or SPY_EINVAL. */
 static inline int spy_buffer_submit(spy_provider *p, int handle,
                                     const void *pixels, size_t stride) {
   if (!spy__watched(p))

@@ -223,8 +223,7 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
   if (now < e->next_capture)
     return 0;
   e->next_capture = now + e->interval_ticks;
-  if (!atomic_load_explicit(&b->large_ready, memory_order_acquire) ||
-      !spy__ops_enter(p)) {
+  if (!atomic_load_explicit(&b->large_ready, memory_order_acquire)) {
     e->dropped++;
     e->version++;
     BUMP(b->st_dropped, 1);
@@ -258,7 +257,6 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
   } else if (px) {
     p->tr->ops->release_unused(p->tr, px);
   }
-  spy__ops_leave(p);
   e->version++;
   if (rc < 0) {
     e->dropped++;
