@@ -24,7 +24,9 @@
 #define W 1280u
 #define H 720u
 
-static double median(double *v, int n) { return bench_quantile(v, (size_t)n, 0.5); }
+static double median(double *v, int n) {
+  return bench_quantile(v, (size_t)n, 0.5);
+}
 
 /* ns of one memcpy of n bytes, median of rounds (cold source each time:
  * the submit reads the application's pixels once too). */
@@ -143,7 +145,8 @@ static void vp9_row(bench_table *t, spy_provider *p, uint32_t w, uint32_t h,
 
 int bench_buffers(int argc, char **argv) {
   bench_opts o;
-  if (bench_parse(argc, argv, &o, "usage: spyglass bench buffers [--json] [--quick]\n"))
+  if (bench_parse(argc, argv, &o,
+                  "usage: spyglass bench buffers [--json] [--quick]\n"))
     return 2;
   int rounds = o.quick ? 10 : 60;
   static char dir[128];
@@ -159,12 +162,12 @@ int bench_buffers(int argc, char **argv) {
   uint8_t *img = malloc((size_t)W * H * 4), *dst = malloc((size_t)W * H * 4);
   for (size_t i = 0; i < (size_t)W * H * 4; i++)
     img[i] = (uint8_t)(i * 31 + (i >> 12));
-  int hb = spy_buffer_declare(p, &(spy_buffer_desc){.name = "fb",
-                                                    .pixel_type =
-                                                        SPY_PIXEL_RGBA8,
-                                                    .width = W,
-                                                    .height = H,
-                                                    .max_fps = 1000});
+  int hb =
+      spy_buffer_declare(p, &(spy_buffer_desc){.name = "fb",
+                                               .pixel_type = SPY_PIXEL_RGBA8,
+                                               .width = W,
+                                               .height = H,
+                                               .max_fps = 1000});
   bench_table t = {.title = "bench buffers: streaming a named buffer "
                             "(1280x720 unless named)",
                    .cols = {"case", "value", "baseline", "ratio"},
@@ -231,8 +234,8 @@ int bench_buffers(int argc, char **argv) {
   double mc = bench_time_op(cpy_op, &ca, o.quick ? 3 : 7, 50);
   double mc_mbs = (double)ca.n / mc * 1e3;
   bench_row(&t, "memcpy 3.7 MB (MB/s)", (double[]){mc_mbs, mc_mbs, 1});
-  static const uint32_t types[] = {SPY_PIXEL_RGBA8, SPY_PIXEL_BGRA8,
-                                   SPY_PIXEL_R8,    SPY_PIXEL_RGBA16F,
+  static const uint32_t types[] = {SPY_PIXEL_RGBA8,   SPY_PIXEL_BGRA8,
+                                   SPY_PIXEL_R8,      SPY_PIXEL_RGBA16F,
                                    SPY_PIXEL_RGBA32F, SPY_PIXEL_R32F};
   size_t maxb = (size_t)W * H * 16;
   uint8_t *src = malloc(maxb);

@@ -34,8 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     off += 3;
     if (len > size - off)
       len = size - off;
-    spy_section s = {.id = SPY_SEC_PIXELS, .len = (uint32_t)len,
-                     .data = data + off};
+    spy_section s = {
+        .id = SPY_SEC_PIXELS, .len = (uint32_t)len, .data = data + off};
     spy_pixels px;
     if (spy_get_pixels(&s, &px) == 0 && px.data_len)
       sink += ((const uint8_t *)px.data)[px.data_len - 1] + px.name_len;

@@ -73,10 +73,11 @@ static double psnr(const uint8_t *a, const uint8_t *b, size_t px) {
   return mse == 0 ? 99.0 : 10.0 * log10(255.0 * 255.0 / mse);
 }
 
-/* ---- conversions ---------------------------------------------------------- */
+/* ---- conversions ----------------------------------------------------------
+ */
 
 TEST(convert_each_type_to_known_rgba8) {
-  uint32_t types[] = {SPY_PIXEL_RGBA8,   SPY_PIXEL_BGRA8, SPY_PIXEL_R8,
+  uint32_t types[] = {SPY_PIXEL_RGBA8, SPY_PIXEL_BGRA8, SPY_PIXEL_R8,
                       SPY_PIXEL_RGBA16F, SPY_PIXEL_RGBA32F};
   uint32_t w = 16, h = 8;
   uint8_t *ref = make_image(SPY_PIXEL_RGBA8, w, h);
@@ -139,9 +140,9 @@ TEST(convert_display_modes) {
                                    SPY_DISPLAY_MONO),
            0);
   CHECK_EQ(out[4 * 5 + 2], c[4 * 5]);
-  CHECK_EQ(spy_image_to_rgba8_mode(out, w, h, c, w, h, w * 4, SPY_PIXEL_RGBA8,
-                                   9),
-           SPY_EINVAL);
+  CHECK_EQ(
+      spy_image_to_rgba8_mode(out, w, h, c, w, h, w * 4, SPY_PIXEL_RGBA8, 9),
+      SPY_EINVAL);
   free(c);
   /* normalize of HDR floats beyond 1 */
   float hdr[4 * 4] = {0, 0, 0, 1, 4, 4, 4, 1, 2, 2, 2, 1, 8, 8, 8, 1};
@@ -190,8 +191,8 @@ typedef struct rig {
   uint32_t n;
 } rig;
 
-static int rig_open(rig *r, spy_transport_kind kind, const spy_buffer_request *req,
-                    uint32_t nreq) {
+static int rig_open(rig *r, spy_transport_kind kind,
+                    const spy_buffer_request *req, uint32_t nreq) {
   memset(r, 0, sizeof *r);
   tu_rundir(dir, sizeof dir);
   spy_provider_desc d = {
@@ -209,8 +210,11 @@ static int rig_open(rig *r, spy_transport_kind kind, const spy_buffer_request *r
 
 static int rig_add(rig *r, const char *name, uint32_t type, uint32_t w,
                    uint32_t h, uint32_t fps) {
-  spy_buffer_desc bd = {
-      .name = name, .pixel_type = type, .width = w, .height = h, .max_fps = fps};
+  spy_buffer_desc bd = {.name = name,
+                        .pixel_type = type,
+                        .width = w,
+                        .height = h,
+                        .max_fps = fps};
   int hd = spy_buffer_declare(r->p, &bd);
   if (hd < 0)
     return hd;
@@ -259,8 +263,10 @@ TEST(submit_rejects_a_short_stride) {
   CHECK_EQ(spy_buffer_submit(r.p, r.h[0], r.img[0], 8), SPY_EINVAL);
   CHECK_EQ(spy_buffer_submit(r.p, 99, r.img[0], 64), SPY_EINVAL);
   spy_frame_end(r.p);
-  spy_buffer_desc bad = {.name = "big", .pixel_type = SPY_PIXEL_RGBA32F,
-                         .width = 4096, .height = 4096};
+  spy_buffer_desc bad = {.name = "big",
+                         .pixel_type = SPY_PIXEL_RGBA32F,
+                         .width = 4096,
+                         .height = 4096};
   CHECK_EQ(spy_buffer_declare(r.p, &bad), SPY_EINVAL); /* > 16 MiB */
   bad.pixel_type = 77;
   bad.width = bad.height = 4;
@@ -288,9 +294,8 @@ static int all_images(const spy_state *s, uint32_t n) {
 TEST(raw_images_of_every_type_arrive_exact) {
   spy_buffer_request req[6];
   for (int i = 0; i < 6; i++)
-    req[i] = (spy_buffer_request){.name = type_buf[i],
-                                  .mode = SPY_BUFFER_THUMBNAIL,
-                                  .long_edge = 1024};
+    req[i] = (spy_buffer_request){
+        .name = type_buf[i], .mode = SPY_BUFFER_THUMBNAIL, .long_edge = 1024};
   rig r;
   CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, req, 6), 0);
   uint32_t w = 96, h = 40;
@@ -315,11 +320,10 @@ TEST(raw_images_of_every_type_arrive_exact) {
    * the capture carries it). */
   spy_buffer_meta m;
   CHECK(RIG_UNTIL(&r, NULL, 10, ({
-                    const spy_state_entry *e_ = spy_state_find(
-                        &spy_consumer_state(r.c)->buffers, "r32f");
-                    e_ && spy_buffer_meta_decode(&e_->value, &m) == 0 &&
-                        m.captured >= 1;
-                  })));
+    const spy_state_entry *e_ =
+        spy_state_find(&spy_consumer_state(r.c)->buffers, "r32f");
+    e_ &&spy_buffer_meta_decode(&e_->value, &m) == 0 && m.captured >= 1;
+  })));
   CHECK_EQ(m.pixel_type, SPY_PIXEL_R32F);
   CHECK_EQ(m.width, w);
   CHECK_EQ(m.mode, SPY_BUFFER_THUMBNAIL);
@@ -376,10 +380,10 @@ TEST(nothing_is_copied_without_a_subscriber_for_the_buffer) {
   t->ops->pool_stats(t, &ps);
   CHECK_EQ(ps.total[SPY_TIER_LARGE], 0); /* the 16 MiB tier was never made */
   spy_buffer_meta m;
-  CHECK_EQ(spy_buffer_meta_decode(
-               &spy_state_find(&spy_consumer_state(r.c)->buffers, "fb")->value,
-               &m),
-           0);
+  CHECK_EQ(
+      spy_buffer_meta_decode(
+          &spy_state_find(&spy_consumer_state(r.c)->buffers, "fb")->value, &m),
+      0);
   CHECK_EQ(m.mode, 0);
   CHECK_EQ(m.served_width, 0);
   rig_close(&r);
@@ -420,9 +424,9 @@ TEST(an_empty_pool_drops_and_counts) {
     t->ops->release_unused(t, held[i]);
   /* and it recovers */
   CHECK(RIG_UNTIL(&r, NULL, 10, ({
-                    spy_buffer_get_stats(r.p, &after);
-                    after.captured > before.captured;
-                  })));
+    spy_buffer_get_stats(r.p, &after);
+    after.captured > before.captured;
+  })));
   rig_close(&r);
 }
 
@@ -434,10 +438,10 @@ TEST(a_large_raw_image_travels_in_parts) {
   CHECK_EQ(rig_open(&r, SPY_TRANSPORT_INLINE, &req, 1), 0);
   CHECK(rig_add(&r, "fb", SPY_PIXEL_RGBA8, 1280, 720, 100) >= 0);
   CHECK(RIG_UNTIL(&r, NULL, 30, ({
-                    const spy_state_image *im_ =
-                        spy_state_image_find(spy_consumer_state(r.c), "fb");
-                    im_ && im_->images;
-                  })));
+    const spy_state_image *im_ =
+        spy_state_image_find(spy_consumer_state(r.c), "fb");
+    im_ && im_->images;
+  })));
   const spy_state_image *im =
       spy_state_image_find(spy_consumer_state(r.c), "fb");
   CHECK_EQ(im->width, 1280);
@@ -609,10 +613,10 @@ TEST(key_frames_on_resize_and_every_two_seconds) {
   CHECK(l->c[first_new].key);
   CHECK(l->c[first_new].captured_ms - last_key < 1800); /* forced, early */
   CHECK(RIG_UNTIL(&r, NULL, 10, ({
-                    const spy_state_image *im_ =
-                        spy_state_image_find(spy_consumer_state(r.c), "fb");
-                    im_ && im_->width == 200;
-                  })));
+    const spy_state_image *im_ =
+        spy_state_image_find(spy_consumer_state(r.c), "fb");
+    im_ && im_->width == 200;
+  })));
   log_close(l);
   free(l);
   rig_close(&r);
@@ -629,8 +633,9 @@ TEST(a_consumer_joining_mid_stream_starts_on_a_key_frame) {
   CHECK_EQ(log_open(l, r.p), 0);
   /* stream for a while, so the next interval key frame is far off */
   double end = tu_now_s() + 30;
-  while (tu_now_s() < end &&
-         !(l->n > 2 && l->c[l->n - 1].captured_ms - l->c[0].captured_ms > 300)) {
+  while (
+      tu_now_s() < end &&
+      !(l->n > 2 && l->c[l->n - 1].captured_ms - l->c[0].captured_ms > 300)) {
     rig_frame(&r, NULL);
     log_poll(l);
   }
@@ -726,8 +731,13 @@ TEST(pixels_decoder_rejects_bad_parts) {
   spy_frame_writer w;
   spy_frame_start(&w, buf, sizeof buf, SPY_MSG_BUFFER_RAW, 0, 0, 0);
   uint8_t data[16] = {0};
-  spy_pixels px = {.width = 2, .height = 2, .name = "x", .data = data,
-                   .data_len = 8, .part_offset = 12, .part_total = 16};
+  spy_pixels px = {.width = 2,
+                   .height = 2,
+                   .name = "x",
+                   .data = data,
+                   .data_len = 8,
+                   .part_offset = 12,
+                   .part_total = 16};
   spy_put_pixels(&w, &px); /* 12 + 8 > 16 */
   int n = spy_frame_finish(&w);
   CHECK(n > 0);
@@ -833,8 +843,7 @@ TEST(snap_refuses_bad_usage) {
 
 TEST_MAIN(TEST_CASE(convert_each_type_to_known_rgba8),
           TEST_CASE(snap_writes_a_png_whose_pixels_match),
-          TEST_CASE(snap_refuses_bad_usage),
-          TEST_CASE(convert_display_modes),
+          TEST_CASE(snap_refuses_bad_usage), TEST_CASE(convert_display_modes),
           TEST_CASE(thumbnail_is_an_area_filter),
           TEST_CASE(half_floats_round_trip),
           TEST_CASE(submit_rejects_a_short_stride),

@@ -55,8 +55,7 @@ static void *consumer_thread(void *arg) {
   return NULL;
 }
 
-static long run(spy_transport_kind kind, uint64_t *captured,
-                uint64_t *images) {
+static long run(spy_transport_kind kind, uint64_t *captured, uint64_t *images) {
   tu_rundir(dir, sizeof dir);
   spy_provider *p;
   spy_provider_desc d = {

@@ -48,11 +48,11 @@ extern "C" {
 #define SPY_BUFFERS_MAX 32u /* named buffers per provider */
 
 typedef struct spy_buffer_desc {
-  const char *name;    /* 1..255 bytes, unique in the provider */
-  uint32_t pixel_type; /* spy_pixel_type */
+  const char *name;       /* 1..255 bytes, unique in the provider */
+  uint32_t pixel_type;    /* spy_pixel_type */
   uint32_t width, height; /* 1..16384; width * height * bytes per pixel
                              at most 16 MiB */
-  uint32_t max_fps; /* captures per second at most; default 4 */
+  uint32_t max_fps;       /* captures per second at most; default 4 */
 } spy_buffer_desc;
 
 /* Declares a buffer (or, for a name already declared, changes its type

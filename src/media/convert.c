@@ -28,8 +28,8 @@ uint32_t spy_pixel_bytes(uint32_t type) {
 
 static const char *const type_names[SPY_PIXEL_TYPE_COUNT] = {
     "rgba8", "bgra8", "rgba32f", "r32f", "r8", "rgba16f"};
-static const char *const display_names[] = {
-    "default", "colors", "normalize", "mono", "signed", "alpha"};
+static const char *const display_names[] = {"default", "colors", "normalize",
+                                            "mono",    "signed", "alpha"};
 #define N_DISPLAY (sizeof display_names / sizeof display_names[0])
 
 const char *spy_pixel_type_name(uint32_t type) {
@@ -146,9 +146,7 @@ static inline void values(const uint8_t *p, uint32_t type, float v[4]) {
     v[1] = v[2] = v[0];
     v[3] = 1.0f;
     break;
-  default: /* R8 */
-    v[0] = v[1] = v[2] = p[0] * (1.0f / 255.0f);
-    v[3] = 1.0f;
+  default: /* R8 */ v[0] = v[1] = v[2] = p[0] * (1.0f / 255.0f); v[3] = 1.0f;
   }
 }
 
@@ -190,7 +188,7 @@ static range image_range(const uint8_t *s, uint32_t w, uint32_t h,
 
 /* Values -> display colour in 0..1. */
 static inline void display(const float v[4], uint32_t type, uint32_t mode,
-                    const range *r, float out[4]) {
+                           const range *r, float out[4]) {
   switch (mode) {
   case SPY_DISPLAY_NORMALIZE:
     for (int c = 0; c < 3; c++)
@@ -211,8 +209,8 @@ static inline void display(const float v[4], uint32_t type, uint32_t mode,
         out[2] = 1.0f, out[0] = out[1] = 1.0f + t;
     } else {
       for (int c = 0; c < 3; c++)
-        out[c] = isfinite(v[c]) ? clamp01(0.5f + 0.5f * v[c] * r->inv_abs)
-                                : 0.5f;
+        out[c] =
+            isfinite(v[c]) ? clamp01(0.5f + 0.5f * v[c] * r->inv_abs) : 0.5f;
     }
     out[3] = 1.0f;
     break;

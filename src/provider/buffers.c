@@ -239,18 +239,18 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
       for (uint32_t y = 0; y < e->h; y++)
         memcpy(px->data + row * y, s + stride * y, row);
     }
-    spy_convert_request req = {
-        .name = e->name,
-        .frame = p->frame_no,
-        .width = e->w,
-        .height = e->h,
-        .pixel_type = (uint16_t)e->type,
-        .mode = (uint8_t)(want & 0xff),
-        .display = (uint8_t)(want >> 8 & 0xff),
-        .long_edge = (uint16_t)(want >> 16),
-        .key_epoch = atomic_load_explicit(&e->key_epoch, RELAXED),
-        .max_frame = max_frame(p),
-        .fps = (uint16_t)e->max_fps};
+    spy_convert_request req = {.name = e->name,
+                               .frame = p->frame_no,
+                               .width = e->w,
+                               .height = e->h,
+                               .pixel_type = (uint16_t)e->type,
+                               .mode = (uint8_t)(want & 0xff),
+                               .display = (uint8_t)(want >> 8 & 0xff),
+                               .long_edge = (uint16_t)(want >> 16),
+                               .key_epoch =
+                                   atomic_load_explicit(&e->key_epoch, RELAXED),
+                               .max_frame = max_frame(p),
+                               .fps = (uint16_t)e->max_fps};
     rc = p->tr->ops->convert(p->tr, &req, px);
     if (rc == 0)
       BUMP(b->st_bytes, row * e->h);
@@ -359,8 +359,8 @@ void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
     return;
   spy_delta_writer d;
   spy_delta_begin(&d, w, SPY_SEC_BUFFERS, full ? SPY_DELTA_FULL : 0);
-  int codec = p->tr->ops->codec_supported ? p->tr->ops->codec_supported(p->tr)
-                                          : 0;
+  int codec =
+      p->tr->ops->codec_supported ? p->tr->ops->codec_supported(p->tr) : 0;
   for (uint32_t i = 0; i < n; i++) {
     buf_entry *e = &b->e[i];
     uint32_t want = atomic_load_explicit(&e->want, RELAXED);
@@ -384,8 +384,7 @@ void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
       m.served_width = e->w;
       m.served_height = e->h;
       if (m.mode != SPY_BUFFER_STREAM || edge)
-        spy_thumbnail_size(e->w, e->h, edge, &m.served_width,
-                           &m.served_height);
+        spy_thumbnail_size(e->w, e->h, edge, &m.served_width, &m.served_height);
       m.codec = (uint16_t)(m.mode == SPY_BUFFER_STREAM && codec == 1
                                ? SPY_CODEC_VP9
                                : SPY_CODEC_RGBA8);

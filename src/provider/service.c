@@ -177,7 +177,7 @@ static void on_subscribe(spy_provider *p, const spy_section *s, uint64_t now) {
   }
   recompute(p);
   apply_filters(p);
-  spy__buffers_subscribe(p, &sub); /* its buffers map */
+  spy__buffers_subscribe(p, &sub);   /* its buffers map */
   atomic_store(&p->snapshot_req, 1); /* every collector starts whole */
   spy__zones_snapshot(p);
   post_ctl(p, SPY_MSG_SUBSCRIBE_ACK, sub.consumer, sub.features, NULL);

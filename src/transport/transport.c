@@ -200,8 +200,8 @@ static int post_payload(transport_impl *t, uint32_t type, spy_pixels meta,
     px.part_offset = parts ? off : 0;
     px.part_total = parts ? len : 0;
     spy_frame_writer w;
-    spy_frame_start(&w, t->cv_frame, t->cv_frame_cap, type, meta.captured_ms,
-                    0, 0);
+    spy_frame_start(&w, t->cv_frame, t->cv_frame_cap, type, meta.captured_ms, 0,
+                    0);
     spy_put_pixels(&w, &px);
     int flen = spy_frame_finish(&w);
     int r = flen < 0 ? flen : post_bytes(t, t->cv_frame, (uint32_t)flen);
@@ -218,8 +218,8 @@ static int post_payload(transport_impl *t, uint32_t type, spy_pixels meta,
  * of the same name at another size is closed (a resize starts over with a
  * key frame). *fresh is set for a new encoder. */
 static enc_slot *enc_for(transport_impl *t, const spy_video_codec_ops *vc,
-                         const char *name, uint32_t w, uint32_t h,
-                         uint32_t fps, uint64_t now, int *fresh) {
+                         const char *name, uint32_t w, uint32_t h, uint32_t fps,
+                         uint64_t now, int *fresh) {
   enc_slot *free_slot = NULL, *lru = NULL;
   *fresh = 0;
   for (int i = 0; i < ENC_SLOTS; i++) {
@@ -278,16 +278,16 @@ static int convert_now(transport_impl *t, spy_buffer *px,
     atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
     return rc;
   }
-  spy_pixels meta = {.frame = r->frame,
-                     .captured_ms = j->captured_ms,
-                     .width = ow,
-                     .height = oh,
-                     .pixel_type = r->pixel_type,
-                     .display =
-                         (uint8_t)spy_display_resolve(r->pixel_type, r->display),
-                     .key_frame = 1,
-                     .codec = SPY_CODEC_RGBA8,
-                     .name = j->name};
+  spy_pixels meta = {
+      .frame = r->frame,
+      .captured_ms = j->captured_ms,
+      .width = ow,
+      .height = oh,
+      .pixel_type = r->pixel_type,
+      .display = (uint8_t)spy_display_resolve(r->pixel_type, r->display),
+      .key_frame = 1,
+      .codec = SPY_CODEC_RGBA8,
+      .name = j->name};
   if (vc) {
     uint64_t now = spy__mono_ns() / 1000000u;
     int fresh;

@@ -17,8 +17,8 @@
 
 #include "cli.h"
 #include "demo_scene.h"
-#include "spyglass/buffers.h"
 #include "opts.h"
+#include "spyglass/buffers.h"
 #include "spyglass/consumer.h"
 #include "spyglass/provider.h"
 

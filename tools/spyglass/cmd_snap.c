@@ -102,7 +102,9 @@ int cmd_snap(int argc, char **argv) {
   spy_buffer_request req = {
       .name = buffer,
       .mode = (uint8_t)(stream ? SPY_BUFFER_STREAM : SPY_BUFFER_THUMBNAIL),
-      .long_edge = (uint16_t)(long_edge ? long_edge : stream ? 0 : 16384),
+      .long_edge = (uint16_t)(long_edge ? long_edge
+                              : stream  ? 0
+                                        : 16384),
       .display = (uint8_t)display};
   spy_consumer_desc cd = {.want = npos == 2 ? pos[0] : NULL,
                           .dir = dir,
@@ -145,7 +147,10 @@ int cmd_snap(int argc, char **argv) {
               buffer, timeout_ms);
   } else if (write_png(out, im->rgba, im->width, im->height) == 0) {
     printf("%s: %ux%u %s (%s, %s), frame %llu\n", out, im->width, im->height,
-           buffer, spy_pixel_type_name(im->pixel_type) ? spy_pixel_type_name(im->pixel_type) : "?",
+           buffer,
+           spy_pixel_type_name(im->pixel_type)
+               ? spy_pixel_type_name(im->pixel_type)
+               : "?",
            spy_display_name(im->display) ? spy_display_name(im->display) : "?",
            (unsigned long long)im->frame);
     code = EXIT_OK;

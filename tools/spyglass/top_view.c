@@ -408,15 +408,15 @@ static int buffers_block(int y, const spy_state *s, const top_view *v) {
     }
     overlay_sanitize(name, v->ascii);
     const char *type = spy_pixel_type_name(m.pixel_type);
-    const char *mode = !m.mode                            ? "metadata only"
-                       : m.mode == SPY_BUFFER_STREAM      ? "stream"
-                                                          : "thumbnail";
+    const char *mode = !m.mode                       ? "metadata only"
+                       : m.mode == SPY_BUFFER_STREAM ? "stream"
+                                                     : "thumbnail";
     int x = putf(y, 3, A_NORMAL, "%-16.16s %5ux%-5u %-8s", name, m.width,
                  m.height, type ? type : "?");
     if (m.mode)
-      x = putf(y, x + 1, A_NORMAL, "%s %ux%u %s %.1f/s", mode,
-               m.served_width, m.served_height,
-               m.codec == SPY_CODEC_VP9 ? "vp9" : "raw", seen[i].rate);
+      x = putf(y, x + 1, A_NORMAL, "%s %ux%u %s %.1f/s", mode, m.served_width,
+               m.served_height, m.codec == SPY_CODEC_VP9 ? "vp9" : "raw",
+               seen[i].rate);
     else
       x = put(y, x + 1, A_DIM, mode);
     if (m.dropped)

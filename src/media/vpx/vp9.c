@@ -42,8 +42,8 @@ static void rgba_to_i420(const uint8_t *rgba, uint32_t w, uint32_t h,
     const uint8_t *s = rgba + (size_t)y * w * 4;
     uint8_t *d = py + (size_t)y * (size_t)sy;
     for (uint32_t x = 0; x < w; x++, s += 4)
-      d[x] = (uint8_t)((19595 * s[0] + 38470 * s[1] + 7471 * s[2] + 32768) >>
-                       16);
+      d[x] =
+          (uint8_t)((19595 * s[0] + 38470 * s[1] + 7471 * s[2] + 32768) >> 16);
   }
   for (uint32_t y = 0; y < (h + 1) / 2; y++)
     for (uint32_t x = 0; x < (w + 1) / 2; x++) {
@@ -140,8 +140,8 @@ static int enc_create(void **out, uint32_t w, uint32_t h, uint32_t fps) {
   return 0;
 }
 
-static int enc_encode(void *p, const uint8_t *rgba, int force_key,
-                      uint8_t *out, size_t cap, size_t *len, int *key) {
+static int enc_encode(void *p, const uint8_t *rgba, int force_key, uint8_t *out,
+                      size_t cap, size_t *len, int *key) {
   enc *e = p;
   *len = 0;
   *key = 0;
