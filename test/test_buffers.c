@@ -21,6 +21,7 @@
 #include "testutil.h"
 
 static char dir[256];
+static uint32_t rig_ring; /* the provider's ring_bytes; 0 = default */
 
 /* ---- test images --------------------------------------------------------- */
 
@@ -195,8 +196,11 @@ static int rig_open(rig *r, spy_transport_kind kind,
                     const spy_buffer_request *req, uint32_t nreq) {
   memset(r, 0, sizeof *r);
   tu_rundir(dir, sizeof dir);
-  spy_provider_desc d = {
-      .name = "bufs", .dir = dir, .transport = kind, .flush_ms = 20};
+  spy_provider_desc d = {.name = "bufs",
+                         .dir = dir,
+                         .transport = kind,
+                         .flush_ms = 20,
+                         .ring_bytes = rig_ring};
   if (spy_provider_create(&r->p, &d) < 0)
     return -1;
   spy_consumer_desc cd = {.dir = dir,
@@ -430,12 +434,16 @@ TEST(an_empty_pool_drops_and_counts) {
   rig_close(&r);
 }
 
-/* A raw 1280x720 frame is 3.6 MB: more than one frame of the default
- * ring allows, so it travels in parts and is put back together. */
+/* A raw 1280x720 frame is 3.6 MB: more than one frame may be (1 MiB at
+ * most), so it travels in parts and is put back together. The ring holds
+ * several images' worth, as buffers.h asks for raw frames this size. */
 TEST(a_large_raw_image_travels_in_parts) {
   spy_buffer_request req = {.name = "fb", .mode = SPY_BUFFER_STREAM};
   rig r;
-  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_INLINE, &req, 1), 0);
+  rig_ring = 16u << 20;
+  int rc = rig_open(&r, SPY_TRANSPORT_INLINE, &req, 1);
+  rig_ring = 0;
+  CHECK_EQ(rc, 0);
   CHECK(rig_add(&r, "fb", SPY_PIXEL_RGBA8, 1280, 720, 100) >= 0);
   CHECK(RIG_UNTIL(&r, NULL, 30, ({
     const spy_state_image *im_ =

@@ -24,6 +24,12 @@
  * thread allocates nothing (the 16 MiB tier is made by the service when a
  * subscription first wants pixels).
  *
+ * A raw image larger than a frame may carry (1 MiB, or a quarter of the
+ * provider's ring_bytes if less) is sent in parts; a consumer that falls a
+ * whole ring behind loses a part and that image. Streaming raw images of
+ * several MB (no VP9 codec, or the inline transport), give the provider a
+ * ring_bytes of a few images (e.g. 16 MiB for 1280x720).
+ *
  * Metadata (type, size, mode served, last frame captured, counts) travels
  * in the BUFFERS feature (SPY_FEAT_BUFFERS) as a delta list: an entry is
  * sent when it changed (docs/wire.md, spy_buffer_meta in wire.h).

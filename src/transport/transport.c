@@ -244,7 +244,9 @@ static enc_slot *enc_for(transport_impl *t, const spy_video_codec_ops *vc,
   if (vc->encoder_create(&e->enc, w, h, fps ? fps : 4) < 0 || !e->enc)
     return NULL;
   e->ops = vc;
-  snprintf(e->name, sizeof e->name, "%s", name);
+  size_t nlen = strnlen(name, SPY_KEY_MAX);
+  memcpy(e->name, name, nlen);
+  e->name[nlen] = 0;
   e->w = w;
   e->h = h;
   e->last_use_ms = now;
@@ -257,8 +259,13 @@ static enc_slot *enc_for(transport_impl *t, const spy_video_codec_ops *vc,
  * buffer:chunk, else buffer:raw; returns px to the pool. On the posting
  * thread. */
 static int convert_now(transport_impl *t, spy_buffer *px,
-                       const convert_job *j) {
-  const spy_convert_request *r = &j->req;
+                       const convert_job *job) {
+  /* A copy: the job slot belongs to px, which goes back to the pool (and
+   * to the next capture) as soon as its pixels are converted. */
+  convert_job local = *job;
+  const convert_job *j = &local;
+  local.req.name = local.name;
+  const spy_convert_request *r = &local.req;
   const spy_video_codec_ops *vc =
       r->mode == SPY_BUFFER_STREAM && t->kind == SPY_TRANSPORT_OFFLOAD
           ? spy_video_codec_get(SPY_CODEC_VP9)
