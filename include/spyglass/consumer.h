@@ -210,6 +210,20 @@ typedef struct spy_state_image {
   uint32_t rgba_cap;
 } spy_state_image;
 
+/* ---- the batch list and pass tree (drawlist.h) ------------------------ *
+ * Each list as the provider last sent it (it sends one only when it
+ * changed); names cut to 63 bytes. */
+typedef struct spy_state_batch {
+  char kind[64], key[64];
+  uint32_t instances, draws;
+} spy_state_batch;
+typedef struct spy_state_pass {
+  char label[64];
+  uint16_t parent; /* SPY_PASS_ROOT or an earlier index */
+  uint32_t draws, triangles;
+  double cpu_ms;
+} spy_state_pass;
+
 typedef struct spy_state {
   spy_conn conn;
   spy_provider_info provider; /* name points into provider_name */
@@ -263,6 +277,13 @@ typedef struct spy_state {
   spy_state_image *images;
   uint32_t n_images, images_cap;
   uint64_t undecodable; /* chunks of a codec no one registered */
+  /* The batch list and pass tree (SPY_FEAT_BATCHES, SPY_FEAT_PASSES):
+   * versions as the provider numbered them, lists received. */
+  spy_state_batch *batches;
+  uint32_t n_batches, batches_version;
+  spy_state_pass *passes;
+  uint32_t n_passes, passes_version;
+  uint64_t batch_lists, pass_lists;
 } spy_state;
 
 typedef struct spy_consumer_desc {

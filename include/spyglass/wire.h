@@ -80,7 +80,9 @@ typedef enum spy_section_id {
   SPY_SEC_TRACE = 11,       /* trace actions (store layer) */
   SPY_SEC_MSGPROF = 12,     /* message profiler summary */
   SPY_SEC_CLOCK = 13,       /* clock-sync timestamps */
-  SPY_SEC_ZONES = 14        /* CPU zones: per-thread begin/end events */
+  SPY_SEC_ZONES = 14,       /* CPU zones: per-thread begin/end events */
+  SPY_SEC_BATCHES = 15,     /* the batch list: what a frame drew */
+  SPY_SEC_PASSES = 16       /* the render-pass tree */
 } spy_section_id;
 
 /* Feature bits in a subscription: bit (1 << section id). */
@@ -93,6 +95,8 @@ typedef enum spy_section_id {
 #define SPY_FEAT_TRACE SPY_FEAT(SPY_SEC_TRACE)
 #define SPY_FEAT_MSGPROF SPY_FEAT(SPY_SEC_MSGPROF)
 #define SPY_FEAT_ZONES SPY_FEAT(SPY_SEC_ZONES)
+#define SPY_FEAT_BATCHES SPY_FEAT(SPY_SEC_BATCHES)
+#define SPY_FEAT_PASSES SPY_FEAT(SPY_SEC_PASSES)
 
 /* Frame flags (in the FRAME section). */
 #define SPY_FRAME_SNAPSHOT 0x0001u   /* every feature sent whole */
@@ -593,6 +597,48 @@ int spy_zones_next_loc(spy_zones_iter *it, spy_zone_loc_info *out);
 int spy_zones_next_thread(spy_zones_iter *it, spy_zone_thread_info *out,
                           spy_zone_event_iter *ev);
 int spy_zone_event_next(spy_zone_event_iter *ev, spy_zone_event *out);
+
+/* ------------------------------------------------------------------------ */
+/* BATCHES and PASSES: what a frame drew and its render-pass tree           */
+/*
+ * Each section is a whole list with a version, sent only when the list
+ * changed (and whole in a snapshot): u32 version, u32 count, then records
+ * padded to 4.
+ * BATCHES record: u16 kind_len, u16 key_len, u32 instances, u32 draws,
+ *   kind, key (each ≤ 255 bytes).
+ * PASSES record: u16 parent (index of an earlier pass, 0xFFFF a root),
+ *   u16 label_len, u32 draws, u32 triangles, u32 cpu_us, label (≤ 255).
+ */
+#define SPY_BATCHES_MAX 4096u
+#define SPY_PASSES_MAX 1024u
+#define SPY_PASS_ROOT 0xFFFFu
+typedef struct spy_batch_info {
+  const char *kind, *key;     /* decoded: views, not NUL-terminated */
+  uint32_t kind_len, key_len; /* encoding: 0 = strlen (cut to 255) */
+  uint32_t instances, draws;
+} spy_batch_info;
+typedef struct spy_pass_info {
+  const char *label;
+  uint32_t label_len;
+  uint16_t parent; /* SPY_PASS_ROOT or an earlier index */
+  uint32_t draws, triangles, cpu_us;
+} spy_pass_info;
+typedef struct spy_list_iter {
+  uint32_t version, count, left;
+  const uint8_t *p;
+} spy_list_iter;
+void spy_put_batches(spy_frame_writer *w, uint32_t version,
+                     const spy_batch_info *b, uint32_t n);
+void spy_put_passes(spy_frame_writer *w, uint32_t version,
+                    const spy_pass_info *p, uint32_t n);
+/* Validate a section whole and prepare iteration: the count, or
+ * SPY_EBADSECTION (lengths) / SPY_EBADVALUE (a bound, a parent that does
+ * not come before its child). */
+int spy_get_batches(const spy_section *s, spy_list_iter *it);
+int spy_get_passes(const spy_section *s, spy_list_iter *it);
+/* 1 with the next record (views into the frame), 0 at the end. */
+int spy_batches_next(spy_list_iter *it, spy_batch_info *out);
+int spy_passes_next(spy_list_iter *it, spy_pass_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* Little-endian helpers (inline: used by every decoder)                    */

@@ -231,6 +231,9 @@ struct spy_provider {
   /* Named image buffers (buffers.c): made by the first declare or buffer
    * subscription, whichever comes first. */
   _Atomic(struct spy__buffers *) buffers;
+  /* The batch list and pass tree (drawlist.c): made by the service when a
+   * subscriber first wants them. */
+  _Atomic(struct spy__drawlist *) drawlist;
 };
 
 /* service.c */
@@ -271,5 +274,11 @@ void spy__buffers_keyframe(spy_provider *p);
 void spy__buffers_service(spy_provider *p);
 void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full);
 void spy__buffers_free(spy_provider *p);
+/* drawlist.c: the service makes the tables; the flush sends what changed. */
+struct spy__drawlist;
+void spy__drawlist_service(spy_provider *p);
+void spy__drawlist_encode(spy_provider *p, spy_frame_writer *w, int full,
+                          uint32_t features);
+void spy__drawlist_free(spy_provider *p);
 
 #endif

@@ -324,4 +324,5 @@ void spy__service(void *ctx, int wait_ms) {
   spy__msgprof_tick(p, now);
   spy__zones_service(p); /* CPU zones: drain the threads' rings */
   spy__buffers_service(p);
+  spy__drawlist_service(p);
 }

@@ -20,6 +20,7 @@
 #include "opts.h"
 #include "spyglass/buffers.h"
 #include "spyglass/consumer.h"
+#include "spyglass/drawlist.h"
 #include "spyglass/provider.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -185,7 +186,10 @@ static void frame_loop(frame_loop_ctx *fl) {
     for (int i = 0; i < n; i++)
       spy_gpu_resolved(p, res[i].gpu_frame, res[i].ms);
     demo_stats st;
+    spy_pass_begin(p, "frame");
+    spy_pass_begin(p, "update"); /* the CPU side: scene and particles */
     demo_scene_update(scene, dt > 0.1 ? 0.1 : dt, &st);
+    spy_pass_end(p, 0, 0);
     spy_counter_set(p, SPY_COUNTER_DRAWS, st.draws);
     spy_counter_set(p, SPY_COUNTER_PASSES, st.passes);
     spy_counter_set(p, SPY_COUNTER_MIPS, st.mips);
@@ -198,7 +202,14 @@ static void frame_loop(frame_loop_ctx *fl) {
     spy_value_set_f64(p, "scene.time", st.time);
     spy_value_set_i64(p, "scene.load", o.load);
     spy_value_set_bool(p, "fps.capped", o.fps_cap > 0);
+    spy_pass_begin(p, "submit"); /* the draw list to the device */
     uint64_t id = demo_scene_submit(scene);
+    spy_pass_end(p, st.draws, 0);
+    spy_pass_end(p, st.draws, 0);
+    /* what was drawn, by kind: the batch list */
+    spy_batch_add(p, "mesh", "sphere.sdf", st.objects, st.draws);
+    spy_batch_add(p, "points", "particles", st.particles, 1);
+    spy_batch_add(p, "effect", "glow", st.effect, st.effect ? 1 : 0);
     spy_gpu_issued(p, id);
     if (spy__watched(p)) { /* the last finished frame's targets */
       const uint8_t *fb;

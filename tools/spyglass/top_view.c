@@ -427,6 +427,60 @@ static int buffers_block(int y, const spy_state *s, const top_view *v) {
   return y;
 }
 
+/* The batch list grouped by kind (instances, draws) and the pass tree
+ * (indented, with a totals row), as far as rows allow. Returns the next
+ * free row. */
+static int drawlist_block(int y, int y_end, const spy_state *s) {
+  if (s->n_batches && y < y_end) {
+    int x = put(y, 1, A_BOLD, "BATCHES ");
+    char kinds[8][64];
+    uint64_t inst[8] = {0}, draws[8] = {0};
+    int nk = 0;
+    for (uint32_t i = 0; i < s->n_batches; i++) {
+      int k;
+      for (k = 0; k < nk && strcmp(kinds[k], s->batches[i].kind) != 0; k++)
+        ;
+      if (k == nk && nk < 8)
+        snprintf(kinds[nk++], sizeof kinds[0], "%s", s->batches[i].kind);
+      if (k < 8) {
+        inst[k] += s->batches[i].instances;
+        draws[k] += s->batches[i].draws;
+      }
+    }
+    for (int k = 0; k < nk; k++) {
+      overlay_sanitize(kinds[k], 1);
+      x = putf(y, x + 1, A_NORMAL, "%.16s %llu in %llu draws", kinds[k],
+               (unsigned long long)inst[k], (unsigned long long)draws[k]);
+    }
+    y++;
+  }
+  if (s->n_passes && y < y_end) {
+    uint64_t draws = 0, tris = 0;
+    double ms = 0;
+    for (uint32_t i = 0; i < s->n_passes; i++)
+      if (s->passes[i].parent == SPY_PASS_ROOT) {
+        draws += s->passes[i].draws;
+        tris += s->passes[i].triangles;
+        ms += s->passes[i].cpu_ms;
+      }
+    putf(y++, 1, A_BOLD, "PASSES %u   total %llu draws %llu tris %.2f ms",
+         s->n_passes, (unsigned long long)draws, (unsigned long long)tris, ms);
+    for (uint32_t i = 0; i < s->n_passes && y < y_end; i++) {
+      int depth = 0;
+      for (uint32_t q = s->passes[i].parent; q != SPY_PASS_ROOT && depth < 8;
+           q = s->passes[q].parent)
+        depth++;
+      char label[64];
+      snprintf(label, sizeof label, "%s", s->passes[i].label);
+      overlay_sanitize(label, 1);
+      putf(y++, 3 + 2 * depth, A_NORMAL, "%-20.20s %6u draws %8u tris %7.2f ms",
+           label, s->passes[i].draws, s->passes[i].triangles,
+           s->passes[i].cpu_ms);
+    }
+  }
+  return y;
+}
+
 void top_view_draw(top_view *v, const spy_consumer *c) {
   const spy_state *s = spy_consumer_state(c);
   erase();
@@ -446,6 +500,8 @@ void top_view_draw(top_view *v, const spy_consumer *c) {
   env_line(y, s);
   y = buffers_block(y + 1, s, v) - 1;
   int footer = LINES - 3;
+  if (!v->zones)
+    y = drawlist_block(y + 1, footer - 4, s) - 1;
   if (v->zones)
     top_zones_draw(y + 2, footer, s);
   else
