@@ -119,6 +119,13 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms);
  * call. Returns the fd (owned by the channel) or a negative error. */
 int spy_channel_fd(spy_channel *ch);
 
+/* 1 the first time it is called after this opener re-created its channel
+ * directory or its entry (they had been removed or damaged; see above),
+ * else 0. Newcomers can find the opener again from then on; an opener
+ * that announces itself (a provider) does it again. Same thread rules as
+ * spy_channel_recv. */
+int spy_channel_recreated(spy_channel *ch);
+
 /* This opener's id (also the sender id its frames carry). */
 uint64_t spy_channel_id(const spy_channel *ch);
 

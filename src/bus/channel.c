@@ -105,6 +105,7 @@ struct spy_channel {
   int wait_said_pending; /* spy_channel_wait returned 1 */
   int busy;              /* a peer read failed in the last pass */
   spy_channel_stats st;
+  uint64_t recreated_seen; /* spy_channel_recreated */
   /* spy_channel_fd's watcher */
   int efd;
   pthread_t watcher;
@@ -439,7 +440,7 @@ static int join(spy_channel *ch) {
   if (dfd < 0)
     return dfd;
   int reaped = 0;
-  reap_dir(dfd, &reaped);
+  int live = reap_dir(dfd, &reaped);
   int rc = get_ctl(ch, dfd);
   if (rc == 0 && !ch->ring_mem)
     rc = create_ring(ch);
@@ -448,6 +449,8 @@ static int join(spy_channel *ch) {
   if (rc == 0) {
     atomic_fetch_add(&ch->ctl->generation, 1);
     spy__ec_notify(ch->ctl); /* sleepers rescan and find us */
+  } else if (live == 0) {
+    remove_if_empty(ch->dir, 0); /* leave nothing behind (a full disk) */
   }
   flock(dfd, LOCK_UN);
   if (rc < 0) {
@@ -1032,6 +1035,13 @@ static void stop_watcher(spy_channel *ch) {
   pthread_join(ch->watcher, NULL);
   ch->watcher_started = 0;
   pthread_mutex_destroy(&ch->lock);
+}
+
+int spy_channel_recreated(spy_channel *ch) {
+  if (ch->st.recreated == ch->recreated_seen)
+    return 0;
+  ch->recreated_seen = ch->st.recreated;
+  return 1;
 }
 
 uint64_t spy_channel_id(const spy_channel *ch) { return ch->id; }

@@ -310,6 +310,8 @@ void spy__service(void *ctx, int wait_ms) {
         f.type == SPY_MSG_PROVIDER_QUERY)
       spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   }
+  if (spy_channel_recreated(p->disc)) /* the runtime directory was lost */
+    spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   timers(p, mono_ms());
   clock_ready(p);
   spy__msgprof_tick(p);
