@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "bus/ring.h"
 #include "bus/shm.h"
@@ -554,6 +555,124 @@ TEST(full_tmpfs_fails_new_opens_with_enospc_and_spares_the_running) {
   CHECK(rec);
 }
 
+/* ---- the real program: `spyglass demo --headless` and `spyglass ls` ---- */
+
+static char out[65536];
+
+/* `spyglass ls --json` (bounded in time: a consumer that blocks fails);
+ * 1 if it exits 0 and lists pid. */
+static int ls_lists(pid_t pid, double seconds) {
+  char want[32], cmd[600];
+  snprintf(want, sizeof want, "\"pid\":%d", (int)pid);
+  snprintf(cmd, sizeof cmd, "timeout 20 %s ls --json --wait 500 --dir %s",
+           SPY_TOOL_PATH, dir);
+  double end = tu_now_s() + seconds;
+  int rc;
+  do
+    rc = tu_run_capture(cmd, out, sizeof out);
+  while (!(rc == 0 && strstr(out, want)) && tu_now_s() < end);
+  return rc == 0 && strstr(out, want) != NULL;
+}
+
+static int alive(pid_t pid) {
+  int st;
+  return waitpid(pid, &st, WNOHANG) == 0;
+}
+
+/* Every entry of pid in every channel directory, with what it says. */
+static int entries_of(pid_t pid, char paths[][512], spy_bus_entry *es,
+                      int max) {
+  int n = 0;
+  DIR *root = opendir(dir);
+  if (!root)
+    return 0;
+  struct dirent *c;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "r-%d-", (int)pid);
+  while (n < max && (c = readdir(root))) {
+    if (c->d_name[0] == '.')
+      continue;
+    char chdir[400];
+    if (snprintf(chdir, sizeof chdir, "%s/%s", dir, c->d_name) >=
+        (int)sizeof chdir)
+      continue;
+    DIR *d = opendir(chdir);
+    if (!d)
+      continue;
+    struct dirent *e;
+    while (n < max && (e = readdir(d)))
+      if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+          snprintf(paths[n], 512, "%s/%s", chdir, e->d_name) < 512) {
+        int fd = open(paths[n], O_RDONLY);
+        if (fd >= 0 && read(fd, &es[n], sizeof es[n]) == (ssize_t)sizeof es[n])
+          n++;
+        if (fd >= 0)
+          close(fd);
+      }
+    closedir(d);
+  }
+  closedir(root);
+  return n;
+}
+
+TEST(the_real_provider_survives_each_fault_and_stays_listed) {
+  fresh_dir();
+  pid_t demo = tu_fork();
+  if (demo == 0) {
+    if (!freopen("/dev/null", "w", stdout) ||
+        !freopen("/dev/null", "w", stderr))
+      _exit(126);
+    execl(SPY_TOOL_PATH, "spyglass", "demo", "--headless", "--name", "victim",
+          "--dir", dir, (char *)NULL);
+    _exit(127);
+  }
+  CHECK(ls_lists(demo, 15));
+  /* Its CPU share in a quiet window: the fault windows may add 30 %. */
+  double hz = (double)sysconf(_SC_CLK_TCK), t0 = tu_now_s();
+  long c0 = cpu_ticks(demo);
+  usleep(1000000);
+  double quiet = (double)(cpu_ticks(demo) - c0) / hz / (tu_now_s() - t0);
+  char paths[8][512];
+  spy_bus_entry es[8];
+  int n = entries_of(demo, paths, es, 8);
+  CHECK(n >= 2); /* discovery and data channels */
+  unsigned seed = 99;
+  for (int fault = 0; fault < 4; fault++) {
+    t0 = tu_now_s();
+    c0 = cpu_ticks(demo);
+    if (fault == 0) { /* what killed it on main */
+      for (int i = 0; i < n; i++)
+        CHECK(truncate(paths[i], 0) == 0);
+    } else if (fault == 1) { /* garbage over its rings' headers */
+      for (int k = 0; k < 50; k++) {
+        for (int i = 0; i < n; i++)
+          CHECK(scribble(demo, es[i].ring_fd, 0, 256, &seed));
+        usleep(10000);
+      }
+    } else if (fault == 2) { /* the runtime directory removed */
+      tu_rm_rf(dir);
+    } else { /* a FIFO and a symlink named like entries */
+      char p2[600];
+      snprintf(p2, sizeof p2, "%s/spyglass/r-1-fifo", dir);
+      CHECK(mkfifo(p2, 0600) == 0);
+      snprintf(p2, sizeof p2, "%s/spyglass/r-2-link", dir);
+      CHECK(symlink("/etc/passwd", p2) == 0);
+    }
+    CHECK(ls_lists(demo, 15));
+    CHECK(alive(demo));
+    usleep(300000);
+    double share = (double)(cpu_ticks(demo) - c0) / hz / (tu_now_s() - t0);
+    fprintf(stderr, "  fault %d: demo used %.0f%% CPU (quiet: %.0f%%)\n", fault,
+            share * 100, quiet * 100);
+    CHECK(share < quiet + 0.3);
+    if (fault == 2)
+      n = entries_of(demo, paths, es, 8); /* its new entries */
+  }
+  kill(demo, SIGTERM);
+  int st = tu_wait(demo, 10);
+  CHECK(st == 0 || st == 128 + SIGTERM);
+}
+
 static void after_all(void) {
   if (dir[0])
     tu_rm_rf(dir);
@@ -570,7 +689,8 @@ int main(int argc, char **argv) {
       TEST_CASE(random_bytes_in_records_are_survived_and_counted),
       TEST_CASE(removed_runtime_dir_is_recreated_and_the_poster_found_again),
       TEST_CASE(planted_fifo_symlink_and_foreign_file_are_skipped_and_counted),
-      TEST_CASE(full_tmpfs_fails_new_opens_with_enospc_and_spares_the_running)};
+      TEST_CASE(full_tmpfs_fails_new_opens_with_enospc_and_spares_the_running),
+      TEST_CASE(the_real_provider_survives_each_fault_and_stays_listed)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);
   after_all();
   return rc;

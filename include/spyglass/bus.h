@@ -33,14 +33,14 @@
  * opened without following links or blocking (a FIFO or symlink planted
  * there is skipped and counted), and its checksum and the memory it names
  * pass their checks. Shared bytes that lie (a garbage header, random bytes
- * in records) cost the reader a resync and the frames in between, counted
- * in `lost` and `corrupt`; never an out-of-bounds access, a crash or a
- * spin; a poster never reads its ring back, so nothing written there can
- * disturb it. Each opener re-creates the runtime directory, the channel's
- * directory and its entry within about a second of their removal or
- * damage (checked when it receives or waits, never when it posts); readers
- * that had it mapped resume exactly where they were. A full file system
- * makes spy_channel_open fail with SPY_ENOSPC (the entry cannot be
+ * in records, a hole punched in a ring that reads as zeros) cost the reader a
+ * resync and the frames in between, counted in `lost` and `corrupt`; never an
+ * out-of-bounds access, a crash or a spin; a poster never reads its ring back,
+ * so nothing written there can disturb it. Each opener re-creates the runtime
+ * directory, the channel's directory and its entry within about a second of
+ * their removal or damage (checked when it receives or waits, never when it
+ * posts); readers that had it mapped resume exactly where they were. A full
+ * file system makes spy_channel_open fail with SPY_ENOSPC (the entry cannot be
  * written); it does not disturb openers already running.
  *
  * Thread-safety: a spy_channel handle is used by one thread at a time

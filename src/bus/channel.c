@@ -139,11 +139,11 @@ static int reap_if_dead(int dfd, const char *name) {
   return dead;
 }
 
-/* Calls fn(dfd, name, arg) for every ring-named entry; stops when fn
- * returns non-zero and returns that, else 0; -errno if the directory
- * cannot be read. */
-static int each_entry(int dfd, int (*fn)(int, const char *, void *),
-                      void *arg) {
+/* Calls fn(dfd, name, arg) for every ring-named entry (and, with tmp,
+ * every temporary one); stops when fn returns non-zero and returns that,
+ * else 0; -errno if the directory cannot be read. */
+static int each_entry_of(int dfd, int (*fn)(int, const char *, void *),
+                         void *arg, int tmp) {
   int dup_fd = dup(dfd);
   if (dup_fd < 0)
     return -errno;
@@ -156,10 +156,16 @@ static int each_entry(int dfd, int (*fn)(int, const char *, void *),
   int rc = 0;
   struct dirent *e;
   while (rc == 0 && (e = readdir(d)))
-    if (is_ring_name(e->d_name))
+    if (is_ring_name(e->d_name) ||
+        (tmp && strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0))
       rc = fn(dfd, e->d_name, arg);
   closedir(d);
   return rc;
+}
+
+static int each_entry(int dfd, int (*fn)(int, const char *, void *),
+                      void *arg) {
+  return each_entry_of(dfd, fn, arg, 0);
 }
 
 typedef struct reap_ctx {
@@ -168,6 +174,13 @@ typedef struct reap_ctx {
 
 static int reap_one(int dfd, const char *name, void *arg) {
   reap_ctx *r = arg;
+  if (!is_ring_name(name)) {
+    /* A temporary entry seen with the directory locked was left by an
+     * opener that died while writing it (they are renamed under the
+     * lock). */
+    reap_if_dead(dfd, name);
+    return 0;
+  }
   if (reap_if_dead(dfd, name))
     r->reaped++;
   else
@@ -178,7 +191,7 @@ static int reap_one(int dfd, const char *name, void *arg) {
 /* With the directory locked: reaps dead entries; returns those left. */
 static int reap_dir(int dfd, int *reaped) {
   reap_ctx r = {0, 0};
-  int rc = each_entry(dfd, reap_one, &r);
+  int rc = each_entry_of(dfd, reap_one, &r, 1);
   *reaped += r.reaped;
   return rc < 0 ? rc : r.live;
 }
