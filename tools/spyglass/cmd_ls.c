@@ -7,6 +7,8 @@
 #include "cli.h"
 #include "discover.h"
 #include "json.h"
+#include "opts.h"
+#include "overlay.h"
 
 static void help(FILE *f) {
   fprintf(f,
@@ -30,25 +32,15 @@ static const char *kind_name(uint8_t kind) {
 int cmd_ls(int argc, char **argv) {
   int as_json = 0, wait_ms = 300;
   const char *dir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (cli_is_help(argv[i])) {
-      help(stdout);
-      return EXIT_OK;
-    } else if (strcmp(argv[i], "--json") == 0) {
-      as_json = 1;
-    } else if (strcmp(argv[i], "--wait") == 0) {
-      if (cli_parse_ms("ls", "--wait", ++i < argc ? argv[i] : NULL, 60000,
-                       &wait_ms) < 0)
-        return EXIT_USAGE;
-    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
-      dir = argv[++i];
-    } else {
-      fprintf(stderr, "spyglass ls: unknown or incomplete option '%s'\n",
-              argv[i]);
-      help(stderr);
-      return EXIT_USAGE;
-    }
-  }
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--wait", CLI_INT, &wait_ms, 0, 60000, 0, "a number of milliseconds"},
+      {"--dir", CLI_STR, &dir, 0, 0, 0, "a directory"},
+  };
+  int rc = cli_parse("ls", argc, argv, opts, sizeof opts / sizeof opts[0], NULL,
+                     0, NULL, help);
+  if (rc)
+    return rc == 1 ? EXIT_OK : EXIT_USAGE;
   found_provider ps[DISCOVER_MAX];
   int n = discover(dir, wait_ms, NULL, ps, DISCOVER_MAX);
   if (n < 0) {
@@ -91,11 +83,14 @@ int cmd_ls(int argc, char **argv) {
     printf("%-16s  %-20s  %-6s  %8s  %8s  %s\n", "ID", "NAME", "KIND", "PID",
            "UPTIME", "SUBS");
     for (int i = 0; i < n; i++) {
-      char up[32];
+      char up[32], name[sizeof ps[i].name];
+      /* a name is the provider's to choose: no terminal escapes pass */
+      snprintf(name, sizeof name, "%s", ps[i].name);
+      overlay_sanitize(name, 0);
       cli_format_age(up, sizeof up,
                      now > ps[i].info.start_ms ? now - ps[i].info.start_ms : 0);
       printf("%016llx  %-20s  %-6s  %8u  %8s  %u\n",
-             (unsigned long long)ps[i].info.id, ps[i].name,
+             (unsigned long long)ps[i].info.id, name,
              kind_name(ps[i].info.kind), ps[i].info.pid, up,
              ps[i].info.subscribers);
     }
