@@ -29,7 +29,7 @@ typedef struct shared {
   _Atomic int stop;
   _Atomic int p_ready, c_ready;
   _Atomic uint64_t p_id, p_seq;
-  _Atomic uint64_t p_corrupt, p_skipped, p_recreated, p_dropped;
+  _Atomic uint64_t p_corrupt, p_skipped, p_recreated, p_dropped, p_peers;
   _Atomic uint64_t c_last, c_got, c_lost, c_bad, c_run;
   _Atomic uint64_t c_corrupt, c_skipped, c_recreated;
   _Atomic uint64_t n_skipped; /* the newcomer's */
@@ -93,6 +93,7 @@ static void poster(void) {
     sh->p_skipped = st.skipped;
     sh->p_recreated = st.recreated;
     sh->p_dropped = st.dropped;
+    sh->p_peers = st.peers;
   }
   spy_channel_close(ch);
   _exit(0);
@@ -144,6 +145,8 @@ static void reader(void) {
   spy_channel_close(ch);
   _exit(0);
 }
+
+static int alive(pid_t pid);
 
 /* utime + stime of pid in clock ticks. */
 static long cpu_ticks(pid_t pid) {
@@ -445,6 +448,42 @@ TEST(random_bytes_in_records_are_survived_and_counted) {
   CHECK(recovered(&pr));
 }
 
+TEST(a_garbage_reader_ring_that_dies_leaves_the_poster_idle) {
+  /* On main this made the poster's worker spin for good, even after the
+   * reader was killed. */
+  fresh_dir();
+  pair pr;
+  CHECK(start_pair(&pr));
+  char path[512];
+  spy_bus_entry ce;
+  CHECK(find_entry(pr.c, path, sizeof path, &ce));
+  unsigned seed = 7;
+  for (int k = 0; k < 50; k++) {
+    CHECK(scribble(pr.c, ce.ring_fd, 0, SPY_RING_HEADER_BYTES, &seed));
+    CHECK(scribble(pr.c, ce.ring_fd, SPY_RING_HEADER_BYTES, 4096, &seed));
+    usleep(2000);
+  }
+  kill(pr.c, SIGKILL);
+  CHECK_EQ(tu_wait(pr.c, 10), 128 + SIGKILL);
+  window_start(&pr);
+  usleep(1000000);
+  double hz = (double)sysconf(_SC_CLK_TCK);
+  double share =
+      (double)(cpu_ticks(pr.p) - pr.p_ticks) / hz / (tu_now_s() - pr.t0);
+  fprintf(stderr, "  P after C died: %.0f%% CPU\n", share * 100);
+  CHECK(share < 0.3);
+  /* A newcomer reaps C's entry; P lets C's ring go and sees the newcomer
+   * only. */
+  CHECK_EQ(newcomer_sees_p(), 0);
+  CHECK(alive(pr.p));
+  double end = tu_now_s() + 10;
+  while (sh->p_peers != 0 && tu_now_s() < end)
+    usleep(5000);
+  CHECK_EQ(sh->p_peers, 0); /* C's ring dropped, the newcomer's too */
+  sh->stop = 1;
+  CHECK_EQ(tu_wait(pr.p, 10), 0);
+}
+
 TEST(removed_runtime_dir_is_recreated_and_the_poster_found_again) {
   fresh_dir();
   pair pr;
@@ -685,6 +724,7 @@ int main(int argc, char **argv) {
       TEST_CASE(truncated_files_kill_nobody_and_the_entry_is_restored),
       TEST_CASE(garbage_ring_headers_are_survived_counted_and_repaired),
       TEST_CASE(random_bytes_in_records_are_survived_and_counted),
+      TEST_CASE(a_garbage_reader_ring_that_dies_leaves_the_poster_idle),
       TEST_CASE(removed_runtime_dir_is_recreated_and_the_poster_found_again),
       TEST_CASE(planted_fifo_symlink_and_foreign_file_are_skipped_and_counted),
       TEST_CASE(full_tmpfs_fails_new_opens_with_enospc_and_spares_the_running),
