@@ -582,8 +582,13 @@ static void rescan(spy_channel *ch) {
   /* Our directory removed (nlink 0) reads as empty: re-create it first,
    * or every peer would look gone. */
   struct stat ds;
-  if (fstat(ch->dfd, &ds) == 0 && ds.st_nlink == 0 && join(ch) == 0)
+  if (fstat(ch->dfd, &ds) == 0 && ds.st_nlink == 0) {
+    if (join(ch) < 0) { /* keep the peers we have; upkeep retries */
+      ch->gen_seen = atomic_load(&ch->ctl->generation);
+      return;
+    }
     ch->st.recreated++;
+  }
   ch->gen_seen = atomic_load(&ch->ctl->generation);
   for (int i = 0; i < ch->npeers; i++)
     ch->peers[i].gone = 1;
