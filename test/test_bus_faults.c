@@ -652,6 +652,67 @@ static int entries_of(pid_t pid, char paths[][512], spy_bus_entry *es,
   return n;
 }
 
+/* CPU ticks of each thread of a process. */
+typedef struct thread_cpu {
+  int n;
+  pid_t tid[32];
+  long ticks[32];
+} thread_cpu;
+
+static int threads_cpu(pid_t pid, thread_cpu *t) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  t->n = 0;
+  if (!d)
+    return 0;
+  struct dirent *e;
+  while (t->n < 32 && (e = readdir(d))) {
+    if (e->d_name[0] == '.')
+      continue;
+    char stat_path[300], buf[1024];
+    snprintf(stat_path, sizeof stat_path, "/proc/%d/task/%s/stat", (int)pid,
+             e->d_name);
+    int fd = open(stat_path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+      close(fd);
+    if (n <= 0)
+      continue;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    unsigned long ut, st;
+    if (p &&
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+               &ut, &st) == 2) {
+      t->tid[t->n] = (pid_t)atoi(e->d_name);
+      t->ticks[t->n++] = (long)(ut + st);
+    }
+  }
+  closedir(d);
+  return t->n;
+}
+
+static long ticks_of(const thread_cpu *t, pid_t tid) {
+  for (int i = 0; i < t->n; i++)
+    if (t->tid[i] == tid)
+      return t->ticks[i];
+  return 0;
+}
+
+static pid_t busiest(const thread_cpu *a, const thread_cpu *b) {
+  pid_t best = 0;
+  long most = -1;
+  for (int i = 0; i < b->n; i++) {
+    long d = b->ticks[i] - ticks_of(a, b->tid[i]);
+    if (d > most) {
+      most = d;
+      best = b->tid[i];
+    }
+  }
+  return best;
+}
+
 TEST(the_real_provider_survives_each_fault_and_stays_listed) {
   fresh_dir();
   pid_t demo = tu_fork();
@@ -664,11 +725,17 @@ TEST(the_real_provider_survives_each_fault_and_stays_listed) {
     _exit(127);
   }
   CHECK(ls_lists(demo, 15));
-  /* Its CPU share in a quiet window: the fault windows may add 30 %. */
+  /* The demo's device thread renders flat out, as much as the loaded
+   * machine lets it: its share says nothing about the bus. Found as the
+   * busiest thread in a quiet second, it is left out; every other thread
+   * (frame loop, offload worker: where the bus runs) must stay under 30 %
+   * of each fault window. */
   double hz = (double)sysconf(_SC_CLK_TCK), t0 = tu_now_s();
-  long c0 = cpu_ticks(demo);
+  thread_cpu q0, q1;
+  CHECK(threads_cpu(demo, &q0) > 0);
   usleep(1000000);
-  double quiet = (double)(cpu_ticks(demo) - c0) / hz / (tu_now_s() - t0);
+  CHECK(threads_cpu(demo, &q1) > 0);
+  pid_t render = busiest(&q0, &q1);
   char paths[8][512];
   spy_bus_entry es[8];
   int n = entries_of(demo, paths, es, 8);
@@ -676,7 +743,7 @@ TEST(the_real_provider_survives_each_fault_and_stays_listed) {
   unsigned seed = 99;
   for (int fault = 0; fault < 4; fault++) {
     t0 = tu_now_s();
-    c0 = cpu_ticks(demo);
+    CHECK(threads_cpu(demo, &q0) > 0);
     if (fault == 0) { /* what killed it on main */
       for (int i = 0; i < n; i++)
         CHECK(truncate(paths[i], 0) == 0);
@@ -698,10 +765,17 @@ TEST(the_real_provider_survives_each_fault_and_stays_listed) {
     CHECK(ls_lists(demo, 15));
     CHECK(alive(demo));
     usleep(300000);
-    double share = (double)(cpu_ticks(demo) - c0) / hz / (tu_now_s() - t0);
-    fprintf(stderr, "  fault %d: demo used %.0f%% CPU (quiet: %.0f%%)\n", fault,
-            share * 100, quiet * 100);
-    CHECK(share < quiet + 0.3);
+    CHECK(threads_cpu(demo, &q1) > 0);
+    double wall = tu_now_s() - t0, worst = 0;
+    for (int i = 0; i < q1.n; i++)
+      if (q1.tid[i] != render) {
+        double sh_ =
+            (double)(q1.ticks[i] - ticks_of(&q0, q1.tid[i])) / hz / wall;
+        worst = sh_ > worst ? sh_ : worst;
+      }
+    fprintf(stderr, "  fault %d: busiest non-render demo thread %.0f%% CPU\n",
+            fault, worst * 100);
+    CHECK(worst < 0.3);
     if (fault == 2)
       n = entries_of(demo, paths, es, 8); /* its new entries */
   }
