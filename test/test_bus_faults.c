@@ -721,7 +721,7 @@ TEST(the_real_provider_survives_each_fault_and_stays_listed) {
         !freopen("/dev/null", "w", stderr))
       _exit(126);
     execl(SPY_TOOL_PATH, "spyglass", "demo", "--headless", "--name", "victim",
-          "--dir", dir, (char *)NULL);
+          "--fps-cap", "60", "--dir", dir, (char *)NULL);
     _exit(127);
   }
   CHECK(ls_lists(demo, 15));
