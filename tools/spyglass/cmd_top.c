@@ -25,6 +25,8 @@
 #include "discover.h"
 #include "json.h"
 #include "overlay.h"
+#include "remote.h"
+#include "spyglass/net.h"
 #include "state_json.h"
 #include "top_view.h"
 
@@ -34,7 +36,8 @@ static void help(FILE *f) {
   fprintf(
       f,
       "usage: spyglass top [ID|NAME] [--interval MS] [--once] [--json]\n"
-      "                    [--wait MS] [--ascii] [--dir DIR]\n\n"
+      "                    [--wait MS] [--ascii] [--dir DIR]\n"
+      "                    [--connect HOST:PORT [--token-file F]]\n\n"
       "Shows a provider's stats overlay full screen: FPS, CPU and GPU time\n"
       "in green / yellow / red (FPS from 55 / from 30 / below; ms under 8 /\n"
       "under 16 / above), a sparkline of the last 60 CPU times against the\n"
@@ -55,7 +58,10 @@ static void help(FILE *f) {
       "                 (default 2000)\n"
       "  --ascii        no Unicode characters in the sparkline\n"
       "  --dir DIR      runtime directory (default $SPYGLASS_DIR, else\n"
-      "                 $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n\n"
+      "                 $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n"
+      "  --connect HOST:PORT  a provider of another host, through its\n"
+      "                 `spyglass serve` (default $SPYGLASS_CONNECT)\n"
+      "  --token-file F the server's token (default $SPYGLASS_TOKEN)\n\n"
       "keys: q quit, p pick another provider, up/down/PgUp/PgDn/Home/End\n"
       "      scroll the named values\n"
       "Without a terminal (and without --once) one line per interval is\n"
@@ -68,6 +74,7 @@ static void help(FILE *f) {
 typedef struct top_opts {
   const char *want, *dir;
   int interval, once, json, wait, ascii;
+  tool_remote rem;
 } top_opts;
 
 static volatile sig_atomic_t stop;
@@ -85,10 +92,16 @@ typedef struct session {
   uint32_t last_pid;
   int had_provider;
   char status[256];
+  const tool_remote *rem; /* --connect: through a bridge */
 } session;
 
 static int session_open(session *s) {
   spy_consumer_desc d = {.want = s->want[0] ? s->want : NULL, .dir = s->dir};
+  if (s->rem && s->rem->connect) {
+    d.connect = s->rem->connect;
+    d.token = remote_token(s->rem);
+    d.remote = spy_net_channel_ops();
+  }
   return spy_consumer_create(&s->c, &d);
 }
 
@@ -117,7 +130,8 @@ static int session_check(session *s) {
     snprintf(s->last_name, sizeof s->last_name, "%.63s", st->provider_name);
     overlay_sanitize(s->last_name, 0);
     s->last_pid = st->provider.pid;
-    if (pid_gone(st->provider.pid) &&
+    int remote = s->rem && s->rem->connect; /* its pid is not ours */
+    if (!remote && pid_gone(st->provider.pid) &&
         tool_mono_ms() - st->last_msg_ms > DEAD_SILENCE_MS) {
       session_close(s);
       int rc = session_open(s);
@@ -329,6 +343,11 @@ static int parse(int argc, char **argv, top_opts *o) {
   int interval_set = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    int ro = remote_option("top", argc, argv, &i, &o->rem);
+    if (ro < 0)
+      return -1;
+    if (ro > 0)
+      continue;
     if (cli_is_help(a)) {
       help(stdout);
       return 1;
@@ -387,9 +406,23 @@ int cmd_top(int argc, char **argv) {
     fprintf(stderr, "'spyglass top --help' for usage\n");
     return EXIT_USAGE;
   }
+  if (remote_resolve("top", &o.rem) < 0)
+    return EXIT_USAGE;
   if (o.want) {
+    void *link = NULL;
+    const spy_channel_ops *ops = spy_net_channel_ops();
+    if (o.rem.connect) {
+      int lrc = ops->link_open(&link, o.rem.connect, remote_token(&o.rem));
+      if (lrc < 0)
+        return remote_fail("top", &o.rem, lrc);
+      discover_via(ops, link);
+    }
     found_provider ps[DISCOVER_MAX];
     int n = discover(o.dir, o.wait, o.want, ps, DISCOVER_MAX);
+    if (link) {
+      discover_via(NULL, NULL);
+      ops->link_close(link);
+    }
     if (n < 0) {
       fprintf(stderr, "spyglass top: cannot open the bus: %s\n",
               spy_strerror(n));
@@ -409,8 +442,11 @@ int cmd_top(int argc, char **argv) {
   session s;
   memset(&s, 0, sizeof s);
   s.dir = o.dir;
+  s.rem = &o.rem;
   snprintf(s.want, sizeof s.want, "%s", o.want ? o.want : "");
   int rc = session_open(&s);
+  if (rc < 0 && o.rem.connect)
+    return remote_fail("top", &o.rem, rc);
   if (rc < 0) {
     fprintf(stderr, "spyglass top: cannot start a consumer: %s\n",
             spy_strerror(rc));
