@@ -357,6 +357,15 @@ static int clock_op_for_us(const spy_consumer *c, const spy_frame *f) {
   return m.op;
 }
 
+/* A clock READY, whoever it is for (only the provider sends READY). */
+static int clock_ready_any(const spy_frame *f) {
+  spy_section s;
+  spy_clock_msg m;
+  return f->type == SPY_MSG_CLOCK &&
+         spy_frame_find_section(f, SPY_SEC_CLOCK, &s) &&
+         spy_get_clock(&s, &m) == 0 && m.op == SPY_CLOCK_OP_READY;
+}
+
 int spy_consumer_clock_sync(spy_consumer *c) {
   int rc = clock_start(c);
   if (rc < 0)
@@ -520,10 +529,13 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
   /* Frames from the provider are numbered; other consumers' frames on the
    * channel (subscribe, ack) are not ours to check. */
   int clock_op = clock_op_for_us(c, &f);
-  int from_provider =
-      f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
-      f.type == SPY_MSG_SUBSCRIBE_ACK || f.type == SPY_MSG_BUFFER_RAW ||
-      f.type == SPY_MSG_BUFFER_CHUNK || clock_op == SPY_CLOCK_OP_READY;
+  /* A READY for another consumer is the provider's too: it carries the
+   * provider's sequence number, and skipping it would look like a gap. */
+  int from_provider = f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
+                      f.type == SPY_MSG_SUBSCRIBE_ACK ||
+                      f.type == SPY_MSG_BUFFER_RAW ||
+                      f.type == SPY_MSG_BUFFER_CHUNK ||
+                      clock_op == SPY_CLOCK_OP_READY || clock_ready_any(&f);
   if (!from_provider)
     return;
   c->st.last_msg_ms = now;

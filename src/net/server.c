@@ -191,7 +191,11 @@ static void close_chan(conn *c, int i) {
   if (h->ev.fd >= 0)
     epoll_ctl(c->srv->ep, EPOLL_CTL_DEL, h->ev.fd, NULL);
   spy_channel_close(h->bus);
+  /* An event of this batch may still point at h->ev: keep it valid (its
+   * channel is gone, so it is skipped). */
+  ep ev = h->ev;
   memset(h, 0, sizeof *h);
+  h->ev = ev;
   h->ev.fd = -1;
 }
 
@@ -1351,7 +1355,7 @@ int spy_server_run(spy_server *s, int timeout_ms) {
         continue;
       }
       conn *c = e->c;
-      if (c->dead)
+      if (!c || c->dead)
         continue;
       if (e->kind == K_BUS) {
         if (c->ch[e->chan].bus)
