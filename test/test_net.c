@@ -704,6 +704,83 @@ TEST(consumer_without_a_remote_backend_is_not_supported) {
   CHECK_EQ(spy_consumer_create(&c, &d), SPY_ECONNREFUSED);
 }
 
+/* A provider process with its own server; it writes its id and port. */
+static void inproc_main(void) {
+  spy_net_register();
+  spy_provider_desc d = {
+      .name = "inproc", .dir = dir, .flush_ms = 50, .listen = "127.0.0.1:0"};
+  spy_provider *p;
+  int rc = spy_provider_create(&p, &d);
+  char path[300];
+  snprintf(path, sizeof path, "%s/inproc.port", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "%d %016llx\n", rc < 0 ? rc : spy_provider_listen_port(p),
+          rc < 0 ? 0ull : (unsigned long long)spy_provider_id(p));
+  fclose(f);
+  if (rc < 0)
+    _exit(3);
+  for (uint64_t fr = 1;; fr++) {
+    spy_frame_begin(p);
+    spy_value_set_i64(p, "frame", (int64_t)fr);
+    spy_frame_end(p);
+    usleep(2000);
+  }
+}
+
+TEST(in_process_server_serves_its_provider_only) {
+  fresh_dir();
+  spy_provider_set_listen_hook(NULL); /* as in an app without spyglass_net */
+  spy_provider *np = NULL;
+  spy_provider_desc nd = {.dir = dir, .listen = "127.0.0.1:0"};
+  CHECK_EQ(spy_provider_create(&np, &nd), SPY_ENOTSUP);
+  spawn_provider("other-app", 0); /* on the same bus: not served */
+  pid_t pid = tu_fork();
+  if (pid == 0)
+    inproc_main();
+  char path[300];
+  snprintf(path, sizeof path, "%s/inproc.port", dir);
+  int port = 0;
+  char id[17] = "";
+  for (double end = tu_now_s() + 10; tu_now_s() < end && port == 0;
+       usleep(20000)) {
+    FILE *f = fopen(path, "r");
+    if (f) {
+      if (fscanf(f, "%d %16s", &port, id) != 2)
+        port = 0;
+      fclose(f);
+    }
+  }
+  CHECK(port > 0);
+  spy_consumer *c;
+  CHECK_OK(remote_consumer(&c, port, NULL, 0));
+  int ok = POLL_UNTIL(c, 20, connected(c));
+  char got[17];
+  snprintf(got, sizeof got, "%016llx",
+           (unsigned long long)spy_consumer_state(c)->provider.id);
+  ok &= strcmp(got, id) == 0 &&
+        strcmp(spy_consumer_state(c)->provider_name, "inproc") == 0;
+  spy_consumer_destroy(c);
+  /* The other provider's channel is not served. */
+  spy_consumer *l;
+  spy_consumer_desc ld = {.dir = dir, .want = "other-app"};
+  CHECK_OK(spy_consumer_create(&l, &ld));
+  ok &= POLL_UNTIL(l, 20, connected(l));
+  char other[64];
+  snprintf(other, sizeof other, "spyglass:%016llx",
+           (unsigned long long)spy_consumer_state(l)->provider.id);
+  spy_consumer_destroy(l);
+  int fd = tcp_to("127.0.0.1", port);
+  static uint8_t buf[4096];
+  spy_link_rec r;
+  CHECK_OK(link_hello(fd, NULL));
+  CHECK_EQ(link_read(fd, buf, sizeof buf, &r), SPY_LINK_WELCOME);
+  CHECK_OK(link_send(fd, SPY_LINK_OPEN, 1, other, strlen(other)));
+  CHECK_EQ(link_read(fd, buf, sizeof buf, &r), SPY_LINK_CLOSE);
+  CHECK_EQ(r.code, SPY_EACCES);
+  close(fd);
+  CHECK(ok);
+}
+
 TEST_MAIN(TEST_CASE(link_records_round_trip_and_bad_ones_are_refused),
           TEST_CASE(two_remote_and_one_local_consumer_all_get_everything),
           TEST_CASE(remote_consumer_of_a_killed_provider_picks_up_a_new_one),
@@ -713,4 +790,5 @@ TEST_MAIN(TEST_CASE(link_records_round_trip_and_bad_ones_are_refused),
           TEST_CASE(link_token_checked_and_required_off_loopback),
           TEST_CASE(non_loopback_listen_without_token_is_refused),
           TEST_CASE(clock_sync_over_the_link),
-          TEST_CASE(consumer_without_a_remote_backend_is_not_supported))
+          TEST_CASE(consumer_without_a_remote_backend_is_not_supported),
+          TEST_CASE(in_process_server_serves_its_provider_only))

@@ -117,10 +117,11 @@ typedef struct spy_server_desc {
   void *log_arg;
 } spy_server_desc;
 
-/* Binds and listens. Errors: SPY_EINVAL (bad address, a non-loopback
- * listen without a token, bad limits: the log says which), SPY_EBUSY
- * (the port is in use: the log names it), SPY_EINVAL also for unreadable TLS
- * files, or a system error. */
+/* Binds and listens. The desc's strings and arrays are used in place
+ * (dir, allow lists): they must outlive the server. Errors: SPY_EINVAL (bad
+ * address, a non-loopback listen without a token, bad limits: the log says
+ * which), SPY_EBUSY (the port is in use: the log names it), SPY_EINVAL also for
+ * unreadable TLS files, or a system error. */
 int spy_server_create(spy_server **out, const spy_server_desc *desc);
 /* Runs the loop until spy_server_stop (or timeout_ms, < 0 forever).
  * Returns 0 or a system error. */

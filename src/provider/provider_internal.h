@@ -217,6 +217,9 @@ struct spy_provider {
   /* clock sync (clocksrv.c) --------------------------------------------- */
   clock_server cs;
   _Atomic uint64_t st_clock_syncs, st_clock_failures;
+
+  /* in-process server (listen.c) */
+  void *server;
 };
 
 /* service.c */
@@ -237,5 +240,9 @@ int spy__clock_next_ready(spy_provider *p, uint64_t *consumer);
 void spy__clock_stop(spy_provider *p);
 
 uint64_t spy__provider_wall_ms(void);
+
+/* listen.c: the in-process server, through the net layer's hook. */
+int spy__listen_start(spy_provider *p);
+void spy__listen_stop(spy_provider *p);
 
 #endif
