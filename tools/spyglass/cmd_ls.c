@@ -23,7 +23,9 @@ static void help(FILE *f) {
           "  --dir DIR   runtime directory (default $SPYGLASS_DIR, else\n"
           "              $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n"
           "  --connect HOST:PORT  the providers of another host, through its\n"
-          "              `spyglass serve` (default $SPYGLASS_CONNECT)\n"
+          "              `spyglass serve` (default $SPYGLASS_CONNECT);\n"
+          "                 tls://HOST:PORT for a server with TLS (CA file:\n"
+          "                 $SPYGLASS_CA, else the system's)\n"
           "  --token-file F  the server's token (default $SPYGLASS_TOKEN)\n\n"
           "exit codes: 0 listed (possibly none), 1 the bus cannot be opened,\n"
           "            2 bad usage\n");
