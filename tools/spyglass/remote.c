@@ -63,12 +63,17 @@ const char *remote_token(const tool_remote *r) {
 }
 
 int remote_fail(const char *cmd, const tool_remote *r, int err) {
-  const char *why = err == SPY_EACCES       ? " (wrong or missing token: "
-                                              "--token-file or $SPYGLASS_TOKEN)"
-                    : err == SPY_EBUSY      ? " (the server has its maximum of "
-                                              "clients)"
-                    : err == SPY_EBADHEADER ? " (not a spyglass server?)"
-                                            : "";
+  int tls = strncmp(r->connect, "tls://", 6) == 0;
+  const char *why = "";
+  if (err == SPY_EACCES && tls)
+    why = " (the server's certificate is not trusted: $SPYGLASS_CA names "
+          "the CA file; or the token is wrong)";
+  else if (err == SPY_EACCES)
+    why = " (wrong or missing token: --token-file or $SPYGLASS_TOKEN)";
+  else if (err == SPY_EBUSY)
+    why = " (the server has its maximum of clients)";
+  else if (err == SPY_EBADHEADER)
+    why = " (not a spyglass server?)";
   fprintf(stderr, "spyglass %s: cannot connect to %s: %s%s\n", cmd, r->connect,
           spy_strerror(err), why);
   return err == SPY_EINVAL ? EXIT_USAGE : EXIT_FAIL;
