@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "discover.h"
 #include "json.h"
+#include "opts.h"
 #include "overlay.h"
 #include "remote.h"
 #include "spyglass/net.h"
@@ -342,56 +343,28 @@ static int run_screen(session *s, const top_opts *o, SCREEN *scr) {
 }
 
 static int parse(int argc, char **argv, top_opts *o) {
-  int interval_set = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int ro = remote_option("top", argc, argv, &i, &o->rem);
-    if (ro < 0)
-      return -1;
-    if (ro > 0)
-      continue;
-    if (cli_is_help(a)) {
-      help(stdout);
-      return 1;
-    } else if (strcmp(a, "--once") == 0) {
-      o->once = 1;
-    } else if (strcmp(a, "--json") == 0) {
-      o->json = 1;
-    } else if (strcmp(a, "--ascii") == 0) {
-      o->ascii = 1;
-    } else if (strcmp(a, "--interval") == 0) {
-      if (cli_parse_ms("top", a, ++i < argc ? argv[i] : NULL, 3600000,
-                       &o->interval) < 0)
-        return -1;
-      if (o->interval < 10) {
-        fprintf(stderr, "spyglass top: --interval is at least 10 ms\n");
-        return -1;
-      }
-      interval_set = 1;
-    } else if (strcmp(a, "--wait") == 0) {
-      if (cli_parse_ms("top", a, ++i < argc ? argv[i] : NULL, 600000,
-                       &o->wait) < 0)
-        return -1;
-    } else if (strcmp(a, "--dir") == 0) {
-      if (++i >= argc) {
-        fprintf(stderr, "spyglass top: --dir wants a directory\n");
-        return -1;
-      }
-      o->dir = argv[i];
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "spyglass top: unknown option '%s'\n", a);
-      return -1;
-    } else if (o->want) {
-      fprintf(stderr, "spyglass top: one provider at a time ('%s', '%s')\n",
-              o->want, a);
-      return -1;
-    } else if (strlen(a) > SPY_NAME_MAX) {
-      fprintf(stderr, "spyglass top: provider name too long\n");
-      return -1;
-    } else {
-      o->want = a;
-    }
+  o->interval = -1;
+  const cli_opt opts[] = {
+      {"--once", CLI_FLAG, &o->once, 0, 0, 0, NULL},
+      {"--json", CLI_FLAG, &o->json, 0, 0, 0, NULL},
+      {"--ascii", CLI_FLAG, &o->ascii, 0, 0, 0, NULL},
+      {"--interval", CLI_INT, &o->interval, 10, 3600000, 0,
+       "a number of milliseconds"},
+      {"--wait", CLI_INT, &o->wait, 0, 600000, 0, "a number of milliseconds"},
+      {"--dir", CLI_STR, &o->dir, 0, 0, 0, "a directory"},
+      {"--connect", CLI_STR, &o->rem.connect, 0, 0, 0, "HOST:PORT"},
+      {"--token-file", CLI_STR, &o->rem.token_file, 0, 0, 0, "a file"},
+  };
+  int npos = 0;
+  int rc = cli_parse("top", argc, argv, opts, sizeof opts / sizeof opts[0],
+                     &o->want, 1, &npos, help);
+  if (rc)
+    return rc == 1 ? 1 : -1;
+  if (o->want && strlen(o->want) > SPY_NAME_MAX) {
+    fprintf(stderr, "spyglass top: provider name too long\n");
+    return -1;
   }
+  int interval_set = o->interval >= 0;
   if (!interval_set)
     o->interval = isatty(STDOUT_FILENO) && !o->once ? 100 : 1000;
   if (o->once && !interval_set)

@@ -9,24 +9,6 @@
 #include "cli.h"
 #include "spyglass/net.h"
 
-int remote_option(const char *cmd, int argc, char **argv, int *i,
-                  tool_remote *r) {
-  const char *a = argv[*i];
-  int connect = strcmp(a, "--connect") == 0;
-  if (!connect && strcmp(a, "--token-file") != 0)
-    return 0;
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "spyglass %s: %s wants %s\n", cmd, a,
-            connect ? "HOST:PORT" : "a file");
-    return -1;
-  }
-  if (connect)
-    r->connect = argv[++*i];
-  else
-    r->token_file = argv[++*i];
-  return 1;
-}
-
 int remote_resolve(const char *cmd, tool_remote *r) {
   if (!r->connect) {
     const char *e = getenv("SPYGLASS_CONNECT");
