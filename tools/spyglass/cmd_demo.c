@@ -215,7 +215,7 @@ int cmd_demo(int argc, char **argv) {
             spy_strerror(rc));
     return EXIT_FAIL;
   }
-  demo_scene *scene = demo_scene_create(o.width, o.height, o.load);
+  demo_scene *scene = demo_scene_create(o.width, o.height, o.load, p);
   if (!scene) {
     fprintf(stderr, "spyglass demo: out of memory\n");
     spy_provider_destroy(p);

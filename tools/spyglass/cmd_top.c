@@ -65,7 +65,8 @@ static void help(FILE *f) {
       "                 tls://HOST:PORT for a server with TLS (CA file:\n"
       "                 $SPYGLASS_CA, else the system's)\n"
       "  --token-file F the server's token (default $SPYGLASS_TOKEN)\n\n"
-      "keys: q quit, p pick another provider, up/down/PgUp/PgDn/Home/End\n"
+      "keys: q quit, p pick another provider, z zones view (subscribes to\n"
+      "      CPU zones while open), up/down/PgUp/PgDn/Home/End\n"
       "      scroll the named values\n"
       "Without a terminal (and without --once) one line per interval is\n"
       "printed instead of the screen.\n\n"
@@ -95,11 +96,15 @@ typedef struct session {
   uint32_t last_pid;
   int had_provider;
   char status[256];
+  int zones; /* the zones view is open: subscribe to SPY_FEAT_ZONES too */
   const tool_remote *rem; /* --connect: through a bridge */
 } session;
 
 static int session_open(session *s) {
   spy_consumer_desc d = {.want = s->want[0] ? s->want : NULL, .dir = s->dir};
+  if (s->zones) /* zones cost the provider only while someone looks */
+    d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
+                 SPY_FEAT_HEALTH | SPY_FEAT_ZONES;
   if (s->rem && s->rem->connect) {
     d.connect = s->rem->connect;
     d.token = remote_token(s->rem);
@@ -287,6 +292,20 @@ static int on_key(int ch, top_view *v, session *s, int *picking) {
     pick(v, s);
     *picking = 1;
     break;
+  case 'z':
+  case 'Z': { /* the zones view: subscribe again with (or without) zones */
+    const spy_state *st = spy_consumer_state(s->c);
+    char want[SPY_NAME_MAX + 1];
+    if (st->conn == SPY_CONN_CONNECTED)
+      snprintf(want, sizeof want, "%016llx",
+               (unsigned long long)st->provider.id);
+    else
+      snprintf(want, sizeof want, "%s", s->want);
+    v->zones = s->zones = !s->zones;
+    if (session_retarget(s, want) < 0)
+      return 1;
+    break;
+  }
   case KEY_UP: v->scroll--; break;
   case KEY_DOWN: v->scroll++; break;
   case KEY_PPAGE: v->scroll -= page; break;

@@ -10,6 +10,7 @@
  * (overlay_chart_top), with the 16.7 ms line dashed across the cells no bar
  * reaches while it is on the scale. */
 #include "top_view.h"
+#include "top_zones.h"
 
 #include <curses.h>
 #include <math.h>
@@ -391,12 +392,15 @@ void top_view_draw(top_view *v, const spy_consumer *c) {
   int y = counters(7 + CHART_ROWS + 2, s);
   env_line(y, s);
   int footer = LINES - 3;
-  values(y + 2, footer, c, v);
+  if (v->zones)
+    top_zones_draw(y + 2, footer, s);
+  else
+    values(y + 2, footer, c, v);
   bus_line(footer, s);
   adapter_line(footer + 1, s, v);
   bar(LINES - 1,
-      v->ascii ? " q quit   p pick provider   up/down scroll"
-               : " q quit   p pick provider   ↑↓ PgUp PgDn scroll",
+      v->ascii ? " q quit   p pick provider   z zones   up/down scroll"
+               : " q quit   p pick provider   z zones   ↑↓ PgUp PgDn scroll",
       "");
 }
 
