@@ -15,7 +15,8 @@
 typedef struct spy__buf {
   char *p;
   size_t len, cap;
-  int err; /* sticky SPY_ENOMEM */
+  int err;           /* sticky SPY_ENOMEM */
+  uint64_t replaced; /* invalid UTF-8 bytes spy__json_str made U+FFFD */
 } spy__buf;
 int spy__buf_reserve(spy__buf *b, size_t extra);
 void spy__buf_put(spy__buf *b, const void *p, size_t n);
@@ -35,14 +36,41 @@ int spy__hset_add(spy__hset *s, const uint64_t h[2]);
 /* 1 when h was there (and is removed), else 0. */
 int spy__hset_take(spy__hset *s, const uint64_t h[2]);
 void spy__hset_free(spy__hset *s);
+/* The payloads of a batch that did not reach the store: `batch` collects
+ * the hashes of the payloads a writer stored since its last commit
+ * (spy__lost_src_note); when the batch fails they move to `gone`
+ * (spy__lost_src_fail), and an action that names one of them has it
+ * stored again first (spy__lost_src_resend calls store). */
+typedef struct spy__lost_src {
+  spy__buf batch; /* 16-byte hashes */
+  spy__hset gone;
+} spy__lost_src;
+void spy__lost_src_note(spy__lost_src *l, const uint64_t hash[2]);
+int spy__lost_src_fail(spy__lost_src *l);
+void spy__lost_src_commit(spy__lost_src *l);
+int spy__lost_src_resend(spy__lost_src *l, const spy_trace_val *v,
+                         int (*store)(void *, const uint64_t[2], const char *,
+                                      size_t),
+                         void *arg);
+void spy__lost_src_free(spy__lost_src *l);
 
 /* ---- catalog helpers
  * --------------------------------------------------------- */
 /* The field `name` of a decoded record described by k, or NULL. */
 const spy_trace_val *spy__field(const spy_trace_kind *k,
                                 const spy_trace_val *rec, const char *name);
-/* "transform", "load", "resolve_id" or "render_chunk" for a hook kind. */
+/* The hook a kind is a call of ("transform", "load", "resolve_id",
+ * "render_chunk": SPY_TRACE_HOOKS in the catalog), or NULL. */
 const char *spy__hook_type(const spy_trace_kind *k);
+/* One plugin hook of the catalog (SPY_TRACE_HOOKS): its Start and End
+ * kinds and the Start field naming its subject ("_": none). The table
+ * ends with a NULL hook. */
+typedef struct spy__hook {
+  const char *hook;
+  const spy_trace_kind *start, *end;
+  const char *subject;
+} spy__hook;
+extern const spy__hook spy__hooks[];
 /* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
 char *spy__slurp(const char *path, size_t *n);
 
@@ -53,7 +81,8 @@ int spy__trace_record_put(spy__buf *b, const spy_trace_action *a);
 
 /* ---- JSON ------------------------------------------------------------------
  */
-/* Appends s[0..n) as a JSON string literal (quotes included). */
+/* Appends s[0..n) as a JSON string literal (quotes included); bytes that
+ * are not UTF-8 become U+FFFD and are counted in b->replaced. */
 void spy__json_str(spy__buf *b, const char *s, size_t n);
 /* Appends the action's JSON-lines object (no newline), Rolldown's devtools
  * log form: timestamp (ms, string), session_id, build_id (when in a
@@ -64,25 +93,26 @@ void spy__trace_json(spy__buf *b, const char *session_id,
 void spy__trace_json_stringref(spy__buf *b, const uint64_t hash[2],
                                const char *p, size_t n);
 
-/* A parsed JSON value (arena-allocated); objects keep their keys. */
-typedef struct spy__jv {
-  uint8_t
-      type;   /* 'n' null, 'f', 't', 'i' int, 'd' other number, 's', 'a', 'o' */
-  uint32_t n; /* string bytes / array or object members */
-  int64_t i;
-  const char *s; /* unescaped string */
-  struct spy__jv *items;
-  const char *key; /* when a member of an object */
-  uint32_t key_len;
-} spy__jv;
-/* Parses one JSON value from p[0..n). Returns 0 or SPY_EBADVALUE. */
-int spy__json_parse(const char *p, size_t n, spy_trace_arena *a, spy__jv *out);
-/* Member `key` of an object, or NULL. */
-const spy__jv *spy__jv_get(const spy__jv *o, const char *key);
-/* Converts an action line to a decoded action (SRC as SRCREF when the value
- * is "$ref:<id>"). Returns 0, 1 for a StringRef line, or a negative code. */
-int spy__json_to_action(const spy__jv *o, spy_trace_arena *a,
-                        spy_trace_action *out);
+/* One JSON-lines line, parsed (json_parse.c, with jansson). */
+typedef struct spy__jline {
+  int is_ref;              /* a StringRef line: hash and size are set */
+  uint64_t hash[2];        /* its content id */
+  size_t size;             /* its content's bytes */
+  uint64_t replaced;       /* bytes of the line that were not UTF-8 */
+  spy_trace_action action; /* an event: the decoded action */
+} spy__jline;
+/* Parses one line p[0..n). Returns 0 for an event (out->action, its tree
+ * and strings in arena, SRC as SRCREF when the value is "$ref:<id>"), 1
+ * for a StringRef (its content appended to `content` when not NULL),
+ * SPY_EBADVALUE with a reason in msg (not JSON, not an event, fields that
+ * do not match the kind) or SPY_ENOMEM. Bytes that are not UTF-8 are read
+ * as U+FFFD and counted in out->replaced. */
+int spy__json_line(const char *p, size_t n, spy_trace_arena *a, spy__jline *out,
+                   spy__buf *content, char *msg, size_t msgcap);
+/* Reads the integer members keys[0..nkeys) of the JSON object p[0..n)
+ * into vals (others left as they are). Returns 0 or SPY_EBADVALUE. */
+int spy__json_ints(const char *p, size_t n, const char *const *keys,
+                   int64_t *vals, int nkeys);
 /* Parses a 32-hex content id; returns 0 or SPY_EBADVALUE. */
 int spy__hash_parse(const char *s, size_t n, uint64_t out[2]);
 
@@ -168,6 +198,9 @@ typedef int (*spy__gsink)(void *arg, int table, const spy__cell *cells, int n);
 int spy__schema_rows(spy__schema *s, int root, const spy_trace_action *a,
                      spy__gsink sink, void *arg);
 
+/* The column suffix ("", "_source_id", "_count") and SPY__COL_* type a
+ * field gets in its table. */
+void spy__field_col(const spy_trace_field *f, const char **suffix, char *type);
 /* CREATE TABLE for sessions, sources, action_batches. */
 void spy__own_tables_sql(spy__buf *b, int pg);
 /* The reference's tables as views over the derived ones. */
@@ -269,7 +302,8 @@ extern const spy_trace_writer_ops spy__writer_pg;
 
 /* mkdir -p; returns 0 or a negative errno. */
 int spy__mkdirs(const char *path);
-/* Wall clock µs since the epoch. */
-uint64_t spy__now_us(void);
+/* Wall clock µs since the epoch: the platform's clock (platform.h). */
+#include "platform/platform.h"
+#define spy__now_us spy__wall_us
 
 #endif

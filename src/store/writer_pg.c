@@ -32,6 +32,7 @@
 
 #include <libpq-fe.h>
 
+#include "core/json_escape.h"
 #include "store.h"
 
 typedef struct batch {
@@ -68,11 +69,7 @@ typedef struct pgw {
   void *report_ctx;
 } pgw;
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t mono_ms(void) { return spy__mono_ns() / 1000000u; }
 
 static void say(pgw *w, int err, const char *what) {
   char msg[600];
@@ -112,10 +109,27 @@ static int q(pgw *w, const char *sql, PGresult **keep) {
   return rc;
 }
 
+/* The server takes UTF-8 text only: the sequence at s[i] (a byte >= 0x80)
+ * as it is when valid, else U+FFFD. Returns the bytes consumed. The
+ * binary record in action_batches keeps the exact bytes. */
+static size_t put_utf8(spy__buf *b, const char *s, size_t n, size_t i) {
+  size_t l = spy__utf8_seq((const unsigned char *)s + i, n - i);
+  if (!l) {
+    spy__buf_put(b, "\xEF\xBF\xBD", 3);
+    return 1;
+  }
+  spy__buf_put(b, s + i, l);
+  return l;
+}
+
 /* SQL string literal (standard_conforming_strings). */
 static void lit(spy__buf *b, const char *s, size_t n) {
   spy__buf_putc(b, '\'');
   for (size_t i = 0; i < n; i++) {
+    if ((unsigned char)s[i] >= 0x80) {
+      i += put_utf8(b, s, n, i) - 1;
+      continue;
+    }
     if (s[i] == '\'')
       spy__buf_putc(b, '\'');
     if (s[i])
@@ -131,6 +145,10 @@ static void put_cell(spy__buf *b, const spy__cell *c) {
   case SPY__COL_TEXT:
     for (size_t i = 0; i < c->n; i++) {
       char ch = c->s[i];
+      if ((unsigned char)ch >= 0x80) {
+        i += put_utf8(b, c->s, c->n, i) - 1;
+        continue;
+      }
       switch (ch) {
       case '\\': spy__buf_put(b, "\\\\", 2); break;
       case '\n': spy__buf_put(b, "\\n", 2); break;
@@ -231,7 +249,7 @@ static int setup(pgw *w) {
   spy__buf_putc(&sql, ',');
   lit(&sql, w->cwd, strlen(w->cwd));
   spy__buf_putc(&sql, ',');
-  spy__buf_i64(&sql, (int64_t)spy__now_us());
+  spy__buf_i64(&sql, (int64_t)spy__wall_us());
   spy__buf_puts(&sql, ",");
   spy__buf_i64(&sql, SPY_TRACE_SCHEMA_VERSION);
   spy__buf_puts(&sql, ") ON CONFLICT DO NOTHING;COMMIT;");
@@ -757,6 +775,13 @@ static int64_t pg_close(void *state) {
   return (int64_t)lost;
 }
 
-const spy_trace_writer_ops spy__writer_pg = {"postgres", pg_open,   pg_source,
-                                             pg_action,  pg_commit, pg_close,
-                                             pg_lost,    pg_busy};
+const spy_trace_writer_ops spy__writer_pg = {
+    .name = "postgres",
+    .open = pg_open,
+    .source = pg_source,
+    .action = pg_action,
+    .commit = pg_commit,
+    .close = pg_close,
+    .lost = pg_lost,
+    .busy_ns = pg_busy,
+    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_CONNINFO};
