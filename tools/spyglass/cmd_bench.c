@@ -24,6 +24,8 @@ static const struct {
      "one CPU zone: unsubscribed, streaming live vs two clock reads"},
     {"buffers", bench_buffers,
      "buffer submit vs memcpy, conversion MB/s, VP9 fps and bytes"},
+    {"serve", bench_serve,
+     "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
 };
 
 static void help(FILE *f) {

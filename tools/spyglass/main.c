@@ -23,6 +23,9 @@ static const struct {
      "run a benchmark (wire, bus, provider, clock, msgprof, trace)"},
     {"trace", cmd_trace, "summarise a recorded trace (trace summary STORE)"},
     {"snap", cmd_snap, "write a provider's named buffer as a PNG"},
+    {"serve", cmd_serve,
+     "carry this host's bus to other machines (TCP, "
+     "WebSocket)"},
 };
 
 int cli_is_help(const char *arg) {
