@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# web_codec.sh WEB_HELPER — the JS wire codec (web/wire.js) decodes the
+# frames the C encoder wrote exactly as the C decoder does, field by field,
+# and refuses the malformed ones with the same error (node --test).
+set -euo pipefail
+helper=$1
+here=$(cd "$(dirname "$0")" && pwd)
+command -v node >/dev/null || { echo "web_codec: node is not installed (scripts/deps.sh)" >&2; exit 1; }
+work=$(mktemp -d /tmp/spy-web-codec-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+"$helper" golden "$work"
+SPY_GOLDEN_DIR="$work" node --test "$here/web_codec.test.mjs"
