@@ -589,6 +589,12 @@ static void on_http(conn *c, size_t n) {
     refuse(c, 403, "Forbidden", why);
     return;
   }
+  const spy_web_asset *page = web_find(r.path);
+  if (page) { /* the page's code is public: the token guards the bus, and
+                 the page itself says when its token is wrong */
+    web_reply(c, page);
+    return;
+  }
   int token = r.has_token && token_ok(s, r.token, strlen(r.token));
   if (r.has_token && !token) {
     refuse(c, 403, "Forbidden", "wrong token");
@@ -619,11 +625,6 @@ static void on_http(conn *c, size_t n) {
       return;
     }
     upgrade_ws(c, &r);
-    return;
-  }
-  const spy_web_asset *page = web_find(r.path);
-  if (page) { /* the page's code: public, the token guards the bus */
-    web_reply(c, page);
     return;
   }
   if (!c->loopback && !token) {
