@@ -179,7 +179,10 @@ async function main() {
   await until('gone', () => js((n) => window.spyglass.states.slice(n).some((s) => s.s === 'gone'), before));
   await until('live on demo-a again', async () => (await conn()) === 'live' &&
     (await page.textContent('#provider-info')).includes('demo-a'));
-  step('det-b stopped: gone, then demo-a');
+  await until('demo-a samples', () => js(() => window.spyglass.model.len >= 120));
+  await page.click('#overlay .series[data-series="fps"]');
+  await page.screenshot({ path: join(OUT, 'web_dashboard_live.png'), fullPage: true });
+  step('det-b stopped: gone, then demo-a (screenshot of it live)');
 
   // 7. The bridge restarts: the page reconnects by itself.
   await stop(serve);

@@ -8,5 +8,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 command -v node >/dev/null || { echo "web_codec: node is not installed (scripts/deps.sh)" >&2; exit 1; }
 work=$(mktemp -d /tmp/spy-web-codec-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# Every module of the page parses (as an ES module: node --check on .mjs).
+for f in "$here"/../web/*.js; do
+  cp "$f" "$work/check.mjs"
+  node --check "$work/check.mjs" || { echo "web_codec: $f does not parse" >&2; exit 1; }
+done
 "$helper" golden "$work"
 SPY_GOLDEN_DIR="$work" node --test "$here/web_codec.test.mjs"

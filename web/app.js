@@ -1,7 +1,8 @@
 // app.js — the dashboard's entry point: one client (the protocol), one
 // model (state + flight recorder), the panels, the render loop and the
 // keyboard. Panels render in requestAnimationFrame at most 10 times a
-// second (the reference overlay's rate) and only when something changed;
+// second (the reference overlay's rate) and only when something changed
+// (no frame is requested otherwise);
 // decoding happens as messages arrive, never in the render path.
 //
 // URL: /?token=T (the bridge's token, when the page is not on loopback),
@@ -26,8 +27,18 @@ const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.hos
 const client = new Client({ url: wsUrl, token, want: hash.get('provider') });
 const model = new Model(frames);
 let dirty = true;
-const touch = () => { dirty = true; };
-const recorder = new Recorder(model, () => { dirty = true; draw(true); });
+let scheduled = false;
+let last = 0;
+// A render is scheduled (one requestAnimationFrame) only when something
+// changed: an idle page asks the browser for no frames at all.
+const touch = () => {
+  dirty = true;
+  if (scheduled) return;
+  scheduled = true;
+  const wait = Math.max(0, 100 - (performance.now() - last));
+  setTimeout(() => requestAnimationFrame(() => { scheduled = false; draw(); }), wait);
+};
+const recorder = new Recorder(model, () => draw(true));
 const header = new Header(client);
 const overlay = new Overlay(model, () => draw(true));
 const values = new Values(client, model);
@@ -60,10 +71,9 @@ function view() {
   return { parked: true, ...at };
 }
 
-let last = 0;
 function draw(force = false) {
   const now = performance.now();
-  if (!force && (!dirty || now - last < 100)) return;
+  if (!force && !dirty) return;
   last = now;
   dirty = false;
   const v = view();
@@ -71,11 +81,9 @@ function draw(force = false) {
   recorder.render();
   overlay.render(v);
   values.render(v);
-  health.render(v);
+  health.render(v, force);
   log.render();
 }
-function frame() { draw(); requestAnimationFrame(frame); }
-requestAnimationFrame(frame);
 setInterval(touch, 500); // rates, stale marking, ages
 
 document.addEventListener('keydown', (e) => {

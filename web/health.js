@@ -7,7 +7,10 @@ import { HEALTH_FIELDS, msgTypeName } from './wire.js';
 export class Health {
   constructor(client, model) { this.client = client; this.model = model; }
 
-  render(v) {
+  render(v, force = false) {
+    const now = performance.now();
+    if (!force && now - (this.last ?? 0) < 1000) return; // 1 Hz is plenty
+    this.last = now;
     const c = this.client, m = this.model;
     const rows = [];
     const h = v.health;

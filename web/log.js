@@ -6,7 +6,8 @@
 import { $, el } from './dom.js';
 import { decodeFrame, decodeAll } from './wire.js';
 
-const SHOWN = 300; // rows in the DOM at once (the newest matching ones)
+const SHOWN = 120; // rows in the DOM at once (the newest matching ones)
+const EVERY_MS = 500; // the table is rebuilt at most this often
 
 function decoded(raw) {
   try {
@@ -36,7 +37,7 @@ export class Log {
     this.dirty = true;
     client.on('log', (e) => this.add(e));
     for (const id of ['#log-text', '#log-dir', '#log-type', '#log-min']) {
-      $(id).addEventListener('input', () => { this.dirty = true; });
+      $(id).addEventListener('input', () => { this.dirty = true; this.render(true); });
     }
     $('#log-pause').addEventListener('click', () => {
       this.paused = !this.paused;
@@ -75,8 +76,11 @@ export class Log {
     this.lastExport = data;
   }
 
-  render() {
+  render(force = false) {
     if (!this.dirty || this.paused) return;
+    const now = performance.now();
+    if (!force && now - (this.lastRender ?? 0) < EVERY_MS) return;
+    this.lastRender = now;
     this.dirty = false;
     const list = this.filtered();
     const shown = list.slice(-SHOWN).reverse(); // newest on top
@@ -94,7 +98,7 @@ export class Log {
       tr.addEventListener('click', () => {
         if (this.open.has(e.n)) this.open.delete(e.n); else this.open.add(e.n);
         this.dirty = true;
-        this.render();
+        this.render(true);
       });
       trs.push(tr);
       if (this.open.has(e.n)) {

@@ -44,7 +44,11 @@ export class Overlay {
     const i = v.index;
     const has = i >= 0;
     const fps = has ? m.fps[i] : NaN, cpu = has ? m.cpu[i] : NaN, gpu = has ? m.gpu[i] : NaN;
-    const set = (id, text, cls) => { const e = $(id); e.textContent = text; e.className = cls; };
+    const set = (id, text, cls) => {
+      const e = $(id);
+      if (e.textContent !== text) e.textContent = text;
+      if (e.className !== cls) e.className = cls;
+    };
     set('#fps', has ? fps.toFixed(1) : '–', has ? fpsClass(fps) : '');
     set('#cpu', has ? `${cpu.toFixed(2)} ms` : '–', has ? msClass(cpu) : '');
     set('#gpu', !has ? '–' : Number.isNaN(gpu) ? 'n/a' : `${gpu.toFixed(2)} ms`,
@@ -66,7 +70,9 @@ export class Overlay {
       const a = has ? m.counter(ci('fast'), i) : NaN, b = has ? m.counter(ci('effect'), i) : NaN;
       parts.push(el('span', { class: 'ctr', 'data-name': 'shapes', text: `SHAPES ${num(a)}.${num(b)}` }));
     }
-    $('#counters').replaceChildren(...parts);
+    // Only when the text changed: a rebuild restyles the panel.
+    const sig = parts.map((p) => p.className + p.textContent).join('|');
+    if (sig !== this.ctrSig) { $('#counters').replaceChildren(...parts); this.ctrSig = sig; }
     // memory, resolution, debug, adapter, paused / idle
     const env = v.env;
     const rss = envGet(env, 'memory.rss_bytes'), heap = envGet(env, 'memory.heap_bytes');
@@ -76,12 +82,14 @@ export class Overlay {
     line.push(`MEM ${rss !== null ? bytes(rss) : 'n/a'}${heap !== null ? ` heap ${bytes(heap)}` : ''}`);
     if (w !== null) line.push(`RES ${w}×${h}${pr !== null ? ` @${num(pr, 2)}` : ''}`);
     if (dbg) line.push(`DEBUG ${String(dbg).toUpperCase()}`);
-    $('#envline').textContent = line.join('   ');
-    $('#adapter').textContent = envGet(env, 'adapter') ? `GPU ${envGet(env, 'adapter')}` : '';
+    const put = (id, t) => { const e = $(id); if (e.textContent !== t) e.textContent = t; };
+    put('#envline', line.join('   '));
+    put('#adapter', envGet(env, 'adapter') ? `GPU ${envGet(env, 'adapter')}` : '');
     const flags = [];
     if (flag(envGet(env, 'paused'))) flags.push(el('span', { text: 'PAUSED' }));
     if (flag(envGet(env, 'idle'))) flags.push(el('span', { text: 'idle' }));
-    $('#flags').replaceChildren(...flags);
+    const fsig = flags.map((f) => f.textContent).join();
+    if (fsig !== this.flagSig) { $('#flags').replaceChildren(...flags); this.flagSig = fsig; }
     if (this.detail) this.renderDetail(v);
   }
 

@@ -14,6 +14,7 @@ import { lines, bits } from './chart.js';
 import { KIND } from './wire.js';
 
 const STALE_MS = 2000, CHECKPOINT_MS = 5000;
+const setText = (e, t) => { if (e.textContent !== t) e.textContent = t; };
 
 export class Values {
   constructor(client, model) {
@@ -62,8 +63,8 @@ export class Values {
       const live = this.model.registry.get(k);
       const r = this.row(k);
       const c = r.cells;
-      c.kind.textContent = ['', 'float', 'uint', 'int', 'float2', 'float3', 'float4', 'bits', 'bool', 'string', 'blob'][e.kind] ?? '?';
-      c.val.textContent = e.hasValue ? value(e.kind, e.value) : '(not subscribed)';
+      setText(c.kind, ['', 'float', 'uint', 'int', 'float2', 'float3', 'float4', 'bits', 'bool', 'string', 'blob'][e.kind] ?? '?');
+      setText(c.val, e.hasValue ? value(e.kind, e.value) : '(not subscribed)');
       c.val.dataset.raw = e.hasValue ? JSON.stringify(e.value instanceof Uint8Array ? [...e.value] : e.value) : '';
       const stale = !v.parked && (silent || (live && now - live.updatedMs > CHECKPOINT_MS + STALE_MS));
       r.tr.className = `${stale ? 'stale' : ''} ${e.hasValue ? '' : 'meta'}`;
@@ -80,15 +81,17 @@ export class Values {
         }
         const n = hist[hist.length - 1].c.length;
         const agg = (fn) => [...Array(n).keys()].map((j) => num(fn(hist.map((p) => p.c[j])), 2)).join(' / ');
-        c.mean.textContent = agg((a) => a.reduce((x, y) => x + y, 0) / a.length);
-        c.min.textContent = agg((a) => Math.min(...a));
-        c.max.textContent = agg((a) => Math.max(...a));
+        setText(c.mean, agg((a) => a.reduce((x, y) => x + y, 0) / a.length));
+        setText(c.min, agg((a) => Math.min(...a)));
+        setText(c.max, agg((a) => Math.max(...a)));
       } else {
         canvas.getContext('2d').clearRect(0, 0, canvas.width, canvas.height);
         c.mean.textContent = c.min.textContent = c.max.textContent = '';
       }
       trs.push(r.tr);
     }
-    tbody.replaceChildren(...trs);
+    // Same rows in the same order: leave the DOM alone (no relayout).
+    const order = keys.join('\n');
+    if (order !== this.order) { tbody.replaceChildren(...trs); this.order = order; }
   }
 }

@@ -21,6 +21,8 @@ static const struct {
      "demo build untraced vs each trace writer vs the naive baseline"},
     {"serve", bench_serve,
      "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
+    {"dashboard", bench_dashboard,
+     "the browser dashboard in headless Chromium: busy %, JS vs C decode"},
 };
 
 static void help(FILE *f) {
