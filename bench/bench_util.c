@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "json.h"
+#include "opts.h"
 
 uint64_t bench_now_ns(void) {
   struct timespec ts;
@@ -120,22 +121,23 @@ void bench_print(const bench_table *t, const bench_opts *o) {
     printf("%s%s\n", i ? "" : "\n", t->notes[i]);
 }
 
+static const char *bench_usage;
+static void bench_help(FILE *f) { fprintf(f, "%s", bench_usage); }
+
 int bench_parse(int argc, char **argv, bench_opts *o, const char *usage) {
   memset(o, 0, sizeof *o);
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0)
-      o->json = 1;
-    else if (strcmp(argv[i], "--quick") == 0)
-      o->quick = 1;
-    else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      printf("%s", usage);
-      return 1;
-    } else {
-      fprintf(stderr, "unknown option '%s'\n%s", argv[i], usage);
-      return 2;
-    }
-  }
-  return 0;
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &o->json, 0, 0, 0, NULL},
+      {"--quick", CLI_FLAG, &o->quick, 0, 0, 0, NULL},
+  };
+  bench_usage = usage;
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "bench %s", argc > 0 ? argv[0] : "");
+  int rc = cli_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL,
+                     0, NULL, bench_help);
+  if (rc == 2)
+    fprintf(stderr, "%s", usage);
+  return rc;
 }
 
 int bench_tempdir(char *buf, size_t cap) {

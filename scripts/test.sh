@@ -2,6 +2,8 @@
 # test.sh — everything `make test` runs, in order, stopping at the first
 # failure:
 #   1. gcc   -Wall -Wextra -Werror build, whole CTest suite
+#      release: gcc -Werror at Release (-O3), where some warnings only show
+#      (format-truncation, maybe-uninitialized); built, and a quick subset run
 #   2. clang -Wall -Wextra -Werror build, whole CTest suite
 #   3. clang AddressSanitizer + UndefinedBehaviorSanitizer, whole suite
 #   4. clang ThreadSanitizer, the concurrent tests (label `concurrent`)
@@ -10,24 +12,49 @@
 #   6. every libFuzzer target for FUZZ_SECONDS (default 30) from its seeds
 # and before all of them, `format`: every tracked C file as clang-format
 # (.clang-format at the root) would write it.
+# The CTest stages share one throw-away PostgreSQL server started here
+# (test/trace_lib.sh), so test_trace's PostgreSQL cases really run; every
+# test binary reports its totals into $SPY_TEST_TOTALS, and a case that
+# was skipped fails the run (this script set everything up).
 # Environment: JOBS (default 2), FUZZ_SECONDS, SPY_TEST_STAGES (a subset,
 # e.g. "gcc asan").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-STAGES=${SPY_TEST_STAGES:-"format gcc clang asan tsan install fuzz"}
+STAGES=${SPY_TEST_STAGES:-"format gcc release clang asan tsan install fuzz"}
 total_pass=0
 total_fail=0
+total_skip=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+totals=$(mktemp)
+pgwork=""
+trap '[ -z "$pgwork" ] || pg_cleanup; rm -rf "$log" "$totals" $pgwork' EXIT
+
+pg_for_tests() { # once, before the first CTest stage
+  [ -n "$pgwork" ] && return 0
+  . test/trace_lib.sh
+  pgwork=$(mktemp -d /tmp/spy-test-pg-XXXXXX)
+  chmod 755 "$pgwork"
+  pg_start || { echo "test: could not start PostgreSQL (scripts/deps.sh test)"; exit 1; }
+  local verb
+  for verb in down up; do
+    { echo "#!/usr/bin/env bash"; declare -p PG_BIN PG_DIR PG_PORT PG_USER
+      echo ". '$PWD/test/trace_lib.sh'"; declare -p PG_BIN PG_DIR PG_PORT PG_USER
+      echo "pg_$verb"; } >"$pgwork/pg_$verb.sh"
+    chmod +x "$pgwork/pg_$verb.sh"
+  done
+  export SPY_TEST_PG="$PG_CONNINFO" SPY_TEST_PG_DOWN="$pgwork/pg_down.sh" \
+    SPY_TEST_PG_UP="$pgwork/pg_up.sh" SPY_TEST_TOTALS="$totals"
+}
 
 say() { printf '\n=== %s ===\n' "$*"; }
 
-configure_build() { # dir cc [cmake args…]
+configure_build() { # dir cc [cmake args…] (later -D arguments win)
   local dir=$1 cc=$2
   shift 2
-  CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPY_WERROR=ON \
+    "$@" >/dev/null
   if ! cmake --build "$dir" -j"$JOBS" >"$dir/build.log" 2>&1; then
     grep -E 'error|warning' -A4 "$dir/build.log" | head -n 80
     echo "test: the $cc build in $dir failed (whole log: $dir/build.log)"
@@ -38,6 +65,8 @@ configure_build() { # dir cc [cmake args…]
 run_ctest() { # dir [ctest args…]
   local dir=$1
   shift
+  pg_for_tests
+  : >"$totals"
   if ! (cd "$dir" && ctest --output-on-failure -j"$JOBS" "$@") | tee "$log"; then
     total_fail=$((total_fail + 1))
     echo "test: ctest failed in $dir"
@@ -46,6 +75,14 @@ run_ctest() { # dir [ctest args…]
   local n
   n=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log" | tail -n 1)
   total_pass=$((total_pass + ${n:-0}))
+  local skipped
+  skipped=$(awk '{ s += $4 } END { print s + 0 }' "$totals")
+  total_skip=$((total_skip + skipped))
+  if [ "$skipped" -gt 0 ]; then
+    awk '$4 > 0 { print "  " $1 ": " $4 " skipped" }' "$totals"
+    echo "test: cases were skipped in $dir although this script set up their servers"
+    exit 1
+  fi
 }
 
 for stage in $STAGES; do
@@ -63,6 +100,10 @@ for stage in $STAGES; do
     say "gcc build + tests"
     configure_build build/gcc gcc
     run_ctest build/gcc ;;
+  release)
+    say "gcc Release (-O3) build + quick tests"
+    configure_build build/release-werror gcc -DCMAKE_BUILD_TYPE=Release
+    run_ctest build/release-werror -R '^(error|wire|decode_cli)$' ;;
   clang)
     say "clang build + tests"
     configure_build build/clang clang
@@ -108,4 +149,4 @@ for stage in $STAGES; do
 done
 
 echo
-echo "total: $total_pass passed, $total_fail failed"
+echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"

@@ -105,6 +105,13 @@ serve --listen 127.0.0.1:0 --tls-cert "$work/cert.pem" --tls-key "$work/key.pem"
 curl -s --cacert "$work/cert.pem" "https://localhost:$srv_port/healthz" | grep -q '"status":"ok"' \
   || fail "https /healthz"
 node "$here/net_ws.mjs" "$mods" "wss://localhost:$srv_port/link" tls "$work/cert.pem"
+json=$(SPYGLASS_CA=$work/cert.pem "$tool" top --once --json --wait 10000 --connect "tls://localhost:$srv_port")
+grep -q '"conn":"connected"' <<<"$json" || fail "top --connect tls://: $json"
+echo "net_cli: top --connect tls:// connected"
+set +e
+err=$(env -u SPYGLASS_CA "$tool" ls --connect "tls://localhost:$srv_port" 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] || fail "an untrusted certificate was accepted: $rc $err"
 set +e
 curl -s "http://127.0.0.1:$srv_port/healthz" >/dev/null; rc=$?
 set -e

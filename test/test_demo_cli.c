@@ -12,7 +12,7 @@ static char dir[256];
 
 TEST(demo_watches_itself_and_prints_live_stats_without_a_terminal) {
   tu_rundir(dir, sizeof dir);
-  char cmd[600];
+  char cmd[1024];
   snprintf(cmd, sizeof cmd,
            "%s demo --seconds 3 --dir %s --name selfwatch > %s/out 2>&1",
            SPY_TOOL_PATH, dir, dir);

@@ -337,6 +337,15 @@ TEST(two_remote_and_one_local_consumer_all_get_everything) {
 TEST(remote_consumer_of_a_killed_provider_picks_up_a_new_one) {
   fresh_dir();
   pid_t p1 = spawn_provider("net-app", 0);
+  /* The second provider is forked now, while this process has one thread
+   * (ThreadSanitizer refuses a fork after threads), and starts on cue. */
+  char go[300];
+  snprintf(go, sizeof go, "%s/go", dir);
+  if (tu_fork() == 0) {
+    while (access(go, F_OK) != 0)
+      usleep(10000);
+    provider_main("net-app", 0);
+  }
   spy_server_desc sd = {0};
   spy_server *s = start_server(&sd);
   CHECK(s);
@@ -350,7 +359,9 @@ TEST(remote_consumer_of_a_killed_provider_picks_up_a_new_one) {
   ok &= POLL_UNTIL(c, 30,
                    spy_consumer_state(c)->conn != SPY_CONN_CONNECTED &&
                        spy_consumer_state(c)->conn != SPY_CONN_SUBSCRIBING);
-  spawn_provider("net-app", 0);
+  FILE *f = fopen(go, "w");
+  if (f)
+    fclose(f);
   ok &= POLL_UNTIL(c, 30,
                    connected(c) && spy_consumer_state(c)->provider.id != first);
   spy_consumer_destroy(c);
@@ -704,6 +715,46 @@ TEST(consumer_without_a_remote_backend_is_not_supported) {
   CHECK_EQ(spy_consumer_create(&c, &d), SPY_ECONNREFUSED);
 }
 
+/* Reads until the server closes (1) or 10 s pass (0). */
+static int closed_by_server(int fd) {
+  char b[512];
+  double end = tu_now_s() + 10;
+  while (tu_now_s() < end) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 100) > 0 && read(fd, b, sizeof b) <= 0)
+      return 1;
+  }
+  return 0;
+}
+
+TEST(slow_handshakes_and_idle_links_are_closed) {
+  fresh_dir();
+  spy_server_desc sd = {.handshake_ms = 300, .idle_ms = 600};
+  spy_server *s = start_server(&sd);
+  CHECK(s);
+  int port = spy_server_port(s);
+  /* Slowloris: a request head that never ends. */
+  int fd = tcp_to("127.0.0.1", port);
+  CHECK(write(fd, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n", 33) == 33);
+  CHECK(closed_by_server(fd));
+  close(fd);
+  /* A link that never says HELLO. */
+  fd = tcp_to("127.0.0.1", port);
+  CHECK(closed_by_server(fd));
+  close(fd);
+  /* A link that says HELLO and then nothing. */
+  static uint8_t buf[4096];
+  spy_link_rec r;
+  fd = tcp_to("127.0.0.1", port);
+  CHECK_OK(link_hello(fd, NULL));
+  CHECK_EQ(link_read(fd, buf, sizeof buf, &r), SPY_LINK_WELCOME);
+  CHECK(closed_by_server(fd));
+  close(fd);
+  const char *h = healthz(port);
+  CHECK_EQ(json_num(h, NULL, "n_clients"), 1); /* the /healthz request */
+  spy_server_thread_stop(s);
+}
+
 /* A provider process with its own server; it writes its id and port. */
 static void inproc_main(void) {
   spy_net_register();
@@ -791,4 +842,5 @@ TEST_MAIN(TEST_CASE(link_records_round_trip_and_bad_ones_are_refused),
           TEST_CASE(non_loopback_listen_without_token_is_refused),
           TEST_CASE(clock_sync_over_the_link),
           TEST_CASE(consumer_without_a_remote_backend_is_not_supported),
-          TEST_CASE(in_process_server_serves_its_provider_only))
+          TEST_CASE(in_process_server_serves_its_provider_only),
+          TEST_CASE(slow_handshakes_and_idle_links_are_closed))

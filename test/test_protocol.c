@@ -159,15 +159,16 @@ TEST(provider_gone_message_on_clean_exit_disconnects_at_once) {
   pid_t pid = spawn_provider(d, &ctl, 0);
   spy_consumer *c;
   spy_consumer_desc cd = cdesc();
-  cd.liveness_ms = 5000; /* so only `gone` can explain a quick notice */
+  cd.liveness_ms = 30000; /* so only `gone` can explain a quick notice */
   CHECK_OK(spy_consumer_create(&c, &cd));
   const spy_state *s = spy_consumer_state(c);
   CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED));
   CHECK(write(ctl, "q", 1) == 1);
   CHECK_EQ(tu_wait(pid, 10), 0);
   double t0 = tu_now_s();
-  CHECK(POLL_UNTIL(c, 3, s->conn == SPY_CONN_LOST));
-  CHECK(tu_now_s() - t0 < 2.0);
+  /* well before liveness could have noticed, even on a loaded machine */
+  CHECK(POLL_UNTIL(c, 15, s->conn == SPY_CONN_LOST));
+  CHECK(tu_now_s() - t0 < 15.0);
   close(ctl);
   spy_consumer_destroy(c);
 }

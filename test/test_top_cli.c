@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "overlay.h"
 #include "spyglass/provider.h"
 #include "testlib.h"
 #include "testutil.h"
@@ -98,8 +99,10 @@ static pid_t spawn_provider(const char *name, int cpu_us, double gpu_ms) {
 /* Runs `spyglass ARGS` (with --dir added by the caller), stdout into
  * `out`; returns the exit code. */
 static int run(const char *args) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s %s 2>%s/err", SPY_TOOL_PATH, args, dir);
+  char cmd[2048];
+  int n = snprintf(cmd, sizeof cmd, "%s %s 2>%s/err", SPY_TOOL_PATH, args, dir);
+  if (n < 0 || (size_t)n >= sizeof cmd)
+    return -1;
   return tu_run_capture(cmd, out, sizeof out);
 }
 
@@ -301,6 +304,33 @@ static int bar_colour(int (*bar)(const char *p)) {
 
 enum { GREEN = 32, YELLOW = 33, RED = 31 };
 
+static int level_colour(overlay_level l) {
+  return l == LEVEL_GOOD ? GREEN : l == LEVEL_WARN ? YELLOW : RED;
+}
+
+/* The number after `label` on its line of the last capture (escapes left
+ * out); NAN if there is none. */
+static double shown_number(const char *label) {
+  char line[4096], text[4096], spaced[16];
+  snprintf(spaced, sizeof spaced, "%s ", label);
+  if (!line_with(spaced, line, sizeof line))
+    return NAN;
+  size_t k = 0;
+  for (const char *p = line; *p && k + 1 < sizeof text; p++) {
+    if (*p == '\033') {
+      while (*p && !isalpha((unsigned char)*p))
+        p++;
+      if (!*p)
+        break;
+      continue;
+    }
+    text[k++] = *p;
+  }
+  text[k] = 0;
+  const char *at = strstr(text, spaced);
+  return at ? strtod(at + strlen(spaced), NULL) : NAN;
+}
+
 /* ---- ls ----------------------------------------------------------------- */
 
 TEST(ls_json_lists_a_headless_demo_in_another_process) {
@@ -332,6 +362,24 @@ TEST(ls_with_no_provider_prints_an_empty_list_and_exits_0) {
   CHECK_STR(out, "{\"providers\":[]}\n");
   CHECK_EQ(runf("ls --wait 100"), 0);
   CHECK(strstr(out, "no providers"));
+}
+
+TEST(ls_escapes_control_characters_in_provider_names) {
+  fresh_dir();
+  /* a name that would turn the terminal red and ring its bell */
+  spawn_provider("evil\033[31mred\a", 2000, 5.0);
+  double end = tu_now_s() + 10;
+  int rc;
+  do
+    rc = runf("ls --wait 300");
+  while (rc == 0 && !strstr(out, "evil") && tu_now_s() < end);
+  CHECK_EQ(rc, 0);
+  CHECK(strstr(out, "evil?[31mred?"));
+  CHECK(!strchr(out, '\033'));
+  CHECK(!strchr(out, '\a'));
+  /* JSON keeps the exact name, escaped */
+  CHECK_EQ(runf("ls --json --wait 300"), 0);
+  CHECK(strstr(out, "\"name\":\"evil\\u001b[31mred\\u0007\""));
 }
 
 /* ---- top --once --json -------------------------------------------------- */
@@ -466,10 +514,24 @@ TEST(top_screen_shows_numbers_sparkline_and_colours) {
               "PTS 500", "enemies 7", "RES 640x480 @2",
               "GPU test adapter (software)", "scene.time", "BUS ",
               "subscribers 1", "16.7"));
-  capture(1);
-  CHECK_EQ(number_colour("FPS"), GREEN);
-  CHECK_EQ(number_colour("CPU"), GREEN);
-  CHECK_EQ(number_colour("GPU"), YELLOW);
+  /* Each number in its threshold's colour. The FPS and CPU readings
+   * follow the machine's load (a 2 ms sleep can take 10 ms on busy cores),
+   * so the colour wanted is the one for the number shown; and the first
+   * bar is green once a capture finds a 2 ms frame there. */
+  int fps_c, cpu_c, want_fps, want_cpu, bar_c;
+  double end = tu_now_s() + 15;
+  do {
+    capture(1);
+    fps_c = number_colour("FPS");
+    cpu_c = number_colour("CPU");
+    want_fps = level_colour(overlay_fps_level((float)shown_number("FPS")));
+    want_cpu = level_colour(overlay_ms_level((float)shown_number("CPU")));
+    bar_c = bar_colour(is_block);
+  } while ((fps_c != want_fps || cpu_c != want_cpu || bar_c != GREEN) &&
+           tu_now_s() < end && usleep(100000) == 0);
+  CHECK_EQ(fps_c, want_fps);
+  CHECK_EQ(cpu_c, want_cpu);
+  CHECK_EQ(number_colour("GPU"), YELLOW); /* 12 ms whatever the load */
   /* The sparkline: bars in block characters, green for 2 ms frames, under
    * its title, with the dashed 16.7 ms line above them. */
   CHECK(strstr(screen, "CPU ms, last 60 frames"));
@@ -477,6 +539,71 @@ TEST(top_screen_shows_numbers_sparkline_and_colours) {
   CHECK(line_with("  16.7 ", line, sizeof line));
   CHECK(strstr(line, "╌ ╌ ╌"));
   CHECK_EQ(bar_colour(is_block), GREEN);
+  tmux_stop();
+}
+
+TEST(chart_scale_follows_the_samples_and_keeps_the_budget_line) {
+  float ms[60];
+  int line;
+  for (int i = 0; i < 60; i++)
+    ms[i] = 0.2f + (float)(i % 3) * 0.1f; /* 0.2..0.4 ms */
+  float top = overlay_chart_top(ms, 60, &line);
+  CHECK(top >= 0.4f && top <= 0.6f); /* not the old fixed 25 ms */
+  CHECK_EQ(line, 0);
+  ms[7] = 2.0f; /* a tenth of the budget or more: the line is kept */
+  top = overlay_chart_top(ms, 60, &line);
+  CHECK_EQ(line, 1);
+  CHECK(top > OVERLAY_BUDGET_MS);
+  ms[7] = 40.0f; /* over the budget: the scale follows the sample */
+  top = overlay_chart_top(ms, 60, &line);
+  CHECK_EQ(line, 1);
+  CHECK(top >= 40.0f && top <= 50.0f);
+  for (int i = 0; i < 60; i++)
+    ms[i] = NAN; /* nothing yet */
+  top = overlay_chart_top(ms, 60, &line);
+  CHECK(top > 0 && isfinite(top));
+  CHECK_EQ(line, 0);
+}
+
+/* Lines of the chart (the CHART rows under its title) with a bar glyph. */
+static int chart_rows_with_bars(void) {
+  const char *p = strstr(screen, "CPU ms, last 60 frames");
+  if (!p)
+    return -1;
+  int rows = 0;
+  p = strchr(p, '\n');
+  for (int r = 0; r < 5 && p; r++) {
+    const char *e = strchr(p + 1, '\n');
+    for (const char *q = p + 1; q < (e ? e : p + strlen(p)); q++)
+      if (is_block(q)) {
+        rows++;
+        break;
+      }
+    p = e;
+  }
+  return rows;
+}
+
+TEST(top_chart_scales_sub_millisecond_frames_to_visible_bars) {
+  fresh_dir();
+  /* ~0.2 ms frames: on a fixed 25 ms scale a flat line of slivers */
+  spawn_provider("fast-frames", 200, 1.0);
+  tmux_top("fast-frames");
+  CHECK(SHOWS(10, "fast-frames", "CPU ms, last 60 frames"));
+  /* a loaded machine may stretch a frame past 1.67 ms for a while (then
+   * the line is back on the scale): wait for a window without one */
+  double end = tu_now_s() + 20;
+  int rows = 0;
+  do {
+    usleep(100000);
+    capture(0);
+    rows = strstr(screen, "16.7 ms line above the scale")
+               ? chart_rows_with_bars()
+               : 0;
+  } while (rows < 3 && tu_now_s() < end);
+  if (rows < 3)
+    fprintf(stderr, "  screen was:\n%s\n", screen);
+  CHECK(rows >= 3); /* the tallest bars reach 4 of the 5 rows */
   tmux_stop();
 }
 
@@ -573,6 +700,7 @@ int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
       TEST_CASE(ls_json_lists_a_headless_demo_in_another_process),
       TEST_CASE(ls_with_no_provider_prints_an_empty_list_and_exits_0),
+      TEST_CASE(ls_escapes_control_characters_in_provider_names),
       TEST_CASE(top_once_json_of_a_headless_demo_has_fps_counters_and_gpu_time),
       TEST_CASE(top_once_json_shows_exact_values_of_a_known_provider),
       TEST_CASE(top_once_json_without_gpu_timings_says_null_not_zero),
@@ -581,6 +709,8 @@ int main(int argc, char **argv) {
       TEST_CASE(top_once_with_no_provider_fails_with_exit_1),
       TEST_CASE(top_without_terminal_prints_a_line_per_interval),
       TEST_CASE(top_screen_shows_numbers_sparkline_and_colours),
+      TEST_CASE(chart_scale_follows_the_samples_and_keeps_the_budget_line),
+      TEST_CASE(top_chart_scales_sub_millisecond_frames_to_visible_bars),
       TEST_CASE(top_screen_shows_slow_frames_in_red),
       TEST_CASE(top_waits_for_a_provider_and_reconnects_after_it_is_killed),
       TEST_CASE(top_keys_pick_another_provider_and_scroll_the_values),

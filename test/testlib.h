@@ -1,6 +1,12 @@
 /* testlib.h — the spyglass test harness: a table of named cases, run all or
  * one by name (`test_wire decode_rejects_truncated_section`), each failed
- * check printed with file and line. Ends with "N passed, N failed".
+ * check printed with file and line. Ends with "N passed, N failed, N skipped".
+ *
+ * A case that cannot run here (no PostgreSQL server was set up for it) calls
+ * SKIP("why"): it is neither passed nor failed, and it is counted. When
+ * $SPY_TEST_TOTALS names a file, each run appends one line to it,
+ * "<program> <passed> <failed> <skipped>", so scripts/test.sh can check that
+ * nothing was skipped in a run that set everything up.
  *
  * Usage:
  *   TEST(frame_round_trips) { CHECK_EQ(1 + 1, 2); }
@@ -20,6 +26,7 @@ struct spy_test_case {
 };
 
 static int spy_test_failed_;
+static int spy_test_skipped_;
 /* Called after every case, pass or fail (testutil.h uses it to kill child
  * processes a failed check left behind). */
 static void (*spy_test_after_each_)(void);
@@ -61,6 +68,16 @@ static void (*spy_test_after_each_)(void);
     }                                                                          \
   } while (0)
 
+/* Ends the case as skipped, with the reason printed (a printf format). */
+#define SKIP(...)                                                              \
+  do {                                                                         \
+    fprintf(stderr, "  skipped: ");                                            \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fprintf(stderr, "\n");                                                     \
+    spy_test_skipped_ = 1;                                                     \
+    return;                                                                    \
+  } while (0)
+
 /* Checks that a call returned 0 and prints the error name otherwise. */
 #define CHECK_OK(expr)                                                         \
   do {                                                                         \
@@ -75,7 +92,7 @@ static void (*spy_test_after_each_)(void);
 
 static inline int spy_test_run(int argc, char **argv,
                                const struct spy_test_case *cases, size_t n) {
-  int passed = 0, failed = 0, ran = 0;
+  int passed = 0, failed = 0, skipped = 0, ran = 0;
   for (size_t i = 0; i < n; i++) {
     if (argc > 1) {
       int wanted = 0;
@@ -87,6 +104,7 @@ static inline int spy_test_run(int argc, char **argv,
     }
     ran++;
     spy_test_failed_ = 0;
+    spy_test_skipped_ = 0;
     fprintf(stderr, "[ RUN  ] %s\n", cases[i].name);
     cases[i].fn();
     if (spy_test_after_each_)
@@ -94,6 +112,9 @@ static inline int spy_test_run(int argc, char **argv,
     if (spy_test_failed_) {
       failed++;
       fprintf(stderr, "[ FAIL ] %s\n", cases[i].name);
+    } else if (spy_test_skipped_) {
+      skipped++;
+      fprintf(stderr, "[ SKIP ] %s\n", cases[i].name);
     } else {
       passed++;
       fprintf(stderr, "[  OK  ] %s\n", cases[i].name);
@@ -103,7 +124,15 @@ static inline int spy_test_run(int argc, char **argv,
     fprintf(stderr, "no test named %s\n", argv[1]);
     return 2;
   }
-  printf("%d passed, %d failed\n", passed, failed);
+  printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  const char *totals = getenv("SPY_TEST_TOTALS");
+  FILE *f = totals && *totals ? fopen(totals, "a") : NULL;
+  if (f) {
+    const char *prog = strrchr(argv[0], '/');
+    fprintf(f, "%s %d %d %d\n", prog ? prog + 1 : argv[0], passed, failed,
+            skipped);
+    fclose(f);
+  }
   return failed ? 1 : 0;
 }
 

@@ -31,9 +31,9 @@ static inline char *tu_rundir(char *buf, size_t cap) {
 }
 
 static inline void tu_rm_rf(const char *path) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-  if (system(cmd) != 0)
+  char cmd[1100];
+  int n = snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  if (n < 0 || (size_t)n >= sizeof cmd || system(cmd) != 0)
     fprintf(stderr, "  warning: could not remove %s\n", path);
 }
 

@@ -114,6 +114,73 @@ typedef struct spy_state_msgprof {
   spy_state_msgprof_row rows[SPY_STATE_MSGPROF_ROWS];
 } spy_state_msgprof;
 
+/* ---- CPU zones (SPY_FEAT_ZONES; zones.h, docs/wire.md ZONES) ---------- *
+ * The state rebuilds every thread's nested spans from the zone events:
+ * spans in begin order with their depth, kept for the last `keep_frames`
+ * provider frames (at most `keep_spans` per thread), the frame markers,
+ * the locations by id, and per location the calls, total, self and
+ * longest time of each second. Times are the provider's CLOCK_MONOTONIC
+ * nanoseconds; spy_state_zone_local_ns() maps one to this consumer's
+ * clock with the clock-sync offset. After a gap in the provider's frames
+ * the open zones are closed as cut (their ends were lost) and rebuilding
+ * goes on exactly from the next begin. */
+#define SPY_ZONE_SPAN_CUT 0x1u /* end lost (gap, thread reset) */
+typedef struct spy_zone_span {
+  uint64_t start_ns, end_ns; /* end_ns 0 while open */
+  uint32_t loc;              /* location id: spy_state_zone_loc() */
+  uint16_t depth;            /* 0: outermost */
+  uint16_t flags;            /* SPY_ZONE_SPAN_* */
+} spy_zone_span;
+
+typedef struct spy_zone_sums {
+  uint64_t calls, total_ns, self_ns, max_ns;
+} spy_zone_sums;
+
+typedef struct spy_zone_location {
+  uint32_t id, line, color;
+  char *name, *function, *file; /* owned, NUL-terminated */
+  spy_zone_sums cur, last;      /* the second in progress, the one before */
+  uint64_t second;              /* which second `cur` is (provider ns / 1e9) */
+} spy_zone_location;
+
+#define SPY_ZONE_DEPTH_MAX 1024u /* deeper zones are counted, not kept */
+typedef struct spy_zone_thread {
+  uint32_t thread, os_tid; /* provider-local number, OS thread id */
+  char name[64];
+  int gone;         /* the thread exited */
+  uint64_t dropped; /* zones the provider dropped on it (total) */
+  /* Spans in begin order: a ring of cap, n held, the oldest at `start`;
+   * `first` is the absolute index of the oldest. */
+  spy_zone_span *spans;
+  uint32_t cap, n, start;
+  uint64_t first;
+  /* Open zones, innermost last: absolute span index, children's time. */
+  uint64_t *open;
+  uint64_t *child_ns;
+  uint32_t depth, open_cap, too_deep;
+  uint64_t unmatched; /* ends whose begin this state never saw */
+} spy_zone_thread;
+
+typedef struct spy_zone_frame {
+  uint64_t frame;    /* the provider's frame number */
+  uint64_t start_ns; /* its frame_begin */
+} spy_zone_frame;
+
+#define SPY_ZONE_FRAMES_MAX 256u
+typedef struct spy_zone_state {
+  uint32_t keep_frames;     /* default 16 (at most SPY_ZONE_FRAMES_MAX - 1) */
+  uint32_t keep_spans;      /* per thread; default 65536 */
+  spy_zone_location **locs; /* by id - SPY_ZONES_LOC_ID_MIN; NULL: unknown */
+  uint32_t n_locs;          /* slots in locs */
+  spy_zone_thread *threads;
+  uint32_t n_threads, threads_cap;
+  spy_zone_frame frames[SPY_ZONE_FRAMES_MAX]; /* ring, newest at head - 1 */
+  uint32_t n_frames, frames_head;
+  uint64_t latest_ns; /* the newest event time seen */
+  uint64_t events, spans, unmatched, cut, dropped;
+  uint64_t seen_lost; /* frames_lost when last looked at */
+} spy_zone_state;
+
 typedef struct spy_state {
   spy_conn conn;
   spy_provider_info provider; /* name points into provider_name */
@@ -161,6 +228,8 @@ typedef struct spy_state {
   int clock_error;
   /* The provider's message profile (SPY_FEAT_MSGPROF). */
   spy_state_msgprof msgprof;
+  /* CPU zones (SPY_FEAT_ZONES). */
+  spy_zone_state zones;
 } spy_state;
 
 typedef struct spy_consumer_desc {
@@ -181,6 +250,10 @@ typedef struct spy_consumer_desc {
   int no_clock_sync;         /* 1: do not sync on connect (default: do) */
   uint32_t clock_rounds;     /* rounds per sync; default 5, at most 64 */
   uint32_t clock_timeout_ms; /* wait for READY, and per round; default 1000 */
+  /* CPU zones (with SPY_FEAT_ZONES in features): frames of spans kept
+   * (default 16) and spans kept per thread (default 65536, rounded up to
+   * a power of two). */
+  uint32_t zone_frames, zone_spans;
   /* Remote: reach the providers of another host through its bridge
    * (`spyglass serve`, or a provider's in-process server) at "HOST:PORT"
    * instead of this host's bus; everything above the channels is the
@@ -234,6 +307,27 @@ int spy_state_counter(const spy_state *s, const char *name);
 /* The message-profile row of a message type, or NULL. */
 const spy_state_msgprof_row *spy_state_msgprof_type(const spy_state *s,
                                                     uint32_t type);
+
+/* CPU zones. The location with this id, or NULL (not known yet). */
+const spy_zone_location *spy_state_zone_loc(const spy_state *s, uint32_t id);
+/* Span i (0 = the oldest kept) of a thread, or NULL past the end. */
+const spy_zone_span *spy_zone_thread_span(const spy_zone_thread *t, uint32_t i);
+/* The frame `age` back from the newest (0): its number, start and end
+ * (the next frame's start; 0 for the newest). 1, or 0 if there is none. */
+int spy_state_zone_frame(const spy_state *s, uint32_t age, uint64_t *frame,
+                         uint64_t *start_ns, uint64_t *end_ns);
+/* A location's sums over the last complete second of the provider's clock
+ * (zero if it was not called then). */
+spy_zone_sums spy_state_zone_last_second(const spy_state *s,
+                                         const spy_zone_location *l);
+/* A provider time on this consumer's monotonic clock (clock_offset_ns). */
+static inline int64_t spy_state_zone_local_ns(const spy_state *s,
+                                              uint64_t provider_ns) {
+  return (int64_t)provider_ns - s->clock_offset_ns;
+}
+/* Sets what the zone state keeps (0: the default); for states made with
+ * spy_state_init (a consumer takes them from its desc). */
+void spy_state_zones_keep(spy_state *s, uint32_t frames, uint32_t spans);
 
 /* Applying frames without the protocol (recordings, tests): a state of
  * `history` samples, frames applied in order. */

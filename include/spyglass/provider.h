@@ -98,6 +98,9 @@ typedef struct spy_provider_desc {
   spy_clock_now_fn clock_now;
   void *clock_now_ctx;
   int64_t clock_test_offset_ns;
+  /* CPU zones (zones.h): bytes of each thread's zone ring, rounded up to a
+   * power of two; default 1 MiB (65536 zones), at least 4 KiB. */
+  uint32_t zone_buffer_bytes;
   /* In-process server: "ADDR:PORT" (port 0: any free one) serves this
    * provider only over TCP / WebSocket, as `spyglass serve` does, on a
    * thread of its own (never the frame thread). It needs spyglass_net
@@ -169,6 +172,12 @@ typedef struct spy_provider_stats {
   /* Clock syncs served to consumers, and those that failed (timed out,
    * segment missing or malformed). */
   uint64_t clock_syncs, clock_failures;
+  /* CPU zones: zones dropped (a full ring, too many threads, too many
+   * locations), frame markers dropped, threads holding a ring, and zone
+   * records drained and frames posted by the service. */
+  uint64_t zones_dropped, zone_markers_dropped;
+  uint32_t zone_threads;
+  uint64_t zone_records, zone_frames;
 } spy_provider_stats;
 void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out);
 
@@ -183,6 +192,9 @@ typedef struct spy__provider_hot {
    * compiler folds every one of them into the first. */
   uint32_t frame_active;
   uint32_t counters[SPY_MAX_COUNTERS]; /* this frame's counter values */
+  /* CPU zones (zones.h): the zone epoch, 0 while nobody subscribes to
+   * SPY_FEAT_ZONES. Read by any thread at SPY__ZONES_HOT_OFFSET. */
+  _Atomic uint32_t zones;
 } spy__provider_hot;
 
 #define SPY__WATCHED 1u /* frame_active bit: a subscriber wants data */

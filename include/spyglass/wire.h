@@ -79,7 +79,8 @@ typedef enum spy_section_id {
   SPY_SEC_PIXELS = 10,      /* one buffer image (raw or encoded chunk) */
   SPY_SEC_TRACE = 11,       /* trace actions (store layer) */
   SPY_SEC_MSGPROF = 12,     /* message profiler summary */
-  SPY_SEC_CLOCK = 13        /* clock-sync timestamps */
+  SPY_SEC_CLOCK = 13,       /* clock-sync timestamps */
+  SPY_SEC_ZONES = 14        /* CPU zones: per-thread begin/end events */
 } spy_section_id;
 
 /* Feature bits in a subscription: bit (1 << section id). */
@@ -91,6 +92,7 @@ typedef enum spy_section_id {
 #define SPY_FEAT_HEALTH SPY_FEAT(SPY_SEC_HEALTH)
 #define SPY_FEAT_TRACE SPY_FEAT(SPY_SEC_TRACE)
 #define SPY_FEAT_MSGPROF SPY_FEAT(SPY_SEC_MSGPROF)
+#define SPY_FEAT_ZONES SPY_FEAT(SPY_SEC_ZONES)
 
 /* Frame flags (in the FRAME section). */
 #define SPY_FRAME_SNAPSHOT 0x0001u   /* every feature sent whole */
@@ -458,6 +460,97 @@ void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px);
  * The section closes at the next section or spy_frame_finish. */
 void *spy_put_pixels_reserve(spy_frame_writer *w, const spy_pixels *px);
 int spy_get_pixels(const spy_section *s, spy_pixels *out);
+
+/* ------------------------------------------------------------------------ */
+/* ZONES: CPU zones (docs/wire.md)                                           */
+/*
+ * Section layout: u16 flags, u16 reserved, u32 n_locs, u32 n_threads,
+ * u32 reserved, u64 base_ns; then n_locs location records, then n_threads
+ * thread blocks, each padded to 4. A thread block's events are varints:
+ * v = delta_ns << 2 | kind (0 end, 1 begin + varint location id, 2 frame +
+ * varint frame number); delta from the previous event of the block, the
+ * first from base_ns. Times are the provider's CLOCK_MONOTONIC ns.
+ */
+#define SPY_ZONES_FULL 0x0001u /* every location and thread name follows */
+#define SPY_ZONES_THREAD_RESET 0x01u /* forget the thread's open zones */
+#define SPY_ZONES_THREAD_NAMED 0x02u /* the block carries the thread name */
+#define SPY_ZONES_THREAD_GONE 0x04u  /* the thread exited: its last block */
+#define SPY_ZONES_LOC_ID_MIN 16u
+#define SPY_ZONES_LOC_ID_MAX 65535u
+#define SPY_ZONES_FILE_MAX 1023u /* bytes of a location's file name */
+
+typedef enum spy_zone_event_kind {
+  SPY_ZONE_EV_END = 0,
+  SPY_ZONE_EV_BEGIN = 1, /* value: location id */
+  SPY_ZONE_EV_FRAME = 2  /* value: the provider's frame number */
+} spy_zone_event_kind;
+
+typedef struct spy_zone_loc_info {
+  uint32_t id, line, color;
+  const char *name, *function, *file; /* decoded: views, not terminated */
+  uint32_t name_len, function_len, file_len; /* name, function <= 255 */
+} spy_zone_loc_info;
+
+typedef struct spy_zone_thread_info {
+  uint32_t thread; /* provider-local number, >= 1 */
+  uint32_t os_tid;
+  uint8_t flags; /* SPY_ZONES_THREAD_* */
+  const char *name;
+  uint32_t name_len; /* <= 63 */
+  uint64_t dropped;  /* zones dropped on this thread so far (total) */
+} spy_zone_thread_info;
+
+typedef struct spy_zone_event {
+  uint8_t kind;   /* spy_zone_event_kind */
+  uint64_t t_ns;  /* absolute: base_ns + the deltas so far */
+  uint64_t value; /* location id / frame number; 0 for end */
+} spy_zone_event;
+
+/* Encoding: begin, locations, then threads (each: thread_begin, events,
+ * thread_end), end. Errors are sticky in the frame writer. */
+typedef struct spy_zones_writer {
+  spy_frame_writer *w;
+  size_t hdr; /* offset of the section's first byte */
+  size_t thr; /* offset of the open thread block, 0 if none */
+  uint32_t n_locs, n_threads;
+  uint64_t base_ns, last_ns;
+} spy_zones_writer;
+void spy_zones_begin(spy_zones_writer *z, spy_frame_writer *w, uint16_t flags,
+                     uint64_t base_ns);
+void spy_zones_put_loc(spy_zones_writer *z, const spy_zone_loc_info *l);
+void spy_zones_thread_begin(spy_zones_writer *z, const spy_zone_thread_info *t);
+/* t_ns below the previous event's time is taken as that time. */
+void spy_zones_put_event(spy_zones_writer *z, uint8_t kind, uint64_t t_ns,
+                         uint64_t value);
+void spy_zones_thread_end(spy_zones_writer *z);
+/* Closes the section (and an open thread block). */
+void spy_zones_end(spy_zones_writer *z);
+/* Bytes at most one event takes. */
+#define SPY_ZONES_EVENT_MAX 20u
+
+/* Decoding: spy_get_zones validates the whole section (every location,
+ * block and event) before anything is handed out. Returns 0 or
+ * SPY_EBADSECTION (lengths) / SPY_EBADVALUE (a bad kind, id, varint, time
+ * overflow, nonzero reserved field). */
+typedef struct spy_zones_iter {
+  uint16_t flags;
+  uint32_t n_locs, n_threads;
+  uint64_t base_ns;
+  const uint8_t *p, *end;
+  uint32_t locs_left, threads_left;
+} spy_zones_iter;
+typedef struct spy_zone_event_iter {
+  const uint8_t *p, *end;
+  uint64_t t_ns;
+} spy_zone_event_iter;
+int spy_get_zones(const spy_section *s, spy_zones_iter *it);
+/* 1 with the next location, 0 when they are done. */
+int spy_zones_next_loc(spy_zones_iter *it, spy_zone_loc_info *out);
+/* 1 with the next thread block and an iterator over its events, 0 at the
+ * end (locations not yet read are skipped). */
+int spy_zones_next_thread(spy_zones_iter *it, spy_zone_thread_info *out,
+                          spy_zone_event_iter *ev);
+int spy_zone_event_next(spy_zone_event_iter *ev, spy_zone_event *out);
 
 /* ------------------------------------------------------------------------ */
 /* Little-endian helpers (inline: used by every decoder)                    */

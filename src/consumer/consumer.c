@@ -165,6 +165,7 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   if (rc == 0)
     rc = spy_state_init(&c->st, c->d.history);
   c->st.features = c->d.features;
+  spy_state_zones_keep(&c->st, c->d.zone_frames, c->d.zone_spans);
   c->st.registry_filter = c->d.registry_filter;
   c->st.registry_names = (const char *const *)c->reg;
   c->st.n_registry_names = c->reg ? c->d.n_registry : 0;
@@ -403,6 +404,8 @@ static void reset_state(spy_consumer *c) {
     return;
   }
   c->st.features = keep.features;
+  c->st.zones.keep_frames = keep.zones.keep_frames;
+  c->st.zones.keep_spans = keep.zones.keep_spans;
   c->st.registry_filter = keep.registry_filter;
   c->st.registry_names = keep.registry_names;
   c->st.n_registry_names = keep.n_registry_names;

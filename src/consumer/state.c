@@ -4,12 +4,13 @@
  * a UI renders from its own running copy rather than from any one packet.
  * A MSGPROF summary replaces the message-profile rows, with per-type
  * rates taken over the provider's own clock (elapsed_ns), one second at a
- * time.
+ * time. ZONES sections rebuild per-thread spans (zones_state.c).
  * A section is validated whole before any of it is applied. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "consumer/zones_state.h"
 #include "spyglass/consumer.h"
 
 #define NFIELDS (3 + SPY_STATS_MAX_COUNTERS)
@@ -39,6 +40,7 @@ void spy_state_free(spy_state *s) {
   table_clear(&s->env);
   table_clear(&s->registry);
   table_clear(&s->buffers);
+  spy__state_zones_free(s);
   s->rings = NULL;
 }
 
@@ -323,6 +325,7 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
       break;
     }
     case SPY_SEC_MSGPROF: rc = apply_msgprof(s, &sec, now_ms); break;
+    case SPY_SEC_ZONES: rc = spy__state_zones_apply(s, &sec); break;
     default: break; /* sections for other layers */
     }
   }

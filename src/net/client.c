@@ -10,6 +10,8 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,8 @@ typedef struct lchan {
 
 typedef struct netlink {
   char host[256], port[8];
+  SSL_CTX *tls; /* "tls://HOST:PORT": TLS, the server's name verified */
+  SSL *ssl;
   char token[SPY_LINK_TOKEN_MAX + 1];
   int fd;
   int welcomed;
@@ -65,6 +69,10 @@ typedef struct netlink {
 static uint64_t now_ms(void) { return spy__net_mono_ns() / 1000000ull; }
 
 static void drop_conn(netlink *l) {
+  if (l->ssl) {
+    SSL_free(l->ssl);
+    l->ssl = NULL;
+  }
   if (l->fd >= 0)
     close(l->fd);
   l->fd = -1;
@@ -77,26 +85,65 @@ static void drop_conn(netlink *l) {
       l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 }
 
+/* Plain or TLS I/O: > 0 bytes, 0 end, -EAGAIN (with *want the poll
+ * events to wait for), other < 0 errors. */
+static ssize_t io_read(netlink *l, void *b, size_t n, short *want) {
+  *want = POLLIN;
+  if (l->ssl) {
+    int r = SSL_read(l->ssl, b, (int)(n > 1 << 30 ? 1 << 30 : n));
+    if (r > 0)
+      return r;
+    int e = SSL_get_error(l->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+      *want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+      return -EAGAIN;
+    }
+    return e == SSL_ERROR_ZERO_RETURN ? 0 : -EIO;
+  }
+  ssize_t r = recv(l->fd, b, n, 0);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return -EAGAIN;
+  return r < 0 ? -errno : r;
+}
+
+static ssize_t io_write(netlink *l, const void *b, size_t n, short *want) {
+  *want = POLLOUT;
+  if (l->ssl) {
+    int r = SSL_write(l->ssl, b, (int)(n > 1 << 30 ? 1 << 30 : n));
+    if (r > 0)
+      return r;
+    int e = SSL_get_error(l->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+      *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+      return -EAGAIN;
+    }
+    return -EIO;
+  }
+  ssize_t w = send(l->fd, b, n, MSG_NOSIGNAL);
+  if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return -EAGAIN;
+  return w < 0 ? -errno : w;
+}
+
 /* Writes all of p, waiting for the socket up to 1 s at a time. */
 static int send_all(netlink *l, const void *p, size_t n) {
   const uint8_t *b = p;
   while (n) {
-    ssize_t w = send(l->fd, b, n, MSG_NOSIGNAL);
+    short want;
+    ssize_t w = io_write(l, b, n, &want);
     if (w > 0) {
       b += w;
       n -= (size_t)w;
       continue;
     }
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      struct pollfd pf = {.fd = l->fd, .events = POLLOUT};
+    if (w == -EAGAIN) {
+      struct pollfd pf = {.fd = l->fd, .events = want};
       if (poll(&pf, 1, 1000) > 0)
         continue;
     }
-    int rc = w < 0 ? -errno : SPY_EPIPE;
+    int rc = w < 0 && w != -EAGAIN ? (int)w : SPY_EPIPE;
     drop_conn(l);
-    return rc < 0 ? rc : SPY_EPIPE;
+    return rc;
   }
   return 0;
 }
@@ -182,8 +229,8 @@ static void on_rec(netlink *l, const spy_link_rec *r) {
  * connection ended. */
 static int read_some(netlink *l, int timeout_ms) {
   struct pollfd pf = {.fd = l->fd, .events = POLLIN};
-  int pr = poll(&pf, 1, timeout_ms);
-  if (pr <= 0)
+  /* TLS may hold decrypted bytes the socket no longer shows. */
+  if (!(l->ssl && SSL_pending(l->ssl)) && poll(&pf, 1, timeout_ms) <= 0)
     return 0;
   int got = 0;
   for (;;) {
@@ -199,9 +246,9 @@ static int read_some(netlink *l, int timeout_ms) {
     size_t room = l->rx_cap - l->rx_len;
     if (!room)
       break;
-    ssize_t n = recv(l->fd, l->rx + l->rx_len, room, 0);
-    if (n == 0 ||
-        (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    short want;
+    ssize_t n = io_read(l, l->rx + l->rx_len, room, &want);
+    if (n == 0 || (n < 0 && n != -EAGAIN)) {
       if (!l->welcomed && l->rx_len >= 12 &&
           memcmp(l->rx, "HTTP/1.1 503", 12) == 0)
         l->error = SPY_EBUSY; /* refused before the link began: full */
@@ -236,6 +283,29 @@ static int read_some(netlink *l, int timeout_ms) {
     l->rx_len -= off;
   }
   return got;
+}
+
+/* TLS over the connected socket; the certificate must name l->host. */
+static int tls_handshake(netlink *l) {
+  l->ssl = SSL_new(l->tls);
+  if (!l->ssl || SSL_set_fd(l->ssl, l->fd) != 1)
+    return SPY_ENOMEM;
+  SSL_set_tlsext_host_name(l->ssl, l->host);
+  SSL_set1_host(l->ssl, l->host);
+  SSL_set_verify(l->ssl, SSL_VERIFY_PEER, NULL);
+  uint64_t end = now_ms() + CONNECT_MS;
+  for (;;) {
+    int r = SSL_connect(l->ssl);
+    if (r == 1)
+      return 0;
+    int e = SSL_get_error(l->ssl, r);
+    if ((e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) ||
+        now_ms() >= end)
+      return e == SSL_ERROR_SSL ? SPY_EACCES : SPY_ETIMEDOUT;
+    struct pollfd pf = {.fd = l->fd,
+                        .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+    poll(&pf, 1, (int)(end - now_ms()));
+  }
 }
 
 /* Connects, says HELLO, waits for WELCOME, reopens the channels. */
@@ -276,6 +346,13 @@ static int connect_now(netlink *l) {
   freeaddrinfo(res);
   if (l->fd < 0)
     return rc;
+  if (l->tls) {
+    rc = tls_handshake(l);
+    if (rc < 0) {
+      drop_conn(l);
+      return rc;
+    }
+  }
   uint8_t hello[12];
   size_t tl = strlen(l->token);
   spy_wr32(hello, SPY_LINK_MAGIC);
@@ -329,6 +406,24 @@ static int link_open(void **out, const char *addr, const char *token) {
     return SPY_ENOMEM;
   l->fd = -1;
   l->backoff_ms = BACKOFF_MIN_MS;
+  if (addr && strncmp(addr, "tls://", 6) == 0) {
+    addr += 6;
+    l->tls = SSL_CTX_new(TLS_client_method());
+    if (!l->tls) {
+      free(l);
+      return SPY_ENOMEM;
+    }
+    SSL_CTX_set_min_proto_version(l->tls, TLS1_2_VERSION);
+    SSL_CTX_set_mode(l->tls, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    const char *ca = getenv("SPYGLASS_CA");
+    if (ca && *ca ? SSL_CTX_load_verify_locations(l->tls, ca, NULL) != 1
+                  : SSL_CTX_set_default_verify_paths(l->tls) != 1) {
+      SSL_CTX_free(l->tls);
+      free(l);
+      return SPY_EINVAL;
+    }
+  }
   if (spy__net_split(addr, l->host, sizeof l->host, l->port, sizeof l->port) <
           0 ||
       (token && strlen(token) > SPY_LINK_TOKEN_MAX)) {
@@ -342,6 +437,8 @@ static int link_open(void **out, const char *addr, const char *token) {
   }
   int rc = connect_now(l);
   if (rc < 0) {
+    if (l->tls)
+      SSL_CTX_free(l->tls);
     free(l->rx);
     free(l);
     return rc;
@@ -364,7 +461,9 @@ static void link_close(void *arg) {
   if (!l)
     return;
   if (l->fd >= 0)
-    close(l->fd);
+    drop_conn(l);
+  if (l->tls)
+    SSL_CTX_free(l->tls);
   for (unsigned i = 0; i < SPY_LINK_CHANNELS_MAX; i++)
     queue_clear(&l->ch[i]);
   free(l->rx);

@@ -87,6 +87,10 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   p->checkpoint_ticks = ms_to_ticks(p, d.checkpoint_ms);
   p->service_ticks = ms_to_ticks(p, 5);
   p->gpu_last = SPY_GPU_NONE;
+  if (spy__zones_init(p) < 0) {
+    spy_provider_destroy(p);
+    return SPY_ENOMEM;
+  }
   p->n_counters = SPY_COUNTER_BUILTIN + d.n_counters;
   for (uint32_t c = 0; c < p->n_counters; c++) {
     const char *n = c < SPY_COUNTER_BUILTIN
@@ -162,6 +166,7 @@ void spy_provider_destroy(spy_provider *p) {
       free(p->subs[i].names[k]);
     free(p->subs[i].names);
   }
+  spy__zones_free(p); /* after the service: nobody drains any more */
   spy__registry_free(&p->reg);
   spy__env_free(&p->env);
   free(p->rxbuf);
@@ -197,6 +202,7 @@ void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out) {
   out->msgprof_wrapped = atomic_load(&q->prof_on);
   out->clock_syncs = atomic_load(&q->st_clock_syncs);
   out->clock_failures = atomic_load(&q->st_clock_failures);
+  spy__zones_stats(p, out);
 }
 
 int spy_provider_flush(spy_provider *p) {
@@ -237,6 +243,8 @@ void spy__frame_begin(spy_provider *p) {
   p->in_frame = 1;
   for (uint32_t c = 0; c < p->n_counters; c++)
     p->hot.counters[c] = 0; /* short: cheaper than a memset call */
+  if (f & SPY_FEAT_ZONES)
+    spy__zones_frame(p, p->frame_no, p->t_begin); /* splits the timeline */
 }
 
 static uint16_t ms_x100(double ms) {

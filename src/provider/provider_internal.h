@@ -7,6 +7,7 @@
  *   msgprof.c    the live message profile: wrapping the transport while
  *                a subscriber wants SPY_FEAT_MSGPROF
  *   clocksrv.c   the thread that serves clock syncs to consumers
+ *   zones.c      CPU zones: per-thread rings, drained by the service
  *
  * Threads. The frame thread owns the samples, the registry values and the
  * delta bookkeeping, and encodes the data frame at each flush tick. The
@@ -21,6 +22,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "provider/zones_internal.h"
 #include "spyglass/bus.h"
 #include "spyglass/clock.h"
 #include "spyglass/profiler.h"
@@ -218,6 +220,8 @@ struct spy_provider {
   clock_server cs;
   _Atomic uint64_t st_clock_syncs, st_clock_failures;
 
+  /* CPU zones (zones.c) -------------------------------------------------- */
+  spy__zones zones;
   /* in-process server (listen.c) */
   void *server;
 };

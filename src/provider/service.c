@@ -175,6 +175,7 @@ static void on_subscribe(spy_provider *p, const spy_section *s, uint64_t now) {
   recompute(p);
   apply_filters(p);
   atomic_store(&p->snapshot_req, 1); /* every collector starts whole */
+  spy__zones_snapshot(p);
   post_ctl(p, SPY_MSG_SUBSCRIBE_ACK, sub.consumer, sub.features, NULL);
 }
 
@@ -233,6 +234,7 @@ static void on_data_msg(spy_provider *p, const uint8_t *buf, int n,
     if (i >= 0) {
       p->subs[i].last_ack_ms = now;
       atomic_store(&p->snapshot_req, 1);
+      spy__zones_snapshot(p);
     }
     break;
   case SPY_MSG_UNSUBSCRIBE:
@@ -295,6 +297,7 @@ void spy__service(void *ctx, int wait_ms) {
   /* With nobody subscribed there is no flush to pick up: sleep longer. */
   if (!p->nsubs && wait_ms > 0)
     wait_ms = 100;
+  wait_ms = spy__zones_wait_ms(p, wait_ms);
   int got = spy_channel_recv(p->data, p->rxbuf, p->rxcap, wait_ms, NULL);
   for (int k = 0; got != SPY_EAGAIN && k < 64; k++) {
     if (got > 0)
@@ -313,4 +316,5 @@ void spy__service(void *ctx, int wait_ms) {
   timers(p, mono_ms());
   clock_ready(p);
   spy__msgprof_tick(p);
+  spy__zones_service(p); /* CPU zones: drain the threads' rings */
 }

@@ -11,6 +11,7 @@
  * reader fetches the chain down to a standalone blob, at most
  * SPY__SRC_READ_DEPTH deep, then decodes it back up. A missing base, a
  * cycle or a longer chain is an error, never a guess. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,8 @@ static int open_jsonl(spy_trace_reader *r, const char *dir) {
   snprintf(path, sizeof path, "%s/spyglass.json", dir);
   size_t n;
   char *meta = spy__slurp(path, &n);
+  if (!meta && errno == ENOMEM)
+    return seterr(r, SPY_ENOMEM, "%s: out of memory", dir);
   r->jsonl_lost = -1;
   if (meta) {
     const char *v = strstr(meta, "\"schema_version\":");
@@ -160,6 +163,8 @@ static int open_jsonl(spy_trace_reader *r, const char *dir) {
   for (int i = 0; i < 2; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     r->text[i] = spy__slurp(path, &n);
+    if (!r->text[i] && errno == ENOMEM)
+      return seterr(r, SPY_ENOMEM, "%s: out of memory", dir);
     if (!r->text[i]) {
       if (i == 0)
         continue;
@@ -193,9 +198,12 @@ static int open_sqlite(spy_trace_reader *r, const char *path,
                            "created_at DESC LIMIT 1",
                            -1, &st, NULL) != SQLITE_OK)
       return seterr(r, SPY_EIO, "%s", sqlite3_errmsg(r->db));
-    if (sqlite3_step(st) == SQLITE_ROW)
+    int row = sqlite3_step(st) == SQLITE_ROW;
+    if (row)
       r->session_id = strdup((const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
+    if (row && !r->session_id)
+      return seterr(r, SPY_ENOMEM, "%s: out of memory", path);
     if (!r->session_id)
       return seterr(r, SPY_ENOENT, "%s: no session", path);
   }
@@ -712,20 +720,24 @@ typedef struct refcount {
   uint64_t uses;
 } refcount;
 
-static void count_refs(const spy_trace_val *v, refcount **rs, size_t *n,
-                       size_t *cap) {
+/* Returns 0 or SPY_ENOMEM. */
+static int count_refs(const spy_trace_val *v, refcount **rs, size_t *n,
+                      size_t *cap) {
   if ((v->type == SPY_TV_SRCREF || v->type == SPY_TV_SRC) && v->has_hash) {
     if (*n == *cap) {
-      *cap = *cap ? 2 * *cap : 1024;
-      refcount *g = realloc(*rs, *cap * sizeof *g);
+      size_t c = *cap ? 2 * *cap : 1024;
+      refcount *g = realloc(*rs, c * sizeof *g);
       if (!g)
-        return;
+        return SPY_ENOMEM;
       *rs = g;
+      *cap = c;
     }
     (*rs)[(*n)++] = (refcount){{v->hash[0], v->hash[1]}, 1};
   } else if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC)
     for (uint32_t i = 0; i < v->n; i++)
-      count_refs(&v->u.items[i], rs, n, cap);
+      if (count_refs(&v->u.items[i], rs, n, cap) < 0)
+        return SPY_ENOMEM;
+  return 0;
 }
 
 static int cmp_refcount(const void *a, const void *b) { return cmp_ref(a, b); }
@@ -747,7 +759,8 @@ int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out) {
       out->chunks = spy_trace_get(&a, "chunks")->n;
     if (a.kind && a.kind->role == SPY_ROLE_HOOK_END)
       out->hook_calls++;
-    count_refs(&a.fields, &rs, &nrs, &cap);
+    if ((rc = count_refs(&a.fields, &rs, &nrs, &cap)) < 0)
+      break;
   }
   if (rc < 0) {
     free(rs);

@@ -277,15 +277,18 @@ char *spy__slurp(const char *path, size_t *n) {
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);
   char *p = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  int err = len < 0 ? EIO : p ? 0 : ENOMEM; /* errno for the caller */
   if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
     free(p);
     p = NULL;
+    err = EIO;
   }
   fclose(f);
   if (p) {
     p[len] = 0;
     *n = (size_t)len;
-  }
+  } else
+    errno = err;
   return p;
 }
 

@@ -47,6 +47,7 @@ const char *spy_section_name(uint32_t id) {
   case SPY_SEC_TRACE: return "trace";
   case SPY_SEC_MSGPROF: return "msgprof";
   case SPY_SEC_CLOCK: return "clock";
+  case SPY_SEC_ZONES: return "zones";
   default: return NULL;
   }
 }

@@ -18,6 +18,8 @@ int cmd_ls(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
+/* Options are parsed with cli_parse (opts.h), the same for every command. */
+
 /* True if argv[i] is -h or --help. */
 int cli_is_help(const char *arg);
 /* Parses a millisecond option value 0..max into *out; prints an error

@@ -19,6 +19,8 @@ static const struct {
     {"msgprof", bench_msgprof, "message profiler: wrapped vs unwrapped post"},
     {"trace", bench_trace,
      "demo build untraced vs each trace writer vs the naive baseline"},
+    {"zones", bench_zones,
+     "one CPU zone: unsubscribed, streaming live vs two clock reads"},
     {"serve", bench_serve,
      "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
     {"dashboard", bench_dashboard,

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "frame_json.h"
+#include "opts.h"
 
 static void help(FILE *f) {
   fprintf(f,
@@ -41,19 +43,16 @@ static int malformed(size_t off, int err, const char *what) {
 
 int cmd_decode(int argc, char **argv) {
   const char *path = "-";
-  for (int i = 1; i < argc; i++) {
-    if (cli_is_help(argv[i])) {
-      help(stdout);
-      return EXIT_OK;
-    }
-    if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "spyglass decode: unknown option '%s'\n", argv[i]);
-      help(stderr);
-      return EXIT_USAGE;
-    }
-    path = argv[i];
-  }
+  int rc = cli_parse("decode", argc, argv, NULL, 0, &path, 1, NULL, help);
+  if (rc)
+    return rc == 1 ? EXIT_OK : EXIT_USAGE;
   FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  struct stat st;
+  if (in && fstat(fileno(in), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(in);
+    in = NULL;
+    errno = EISDIR;
+  }
   if (!in) {
     fprintf(stderr, "spyglass decode: cannot open %s: %s\n", path,
             strerror(errno));
@@ -61,7 +60,12 @@ int cmd_decode(int argc, char **argv) {
   }
   size_t cap = 64 * 1024, off = 0;
   uint8_t *buf = malloc(cap);
-  int rc = EXIT_OK;
+  if (!buf) {
+    fprintf(stderr, "spyglass decode: out of memory\n");
+    if (in != stdin)
+      fclose(in);
+    return EXIT_FAIL;
+  }
   json_out j;
   char *text = NULL;
   size_t text_len = 0;
@@ -119,6 +123,11 @@ int cmd_decode(int argc, char **argv) {
     free(text);
     text = NULL;
     off += (size_t)len;
+  }
+  if (rc == EXIT_OK && ferror(in)) {
+    fprintf(stderr, "spyglass decode: cannot read %s: %s\n", path,
+            strerror(errno));
+    rc = EXIT_FAIL;
   }
   free(text);
   free(buf);

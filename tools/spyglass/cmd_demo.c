@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "demo_scene.h"
+#include "opts.h"
 #include "spyglass/consumer.h"
 #include "spyglass/provider.h"
 #include "web.h"
@@ -65,58 +66,27 @@ static int parse(int argc, char **argv, demo_opts *o) {
                    .width = 160,
                    .height = 90,
                    .seconds = -1};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    char *end = NULL;
-    if (cli_is_help(a)) {
-      help(stdout);
-      return 1;
-    } else if (!strcmp(a, "--headless")) {
-      o->headless = 1;
-      continue;
-    } else if (!strcmp(a, "--serve")) {
-      o->serve = 1;
-      continue;
-    } else if (!v) {
-      fprintf(stderr, "spyglass demo: unknown option or missing value: %s\n",
-              a);
-      return 2;
-    } else if (!strcmp(a, "--seconds")) {
-      o->seconds = strtod(v, &end), i++;
-    } else if (!strcmp(a, "--name")) {
-      o->name = v, i++;
-      end = (char *)"";
-    } else if (!strcmp(a, "--fps-cap")) {
-      o->fps_cap = strtod(v, &end), i++;
-    } else if (!strcmp(a, "--load")) {
-      o->load = (int)strtol(v, &end, 10), i++;
-    } else if (!strcmp(a, "--dir")) {
-      o->dir = v, i++;
-      end = (char *)"";
-    } else if (!strcmp(a, "--size")) {
-      unsigned w, h;
-      if (sscanf(v, "%ux%u", &w, &h) == 2 && w >= 8 && h >= 8 && w <= 4096 &&
-          h <= 4096) {
-        o->width = w;
-        o->height = h;
-        end = (char *)"";
-      }
-      i++;
-    } else {
-      fprintf(stderr, "spyglass demo: unknown option %s\n", a);
-      return 2;
-    }
-    if (!end || *end) {
-      fprintf(stderr, "spyglass demo: bad value for %s: %s\n", a, v);
-      return 2;
-    }
+  uint32_t size[2] = {o->width, o->height};
+  const cli_opt opts[] = {
+      {"--seconds", CLI_DOUBLE, &o->seconds, 0, 1e6, 0, "a number of seconds"},
+      {"--name", CLI_STR, &o->name, 0, 0, 0, "a provider name"},
+      {"--fps-cap", CLI_DOUBLE, &o->fps_cap, 1, 1000, 1, "frames per second"},
+      {"--load", CLI_INT, &o->load, 1, 64, 0, "a work multiplier"},
+      {"--size", CLI_SIZE, size, 8, 4096, 0, NULL},
+      {"--headless", CLI_FLAG, &o->headless, 0, 0, 0, NULL},
+      {"--serve", CLI_FLAG, &o->serve, 0, 0, 0, NULL},
+      {"--dir", CLI_STR, &o->dir, 0, 0, 0, "a directory"},
+  };
+  int rc = cli_parse("demo", argc, argv, opts, sizeof opts / sizeof opts[0],
+                     NULL, 0, NULL, help);
+  if (rc == 0 && strlen(o->name) > SPY_NAME_MAX) {
+    fprintf(stderr, "spyglass demo: --name is at most %u bytes\n",
+            SPY_NAME_MAX);
+    rc = 2;
   }
-  if (o->load < 1 || o->load > 64 || o->fps_cap < 0) {
-    fprintf(stderr, "spyglass demo: --load must be 1..64, --fps-cap >= 0\n");
-    return 2;
-  }
-  return 0;
+  o->width = size[0];
+  o->height = size[1];
+  return rc;
 }
 
 static double now_s(void) {
@@ -255,7 +225,7 @@ int cmd_demo(int argc, char **argv) {
             spy_strerror(rc));
     return EXIT_FAIL;
   }
-  demo_scene *scene = demo_scene_create(o.width, o.height, o.load);
+  demo_scene *scene = demo_scene_create(o.width, o.height, o.load, p);
   if (!scene) {
     fprintf(stderr, "spyglass demo: out of memory\n");
     spy_provider_destroy(p);

@@ -7,6 +7,8 @@
 #include "cli.h"
 #include "discover.h"
 #include "json.h"
+#include "opts.h"
+#include "overlay.h"
 #include "remote.h"
 #include "spyglass/net.h"
 
@@ -23,7 +25,9 @@ static void help(FILE *f) {
           "  --dir DIR   runtime directory (default $SPYGLASS_DIR, else\n"
           "              $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n"
           "  --connect HOST:PORT  the providers of another host, through its\n"
-          "              `spyglass serve` (default $SPYGLASS_CONNECT)\n"
+          "              `spyglass serve` (default $SPYGLASS_CONNECT);\n"
+          "              tls://HOST:PORT for a server with TLS (CA file:\n"
+          "              $SPYGLASS_CA, else the system's)\n"
           "  --token-file F  the server's token (default $SPYGLASS_TOKEN)\n\n"
           "exit codes: 0 listed (possibly none), 1 the bus cannot be opened,\n"
           "            2 bad usage\n");
@@ -37,36 +41,23 @@ int cmd_ls(int argc, char **argv) {
   int as_json = 0, wait_ms = 300;
   const char *dir = NULL;
   tool_remote rem = {0};
-  for (int i = 1; i < argc; i++) {
-    int ro = remote_option("ls", argc, argv, &i, &rem);
-    if (ro < 0)
-      return EXIT_USAGE;
-    if (ro > 0)
-      continue;
-    if (cli_is_help(argv[i])) {
-      help(stdout);
-      return EXIT_OK;
-    } else if (strcmp(argv[i], "--json") == 0) {
-      as_json = 1;
-    } else if (strcmp(argv[i], "--wait") == 0) {
-      if (cli_parse_ms("ls", "--wait", ++i < argc ? argv[i] : NULL, 60000,
-                       &wait_ms) < 0)
-        return EXIT_USAGE;
-    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
-      dir = argv[++i];
-    } else {
-      fprintf(stderr, "spyglass ls: unknown or incomplete option '%s'\n",
-              argv[i]);
-      help(stderr);
-      return EXIT_USAGE;
-    }
-  }
+  const cli_opt opts[] = {
+      {"--connect", CLI_STR, &rem.connect, 0, 0, 0, "HOST:PORT"},
+      {"--token-file", CLI_STR, &rem.token_file, 0, 0, 0, "a file"},
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--wait", CLI_INT, &wait_ms, 0, 60000, 0, "a number of milliseconds"},
+      {"--dir", CLI_STR, &dir, 0, 0, 0, "a directory"},
+  };
+  int rc = cli_parse("ls", argc, argv, opts, sizeof opts / sizeof opts[0], NULL,
+                     0, NULL, help);
+  if (rc)
+    return rc == 1 ? EXIT_OK : EXIT_USAGE;
   if (remote_resolve("ls", &rem) < 0)
     return EXIT_USAGE;
   void *link = NULL;
   const spy_channel_ops *ops = spy_net_channel_ops();
   if (rem.connect) {
-    int rc = ops->link_open(&link, rem.connect, remote_token(&rem));
+    rc = ops->link_open(&link, rem.connect, remote_token(&rem));
     if (rc < 0)
       return remote_fail("ls", &rem, rc);
     discover_via(ops, link);
@@ -117,11 +108,14 @@ int cmd_ls(int argc, char **argv) {
     printf("%-16s  %-20s  %-6s  %8s  %8s  %s\n", "ID", "NAME", "KIND", "PID",
            "UPTIME", "SUBS");
     for (int i = 0; i < n; i++) {
-      char up[32];
+      char up[32], name[sizeof ps[i].name];
+      /* a name is the provider's to choose: no terminal escapes pass */
+      snprintf(name, sizeof name, "%s", ps[i].name);
+      overlay_sanitize(name, 0);
       cli_format_age(up, sizeof up,
                      now > ps[i].info.start_ms ? now - ps[i].info.start_ms : 0);
       printf("%016llx  %-20s  %-6s  %8u  %8s  %u\n",
-             (unsigned long long)ps[i].info.id, ps[i].name,
+             (unsigned long long)ps[i].info.id, name,
              kind_name(ps[i].info.kind), ps[i].info.pid, up,
              ps[i].info.subscribers);
     }

@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "discover.h"
 #include "json.h"
+#include "opts.h"
 #include "overlay.h"
 #include "remote.h"
 #include "spyglass/net.h"
@@ -60,9 +61,12 @@ static void help(FILE *f) {
       "  --dir DIR      runtime directory (default $SPYGLASS_DIR, else\n"
       "                 $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n"
       "  --connect HOST:PORT  a provider of another host, through its\n"
-      "                 `spyglass serve` (default $SPYGLASS_CONNECT)\n"
+      "                 `spyglass serve` (default $SPYGLASS_CONNECT);\n"
+      "                 tls://HOST:PORT for a server with TLS (CA file:\n"
+      "                 $SPYGLASS_CA, else the system's)\n"
       "  --token-file F the server's token (default $SPYGLASS_TOKEN)\n\n"
-      "keys: q quit, p pick another provider, up/down/PgUp/PgDn/Home/End\n"
+      "keys: q quit, p pick another provider, z zones view (subscribes to\n"
+      "      CPU zones while open), up/down/PgUp/PgDn/Home/End\n"
       "      scroll the named values\n"
       "Without a terminal (and without --once) one line per interval is\n"
       "printed instead of the screen.\n\n"
@@ -92,11 +96,15 @@ typedef struct session {
   uint32_t last_pid;
   int had_provider;
   char status[256];
+  int zones; /* the zones view is open: subscribe to SPY_FEAT_ZONES too */
   const tool_remote *rem; /* --connect: through a bridge */
 } session;
 
 static int session_open(session *s) {
   spy_consumer_desc d = {.want = s->want[0] ? s->want : NULL, .dir = s->dir};
+  if (s->zones) /* zones cost the provider only while someone looks */
+    d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
+                 SPY_FEAT_HEALTH | SPY_FEAT_ZONES;
   if (s->rem && s->rem->connect) {
     d.connect = s->rem->connect;
     d.token = remote_token(s->rem);
@@ -284,6 +292,20 @@ static int on_key(int ch, top_view *v, session *s, int *picking) {
     pick(v, s);
     *picking = 1;
     break;
+  case 'z':
+  case 'Z': { /* the zones view: subscribe again with (or without) zones */
+    const spy_state *st = spy_consumer_state(s->c);
+    char want[SPY_NAME_MAX + 1];
+    if (st->conn == SPY_CONN_CONNECTED)
+      snprintf(want, sizeof want, "%016llx",
+               (unsigned long long)st->provider.id);
+    else
+      snprintf(want, sizeof want, "%s", s->want);
+    v->zones = s->zones = !s->zones;
+    if (session_retarget(s, want) < 0)
+      return 1;
+    break;
+  }
   case KEY_UP: v->scroll--; break;
   case KEY_DOWN: v->scroll++; break;
   case KEY_PPAGE: v->scroll -= page; break;
@@ -340,56 +362,28 @@ static int run_screen(session *s, const top_opts *o, SCREEN *scr) {
 }
 
 static int parse(int argc, char **argv, top_opts *o) {
-  int interval_set = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int ro = remote_option("top", argc, argv, &i, &o->rem);
-    if (ro < 0)
-      return -1;
-    if (ro > 0)
-      continue;
-    if (cli_is_help(a)) {
-      help(stdout);
-      return 1;
-    } else if (strcmp(a, "--once") == 0) {
-      o->once = 1;
-    } else if (strcmp(a, "--json") == 0) {
-      o->json = 1;
-    } else if (strcmp(a, "--ascii") == 0) {
-      o->ascii = 1;
-    } else if (strcmp(a, "--interval") == 0) {
-      if (cli_parse_ms("top", a, ++i < argc ? argv[i] : NULL, 3600000,
-                       &o->interval) < 0)
-        return -1;
-      if (o->interval < 10) {
-        fprintf(stderr, "spyglass top: --interval is at least 10 ms\n");
-        return -1;
-      }
-      interval_set = 1;
-    } else if (strcmp(a, "--wait") == 0) {
-      if (cli_parse_ms("top", a, ++i < argc ? argv[i] : NULL, 600000,
-                       &o->wait) < 0)
-        return -1;
-    } else if (strcmp(a, "--dir") == 0) {
-      if (++i >= argc) {
-        fprintf(stderr, "spyglass top: --dir wants a directory\n");
-        return -1;
-      }
-      o->dir = argv[i];
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "spyglass top: unknown option '%s'\n", a);
-      return -1;
-    } else if (o->want) {
-      fprintf(stderr, "spyglass top: one provider at a time ('%s', '%s')\n",
-              o->want, a);
-      return -1;
-    } else if (strlen(a) > SPY_NAME_MAX) {
-      fprintf(stderr, "spyglass top: provider name too long\n");
-      return -1;
-    } else {
-      o->want = a;
-    }
+  o->interval = -1;
+  const cli_opt opts[] = {
+      {"--once", CLI_FLAG, &o->once, 0, 0, 0, NULL},
+      {"--json", CLI_FLAG, &o->json, 0, 0, 0, NULL},
+      {"--ascii", CLI_FLAG, &o->ascii, 0, 0, 0, NULL},
+      {"--interval", CLI_INT, &o->interval, 10, 3600000, 0,
+       "a number of milliseconds"},
+      {"--wait", CLI_INT, &o->wait, 0, 600000, 0, "a number of milliseconds"},
+      {"--dir", CLI_STR, &o->dir, 0, 0, 0, "a directory"},
+      {"--connect", CLI_STR, &o->rem.connect, 0, 0, 0, "HOST:PORT"},
+      {"--token-file", CLI_STR, &o->rem.token_file, 0, 0, 0, "a file"},
+  };
+  int npos = 0;
+  int rc = cli_parse("top", argc, argv, opts, sizeof opts / sizeof opts[0],
+                     &o->want, 1, &npos, help);
+  if (rc)
+    return rc == 1 ? 1 : -1;
+  if (o->want && strlen(o->want) > SPY_NAME_MAX) {
+    fprintf(stderr, "spyglass top: provider name too long\n");
+    return -1;
   }
+  int interval_set = o->interval >= 0;
   if (!interval_set)
     o->interval = isatty(STDOUT_FILENO) && !o->once ? 100 : 1000;
   if (o->once && !interval_set)

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "opts.h"
 #include "spyglass/trace.h"
 
 typedef struct plug {
@@ -73,21 +74,14 @@ int cmd_trace(int argc, char **argv) {
   }
   const char *store = NULL, *session = NULL;
   int as_json = 0;
-  for (int i = 2; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0)
-      as_json = 1;
-    else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc)
-      session = argv[++i];
-    else if (cli_is_help(argv[i])) {
-      help(stdout);
-      return EXIT_OK;
-    } else if (!store)
-      store = argv[i];
-    else {
-      help(stderr);
-      return EXIT_USAGE;
-    }
-  }
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--session", CLI_STR, &session, 0, 0, 0, "a session id"},
+  };
+  int prc = cli_parse("trace summary", argc - 1, argv + 1, opts,
+                      sizeof opts / sizeof opts[0], &store, 1, NULL, help);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
   if (!store) {
     help(stderr);
     return EXIT_USAGE;

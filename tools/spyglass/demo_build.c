@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "demo_build.h"
+#include "opts.h"
 #include "store/store.h"
 
 typedef struct module {
@@ -804,30 +805,26 @@ static void help(FILE *f) {
 
 int cmd_demo_build(int argc, char **argv) {
   demo_build_opts o = {.out_dir = "spyglass-out", .trace = "none"};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (cli_is_help(a)) {
-      help(stdout);
-      return EXIT_OK;
-    }
-    if (i + 1 < argc && strcmp(a, "--trace") == 0)
-      o.trace = argv[++i];
-    else if (i + 1 < argc && strcmp(a, "--out") == 0)
-      o.out_dir = argv[++i];
-    else if (i + 1 < argc && strcmp(a, "--hook-delay-us") == 0)
-      o.hook_delay_us = (uint32_t)strtoul(argv[++i], NULL, 10);
-    else if (i + 1 < argc && strcmp(a, "--retry-bytes") == 0)
-      o.retry_bytes = (size_t)strtoull(argv[++i], NULL, 10);
-    else if (i + 1 < argc && strcmp(a, "--retry-ms") == 0)
-      o.retry_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
-    else if (a[0] != '-' && !o.src_dir)
-      o.src_dir = a;
-    else {
-      fprintf(stderr, "spyglass demo build: bad argument '%s'\n\n", a);
-      help(stderr);
-      return EXIT_USAGE;
-    }
-  }
+  int delay_us = 0, retry_ms = 0;
+  uint64_t retry_bytes = 0;
+  const cli_opt opts[] = {
+      {"--trace", CLI_STR, &o.trace, 0, 0, 0,
+       "jsonl, sqlite, naive, none or a postgres:// URI"},
+      {"--out", CLI_STR, &o.out_dir, 0, 0, 0, "a directory"},
+      {"--hook-delay-us", CLI_INT, &delay_us, 0, 10000000, 0,
+       "a number of microseconds"},
+      {"--retry-bytes", CLI_U64, &retry_bytes, 0, 1099511627776.0, 0,
+       "a number of bytes"},
+      {"--retry-ms", CLI_INT, &retry_ms, 0, 86400000, 0,
+       "a number of milliseconds"},
+  };
+  int prc = cli_parse("demo build", argc, argv, opts,
+                      sizeof opts / sizeof opts[0], &o.src_dir, 1, NULL, help);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
+  o.hook_delay_us = (uint32_t)delay_us;
+  o.retry_bytes = (size_t)retry_bytes;
+  o.retry_ms = (uint32_t)retry_ms;
   if (!o.src_dir) {
     help(stderr);
     return EXIT_USAGE;
@@ -839,13 +836,26 @@ int cmd_demo_build(int argc, char **argv) {
     return EXIT_USAGE;
   }
   char abs_out[4096];
-  spy__mkdirs(o.out_dir);
+  int rc = spy__mkdirs(o.out_dir);
+  struct stat st;
+  if (rc == 0 && stat(o.out_dir, &st) != 0)
+    rc = -errno;
+  else if (rc == 0 && !S_ISDIR(st.st_mode))
+    rc = SPY_ENOTDIR; /* mkdir's EEXIST hid a file there */
+  if (rc < 0) {
+    fprintf(stderr, "spyglass demo build: cannot create --out %s: %s\n",
+            o.out_dir, spy_strerror(rc));
+    return EXIT_FAIL;
+  }
   if (realpath(o.out_dir, abs_out))
     o.out_dir = abs_out;
   demo_build_result r;
-  int rc = demo_build_run(&o, &r);
-  if (rc < 0)
+  rc = demo_build_run(&o, &r);
+  if (rc < 0) {
+    /* the failures demo_build_run already named end the same way */
+    fprintf(stderr, "spyglass demo build: failed: %s\n", spy_strerror(rc));
     return EXIT_FAIL;
+  }
   printf("built %u modules (%u include edges) into %u chunks in %.1f ms "
          "(%.1f ms building, %.1f ms finishing the trace)\n",
          r.modules, r.edges, r.chunks, r.wall_ms, r.build_ms,

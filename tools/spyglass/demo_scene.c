@@ -2,7 +2,10 @@
  * thread that ray-marches signed distance fields into an RGBA8
  * framebuffer. See demo_scene.h. The device reports render times through a
  * small queue; every third report is held back and merged into the next
- * one, as coalesced GPU timestamp resolves are. */
+ * one, as coalesced GPU timestamp resolves are. The work is instrumented
+ * with CPU zones (SPY_ZONE), so a consumer sees where a frame's time goes
+ * on both threads. */
+#define SPY_ENABLE /* the demo shows the instrumentation on */
 #include "demo_scene.h"
 
 #include <math.h>
@@ -10,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "spyglass/zones.h"
 
 #define MAX_SPHERES 256
 #define MAX_PARTICLES 200000
@@ -30,6 +35,8 @@ typedef struct frame_cmd {
 } frame_cmd;
 
 struct demo_scene {
+  spy_provider *p; /* zones */
+  int named;       /* the frame thread has named itself */
   uint32_t w, h;
   int load;
   double t;
@@ -79,9 +86,17 @@ static float scene_sdf(const frame_cmd *c, float x, float y, float z,
   return d;
 }
 
-static void render(const frame_cmd *c, uint8_t *fb, uint32_t w, uint32_t h) {
+static void render(spy_provider *p, const frame_cmd *c, uint8_t *fb, uint32_t w,
+                   uint32_t h) {
+  SPY_ZONE(p, "render");
   float aspect = (float)w / (float)h;
+  static spy_zone_loc band = SPY_ZONE_LOC("rows", 0x6060c0);
   for (uint32_t j = 0; j < h; j++) {
+    if (j % 32 == 0) { /* one zone per band of 32 rows */
+      if (j)
+        spy_zone_end(p);
+      spy_zone_begin(p, &band);
+    }
     for (uint32_t i = 0; i < w; i++) {
       float u = ((float)i / (float)w * 2.0f - 1.0f) * aspect;
       float v = 1.0f - (float)j / (float)h * 2.0f;
@@ -126,6 +141,8 @@ static void render(const frame_cmd *c, uint8_t *fb, uint32_t w, uint32_t h) {
       px[3] = 255;
     }
   }
+  if (h)
+    spy_zone_end(p); /* the last band */
 }
 
 static void push_result(demo_scene *s, demo_gpu_result r) {
@@ -144,6 +161,7 @@ static void push_result(demo_scene *s, demo_gpu_result r) {
 
 static void *device_main(void *arg) {
   demo_scene *s = arg;
+  spy_thread_name(s->p, "device");
   pthread_mutex_lock(&s->mu);
   for (;;) {
     int slot = -1;
@@ -160,7 +178,7 @@ static void *device_main(void *arg) {
     int back = 1 - s->front; /* front changes only here, under mu */
     pthread_mutex_unlock(&s->mu);
     double t0 = now_s();
-    render(c, s->fb[back], s->w, s->h);
+    render(s->p, c, s->fb[back], s->w, s->h);
     double ms = (now_s() - t0) * 1000.0;
     pthread_mutex_lock(&s->mu);
     s->front = back;
@@ -179,10 +197,12 @@ static float frand(uint32_t *seed) {
   return (float)(*seed >> 8) / 16777216.0f;
 }
 
-demo_scene *demo_scene_create(uint32_t width, uint32_t height, int load) {
+demo_scene *demo_scene_create(uint32_t width, uint32_t height, int load,
+                              spy_provider *p) {
   demo_scene *s = calloc(1, sizeof *s);
   if (!s)
     return NULL;
+  s->p = p;
   s->w = width;
   s->h = height;
   s->load = load < 1 ? 1 : load > 64 ? 64 : load;
@@ -247,9 +267,17 @@ void demo_scene_destroy(demo_scene *s) {
 }
 
 void demo_scene_update(demo_scene *s, double dt, demo_stats *out) {
+  spy_provider *p = s->p;
+  if (!s->named) { /* the frame thread: the first update runs on it */
+    s->named = 1;
+    spy_thread_name(p, "frame");
+  }
+  SPY_ZONE(p, "update");
   s->t += dt;
   float t = (float)s->t;
   /* Spheres orbit; the camera circles slowly. */
+  static spy_zone_loc orbit = SPY_ZONE_LOC("scene", 0);
+  spy_zone_begin(p, &orbit);
   for (int i = 0; i < s->nspheres; i++) {
     float a = t * (0.3f + 0.05f * (float)(i % 7)) + (float)i * 2.399f;
     float rad = 1.2f + 0.35f * (float)(i % 5);
@@ -260,22 +288,31 @@ void demo_scene_update(demo_scene *s, double dt, demo_stats *out) {
   s->cam[0] = 0.6f * sinf(t * 0.2f);
   s->cam[1] = 0.3f;
   s->cam[2] = -0.5f * cosf(t * 0.2f);
+  spy_zone_end(p);
   /* Particles: integrate and bounce (the CPU-side work that grows). */
-  float fdt = (float)dt / 4.0f;
-  for (int sub = 0; sub < 4; sub++) /* four substeps: stable bounces */
-    for (uint32_t i = 0; i < s->np; i++) {
-      s->vy[i] -= 0.3f * fdt;
-      s->px[i] += s->vx[i] * fdt;
-      s->py[i] += s->vy[i] * fdt;
-      if (s->py[i] < -1.0f) {
-        s->py[i] = -1.0f;
-        s->vy[i] = -s->vy[i] * 0.9f;
+  { /* the particles zone ends with this block */
+    SPY_ZONE_C(p, "particles", 0xe08020);
+    float fdt = (float)dt / 4.0f;
+    static spy_zone_loc substep = SPY_ZONE_LOC("substep", 0xf0a040);
+    for (int sub = 0; sub < 4; sub++) { /* four substeps: stable bounces */
+      spy_zone_begin(p, &substep);
+      for (uint32_t i = 0; i < s->np; i++) {
+        s->vy[i] -= 0.3f * fdt;
+        s->px[i] += s->vx[i] * fdt;
+        s->py[i] += s->vy[i] * fdt;
+        if (s->py[i] < -1.0f) {
+          s->py[i] = -1.0f;
+          s->vy[i] = -s->vy[i] * 0.9f;
+        }
+        if (s->px[i] < -1.0f || s->px[i] > 1.0f)
+          s->vx[i] = -s->vx[i];
       }
-      if (s->px[i] < -1.0f || s->px[i] > 1.0f)
-        s->vx[i] = -s->vx[i];
+      spy_zone_end(p);
     }
+  }
   /* The draw list: one draw per visible sphere group, one instanced draw
    * for the particles, ground and blit. */
+  SPY_ZONE(p, "draw list");
   int visible = 0;
   for (int i = 0; i < s->nspheres; i++)
     visible += s->scene[i].z - s->cam[2] > 0.5f;
@@ -301,6 +338,7 @@ void demo_scene_wait_ready(demo_scene *s) {
 }
 
 uint64_t demo_scene_submit(demo_scene *s) {
+  SPY_ZONE(s->p, "submit");
   pthread_mutex_lock(&s->mu);
   int slot;
   while (s->pending[0] && s->pending[1])

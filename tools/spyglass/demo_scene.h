@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "spyglass/provider.h"
+
 typedef struct demo_scene demo_scene;
 
 typedef struct demo_stats {
@@ -25,8 +27,12 @@ typedef struct demo_gpu_result {
 
 /* width x height framebuffer; load >= 1 scales objects, particles and
  * march steps. Returns NULL on allocation failure. Starts the device
- * thread. */
-demo_scene *demo_scene_create(uint32_t width, uint32_t height, int load);
+ * thread. The scene's work is instrumented with CPU zones on provider p
+ * (not NULL): update, particle substeps, draw-list build and submit on the
+ * frame thread ("frame"), and the render on the device thread
+ * ("device"). */
+demo_scene *demo_scene_create(uint32_t width, uint32_t height, int load,
+                              spy_provider *p);
 void demo_scene_destroy(demo_scene *s);
 
 /* The CPU part of a frame: advances the scene by dt seconds, updates the

@@ -26,6 +26,20 @@ overlay_level overlay_passes_level(float passes) {
   return passes > 7 ? LEVEL_BAD : passes > 2 ? LEVEL_WARN : LEVEL_GOOD;
 }
 
+float overlay_chart_top(const float *ms, size_t n, int *line_shown) {
+  float max = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(ms[i]) && ms[i] > max)
+      max = ms[i];
+  float top = max * 1.25f;
+  if (top < 0.01f)
+    top = 0.01f; /* nothing yet, or all zero: any small scale */
+  *line_shown = max >= OVERLAY_BUDGET_MS / 10;
+  if (*line_shown && top < OVERLAY_BUDGET_MS * 1.5f)
+    top = OVERLAY_BUDGET_MS * 1.5f; /* 25 ms: the line below the top row */
+  return top;
+}
+
 void overlay_sanitize(char *s, int ascii_only) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;

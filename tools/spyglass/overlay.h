@@ -21,6 +21,13 @@ typedef enum overlay_level {
 #define OVERLAY_BUDGET_MS 16.7f /* the sparkline's reference line */
 #define OVERLAY_SPARK_SAMPLES 60
 
+/* The CPU chart's scale for samples ms[0..n) (NAN = none): the top of the
+ * chart follows the largest sample shown (25 % headroom), so sub-millisecond
+ * frames are bars, not a flat line. The 16.7 ms line is kept (the scale
+ * lifted to show it) while the largest sample is at least a tenth of it;
+ * below that the bars would be slivers, and *line_shown is 0. */
+float overlay_chart_top(const float *ms, size_t n, int *line_shown);
+
 /* FPS: green from 55, yellow from 30, red below. */
 overlay_level overlay_fps_level(float fps);
 /* CPU / GPU ms: green under 8, yellow under 16, red from 16. */

@@ -9,24 +9,6 @@
 #include "cli.h"
 #include "spyglass/net.h"
 
-int remote_option(const char *cmd, int argc, char **argv, int *i,
-                  tool_remote *r) {
-  const char *a = argv[*i];
-  int connect = strcmp(a, "--connect") == 0;
-  if (!connect && strcmp(a, "--token-file") != 0)
-    return 0;
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "spyglass %s: %s wants %s\n", cmd, a,
-            connect ? "HOST:PORT" : "a file");
-    return -1;
-  }
-  if (connect)
-    r->connect = argv[++*i];
-  else
-    r->token_file = argv[++*i];
-  return 1;
-}
-
 int remote_resolve(const char *cmd, tool_remote *r) {
   if (!r->connect) {
     const char *e = getenv("SPYGLASS_CONNECT");
@@ -63,12 +45,17 @@ const char *remote_token(const tool_remote *r) {
 }
 
 int remote_fail(const char *cmd, const tool_remote *r, int err) {
-  const char *why = err == SPY_EACCES       ? " (wrong or missing token: "
-                                              "--token-file or $SPYGLASS_TOKEN)"
-                    : err == SPY_EBUSY      ? " (the server has its maximum of "
-                                              "clients)"
-                    : err == SPY_EBADHEADER ? " (not a spyglass server?)"
-                                            : "";
+  int tls = strncmp(r->connect, "tls://", 6) == 0;
+  const char *why = "";
+  if (err == SPY_EACCES && tls)
+    why = " (the server's certificate is not trusted: $SPYGLASS_CA names "
+          "the CA file; or the token is wrong)";
+  else if (err == SPY_EACCES)
+    why = " (wrong or missing token: --token-file or $SPYGLASS_TOKEN)";
+  else if (err == SPY_EBUSY)
+    why = " (the server has its maximum of clients)";
+  else if (err == SPY_EBADHEADER)
+    why = " (not a spyglass server?)";
   fprintf(stderr, "spyglass %s: cannot connect to %s: %s%s\n", cmd, r->connect,
           spy_strerror(err), why);
   return err == SPY_EINVAL ? EXIT_USAGE : EXIT_FAIL;

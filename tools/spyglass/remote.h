@@ -1,6 +1,7 @@
-/* remote.h — `--connect HOST:PORT` and `--token-file F` for the commands
- * that consume (ls, top): the bridge to reach instead of this host's bus
- * ($SPYGLASS_CONNECT, $SPYGLASS_TOKEN when the options are not given). */
+/* remote.h — what `--connect HOST:PORT` and `--token-file F` (parsed by
+ * opts.c in ls and top) mean: the bridge to reach instead of this host's
+ * bus ($SPYGLASS_CONNECT, $SPYGLASS_TOKEN when the options are not
+ * given). */
 #ifndef SPY_TOOL_REMOTE_H
 #define SPY_TOOL_REMOTE_H
 
@@ -12,11 +13,6 @@ typedef struct tool_remote {
   char token[160];
 } tool_remote;
 
-/* If argv[*i] is --connect or --token-file, takes it (and its value) and
- * returns 1; -1 with a message naming `cmd` if its value is missing; 0 if
- * it is another option. */
-int remote_option(const char *cmd, int argc, char **argv, int *i,
-                  tool_remote *r);
 /* After parsing: the environment's defaults, the token file read.
  * Returns 0, or -1 with a message. */
 int remote_resolve(const char *cmd, tool_remote *r);

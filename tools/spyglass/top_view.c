@@ -6,9 +6,11 @@
  * narrow terminal loses the ends of lines and a short one loses the rows
  * below it, never wraps or fails. The sparkline is a 5-row bar chart of
  * the last 60 CPU samples, in eighth blocks (or ASCII), each bar in its
- * sample's threshold colour, with the 16.7 ms line dashed across the
- * cells no bar reaches. */
+ * sample's threshold colour, scaled to the samples shown
+ * (overlay_chart_top), with the 16.7 ms line dashed across the cells no bar
+ * reaches while it is on the scale. */
 #include "top_view.h"
+#include "top_zones.h"
 
 #include <curses.h>
 #include <math.h>
@@ -165,22 +167,28 @@ static void sparkline(int y0, const spy_state *s, const top_view *v) {
   static const char *const asc[9] = {" ", ".", ".", "_", "o",
                                      "o", "O", "#", "#"};
   const char *const *glyph = v->ascii ? asc : uni;
-  float top = OVERLAY_BUDGET_MS * 1.5f; /* at least 25 ms of headroom */
-  for (uint32_t age = 0; age < OVERLAY_SPARK_SAMPLES; age++) {
-    float ms = spy_state_sample(s, SPY_FIELD_CPU_MS, age);
-    if (!isnan(ms) && ms > top)
-      top = ms;
-  }
+  float samples[OVERLAY_SPARK_SAMPLES];
+  for (uint32_t age = 0; age < OVERLAY_SPARK_SAMPLES; age++)
+    samples[age] = spy_state_sample(s, SPY_FIELD_CPU_MS, age);
+  int line_shown;
+  float top = overlay_chart_top(samples, OVERLAY_SPARK_SAMPLES, &line_shown);
   putf(y0, 1, A_BOLD, "CPU ms, last %d frames", OVERLAY_SPARK_SAMPLES);
-  putf(y0, 1 + 22 + 3, A_DIM, "%s %.1f ms line", v->ascii ? "--" : "╌╌",
-       OVERLAY_BUDGET_MS);
-  int line_row = (int)(OVERLAY_BUDGET_MS / top * CHART_ROWS); /* from 0 */
-  if (line_row >= CHART_ROWS)
-    line_row = CHART_ROWS - 1;
+  if (line_shown)
+    putf(y0, 1 + 22 + 3, A_DIM, "%s %.1f ms line", v->ascii ? "--" : "╌╌",
+         OVERLAY_BUDGET_MS);
+  else
+    putf(y0, 1 + 22 + 3, A_DIM, "(%.1f ms line above the scale)",
+         OVERLAY_BUDGET_MS);
+  int line_row = -1; /* from 0 */
+  if (line_shown) {
+    line_row = (int)(OVERLAY_BUDGET_MS / top * CHART_ROWS);
+    if (line_row >= CHART_ROWS)
+      line_row = CHART_ROWS - 1;
+  }
   for (int r = 0; r < CHART_ROWS; r++) {
     int y = y0 + CHART_ROWS - r;
     if (r == CHART_ROWS - 1)
-      putf(y, 1, A_DIM, "%5.1f", top);
+      putf(y, 1, A_DIM, top < 10 ? "%5.2f" : "%5.1f", top);
     else if (r == 0)
       putf(y, 1, A_DIM, "%5s", "0");
     else if (r == line_row)
@@ -384,12 +392,15 @@ void top_view_draw(top_view *v, const spy_consumer *c) {
   int y = counters(7 + CHART_ROWS + 2, s);
   env_line(y, s);
   int footer = LINES - 3;
-  values(y + 2, footer, c, v);
+  if (v->zones)
+    top_zones_draw(y + 2, footer, s);
+  else
+    values(y + 2, footer, c, v);
   bus_line(footer, s);
   adapter_line(footer + 1, s, v);
   bar(LINES - 1,
-      v->ascii ? " q quit   p pick provider   up/down scroll"
-               : " q quit   p pick provider   ↑↓ PgUp PgDn scroll",
+      v->ascii ? " q quit   p pick provider   z zones   up/down scroll"
+               : " q quit   p pick provider   z zones   ↑↓ PgUp PgDn scroll",
       "");
 }
 

@@ -18,6 +18,7 @@ typedef struct top_view {
   /* The picker (key p): the providers found and the highlighted one. */
   found_provider list[DISCOVER_MAX];
   int n_list, sel;
+  int zones; /* key z: the zones view instead of the named values */
 } top_view;
 
 /* After initscr(): colours, if the terminal has them. */

@@ -1,0 +1,371 @@
+/* zones_state.c — a consumer's CPU-zone state, rebuilt from ZONES sections
+ * (see consumer.h "CPU zones" and docs/wire.md).
+ *
+ * Per thread, a begin takes the next slot of a ring of spans and pushes
+ * it on the thread's open stack; an end pops the innermost, fills its end
+ * time and adds to its location's sums (self time = duration minus the
+ * children's durations, which each end adds to its parent). Frame markers
+ * go to a ring of the last frames; spans that ended before the oldest
+ * frame kept are let go. An end with nothing open belongs to a zone that
+ * began before this state saw the thread (a late join, a gap, a reset):
+ * it is counted and ignored, which keeps every later span exact because
+ * ends always close the innermost zone.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "consumer/zones_state.h"
+
+#define DEF_FRAMES 16u
+#define DEF_SPANS 65536u
+#define MAX_THREADS 1024u
+
+void spy_state_zones_keep(spy_state *s, uint32_t frames, uint32_t spans) {
+  s->zones.keep_frames = frames;
+  s->zones.keep_spans = spans;
+}
+
+static uint32_t keep_frames(const spy_zone_state *z) {
+  uint32_t f = z->keep_frames ? z->keep_frames : DEF_FRAMES;
+  return f < SPY_ZONE_FRAMES_MAX - 1 ? f : SPY_ZONE_FRAMES_MAX - 1;
+}
+
+/* A power of two: ring positions are masks, not divisions. */
+static uint32_t keep_spans(const spy_zone_state *z) {
+  uint32_t n = z->keep_spans ? z->keep_spans : DEF_SPANS, p = 16;
+  while (p < n && p < (1u << 30))
+    p <<= 1;
+  return p;
+}
+
+void spy__state_zones_free(spy_state *s) {
+  spy_zone_state *z = &s->zones;
+  for (uint32_t i = 0; i < z->n_locs; i++)
+    if (z->locs[i]) {
+      free(z->locs[i]->name);
+      free(z->locs[i]->function);
+      free(z->locs[i]->file);
+      free(z->locs[i]);
+    }
+  free(z->locs);
+  for (uint32_t i = 0; i < z->n_threads; i++) {
+    free(z->threads[i].spans);
+    free(z->threads[i].open);
+    free(z->threads[i].child_ns);
+  }
+  free(z->threads);
+  uint32_t kf = z->keep_frames, ks = z->keep_spans;
+  memset(z, 0, sizeof *z);
+  z->keep_frames = kf;
+  z->keep_spans = ks;
+}
+
+const spy_zone_location *spy_state_zone_loc(const spy_state *s, uint32_t id) {
+  const spy_zone_state *z = &s->zones;
+  if (id < SPY_ZONES_LOC_ID_MIN || id - SPY_ZONES_LOC_ID_MIN >= z->n_locs)
+    return NULL;
+  return z->locs[id - SPY_ZONES_LOC_ID_MIN];
+}
+
+const spy_zone_span *spy_zone_thread_span(const spy_zone_thread *t,
+                                          uint32_t i) {
+  if (i >= t->n)
+    return NULL;
+  return &t->spans[(t->start + i) & (t->cap - 1)];
+}
+
+int spy_state_zone_frame(const spy_state *s, uint32_t age, uint64_t *frame,
+                         uint64_t *start_ns, uint64_t *end_ns) {
+  const spy_zone_state *z = &s->zones;
+  if (age >= z->n_frames)
+    return 0;
+  uint32_t i =
+      (z->frames_head + SPY_ZONE_FRAMES_MAX - 1 - age) % SPY_ZONE_FRAMES_MAX;
+  if (frame)
+    *frame = z->frames[i].frame;
+  if (start_ns)
+    *start_ns = z->frames[i].start_ns;
+  if (end_ns)
+    *end_ns = age ? z->frames[(i + 1) % SPY_ZONE_FRAMES_MAX].start_ns : 0;
+  return 1;
+}
+
+spy_zone_sums spy_state_zone_last_second(const spy_state *s,
+                                         const spy_zone_location *l) {
+  spy_zone_sums none = {0, 0, 0, 0};
+  uint64_t now = s->zones.latest_ns / 1000000000ull;
+  if (!l)
+    return none;
+  if (l->second == now)
+    return l->last; /* `last` is the second before this one, if adjacent */
+  if (l->second + 1 == now)
+    return l->cur;
+  return none;
+}
+
+/* ---- applying ------------------------------------------------------------ */
+
+static char *dup_n(const char *p, uint32_t n) {
+  char *d = malloc((size_t)n + 1);
+  if (d) {
+    memcpy(d, p, n);
+    d[n] = 0;
+  }
+  return d;
+}
+
+static int put_loc(spy_zone_state *z, const spy_zone_loc_info *li) {
+  uint32_t slot = li->id - SPY_ZONES_LOC_ID_MIN;
+  if (slot >= z->n_locs) {
+    uint32_t n = z->n_locs ? z->n_locs : 64;
+    while (n <= slot)
+      n *= 2;
+    if (n > SPY_ZONES_LOC_ID_MAX - SPY_ZONES_LOC_ID_MIN + 1)
+      n = SPY_ZONES_LOC_ID_MAX - SPY_ZONES_LOC_ID_MIN + 1;
+    spy_zone_location **v = realloc(z->locs, n * sizeof *v);
+    if (!v)
+      return SPY_ENOMEM;
+    memset(v + z->n_locs, 0, (n - z->n_locs) * sizeof *v);
+    z->locs = v;
+    z->n_locs = n;
+  }
+  spy_zone_location *l = z->locs[slot];
+  if (!l) {
+    l = calloc(1, sizeof *l);
+    if (!l)
+      return SPY_ENOMEM;
+    z->locs[slot] = l;
+  }
+  char *name = dup_n(li->name, li->name_len);
+  char *fn = dup_n(li->function, li->function_len);
+  char *file = dup_n(li->file, li->file_len);
+  if (!name || !fn || !file) {
+    free(name);
+    free(fn);
+    free(file);
+    return SPY_ENOMEM;
+  }
+  free(l->name);
+  free(l->function);
+  free(l->file);
+  l->name = name;
+  l->function = fn;
+  l->file = file;
+  l->id = li->id;
+  l->line = li->line;
+  l->color = li->color;
+  return 0;
+}
+
+static spy_zone_thread *get_thread(spy_zone_state *z, uint32_t id) {
+  for (uint32_t i = 0; i < z->n_threads; i++)
+    if (z->threads[i].thread == id)
+      return &z->threads[i];
+  if (z->n_threads >= MAX_THREADS)
+    return NULL;
+  if (z->n_threads == z->threads_cap) {
+    uint32_t cap = z->threads_cap ? z->threads_cap * 2 : 8;
+    spy_zone_thread *v = realloc(z->threads, cap * sizeof *v);
+    if (!v)
+      return NULL;
+    z->threads = v;
+    z->threads_cap = cap;
+  }
+  spy_zone_thread *t = &z->threads[z->n_threads++];
+  memset(t, 0, sizeof *t);
+  t->thread = id;
+  return t;
+}
+
+/* Closes every open zone of t as cut (its end was lost). */
+static void cut_open(spy_zone_state *z, spy_zone_thread *t) {
+  for (uint32_t d = 0; d < t->depth; d++) {
+    uint64_t a = t->open[d];
+    if (a >= t->first && a < t->first + t->n) {
+      spy_zone_span *sp =
+          &t->spans[(t->start + (uint32_t)(a - t->first)) & (t->cap - 1)];
+      sp->end_ns = z->latest_ns > sp->start_ns ? z->latest_ns : sp->start_ns;
+      sp->flags |= SPY_ZONE_SPAN_CUT;
+    }
+    z->cut++;
+  }
+  t->depth = 0;
+  t->too_deep = 0;
+}
+
+/* Lets go of the oldest spans: past capacity, or ended before `keep_ns`. */
+static void prune(spy_zone_thread *t, uint64_t keep_ns) {
+  while (t->n) {
+    spy_zone_span *sp = &t->spans[t->start];
+    if (!sp->end_ns || sp->end_ns >= keep_ns)
+      break;
+    t->start = (t->start + 1) & (t->cap - 1);
+    t->n--;
+    t->first++;
+  }
+}
+
+static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
+                 uint32_t loc) {
+  if (t->depth >= SPY_ZONE_DEPTH_MAX || t->too_deep) {
+    t->too_deep++;
+    return 0;
+  }
+  uint32_t max = keep_spans(z);
+  if (t->n == t->cap && t->cap < max) { /* grow, unrolling the ring */
+    uint32_t cap = t->cap ? t->cap * 2 : 256;
+    if (cap > max)
+      cap = max;
+    spy_zone_span *v = malloc((size_t)cap * sizeof *v);
+    if (!v)
+      return SPY_ENOMEM;
+    for (uint32_t i = 0; i < t->n; i++)
+      v[i] = t->spans[(t->start + i) & (t->cap - 1)];
+    free(t->spans);
+    t->spans = v;
+    t->cap = cap;
+    t->start = 0;
+  }
+  if (t->n == t->cap) { /* full: the oldest goes, open or not */
+    t->start = (t->start + 1) & (t->cap - 1);
+    t->n--;
+    t->first++;
+  }
+  if (t->depth == t->open_cap) {
+    uint32_t cap = t->open_cap ? t->open_cap * 2 : 16;
+    uint64_t *o = realloc(t->open, cap * sizeof *o);
+    if (!o)
+      return SPY_ENOMEM;
+    t->open = o;
+    uint64_t *c = realloc(t->child_ns, cap * sizeof *c);
+    if (!c)
+      return SPY_ENOMEM;
+    t->child_ns = c;
+    t->open_cap = cap;
+  }
+  spy_zone_span *sp = &t->spans[(t->start + t->n) & (t->cap - 1)];
+  sp->start_ns = ns;
+  sp->end_ns = 0;
+  sp->loc = loc;
+  sp->depth = (uint16_t)t->depth;
+  sp->flags = 0;
+  t->open[t->depth] = t->first + t->n;
+  t->child_ns[t->depth] = 0;
+  t->depth++;
+  t->n++;
+  return 0;
+}
+
+static void add_sums(spy_zone_state *z, uint32_t loc, uint64_t end_ns,
+                     uint64_t dur, uint64_t self) {
+  if (loc < SPY_ZONES_LOC_ID_MIN || loc - SPY_ZONES_LOC_ID_MIN >= z->n_locs ||
+      !z->locs[loc - SPY_ZONES_LOC_ID_MIN])
+    return; /* not known yet: its name comes with the next pass */
+  spy_zone_location *l = z->locs[loc - SPY_ZONES_LOC_ID_MIN];
+  uint64_t sec = end_ns / 1000000000ull;
+  if (sec != l->second) {
+    if (sec == l->second + 1)
+      l->last = l->cur;
+    else
+      memset(&l->last, 0, sizeof l->last);
+    memset(&l->cur, 0, sizeof l->cur);
+    l->second = sec;
+  }
+  l->cur.calls++;
+  l->cur.total_ns += dur;
+  l->cur.self_ns += self;
+  if (dur > l->cur.max_ns)
+    l->cur.max_ns = dur;
+}
+
+static void end(spy_zone_state *z, spy_zone_thread *t, uint64_t ns) {
+  if (t->too_deep) {
+    t->too_deep--;
+    return;
+  }
+  if (!t->depth) {
+    t->unmatched++;
+    z->unmatched++;
+    return;
+  }
+  t->depth--;
+  uint64_t a = t->open[t->depth];
+  uint64_t child = t->child_ns[t->depth];
+  if (a < t->first)
+    return; /* its slot was reused: the span is gone, the stack stays right */
+  spy_zone_span *sp =
+      &t->spans[(t->start + (uint32_t)(a - t->first)) & (t->cap - 1)];
+  sp->end_ns = ns > sp->start_ns ? ns : sp->start_ns;
+  uint64_t dur = sp->end_ns - sp->start_ns;
+  if (t->depth)
+    t->child_ns[t->depth - 1] += dur;
+  add_sums(z, sp->loc, sp->end_ns, dur, dur > child ? dur - child : 0);
+  z->spans++;
+}
+
+static void frame_marker(spy_zone_state *z, uint64_t frame, uint64_t ns) {
+  z->frames[z->frames_head].frame = frame;
+  z->frames[z->frames_head].start_ns = ns;
+  z->frames_head = (z->frames_head + 1) % SPY_ZONE_FRAMES_MAX;
+  if (z->n_frames < SPY_ZONE_FRAMES_MAX)
+    z->n_frames++;
+  uint32_t kf = keep_frames(z);
+  if (z->n_frames > kf) {
+    uint64_t keep_ns = z->frames[(z->frames_head + SPY_ZONE_FRAMES_MAX - kf) %
+                                 SPY_ZONE_FRAMES_MAX]
+                           .start_ns;
+    for (uint32_t i = 0; i < z->n_threads; i++)
+      prune(&z->threads[i], keep_ns);
+  }
+}
+
+int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
+  spy_zones_iter it;
+  int rc = spy_get_zones(sec, &it); /* validated whole, or nothing applied */
+  if (rc < 0)
+    return rc;
+  spy_zone_state *z = &s->zones;
+  if (s->frames_lost != z->seen_lost) {
+    /* Frames were lost: ends of zones open now may be among them. */
+    z->seen_lost = s->frames_lost;
+    for (uint32_t i = 0; i < z->n_threads; i++)
+      cut_open(z, &z->threads[i]);
+  }
+  spy_zone_loc_info li;
+  while (spy_zones_next_loc(&it, &li))
+    if ((rc = put_loc(z, &li)) < 0)
+      return rc;
+  spy_zone_thread_info ti;
+  spy_zone_event_iter ev;
+  while (spy_zones_next_thread(&it, &ti, &ev)) {
+    spy_zone_thread *t = get_thread(z, ti.thread);
+    if (!t)
+      continue; /* too many threads: this one is not kept */
+    t->os_tid = ti.os_tid;
+    if (ti.flags & SPY_ZONES_THREAD_NAMED) {
+      memcpy(t->name, ti.name, ti.name_len);
+      t->name[ti.name_len] = 0;
+    }
+    if (ti.flags & SPY_ZONES_THREAD_RESET)
+      cut_open(z, t);
+    if (ti.flags & SPY_ZONES_THREAD_GONE)
+      t->gone = 1;
+    z->dropped += ti.dropped > t->dropped ? ti.dropped - t->dropped : 0;
+    t->dropped = ti.dropped;
+    spy_zone_event e;
+    while (spy_zone_event_next(&ev, &e)) {
+      z->events++;
+      if (e.t_ns > z->latest_ns)
+        z->latest_ns = e.t_ns;
+      if (e.kind == SPY_ZONE_EV_BEGIN)
+        rc = begin(z, t, e.t_ns, (uint32_t)e.value);
+      else if (e.kind == SPY_ZONE_EV_END)
+        end(z, t, e.t_ns);
+      else
+        frame_marker(z, e.value, e.t_ns);
+      if (rc < 0)
+        return rc;
+    }
+  }
+  return 0;
+}
