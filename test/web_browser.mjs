@@ -171,7 +171,32 @@ async function main() {
     await until(`log rows of type ${type}`, () => page.$(`#log-table tr[data-type="${type}"]`));
   }
   await page.selectOption('#log-type', '');
-  step('protocol log lists subscribe, subscribe:ack, ack, data');
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#log-export')]);
+  const exported = JSON.parse(readFileSync(await dl.path(), 'utf8'));
+  assert.ok(exported.length > 10 && exported.length <= 4000, `${exported.length} exported`);
+  assert.ok(exported.some((e) => e.type === 'data' && e.decoded?.sections?.stats), 'decoded data rows');
+  step(`protocol log lists subscribe, subscribe:ack, ack, data; ${exported.length} rows exported`);
+
+  // 5b. A registry filter from the UI: `/` focuses the filter; subscribing
+  // to what matches leaves the others listed without values.
+  await page.keyboard.press('/');
+  await page.keyboard.type('det.fr');
+  await page.click('#sub-filter');
+  await page.fill('#filter', '');
+  await until('det.neg outside the subscription', async () =>
+    (await page.textContent('#values-table tr[data-key="det.neg"] td.val')) === '(not subscribed)');
+  assert.notEqual(await page.textContent('#values-table tr[data-key="det.frame"] td.val'), '(not subscribed)');
+  // The subscribe on the wire carries the filter (decoded from the log).
+  const reg = await page.evaluate(async () => {
+    const w = await import('/wire.js');
+    const e = window.spyglass.log.entries.filter((x) => x.type === 'subscribe' && x.dir === 'out').pop();
+    return w.decodeAll(w.decodeFrame(e.raw)).subscription.registry;
+  });
+  assert.deepEqual(reg, ['det.frame']);
+  await page.click('#sub-all');
+  await until('det.neg subscribed again', async () =>
+    (await page.textContent('#values-table tr[data-key="det.neg"] td.val')) !== '(not subscribed)');
+  step('registry filter subscribed from the UI, then every value again');
 
   // 6. The provider watched is stopped: gone, then the other one.
   const before = await js(() => window.spyglass.states.length);

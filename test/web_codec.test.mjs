@@ -134,3 +134,34 @@ test('link records: hello, frame, parse', () => {
   const bad = rec.slice(); bad[5] = 1;
   assert.throws(() => wire.parseLink(bad), (e) => e.code === 'EBADHEADER');
 });
+
+test('mutated frames: a WireError or a decoding, never another exception', () => {
+  // A small deterministic fuzz (xorshift): flip bytes, cut the tail,
+  // rewrite length words of the golden frames.
+  let x = 0x9e3779b9;
+  const rnd = (n) => { x ^= x << 13; x ^= x >>> 17; x ^= x << 5; return (x >>> 0) % n; };
+  let decoded = 0, refused = 0;
+  for (const name of names) {
+    const base = new Uint8Array(readFileSync(join(dir, `${name}.bin`)));
+    for (let k = 0; k < 1500; k++) {
+      let b = base.slice();
+      const edits = 1 + rnd(4);
+      for (let e = 0; e < edits; e++) {
+        const what = rnd(3);
+        if (what === 0 && b.length) b[rnd(b.length)] = rnd(256);
+        else if (what === 1 && b.length > 4) {
+          const o = rnd(b.length - 3) & ~3;
+          new DataView(b.buffer).setUint32(o, rnd(1 << 16), true);
+        } else b = b.subarray(0, rnd(b.length + 1));
+      }
+      try {
+        wire.decodeAll(wire.decodeFrame(b));
+        decoded++;
+      } catch (err) {
+        assert.ok(err instanceof wire.WireError, `${name} mutation ${k}: ${err}`);
+        refused++;
+      }
+    }
+  }
+  assert.ok(decoded > 0 && refused > 0, `${decoded} decoded, ${refused} refused`);
+});
