@@ -88,7 +88,7 @@ export class Log {
     for (const e of shown) {
       const t = new Date(e.t);
       const tr = el('tr', { 'data-type': e.type, 'data-dir': e.dir },
-        el('td', { text: `${t.toLocaleTimeString()}.${String(t.getMilliseconds()).padStart(3, '0')}` }),
+        el('td', { text: `${t.toLocaleTimeString([], { hour12: false })}.${String(t.getMilliseconds()).padStart(3, '0')}` }),
         el('td', {}, e.frame !== null && e.frame !== undefined
           ? el('a', { href: '#', text: String(e.frame), title: 'show this frame',
             onclick: (ev) => { ev.preventDefault(); ev.stopPropagation(); this.recorder.jump(e.frame); } })
