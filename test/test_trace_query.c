@@ -11,7 +11,9 @@
  * module gives the import edges both ways and the module's hook calls in
  * order with bytes in → out, and --diff the lines each transform removed
  * and added; source gives back exactly the bytes emitted (NUL bytes
- * included), also for a payload stored after another it may be a delta of; bad
+ * included), also for a payload stored as a delta of another; in the
+ * plain sqlite3 shell, libspyglass_sqlite's spy_source decodes delta rows
+ * and hook_calls is a table after close; bad
  * ids and unknown modules are errors naming what was wrong.
  *
  * The PostgreSQL part needs SPY_TEST_PG (reader_pg.sh sets it); without
@@ -26,6 +28,7 @@
 
 #include "spyglass/trace.h"
 #include "testlib.h"
+#include "testutil.h"
 
 /* ---- a writer that tees to the three built-in writers -------------------
  */
@@ -465,7 +468,33 @@ TEST(every_command_gives_the_same_answer_from_every_store) {
   CHECK_EQ(o.rc, 2);
   free(o.p);
 
-  char cmd[600];
+  /* the SQLite extension in the plain sqlite3 shell: spy_source decodes a
+   * delta chain; hook_calls is a table with its index after close */
+  char cmd[4096], buf[4096];
+  snprintf(cmd, sizeof cmd,
+           "sqlite3 '%s/sqlite/trace.db' '.load %s' "
+           "\"SELECT count(*) FROM sources WHERE codec=2 AND "
+           "spy_source(source_id) = CAST(spy_source(source_id) AS TEXT)\" "
+           "\"SELECT hex(spy_source('%s'))\" "
+           "\"SELECT type FROM sqlite_master WHERE name='hook_calls'\" "
+           "\"SELECT count(*) FROM hook_calls WHERE plugin_name='strip'\"",
+           g_dir, SPY_SQLITE_EXT, hex);
+  CHECK_EQ(tu_run_capture(cmd, buf, sizeof buf), 0);
+  char want[4096] = "", *w = want;
+  for (size_t i = 0; i < sizeof a_src2 - 1; i++)
+    w += sprintf(w, "%02X", (unsigned char)a_src2[i]);
+  char *line2 = strchr(buf, '\n');
+  CHECK(line2 != NULL);
+  CHECK(atoi(buf) >= 1); /* a_src2 and a_out are deltas */
+  CHECK(line2 && strncmp(line2 + 1, want, strlen(want)) == 0);
+  CHECK(strstr(buf, "\ntable\n3\n") != NULL);
+  snprintf(cmd, sizeof cmd,
+           "sqlite3 '%s/sqlite/trace.db' '.load %s' "
+           "\"SELECT spy_source('0123456789abcdef0123456789abcdef')\" 2>&1",
+           g_dir, SPY_SQLITE_EXT);
+  CHECK(tu_run_capture(cmd, buf, sizeof buf) != 0);
+  CHECK(strstr(buf, "no source 0123456789abcdef0123456789abcdef") != NULL);
+
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
   CHECK_EQ(system(cmd), 0);
   if (!g_pg[0])
