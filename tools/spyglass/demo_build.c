@@ -1018,8 +1018,12 @@ static int demo_watch(demo *d, demo_build_result *res) {
         rc = -errno;
         break;
       }
-      if (pf[0].revents)
+      if (pf[0].revents) { /* taken, so that unblocking it later is quiet */
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+          ;
         goto stop;
+      }
       if (n == 0 && changed)
         break;
       if (pf[1].revents) {
