@@ -5,7 +5,7 @@
  * host) receives every frame any *other* opener posts to it. There is no
  * daemon.
  *
- * Each opener owns one single-producer ring in shared memory, in the
+ * Each opener owns one single-producer ring in shared memory, listed in the
  * channel's directory under the per-user runtime directory. Posting copies
  * the frame once into the poster's own ring, so a post costs the same
  * whatever the number of readers and never waits for one. Receiving reads
@@ -19,6 +19,29 @@
  * /tmp/spyglass-<uid>. It is created with mode 0700; an existing one must be
  * a real directory owned by this user and not accessible by others, or
  * every open fails with SPY_EOWNER.
+ *
+ * What a broken neighbour cannot do. The rings and the channel's control
+ * page are sealed memfds, allocated in full at open (a system that cannot
+ * back them fails the open with SPY_ENOSPC / SPY_ENOMEM) and sealed against
+ * shrinking, so no process, whatever it does to the runtime directory, can
+ * make a mapping fault: no SIGBUS, ever, and no signal handler installed.
+ * The directory only holds one small entry file per opener saying where its
+ * ring is; other openers of the same user reach the ring through
+ * /proc/<pid>/fd (so a process must be able to ptrace-read the owner — same
+ * user, same pid namespace, owner not made undumpable — to read its
+ * frames). An entry is used only if it is a regular file of this user,
+ * opened without following links or blocking (a FIFO or symlink planted
+ * there is skipped and counted), and its checksum and the memory it names
+ * pass their checks. Shared bytes that lie (a garbage header, random bytes
+ * in records, a hole punched in a ring that reads as zeros) cost the reader a
+ * resync and the frames in between, counted in `lost` and `corrupt`; never an
+ * out-of-bounds access, a crash or a spin; a poster never reads its ring back,
+ * so nothing written there can disturb it. Each opener re-creates the runtime
+ * directory, the channel's directory and its entry within about a second of
+ * their removal or damage (checked when it receives or waits, never when it
+ * posts); readers that had it mapped resume exactly where they were. A full
+ * file system makes spy_channel_open fail with SPY_ENOSPC (the entry cannot be
+ * written); it does not disturb openers already running.
  *
  * Thread-safety: a spy_channel handle is used by one thread at a time
  * (post and receive may be on different threads only if the caller
@@ -38,6 +61,7 @@ extern "C" {
 #endif
 
 typedef struct spy_channel spy_channel;
+struct spy_channel_ops;
 
 #define SPY_CHANNEL_NAME_MAX 128u
 #define SPY_DISCOVERY_CHANNEL "spyglass"
@@ -48,12 +72,18 @@ typedef struct spy_channel_desc {
                           64 KiB .. 256 MiB. The largest frame it can post
                           is ring_bytes / 4. */
   const char *dir;     /* runtime directory; NULL = the default above */
+  /* Another backend for this handle (e.g. a link to `spyglass serve`, see
+   * spyglass/net.h); NULL = the shared-memory bus. ops_arg is passed to
+   * its open (for a link: the connection). */
+  const struct spy_channel_ops *ops;
+  void *ops_arg;
 } spy_channel_desc;
 
 /* Opens (creating if needed) the channel and this opener's ring.
  * Errors: SPY_EINVAL (bad name or ring size), SPY_EOWNER (runtime directory
- * owned by another user or accessible by others), SPY_ENOMEM, or a
- * system error. Free with spy_channel_close(). */
+ * owned by another user or accessible by others), SPY_ENOSPC (no room for
+ * the ring's memory or the directory entry), SPY_ENOMEM, or a system
+ * error. Free with spy_channel_close(). */
 int spy_channel_open(spy_channel **out, const spy_channel_desc *desc);
 
 /* Closes the handle and removes its ring; the last opener of a channel
@@ -95,6 +125,13 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms);
  * call. Returns the fd (owned by the channel) or a negative error. */
 int spy_channel_fd(spy_channel *ch);
 
+/* 1 the first time it is called after this opener re-created its channel
+ * directory or its entry (they had been removed or damaged; see above),
+ * else 0. Newcomers can find the opener again from then on; an opener
+ * that announces itself (a provider) does it again. Same thread rules as
+ * spy_channel_recv. */
+int spy_channel_recreated(spy_channel *ch);
+
 /* This opener's id (also the sender id its frames carry). */
 uint64_t spy_channel_id(const spy_channel *ch);
 
@@ -105,6 +142,17 @@ typedef struct spy_channel_stats {
   uint64_t oversize;                 /* frames skipped: larger than cap */
   uint64_t wakes;                    /* futex wakes this opener issued */
   uint32_t peers;                    /* other openers currently mapped */
+  uint64_t corrupt;   /* inconsistent ring headers or records met (each
+                         one a resync at the writer's head, its frames
+                         counted in `lost`), own ring header repaired */
+  uint64_t skipped;   /* directory entries skipped: foreign, stale,
+                         damaged, or naming memory that fails the checks
+                         (once per entry until it recovers) */
+  uint64_t dropped;   /* peers dropped because their ring kept failing
+                         (retried with a back-off, re-mapped if it heals) */
+  uint64_t recreated; /* times this opener re-created its channel
+                         directory or its entry after they were removed or
+                         damaged (a provider re-announces itself then) */
 } spy_channel_stats;
 void spy_channel_get_stats(const spy_channel *ch, spy_channel_stats *out);
 
@@ -117,6 +165,41 @@ int spy_runtime_dir(const char *dir, char *buf, size_t cap);
  * runtime directory. spy_channel_open() does this already; exposed for
  * tools. Returns the number of rings removed or a negative error. */
 int spy_bus_sweep(const char *dir);
+
+/* ---- channel backends --------------------------------------------------
+ *
+ * A second backend under the same channel API: every spy_channel_*
+ * function on a handle opened with desc->ops calls the matching op with
+ * the backend's own handle (`impl`). The remote link (spyglass_net) is
+ * one; the shared-memory bus is the built-in default. Optional ops may be
+ * NULL (then the call returns SPY_ENOTSUP, or zero stats).
+ *
+ * link_open / link_close / link_clock are for a consumer that is given
+ * only an address (spy_consumer_desc.connect): they make and end the
+ * connection whose handle is then passed as ops_arg to every open, and
+ * run a clock sync over it (offset = server clock − ours, ns). */
+typedef struct spy_channel_ops {
+  const char *name; /* "link", … */
+  int (*open)(void *arg, const spy_channel_desc *desc, void **impl);
+  void (*close)(void *impl);
+  int (*post)(void *impl, const void *frame, size_t len);
+  int (*recv)(void *impl, void *buf, size_t cap, int timeout_ms,
+              spy_recv_info *info);
+  int (*wait)(void *impl, int timeout_ms);
+  int (*fd)(void *impl);
+  uint64_t (*id)(const void *impl);
+  void (*get_stats)(const void *impl, spy_channel_stats *out);
+  int (*link_open)(void **link, const char *addr, const char *token);
+  void (*link_close)(void *link);
+  int (*link_clock)(void *link, uint32_t rounds, int timeout_ms,
+                    int64_t *offset_ns, int64_t *rtt_ns);
+} spy_channel_ops;
+
+/* The remote backend a consumer uses for `connect` when its desc names
+ * none: set by spyglass_net (spy_net_register, also run when libspyglass_net
+ * is loaded as a shared library). NULL until then. Thread-safe (atomic). */
+void spy_channel_set_remote(const spy_channel_ops *ops);
+const spy_channel_ops *spy_channel_remote(void);
 
 #ifdef __cplusplus
 }

@@ -315,6 +315,8 @@ void spy__service(void *ctx, int wait_ms) {
         f.type == SPY_MSG_PROVIDER_QUERY)
       spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   }
+  if (spy_channel_recreated(p->disc)) /* the runtime directory was lost */
+    spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   uint64_t now = mono_ms();
   timers(p, now);
   clock_ready(p);
