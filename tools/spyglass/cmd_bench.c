@@ -26,6 +26,8 @@ static const struct {
      "buffer submit vs memcpy, conversion MB/s, VP9 fps and bytes"},
     {"serve", bench_serve,
      "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
+    {"dashboard", bench_dashboard,
+     "the browser dashboard in headless Chromium: busy %, JS vs C decode"},
 };
 
 static void help(FILE *f) {
