@@ -253,6 +253,11 @@ typedef struct spy_consumer_desc {
    * (default 16) and spans kept per thread (default 65536, rounded up to
    * a power of two). */
   uint32_t zone_frames, zone_spans;
+  /* Recordings: called on the polling thread with every DATA frame from
+   * the provider, right after it was applied to the state (the frame's
+   * bytes are valid only during the call). NULL: none. */
+  void (*on_data)(void *user, const spy_frame *f, const spy_state *s);
+  void *on_data_user;
 } spy_consumer_desc;
 
 /* Creates a consumer and starts searching. Errors: SPY_EINVAL,

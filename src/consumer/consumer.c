@@ -517,6 +517,8 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
     }
     if (spy_state_apply(&c->st, &f, now) < 0)
       c->st.malformed++;
+    if (c->d.on_data)
+      c->d.on_data(c->d.on_data_user, &f, &c->st);
   }
 }
 
