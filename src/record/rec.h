@@ -25,20 +25,21 @@ typedef struct rec_cell {
 
 /* What a row is: one statement of the schema each. */
 typedef enum rec_stmt {
-  S_PROCESS,     /* upid, pid, provider_id, name, start_ts, offset, args */
-  S_PROCESS_END, /* end_ts, upid */
-  S_THREAD,      /* utid, upid, tid, thread_no, name (upsert) */
-  S_THREAD_END,  /* end_ts, utid */
-  S_TRACK,       /* id, name, type, upid, utid, unit */
-  S_SLICE,       /* id, ts, dur, track_id, name, depth, parent, loc, flags */
-  S_COUNTER,     /* ts, track_id, value */
-  S_ARG,         /* arg_set_id, key, int, real, string */
-  S_FRAME,       /* upid, frame, ts, cpu_ms, gpu_ms, fps */
-  S_VALUE,       /* upid, ts, source, name, kind, state, int, real, string */
-  S_ZONE_LOC,    /* upid, loc_id, name, function, file, line, color */
-  S_MSGPROF,     /* upid, ts, type, count, errors, bytes, msgs/s, bytes/s,
-                    encode p50, p99, post p50, p99 */
-  S_LOSS,        /* upid, ts, what, count */
+  S_PROCESS,       /* upid, pid, provider_id, name, start_ts, offset, args */
+  S_PROCESS_END,   /* end_ts, upid */
+  S_THREAD,        /* utid, upid, tid, thread_no, name (upsert) */
+  S_THREAD_END,    /* end_ts, utid */
+  S_TRACK,         /* id, name, type, upid, utid, unit */
+  S_SLICE,         /* id, ts, dur, track_id, name, depth, parent, loc, flags */
+  S_COUNTER,       /* ts, track_id, value */
+  S_ARG,           /* arg_set_id, key, int, real, string */
+  S_FRAME,         /* upid, frame, ts, cpu_ms, gpu_ms, fps */
+  S_VALUE,         /* upid, ts, source, name, kind, state, int, real, string */
+  S_ZONE_LOC,      /* upid, loc_id, name, function, file, line, color */
+  S_MSGPROF,       /* upid, ts, type, count, errors, bytes, msgs/s, bytes/s,
+                      encode p50, p99, post p50, p99 */
+  S_LOSS,          /* upid, ts, what, count */
+  S_PROCESS_CLOCK, /* clock_offset_ns, upid */
   S_COUNT
 } rec_stmt;
 

@@ -3,8 +3,9 @@
  * other table carries). Only parameterised statements (prepared once per
  * connection); rows are sent in libpq's pipeline mode, so a batch costs
  * one round trip per REC_PG_SYNC rows rather than one per row. The schema
- * is created under an advisory lock so recorders starting together do not
- * race on CREATE TABLE. */
+ * and its indexes are created under an advisory lock so recorders
+ * starting together do not race on CREATE TABLE / INDEX (in a shared
+ * database the indexes are kept up as rows arrive). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,7 @@ static void *pg_open(const char *conninfo, const char *args, int64_t start_ns,
       cmd(p, "CREATE TABLE IF NOT EXISTS recording(id BIGSERIAL PRIMARY KEY,"
              " started_ns BIGINT, ended_ns BIGINT, wall_start_ms BIGINT,"
              " host TEXT, args TEXT, version TEXT)") ||
-      cmd(p, spy__rec_ddl(1)) ||
+      cmd(p, spy__rec_ddl(1)) || cmd(p, spy__rec_index_ddl()) ||
       cmd(p, "SELECT pg_advisory_unlock(" LOCK_KEY ")"))
     goto fail;
   char host[256] = "", start[32], wall[32];
@@ -198,8 +199,6 @@ static int pg_close(void *st, int64_t end_ns) {
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
       rc = report(p, "recording end", r);
     PQclear(r);
-    if (!rc)
-      rc = cmd(p, spy__rec_index_ddl()) ? SPY_EIO : 0;
   }
   PQfinish(p->c);
   free(p);

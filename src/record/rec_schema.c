@@ -43,6 +43,8 @@ static const char *const sql[S_COUNT] = {
                   "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
     [S_LOSS] = "INSERT INTO loss(recording_id, upid, ts, what, count) "
                "VALUES($1,$2,$3,$4,$5)",
+    [S_PROCESS_CLOCK] = "UPDATE process SET clock_offset_ns = $2 "
+                        "WHERE recording_id = $1 AND upid = $3",
 };
 
 const char *spy__rec_sql(int s) {

@@ -84,6 +84,8 @@ typedef struct source {
   named_track *tracks;
   uint32_t ntracks;
   uint64_t health_last[SPY_HEALTH_FIELD_COUNT];
+  uint64_t clock_seen; /* clock_syncs when last recorded */
+  int64_t args_set;
 } source;
 
 struct spy_recorder {
@@ -309,9 +311,43 @@ static void arg_row(source *s, int64_t set, const char *key, int64_t i,
   push(s->r, &r);
 }
 
+static void slice_row(source *s, const spy_state *st, zthr *z,
+                      const spy_zone_span *sp, int64_t id, int64_t parent);
+
+/* Zones still open when a provider's recording ends are written as cut
+ * at the newest time seen (their children point at them). */
+static void close_open(source *s, const spy_state *st) {
+  const spy_zone_state *zs = &st->zones;
+  for (uint32_t i = 0; i < s->nthr; i++) {
+    zthr *z = &s->thr[i];
+    const spy_zone_thread *t = NULL;
+    for (uint32_t k = 0; k < zs->n_threads && !t; k++)
+      if (zs->threads[k].thread == z->thread)
+        t = &zs->threads[k];
+    for (uint32_t k = 0; t && k < z->npend; k++) {
+      const spy_zone_span *sp =
+          z->pending[k].abs >= t->first
+              ? spy_zone_thread_span(t,
+                                     (uint32_t)(z->pending[k].abs - t->first))
+              : NULL;
+      if (!sp)
+        continue;
+      spy_zone_span cut = *sp;
+      if (!cut.end_ns) {
+        cut.end_ns =
+            zs->latest_ns > cut.start_ns ? zs->latest_ns : cut.start_ns;
+        cut.flags |= SPY_ZONE_SPAN_CUT;
+      }
+      slice_row(s, st, z, &cut, z->pending[k].id, z->pending[k].parent);
+    }
+    z->npend = 0;
+  }
+}
+
 static void end_source(source *s, int64_t now) {
   if (!s->live)
     return;
+  close_open(s, spy_consumer_state(s->c));
   rec_row r;
   for (uint32_t i = 0; i < s->nthr; i++) {
     if (s->thr[i].ended)
@@ -346,6 +382,10 @@ static void reset_provider(source *s) {
 }
 
 static void begin_provider(source *s, const spy_state *st, int64_t now) {
+  /* a provider that replaced another (no ID given): the state holds the
+   * new one's spans now, the old one's open zones are lost */
+  for (uint32_t i = 0; i < s->nthr; i++)
+    s->thr[i].npend = 0;
   end_source(s, now);
   reset_provider(s);
   s->provider_id = st->provider.id;
@@ -353,6 +393,8 @@ static void begin_provider(source *s, const spy_state *st, int64_t now) {
   s->live = 1;
   s->frames_lost_seen = st->frames_lost;
   int64_t set = new_id(s->r);
+  s->args_set = set;
+  s->clock_seen = st->clock_syncs;
   char idhex[20];
   snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)st->provider.id);
   rec_row r;
@@ -713,6 +755,17 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
     begin_provider(s, st, now);
   s->r->frames++;
   s->r->bytes += f->len;
+  if (st->clock_syncs != s->clock_seen && st->clock_synced) {
+    /* a sync finished after the process row: its offset, and the round
+     * trip it came from */
+    s->clock_seen = st->clock_syncs;
+    rec_row r;
+    row_init(&r, S_PROCESS_CLOCK);
+    cint(&r, st->clock_offset_ns);
+    cint(&r, s->upid);
+    push(s->r, &r);
+    arg_row(s, s->args_set, "clock.synced_rtt_ns", st->clock_rtt_ns, NULL);
+  }
   if (st->frames_lost > s->frames_lost_seen) {
     uint64_t n = st->frames_lost - s->frames_lost_seen;
     s->r->frames_lost += n;
