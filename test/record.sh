@@ -145,6 +145,28 @@ case_kill() {
   after=$(q "$WORK/kill.db" "SELECT count(*) FROM frame")
   [ "$after" -ge "$seen" ] || fail "committed frames lost: $seen before, $after after"
   echo "  $seen frames seen committed before the kill, $after in the file"
+  # SIGINT / SIGTERM: a clean stop, everything committed, the file whole
+  local sig
+  for sig in INT TERM; do
+    "$SPY" record rec-kill -o "$WORK/$sig.db" 2>"$WORK/$sig.log" &
+    rec=$!
+    wait_until 30 frames_over "$WORK/$sig.db" 50 || fail "SIG$sig: no frames"
+    kill -$sig $rec
+    wait $rec || { cat "$WORK/$sig.log"; fail "SIG$sig: exit $?"; }
+    [ ! -e "$WORK/$sig.db-wal" ] || fail "SIG$sig: WAL left beside the file"
+    [ "$(q "$WORK/$sig.db" "SELECT count(*) FROM recording WHERE ended_ns > started_ns")" = 1 ] ||
+      fail "SIG$sig: recording not ended"
+    [ "$(q "$WORK/$sig.db" "SELECT count(*) FROM process WHERE end_ts IS NULL")" = 0 ] ||
+      fail "SIG$sig: process track not ended"
+    [ "$(q "$WORK/$sig.db" "PRAGMA integrity_check")" = ok ] || fail "SIG$sig: integrity"
+  done
+  # usage errors exit 2 naming the problem
+  "$SPY" record -o "$WORK/INT.db" -s 1 2>"$WORK/exists.log"
+  [ $? = 2 ] && grep -q exists "$WORK/exists.log" || fail "an existing file: exit 2 naming it"
+  "$SPY" record --features stats,bogus -s 1 -o "$WORK/x.db" 2>"$WORK/feat.log"
+  [ $? = 2 ] && grep -q bogus "$WORK/feat.log" || fail "a bad feature: exit 2 naming it"
+  "$SPY" export "$WORK/INT.db" -f svg -o "$WORK/x.svg" 2>/dev/null
+  [ $? = 2 ] || fail "export -f svg: exit 2 wanted"
   kill $demo 2>/dev/null
 }
 

@@ -47,7 +47,8 @@ typedef struct spy_recorder_desc {
   const char *dir;     /* bus runtime directory; NULL = default */
   uint32_t features;   /* 0 = STATS|ENV|REGISTRY|HEALTH|MSGPROF|ZONES */
   const char *args;    /* the command line, kept in the recording row */
-  uint32_t queue_rows; /* queue capacity; default 262144 */
+  uint32_t queue_rows; /* queue capacity in rows (~220 B each); default
+                          131072 */
   int all;             /* 1: spy_recorder_step adds new providers */
 } spy_recorder_desc;
 

@@ -945,7 +945,7 @@ int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
   if (!r->d.features)
     r->d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
                     SPY_FEAT_HEALTH | SPY_FEAT_MSGPROF | SPY_FEAT_ZONES;
-  r->cap = d->queue_rows ? d->queue_rows : 262144;
+  r->cap = d->queue_rows ? d->queue_rows : 131072;
   int pg = d->pg || strncmp(d->db, "postgres://", 11) == 0 ||
            strncmp(d->db, "postgresql://", 13) == 0;
   r->ops = pg ? &spy__rec_pg : &spy__rec_sqlite;
