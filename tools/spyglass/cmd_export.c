@@ -85,7 +85,7 @@ static void diff_help(FILE *f) {
       "per-second values. A figure regressed when NEW exceeds BASE by more\n"
       "than the threshold AND by more than the larger spread; a larger\n"
       "change inside the spread is reported as noise. Figures with fewer\n"
-      "than 20 samples are shown, not judged.\n\n"
+      "than 20 samples, and the frame p99s, are shown, not judged.\n\n"
       "  --threshold PCT  relative change that counts (default 5%%; '5' or\n"
       "                   '5%%')\n"
       "  --json           one JSON object instead of the table\n\n"
