@@ -31,19 +31,19 @@ static void check_record(const uint8_t *rec, const spy_trace_action *a) {
   if (memcmp(again, rec, (size_t)n) != 0)
     abort();
   free(again);
-  /* the JSON-lines form of a known kind parses back */
-  if (!a->kind)
+  /* the JSON-lines form of a known kind parses back (JSON integers are
+   * read as int64: a seq or time beyond it, which no session makes, is
+   * not asked to) */
+  if (!a->kind || a->seq > INT64_MAX || a->ts_us > INT64_MAX)
     return;
   json.len = 0;
   spy__trace_json(&json, "fuzz", a);
   if (json.err)
     return;
   spy_trace_arena_reset(&arena2);
-  spy__jv v;
   spy_trace_action b;
-  if (spy__json_parse(json.p, json.len, &arena2, &v) != 0 ||
-      spy__json_to_action(&v, &arena2, &b) != 0 || b.kind != a->kind ||
-      b.fields.n != a->fields.n)
+  if (spy_trace_json_parse(json.p, json.len, &arena2, &b) != 0 ||
+      b.kind != a->kind || b.fields.n != a->fields.n)
     abort();
 }
 
@@ -72,10 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* the same bytes as one JSON-lines event */
   spy_trace_arena_reset(&arena);
-  spy__jv v;
   spy_trace_action a;
-  if (spy__json_parse((const char *)data, size, &arena, &v) == 0 &&
-      v.type == 'o')
-    (void)spy__json_to_action(&v, &arena, &a);
+  (void)spy_trace_json_parse((const char *)data, size, &arena, &a);
   return 0;
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 
 want=(cmake make gcc clang pkg-config libclang-rt-14-dev
       libsqlite3-dev libpq-dev libncurses-dev libxxhash-dev libzstd-dev
-      sqlite3)
+      sqlite3 libjansson-dev)
 case "${1:-test}" in
   test) want+=(tmux postgresql procps python3 clang-format git protobuf-compiler) ;;
   demo|build) ;;

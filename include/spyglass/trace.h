@@ -303,6 +303,24 @@ void spy_trace_hash_hex(const uint64_t hash[2], char out[33]);
 /* Hashes a payload (XXH3-128). */
 void spy_trace_hash(const void *p, size_t n, uint64_t out[2]);
 
+/* ---- the JSON-lines form ------------------------------------------------ */
+
+/* Formats a decoded action as its JSON-lines event (Rolldown's devtools
+ * log form, no newline) into buf[0..cap). Always valid JSON: bytes that
+ * are not UTF-8 become U+FFFD. Returns the bytes it needs or wrote (when >
+ * cap nothing was written: call again with a bigger buffer) or
+ * SPY_ENOMEM. Thread-safe. */
+int64_t spy_trace_json_format(const spy_trace_action *a, const char *session_id,
+                              char *buf, size_t cap);
+/* Parses one JSON-lines event (a line of logs.json, no newline needed)
+ * into a decoded action whose tree and strings live in `arena`. Returns 0,
+ * 1 for a line that is a StringRef rather than an action, SPY_EBADVALUE
+ * (not JSON, not an event, fields that do not match the kind's
+ * declaration, an integer beyond int64) or SPY_ENOMEM. Thread-safe with
+ * one arena per thread. */
+int spy_trace_json_parse(const char *line, size_t n, spy_trace_arena *arena,
+                         spy_trace_action *out);
+
 /* ---- writers ------------------------------------------------------------- */
 
 /* What the writer thread hands a writer. Everything is valid during the
@@ -313,6 +331,8 @@ typedef struct spy_trace_record {
                        the built-in SQL writers (they store the binary
                        record) */
   size_t json_len;
+  uint64_t json_replaced; /* bytes of the action that were not UTF-8 and
+                             became U+FFFD in json */
 } spy_trace_record;
 
 typedef struct spy_trace_writer_cfg {
@@ -447,6 +467,11 @@ int spy_trace_reader_open(const char *store, const char *session_id,
 void spy_trace_reader_close(spy_trace_reader *r);
 /* The last error's message (never NULL). */
 const char *spy_trace_reader_error(const spy_trace_reader *r);
+/* What the reader read past, or NULL: e.g. a JSON-lines trace whose last
+ * line was cut (the writer stopped mid-line) is read up to its last
+ * complete line, and this names the file, the line and its byte offset.
+ * Set during iteration; cleared by rewind. */
+const char *spy_trace_reader_warning(const spy_trace_reader *r);
 
 /* Iterates every action of the session in seq order. Returns 1 and fills
  * *a (valid until the next call), 0 at the end, or a negative code. SRC
@@ -496,7 +521,9 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
 typedef struct spy_trace_summary {
   uint64_t actions, builds, modules, chunks, hook_calls;
   uint64_t sources, source_bytes, stored_bytes, saved_bytes;
-  int64_t lost; /* actions the writer reported as not stored; -1 unknown */
+  int64_t lost;      /* actions the writer reported as not stored; -1 unknown */
+  uint64_t replaced; /* bytes that were not UTF-8, made U+FFFD in the JSON
+                        form (JSON-lines; SQL stores keep the bytes: 0) */
 } spy_trace_summary;
 /* Totals for `spyglass trace summary`. */
 int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out);

@@ -2,11 +2,13 @@
  * format, field names from the catalog), StringRef lines, and the growable
  * buffer they are written into. The JSON-lines writer (and any custom
  * writer) gets this form; the SQL writers store the binary record
- * instead (codec.c). */
+ * instead (codec.c). Strings go through the project's one escaper, so a
+ * line is valid JSON whatever bytes the traced program gave. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json_escape.h"
 #include "store.h"
 
 int spy__buf_reserve(spy__buf *b, size_t extra) {
@@ -64,36 +66,16 @@ void spy__buf_free(spy__buf *b) {
   *b = (spy__buf){0};
 }
 
-/* Escapes only what JSON requires; bytes >= 0x80 pass through (sources
- * are UTF-8; invalid sequences are the source's own). Reserves the worst
- * case once, then copies runs that need no escape. */
+/* The project's one escaper (core/json_escape.c): invalid UTF-8 becomes
+ * U+FFFD, counted in b->replaced. Reserves the worst case once. */
 void spy__json_str(spy__buf *b, const char *s, size_t n) {
-  static const char hx[] = "0123456789abcdef";
-  if (spy__buf_reserve(b, 6 * n + 2) < 0)
+  size_t cap = SPY__JSON_ESC_MAX * n;
+  if (spy__buf_reserve(b, cap + 2) < 0)
     return;
   char *o = b->p + b->len;
+  size_t used;
   *o++ = '"';
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c >= 0x20 && c != '"' && c != '\\') {
-      *o++ = (char)c;
-      continue;
-    }
-    *o++ = '\\';
-    switch (c) {
-    case '"': *o++ = '"'; break;
-    case '\\': *o++ = '\\'; break;
-    case '\n': *o++ = 'n'; break;
-    case '\t': *o++ = 't'; break;
-    case '\r': *o++ = 'r'; break;
-    default:
-      *o++ = 'u';
-      *o++ = '0';
-      *o++ = '0';
-      *o++ = hx[c >> 4];
-      *o++ = hx[c & 15];
-    }
-  }
+  o += spy__json_escape(o, cap, s, n, &used, &b->replaced);
   *o++ = '"';
   b->len = (size_t)(o - b->p);
 }
@@ -185,4 +167,15 @@ void spy__trace_json_stringref(spy__buf *b, const uint64_t hash[2],
   spy__buf_puts(b, "\",\"content\":");
   spy__json_str(b, p, n);
   spy__buf_putc(b, '}');
+}
+
+int64_t spy_trace_json_format(const spy_trace_action *a, const char *session_id,
+                              char *buf, size_t cap) {
+  spy__buf b = {0};
+  spy__trace_json(&b, session_id ? session_id : "", a);
+  int64_t n = b.err ? SPY_ENOMEM : (int64_t)b.len;
+  if (n > 0 && buf && (size_t)n <= cap)
+    memcpy(buf, b.p, (size_t)n);
+  spy__buf_free(&b);
+  return n;
 }

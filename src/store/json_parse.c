@@ -1,23 +1,23 @@
-/* json_parse.c — a small bounds-checked JSON parser (values in an arena)
- * and the conversion of a JSON-lines event back into a decoded action,
- * guided by the catalog. Used by the readers of all three stores: the SQL
- * stores keep each action's JSON-lines form in their actions table. */
+/* json_parse.c — a JSON-lines event back into a decoded action, guided by
+ * the catalog, and the StringRef lines that carry payloads. The parsing is
+ * jansson's (Debian's libjansson): it is strict (one value per line, UTF-8
+ * checked, \u0000 kept with JSON_ALLOW_NUL) and length-aware, which a
+ * reader of files from outside needs; only this file knows it.
+ *
+ * The tree it builds lives in the caller's arena (strings copied), so the
+ * jansson value is freed before returning. A line holding bytes that are
+ * not UTF-8 (written by a spyglass before every string went through the
+ * one escaper) is read with those bytes replaced by U+FFFD, and counted. */
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json_escape.h"
 #include "store.h"
 
-typedef struct jp {
-  const char *p, *end;
-  spy_trace_arena *a;
-  int depth;
-} jp;
-
-static void ws(jp *j) {
-  while (j->p < j->end &&
-         (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
-    j->p++;
-}
+/* Deepest nesting of values a line may hold (the catalog needs 4). */
+#define MAX_DEPTH 32
 
 static int hexv(char c) {
   if (c >= '0' && c <= '9')
@@ -27,258 +27,6 @@ static int hexv(char c) {
   if (c >= 'A' && c <= 'F')
     return c - 'A' + 10;
   return -1;
-}
-
-static int put_utf8(char *o, uint32_t cp) {
-  if (cp < 0x80) {
-    o[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    o[0] = (char)(0xC0 | cp >> 6);
-    o[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    o[0] = (char)(0xE0 | cp >> 12);
-    o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  o[0] = (char)(0xF0 | cp >> 18);
-  o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  o[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
-static int str(jp *j, const char **out, uint32_t *len) {
-  if (j->p >= j->end || *j->p != '"')
-    return SPY_EBADVALUE;
-  const char *s = ++j->p;
-  const char *e = s;
-  int esc = 0;
-  while (e < j->end && *e != '"') {
-    if (*e == '\\') {
-      esc = 1;
-      e++;
-    }
-    e++;
-  }
-  if (e >= j->end)
-    return SPY_EBADVALUE;
-  size_t n = (size_t)(e - s);
-  if (n > 0x7fffffffu)
-    return SPY_EBADVALUE;
-  if (!esc) {
-    *out = s;
-    *len = (uint32_t)n;
-    j->p = e + 1;
-    return 0;
-  }
-  char *o = spy_trace_arena_alloc(j->a, n + 1);
-  if (!o)
-    return SPY_ENOMEM;
-  size_t k = 0;
-  for (const char *c = s; c < e; c++) {
-    if (*c != '\\') {
-      o[k++] = *c;
-      continue;
-    }
-    c++;
-    switch (*c) {
-    case 'n': o[k++] = '\n'; break;
-    case 't': o[k++] = '\t'; break;
-    case 'r': o[k++] = '\r'; break;
-    case 'b': o[k++] = '\b'; break;
-    case 'f': o[k++] = '\f'; break;
-    case '"':
-    case '\\':
-    case '/': o[k++] = *c; break;
-    case 'u': {
-      if (e - c < 5)
-        return SPY_EBADVALUE;
-      uint32_t cp = 0;
-      for (int i = 1; i <= 4; i++) {
-        int h = hexv(c[i]);
-        if (h < 0)
-          return SPY_EBADVALUE;
-        cp = cp << 4 | (uint32_t)h;
-      }
-      c += 4;
-      if (cp >= 0xD800 && cp < 0xDC00 && e - c >= 7 && c[1] == '\\' &&
-          c[2] == 'u') {
-        uint32_t lo = 0;
-        int ok = 1;
-        for (int i = 3; i <= 6; i++) {
-          int h = hexv(c[i]);
-          if (h < 0)
-            ok = 0;
-          lo = lo << 4 | (uint32_t)(h < 0 ? 0 : h);
-        }
-        if (ok && lo >= 0xDC00 && lo < 0xE000) {
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          c += 6;
-        }
-      }
-      /* the escaped form is at least as long as its UTF-8 (6 >= 3, 12 >= 4) */
-      k += (size_t)put_utf8(o + k, cp);
-      break;
-    }
-    default: return SPY_EBADVALUE;
-    }
-  }
-  *out = o;
-  *len = (uint32_t)k;
-  j->p = e + 1;
-  return 0;
-}
-
-static int value(jp *j, spy__jv *v);
-
-static int container(jp *j, spy__jv *v, char close) {
-  if (++j->depth > 32)
-    return SPY_EBADVALUE;
-  j->p++;
-  /* members are collected in a growing array, then copied */
-  size_t cap = 8, n = 0;
-  spy__jv *tmp = malloc(cap * sizeof *tmp);
-  if (!tmp)
-    return SPY_ENOMEM;
-  int rc = 0;
-  ws(j);
-  if (j->p < j->end && *j->p == close)
-    j->p++;
-  else
-    for (;;) {
-      if (n == cap) {
-        spy__jv *g = realloc(tmp, 2 * cap * sizeof *tmp);
-        if (!g) {
-          rc = SPY_ENOMEM;
-          break;
-        }
-        tmp = g;
-        cap *= 2;
-      }
-      spy__jv *m = &tmp[n];
-      memset(m, 0, sizeof *m);
-      ws(j);
-      if (close == '}') {
-        if ((rc = str(j, &m->key, &m->key_len)) < 0)
-          break;
-        ws(j);
-        if (j->p >= j->end || *j->p != ':') {
-          rc = SPY_EBADVALUE;
-          break;
-        }
-        j->p++;
-      }
-      const char *key = m->key;
-      uint32_t kl = m->key_len;
-      if ((rc = value(j, m)) < 0)
-        break;
-      m->key = key;
-      m->key_len = kl;
-      n++;
-      ws(j);
-      if (j->p < j->end && *j->p == ',') {
-        j->p++;
-        continue;
-      }
-      if (j->p < j->end && *j->p == close) {
-        j->p++;
-        break;
-      }
-      rc = SPY_EBADVALUE;
-      break;
-    }
-  if (rc == 0 && n) {
-    v->items = spy_trace_arena_alloc(j->a, n * sizeof *tmp);
-    if (!v->items)
-      rc = SPY_ENOMEM;
-    else
-      memcpy(v->items, tmp, n * sizeof *tmp);
-  }
-  free(tmp);
-  v->type = close == '}' ? 'o' : 'a';
-  v->n = (uint32_t)n;
-  j->depth--;
-  return rc;
-}
-
-static int value(jp *j, spy__jv *v) {
-  memset(v, 0, sizeof *v);
-  ws(j);
-  if (j->p >= j->end)
-    return SPY_EBADVALUE;
-  char c = *j->p;
-  if (c == '{')
-    return container(j, v, '}');
-  if (c == '[')
-    return container(j, v, ']');
-  if (c == '"') {
-    v->type = 's';
-    return str(j, &v->s, &v->n);
-  }
-  static const struct {
-    const char *w;
-    char t;
-  } lits[] = {{"null", 'n'}, {"true", 't'}, {"false", 'f'}};
-  for (int i = 0; i < 3; i++) {
-    size_t l = strlen(lits[i].w);
-    if ((size_t)(j->end - j->p) >= l && memcmp(j->p, lits[i].w, l) == 0) {
-      v->type = lits[i].t;
-      j->p += l;
-      return 0;
-    }
-  }
-  const char *s = j->p;
-  int neg = 0, frac = 0;
-  if (*j->p == '-') {
-    neg = 1;
-    j->p++;
-  }
-  uint64_t acc = 0;
-  int digits = 0;
-  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-    if (acc > (UINT64_MAX - 9) / 10)
-      frac = 1;
-    acc = acc * 10 + (uint64_t)(*j->p - '0');
-    j->p++;
-    digits++;
-  }
-  while (j->p < j->end &&
-         (*j->p == '.' || *j->p == 'e' || *j->p == 'E' || *j->p == '+' ||
-          *j->p == '-' || (*j->p >= '0' && *j->p <= '9'))) {
-    frac = 1;
-    j->p++;
-  }
-  if (!digits)
-    return SPY_EBADVALUE;
-  v->type = frac || acc > (uint64_t)INT64_MAX + (uint64_t)neg ? 'd' : 'i';
-  v->i = neg ? (int64_t)(0 - acc) : (int64_t)acc;
-  v->s = s;
-  v->n = (uint32_t)(j->p - s);
-  return 0;
-}
-
-int spy__json_parse(const char *p, size_t n, spy_trace_arena *a, spy__jv *out) {
-  jp j = {p, p + n, a, 0};
-  int rc = value(&j, out);
-  if (rc < 0)
-    return rc;
-  ws(&j);
-  return j.p == j.end ? 0 : SPY_EBADVALUE;
-}
-
-const spy__jv *spy__jv_get(const spy__jv *o, const char *key) {
-  if (!o || o->type != 'o')
-    return NULL;
-  size_t kl = strlen(key);
-  for (uint32_t i = 0; i < o->n; i++)
-    if (o->items[i].key_len == kl && memcmp(o->items[i].key, key, kl) == 0)
-      return &o->items[i];
-  return NULL;
 }
 
 int spy__hash_parse(const char *s, size_t n, uint64_t out[2]) {
@@ -297,27 +45,68 @@ int spy__hash_parse(const char *s, size_t n, uint64_t out[2]) {
   return 0;
 }
 
-/* JSON value -> tree value, typed by the field (f NULL: untyped). */
-static int to_val(const spy__jv *j, const spy_trace_field *f,
+static const char *copy_str(spy_trace_arena *a, const char *s, size_t n) {
+  char *o = spy_trace_arena_alloc(a, n + 1);
+  if (!o)
+    return NULL;
+  memcpy(o, s, n);
+  o[n] = 0;
+  return o;
+}
+
+static int to_val(const json_t *j, const spy_trace_field *f, int depth,
+                  spy_trace_arena *a, spy_trace_val *v);
+
+/* An object read as the record `rec`: its fields by name, null if absent. */
+static int to_rec(const json_t *o, const spy_trace_kind *rec, int depth,
+                  spy_trace_arena *a, spy_trace_val *v) {
+  v->type = SPY_TV_REC;
+  v->n = rec->nfields;
+  spy_trace_val *items =
+      rec->nfields ? spy_trace_arena_alloc(a, rec->nfields * sizeof *items)
+                   : NULL;
+  if (rec->nfields && !items)
+    return SPY_ENOMEM;
+  for (uint32_t k = 0; k < rec->nfields; k++) {
+    int rc = to_val(json_object_get(o, rec->fields[k].name), &rec->fields[k],
+                    depth + 1, a, &items[k]);
+    if (rc < 0)
+      return rc;
+  }
+  v->u.items = items;
+  return 0;
+}
+
+/* JSON value -> tree value, typed by the field (f NULL: untyped; j NULL:
+ * an absent member, null). */
+static int to_val(const json_t *j, const spy_trace_field *f, int depth,
                   spy_trace_arena *a, spy_trace_val *v) {
   memset(v, 0, sizeof *v);
-  switch (j->type) {
-  case 'n': v->type = SPY_TV_NULL; return 0;
-  case 't': v->type = SPY_TV_TRUE; return 0;
-  case 'f': v->type = SPY_TV_FALSE; return 0;
-  case 'i':
+  if (depth > MAX_DEPTH)
+    return SPY_EBADVALUE;
+  switch (j ? json_typeof(j) : JSON_NULL) {
+  case JSON_NULL: v->type = SPY_TV_NULL; return 0;
+  case JSON_TRUE: v->type = SPY_TV_TRUE; return 0;
+  case JSON_FALSE: v->type = SPY_TV_FALSE; return 0;
+  case JSON_INTEGER:
     v->type = SPY_TV_INT;
-    v->u.i = j->i;
+    v->u.i = (int64_t)json_integer_value(j);
     return 0;
-  case 'd':
+  case JSON_REAL: { /* not in the catalog's types: kept as its text */
+    char t[40];
+    int n = snprintf(t, sizeof t, "%.17g", json_real_value(j));
     v->type = SPY_TV_STR;
-    v->u.s = j->s;
-    v->n = j->n;
-    return 0;
-  case 's':
+    v->n = (uint32_t)n;
+    return (v->u.s = copy_str(a, t, (size_t)n)) ? 0 : SPY_ENOMEM;
+  }
+  case JSON_STRING: {
+    const char *s = json_string_value(j);
+    size_t n = json_string_length(j);
+    if (n > UINT32_MAX)
+      return SPY_EBADVALUE;
     if (f && (f->type == SPY_TF_SRC || f->type == SPY_TF_OSRC)) {
-      if (j->n == 37 && memcmp(j->s, "$ref:", 5) == 0 &&
-          spy__hash_parse(j->s + 5, 32, v->hash) == 0) {
+      if (n == 37 && memcmp(s, "$ref:", 5) == 0 &&
+          spy__hash_parse(s + 5, 32, v->hash) == 0) {
         v->type = SPY_TV_SRCREF;
         v->has_hash = 1;
         return 0;
@@ -325,131 +114,211 @@ static int to_val(const spy__jv *j, const spy_trace_field *f,
       v->type = SPY_TV_SRC;
     } else
       v->type = SPY_TV_STR;
-    v->u.s = j->s;
-    v->n = j->n;
-    return 0;
-  default: break;
+    v->n = (uint32_t)n;
+    return (v->u.s = copy_str(a, s, n)) ? 0 : SPY_ENOMEM;
   }
-  const spy_trace_kind *rec =
-      f && (f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST) ? f->rec : NULL;
-  spy_trace_val *items = NULL;
-  uint32_t n = j->type == 'o' && rec ? rec->nfields : j->n;
-  if (n) {
-    items = spy_trace_arena_alloc(a, n * sizeof *items);
-    if (!items)
+  case JSON_ARRAY: {
+    const spy_trace_kind *rec =
+        f && (f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST) ? f->rec
+                                                                 : NULL;
+    size_t n = json_array_size(j);
+    if (n > UINT32_MAX)
+      return SPY_EBADVALUE;
+    spy_trace_val *items = n ? spy_trace_arena_alloc(a, n * sizeof *items) : 0;
+    if (n && !items)
       return SPY_ENOMEM;
-  }
-  if (j->type == 'a') {
-    v->type = SPY_TV_LIST;
-    for (uint32_t i = 0; i < n; i++) {
-      const spy__jv *it = &j->items[i];
-      if (rec && it->type == 'o') {
-        int rc = 0;
-        spy_trace_field rf = {NULL, SPY_TF_LIST, 0, rec};
-        (void)rf;
-        items[i].type = SPY_TV_REC;
-        items[i].n = rec->nfields;
-        spy_trace_val *ri =
-            rec->nfields ? spy_trace_arena_alloc(a, rec->nfields * sizeof *ri)
-                         : NULL;
-        if (rec->nfields && !ri)
-          return SPY_ENOMEM;
-        for (uint32_t k = 0; k < rec->nfields; k++) {
-          const spy__jv *m = spy__jv_get(it, rec->fields[k].name);
-          spy__jv nul = {.type = 'n'};
-          if ((rc = to_val(m ? m : &nul, &rec->fields[k], a, &ri[k])) < 0)
-            return rc;
-        }
-        items[i].u.items = ri;
-      } else {
-        int rc = to_val(it, NULL, a, &items[i]);
-        if (rc < 0)
-          return rc;
-      }
-    }
-  } else { /* an object without a record type: members in order */
-    v->type = SPY_TV_REC;
-    for (uint32_t i = 0; i < n; i++) {
-      int rc = to_val(&j->items[i], NULL, a, &items[i]);
+    for (size_t i = 0; i < n; i++) {
+      const json_t *it = json_array_get(j, i);
+      int rc = rec && json_is_object(it)
+                   ? to_rec(it, rec, depth + 1, a, &items[i])
+                   : to_val(it, NULL, depth + 1, a, &items[i]);
       if (rc < 0)
         return rc;
     }
+    v->type = SPY_TV_LIST;
+    v->n = (uint32_t)n;
+    v->u.items = items;
+    return 0;
   }
-  v->n = n;
-  v->u.items = items;
-  return 0;
+  case JSON_OBJECT: { /* without a record type: its members in order */
+    size_t n = json_object_size(j), i = 0;
+    spy_trace_val *items = n ? spy_trace_arena_alloc(a, n * sizeof *items) : 0;
+    if (n && !items)
+      return SPY_ENOMEM;
+    const char *key;
+    json_t *m;
+    json_object_foreach((json_t *)j, key, m) {
+      int rc = to_val(m, NULL, depth + 1, a, &items[i++]);
+      if (rc < 0)
+        return rc;
+    }
+    v->type = SPY_TV_REC;
+    v->n = (uint32_t)n;
+    v->u.items = items;
+    return 0;
+  }
+  }
+  return SPY_EBADVALUE;
 }
 
 static const char *const envelope[] = {"timestamp", "session_id", "build_id",
                                        "seq",       "ts_us",      "action"};
 
-int spy__json_to_action(const spy__jv *o, spy_trace_arena *a,
-                        spy_trace_action *out) {
-  memset(out, 0, sizeof *out);
-  const spy__jv *act = spy__jv_get(o, "action");
-  if (!act || act->type != 's')
+static int is_envelope(const char *key) {
+  for (size_t e = 0; e < sizeof envelope / sizeof *envelope; e++)
+    if (strcmp(key, envelope[e]) == 0)
+      return 1;
+  return 0;
+}
+
+static int to_action(const json_t *o, spy_trace_arena *a,
+                     spy_trace_action *out) {
+  const json_t *v;
+  const spy_trace_kind *k = NULL;
+  const char *name = json_string_value(json_object_get(o, "action"));
+  size_t name_len = json_string_length(json_object_get(o, "action"));
+  if (name_len > UINT32_MAX)
     return SPY_EBADVALUE;
-  if (act->n == 9 && memcmp(act->s, "StringRef", 9) == 0)
-    return 1;
-  out->name = act->s;
-  out->name_len = act->n;
-  char name[64];
-  if (act->n < sizeof name) {
-    memcpy(name, act->s, act->n);
-    name[act->n] = 0;
-    out->kind = spy_trace_kind_find(name);
+  if (strlen(name) == name_len)
+    k = spy_trace_kind_find(name);
+  if (!(out->name = copy_str(a, name, name_len)))
+    return SPY_ENOMEM;
+  out->name_len = (uint32_t)name_len;
+  out->kind = k;
+  if (json_is_integer(v = json_object_get(o, "seq")))
+    out->seq = (uint64_t)json_integer_value(v);
+  if (json_is_integer(v = json_object_get(o, "ts_us")))
+    out->ts_us = (uint64_t)json_integer_value(v);
+  else if (json_is_string(v = json_object_get(o, "timestamp")))
+    out->ts_us = (uint64_t)strtoull(json_string_value(v), NULL, 10) * 1000u;
+  if (json_is_string(v = json_object_get(o, "build_id")))
+    out->build = (uint32_t)strtoul(json_string_value(v), NULL, 10);
+  out->fields.type = SPY_TV_REC;
+  if (k) {
+    int rc = to_rec(o, k, 0, a, &out->fields);
+    return rc < 0 ? rc : spy_trace_check(k, &out->fields);
   }
-  const spy__jv *v;
-  if ((v = spy__jv_get(o, "seq")) && v->type == 'i')
-    out->seq = (uint64_t)v->i;
-  if ((v = spy__jv_get(o, "ts_us")) && v->type == 'i')
-    out->ts_us = (uint64_t)v->i;
-  else if ((v = spy__jv_get(o, "timestamp")) && v->type == 's')
-    out->ts_us = (uint64_t)strtoull(v->s, NULL, 10) * 1000u;
-  if ((v = spy__jv_get(o, "build_id")) && v->type == 's')
-    out->build = (uint32_t)strtoul(v->s, NULL, 10);
-  const spy_trace_kind *k = out->kind;
+  /* a kind this build does not know: every member but the envelope */
   uint32_t n = 0;
-  if (k)
-    n = k->nfields;
-  else
-    for (uint32_t i = 0; i < o->n; i++) {
-      int env = 0;
-      for (size_t e = 0; e < sizeof envelope / sizeof *envelope; e++)
-        env |= o->items[i].key_len == strlen(envelope[e]) &&
-               memcmp(o->items[i].key, envelope[e], o->items[i].key_len) == 0;
-      n += !env;
-    }
-  spy_trace_val *items = n ? spy_trace_arena_alloc(a, n * sizeof *items) : NULL;
+  const char *key;
+  json_t *m;
+  json_object_foreach((json_t *)o, key, m) n += !is_envelope(key);
+  spy_trace_val *items = n ? spy_trace_arena_alloc(a, n * sizeof *items) : 0;
   if (n && !items)
     return SPY_ENOMEM;
   uint32_t w = 0;
-  for (uint32_t i = 0; k ? i < k->nfields : i < o->n; i++) {
-    const spy__jv *m;
-    const spy_trace_field *f = NULL;
-    spy__jv nul = {.type = 'n'};
-    if (k) {
-      f = &k->fields[i];
-      m = spy__jv_get(o, f->name);
-      if (!m)
-        m = &nul;
-    } else {
-      m = &o->items[i];
-      int env = 0;
-      for (size_t e = 0; e < sizeof envelope / sizeof *envelope; e++)
-        env |= m->key_len == strlen(envelope[e]) &&
-               memcmp(m->key, envelope[e], m->key_len) == 0;
-      if (env)
-        continue;
-    }
-    int rc = to_val(m, f, a, &items[w++]);
+  json_object_foreach((json_t *)o, key, m) {
+    if (is_envelope(key))
+      continue;
+    int rc = to_val(m, NULL, 1, a, &items[w++]);
     if (rc < 0)
       return rc;
   }
-  out->fields.type = SPY_TV_REC;
   out->fields.n = n;
   out->fields.u.items = items;
-  if (k)
-    return spy_trace_check(k, &out->fields);
+  return 0;
+}
+
+/* Copies p[0..n) with every byte that does not begin a valid UTF-8
+ * sequence as U+FFFD (EF BF BD); such bytes are >= 0x80, never JSON
+ * syntax, so the line's structure is unchanged. */
+static char *mend_utf8(const char *p, size_t n, size_t *out_n) {
+  char *o = malloc(3 * n + 1);
+  if (!o)
+    return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n;) {
+    size_t l = spy__utf8_seq((const unsigned char *)p + i, n - i);
+    if (l) {
+      memcpy(o + k, p + i, l);
+      k += l;
+      i += l;
+    } else {
+      memcpy(o + k, "\xEF\xBF\xBD", 3);
+      k += 3;
+      i++;
+    }
+  }
+  *out_n = k;
+  return o;
+}
+
+int spy__json_line(const char *p, size_t n, spy_trace_arena *a, spy__jline *out,
+                   spy__buf *content, char *msg, size_t msgcap) {
+  memset(out, 0, sizeof *out);
+  json_error_t e;
+  json_t *o = json_loadb(p, n, JSON_ALLOW_NUL, &e);
+  if (!o && json_error_code(&e) == json_error_invalid_utf8) {
+    size_t mn;
+    char *mended = mend_utf8(p, n, &mn);
+    if (!mended)
+      return SPY_ENOMEM;
+    out->replaced = spy__utf8_invalid(p, n);
+    o = json_loadb(mended, mn, JSON_ALLOW_NUL, &e);
+    free(mended);
+  }
+  if (!o) {
+    if (json_error_code(&e) == json_error_out_of_memory)
+      return SPY_ENOMEM;
+    if (msg)
+      snprintf(msg, msgcap, "not valid JSON at column %d: %s", e.column,
+               e.text);
+    return SPY_EBADVALUE;
+  }
+  int rc = 0;
+  const json_t *act = json_object_get(o, "action");
+  if (!json_is_object(o) || !json_is_string(act)) {
+    if (msg)
+      snprintf(msg, msgcap, "not an event (no \"action\" string)");
+    rc = SPY_EBADVALUE;
+  } else if (strcmp(json_string_value(act), "StringRef") == 0) {
+    const json_t *id = json_object_get(o, "id"),
+                 *c = json_object_get(o, "content");
+    if (!json_is_string(id) || !json_is_string(c) ||
+        spy__hash_parse(json_string_value(id), json_string_length(id),
+                        out->hash) < 0) {
+      if (msg)
+        snprintf(msg, msgcap, "a StringRef without a 32-hex id and content");
+      rc = SPY_EBADVALUE;
+    } else {
+      out->is_ref = 1;
+      out->size = json_string_length(c);
+      if (content) {
+        spy__buf_put(content, json_string_value(c), out->size);
+        rc = content->err;
+      }
+      if (rc == 0)
+        rc = 1;
+    }
+  } else {
+    rc = to_action(o, a, &out->action);
+    if (rc == SPY_EBADVALUE && msg)
+      snprintf(msg, msgcap, "an event whose fields do not match its kind");
+  }
+  json_decref(o);
+  return rc;
+}
+
+int spy_trace_json_parse(const char *line, size_t n, spy_trace_arena *arena,
+                         spy_trace_action *out) {
+  spy__jline l;
+  int rc = spy__json_line(line, n, arena, &l, NULL, NULL, 0);
+  *out = l.action;
+  return rc;
+}
+
+int spy__json_ints(const char *p, size_t n, const char *const *keys,
+                   int64_t *vals, int nkeys) {
+  json_t *o = json_loadb(p, n, 0, NULL);
+  if (!json_is_object(o)) {
+    json_decref(o);
+    return SPY_EBADVALUE;
+  }
+  for (int i = 0; i < nkeys; i++) {
+    const json_t *v = json_object_get(o, keys[i]);
+    if (json_is_integer(v))
+      vals[i] = (int64_t)json_integer_value(v);
+  }
+  json_decref(o);
   return 0;
 }

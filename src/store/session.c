@@ -168,13 +168,15 @@ static size_t process(spy_trace *t, const uint8_t *p, spy_trace_stats *st) {
     rc = dedup(t, &a.fields, st);
   /* the SQL writers store the binary record: no JSON for them */
   int json = t->ops != &spy__writer_sqlite && t->ops != &spy__writer_pg;
+  uint64_t replaced = t->json.replaced;
   if (rc >= 0 && json) {
     t->json.len = 0;
     spy__trace_json(&t->json, t->session_id, &a);
     rc = t->json.err;
   }
   if (rc >= 0) {
-    spy_trace_record r = {&a, json ? t->json.p : NULL, json ? t->json.len : 0};
+    spy_trace_record r = {&a, json ? t->json.p : NULL, json ? t->json.len : 0,
+                          t->json.replaced - replaced};
     rc = t->ops->action(t->wstate, &r);
   }
   if (rc < 0)

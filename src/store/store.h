@@ -15,7 +15,8 @@
 typedef struct spy__buf {
   char *p;
   size_t len, cap;
-  int err; /* sticky SPY_ENOMEM */
+  int err;           /* sticky SPY_ENOMEM */
+  uint64_t replaced; /* invalid UTF-8 bytes spy__json_str made U+FFFD */
 } spy__buf;
 int spy__buf_reserve(spy__buf *b, size_t extra);
 void spy__buf_put(spy__buf *b, const void *p, size_t n);
@@ -53,7 +54,8 @@ int spy__trace_record_put(spy__buf *b, const spy_trace_action *a);
 
 /* ---- JSON ------------------------------------------------------------------
  */
-/* Appends s[0..n) as a JSON string literal (quotes included). */
+/* Appends s[0..n) as a JSON string literal (quotes included); bytes that
+ * are not UTF-8 become U+FFFD and are counted in b->replaced. */
 void spy__json_str(spy__buf *b, const char *s, size_t n);
 /* Appends the action's JSON-lines object (no newline), Rolldown's devtools
  * log form: timestamp (ms, string), session_id, build_id (when in a
@@ -64,25 +66,26 @@ void spy__trace_json(spy__buf *b, const char *session_id,
 void spy__trace_json_stringref(spy__buf *b, const uint64_t hash[2],
                                const char *p, size_t n);
 
-/* A parsed JSON value (arena-allocated); objects keep their keys. */
-typedef struct spy__jv {
-  uint8_t
-      type;   /* 'n' null, 'f', 't', 'i' int, 'd' other number, 's', 'a', 'o' */
-  uint32_t n; /* string bytes / array or object members */
-  int64_t i;
-  const char *s; /* unescaped string */
-  struct spy__jv *items;
-  const char *key; /* when a member of an object */
-  uint32_t key_len;
-} spy__jv;
-/* Parses one JSON value from p[0..n). Returns 0 or SPY_EBADVALUE. */
-int spy__json_parse(const char *p, size_t n, spy_trace_arena *a, spy__jv *out);
-/* Member `key` of an object, or NULL. */
-const spy__jv *spy__jv_get(const spy__jv *o, const char *key);
-/* Converts an action line to a decoded action (SRC as SRCREF when the value
- * is "$ref:<id>"). Returns 0, 1 for a StringRef line, or a negative code. */
-int spy__json_to_action(const spy__jv *o, spy_trace_arena *a,
-                        spy_trace_action *out);
+/* One JSON-lines line, parsed (json_parse.c, with jansson). */
+typedef struct spy__jline {
+  int is_ref;              /* a StringRef line: hash and size are set */
+  uint64_t hash[2];        /* its content id */
+  size_t size;             /* its content's bytes */
+  uint64_t replaced;       /* bytes of the line that were not UTF-8 */
+  spy_trace_action action; /* an event: the decoded action */
+} spy__jline;
+/* Parses one line p[0..n). Returns 0 for an event (out->action, its tree
+ * and strings in arena, SRC as SRCREF when the value is "$ref:<id>"), 1
+ * for a StringRef (its content appended to `content` when not NULL),
+ * SPY_EBADVALUE with a reason in msg (not JSON, not an event, fields that
+ * do not match the kind) or SPY_ENOMEM. Bytes that are not UTF-8 are read
+ * as U+FFFD and counted in out->replaced. */
+int spy__json_line(const char *p, size_t n, spy_trace_arena *a, spy__jline *out,
+                   spy__buf *content, char *msg, size_t msgcap);
+/* Reads the integer members keys[0..nkeys) of the JSON object p[0..n)
+ * into vals (others left as they are). Returns 0 or SPY_EBADVALUE. */
+int spy__json_ints(const char *p, size_t n, const char *const *keys,
+                   int64_t *vals, int nkeys);
 /* Parses a 32-hex content id; returns 0 or SPY_EBADVALUE. */
 int spy__hash_parse(const char *s, size_t n, uint64_t out[2]);
 

@@ -2,7 +2,8 @@
  * Rolldown's devtools layout, a session directory holding meta.json (the
  * SessionMeta events) and logs.json (every other event, and each large
  * payload once as a StringRef line before its first use), plus
- * spyglass.json with the schema version and the final counts. Writes are
+ * spyglass.json with the schema version and the final counts (among
+ * them the bytes that were not UTF-8 and became U+FFFD). Writes are
  * buffered and flushed per batch, on the writer thread. */
 #include <errno.h>
 #include <stdatomic.h>
@@ -17,6 +18,7 @@ typedef struct jsonl {
   char *dir;
   spy__buf line;
   uint64_t actions;
+  uint64_t replaced; /* action bytes that were not UTF-8 (now U+FFFD) */
   _Atomic uint64_t lost;
   const spy_trace_writer_cfg *cfg;
   void (*report)(void *, int, const char *);
@@ -73,6 +75,7 @@ static int jl_action(void *state, const spy_trace_record *r) {
   jsonl *j = state;
   int meta = r->action->kind == &spy_kind_session_meta;
   j->actions++;
+  j->replaced += r->json_replaced;
   return put_line(j, meta ? j->meta : j->logs, r->json, r->json_len);
 }
 
@@ -100,9 +103,12 @@ static int64_t jl_close(void *state) {
     snprintf(path, sizeof path, "%s/spyglass.json", j->dir);
     FILE *f = fopen(path, "w");
     if (f) {
-      fprintf(f, "{\"schema_version\":%d,\"actions\":%llu,\"lost\":%llu}\n",
+      fprintf(f,
+              "{\"schema_version\":%d,\"actions\":%llu,\"lost\":%llu,"
+              "\"replaced\":%llu}\n",
               SPY_TRACE_SCHEMA_VERSION, (unsigned long long)j->actions,
-              (unsigned long long)atomic_load(&j->lost));
+              (unsigned long long)atomic_load(&j->lost),
+              (unsigned long long)(j->replaced + j->line.replaced));
       fclose(f);
     }
   }

@@ -32,6 +32,7 @@
 
 #include <libpq-fe.h>
 
+#include "core/json_escape.h"
 #include "store.h"
 
 typedef struct batch {
@@ -112,10 +113,27 @@ static int q(pgw *w, const char *sql, PGresult **keep) {
   return rc;
 }
 
+/* The server takes UTF-8 text only: the sequence at s[i] (a byte >= 0x80)
+ * as it is when valid, else U+FFFD. Returns the bytes consumed. The
+ * binary record in action_batches keeps the exact bytes. */
+static size_t put_utf8(spy__buf *b, const char *s, size_t n, size_t i) {
+  size_t l = spy__utf8_seq((const unsigned char *)s + i, n - i);
+  if (!l) {
+    spy__buf_put(b, "\xEF\xBF\xBD", 3);
+    return 1;
+  }
+  spy__buf_put(b, s + i, l);
+  return l;
+}
+
 /* SQL string literal (standard_conforming_strings). */
 static void lit(spy__buf *b, const char *s, size_t n) {
   spy__buf_putc(b, '\'');
   for (size_t i = 0; i < n; i++) {
+    if ((unsigned char)s[i] >= 0x80) {
+      i += put_utf8(b, s, n, i) - 1;
+      continue;
+    }
     if (s[i] == '\'')
       spy__buf_putc(b, '\'');
     if (s[i])
@@ -131,6 +149,10 @@ static void put_cell(spy__buf *b, const spy__cell *c) {
   case SPY__COL_TEXT:
     for (size_t i = 0; i < c->n; i++) {
       char ch = c->s[i];
+      if ((unsigned char)ch >= 0x80) {
+        i += put_utf8(b, c->s, c->n, i) - 1;
+        continue;
+      }
       switch (ch) {
       case '\\': spy__buf_put(b, "\\\\", 2); break;
       case '\n': spy__buf_put(b, "\\n", 2); break;

@@ -1,7 +1,9 @@
 /* cmd_trace.c — `spyglass trace summary STORE`: what a recorded trace holds
  * (any of the three stores): actions, builds, module and chunk counts, the
  * slowest hooks per plugin, bytes of source stored and saved by dedup, and
- * how many actions the writer could not store. */
+ * how many actions the writer could not store; bytes that were not UTF-8
+ * (replaced in JSON-lines) when there were any, and on stderr what the
+ * reader read past (a cut last line). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +108,9 @@ int cmd_trace(int argc, char **argv) {
     spy_trace_reader_close(r);
     return EXIT_FAIL;
   }
+  if (spy_trace_reader_warning(r))
+    fprintf(stderr, "spyglass trace: warning: %s\n",
+            spy_trace_reader_warning(r));
   qsort(a.p, (size_t)a.n, sizeof a.p[0], by_total);
   if (as_json) {
     json_out j;
@@ -131,6 +136,8 @@ int cmd_trace(int argc, char **argv) {
     json_uint(&j, s.saved_bytes);
     json_key(&j, "not_stored");
     json_int(&j, s.lost);
+    json_key(&j, "not_utf8_bytes");
+    json_uint(&j, s.replaced);
     json_key(&j, "plugins");
     json_arr_begin(&j);
     for (int i = 0; i < a.n; i++) {
@@ -167,6 +174,9 @@ int cmd_trace(int argc, char **argv) {
       printf("not stored  unknown (the writer did not finish)\n");
     else
       printf("not stored  %lld actions\n", (long long)s.lost);
+    if (s.replaced)
+      printf("not UTF-8   %llu bytes, shown as U+FFFD in the JSON\n",
+             (unsigned long long)s.replaced);
     printf("\nslowest hooks per plugin:\n%-28s %-13s %8s %10s %8s  %s\n",
            "plugin", "hook", "calls", "total ms", "max µs", "slowest on");
     for (int i = 0; i < a.n; i++)

@@ -53,6 +53,22 @@ typedef struct demo {
 
 /* ---- tracing: the session or the naive baseline ------------------------ */
 
+/* The action's JSON-lines form into d->nbuf (the public formatter; the
+ * buffer grows when an action needs more). 0 or SPY_ENOMEM. */
+static int naive_json(demo *d, const spy_trace_action *a) {
+  for (;;) {
+    int64_t n = spy_trace_json_format(a, "naive", d->nbuf.p, d->nbuf.cap);
+    if (n < 0)
+      return (int)n;
+    if ((size_t)n <= d->nbuf.cap) {
+      d->nbuf.len = (size_t)n;
+      return 0;
+    }
+    if (spy__buf_reserve(&d->nbuf, (size_t)n) < 0)
+      return SPY_ENOMEM;
+  }
+}
+
 /* The "before": serialise (tree -> JSON), parse it back into a value,
  * serialise again, write and flush — all on the calling thread. */
 static void naive_emit(demo *d, const spy_trace_kind *k, const void *act) {
@@ -69,21 +85,14 @@ static void naive_emit(demo *d, const spy_trace_kind *k, const void *act) {
     spy_trace_encode(k, act, d->nseq, spy__now_us(), 1, p, (size_t)need);
   spy_trace_arena_reset(&d->narena);
   spy_trace_action a;
-  if (spy_trace_decode(p, (size_t)need, &d->narena, &a) > 0) {
-    d->nbuf.len = 0;
-    spy__trace_json(&d->nbuf, "naive", &a);
-    spy__jv v;
-    if (spy__json_parse(d->nbuf.p, d->nbuf.len, &d->narena, &v) == 0) {
-      spy_trace_action b;
-      if (spy__json_to_action(&v, &d->narena, &b) == 0) {
-        spy__buf second = {0};
-        spy__trace_json(&second, "naive", &b);
-        fwrite(second.p, 1, second.len, d->naive);
-        fputc('\n', d->naive);
-        fflush(d->naive);
-        spy__buf_free(&second);
-      }
-    }
+  spy_trace_action b;
+  if (spy_trace_decode(p, (size_t)need, &d->narena, &a) > 0 &&
+      naive_json(d, &a) == 0 &&
+      spy_trace_json_parse(d->nbuf.p, d->nbuf.len, &d->narena, &b) == 0 &&
+      naive_json(d, &b) == 0) {
+    fwrite(d->nbuf.p, 1, d->nbuf.len, d->naive);
+    fputc('\n', d->naive);
+    fflush(d->naive);
   }
   if (p != stackbuf)
     free(p);

@@ -1,5 +1,8 @@
-/* json.c — the CLI's JSON emitter (see json.h). */
+/* json.c — the CLI's JSON emitter (see json.h); strings go through the
+ * project's one escaper, core/json_escape.c. */
 #include "json.h"
+
+#include "core/json_escape.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -44,62 +47,18 @@ void json_key(json_out *j, const char *key) {
   j->need_comma[j->depth] = 0;
 }
 
-/* Length of a valid UTF-8 sequence at p (n bytes left), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-  unsigned c = p[0];
-  size_t len;
-  unsigned min;
-  if (c < 0x80)
-    return 1;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2;
-    min = 0x80;
-    c &= 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3;
-    min = 0x800;
-    c &= 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4;
-    min = 0x10000;
-    c &= 0x07;
-  } else
-    return 0;
-  if (n < len)
-    return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xC0) != 0x80)
-      return 0;
-    c = (c << 6) | (p[i] & 0x3F);
-  }
-  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-    return 0;
-  return len;
-}
-
+/* The project's one escaper (core/json_escape.c), through a stack buffer:
+ * invalid UTF-8 becomes U+FFFD, and nothing is allocated. */
 void json_strn(json_out *j, const char *s, size_t n) {
   sep(j);
-  const unsigned char *p = (const unsigned char *)s;
+  char tmp[1536];
   fputc('"', j->f);
-  for (size_t i = 0; i < n;) {
-    unsigned char c = p[i];
-    if (c == '"' || c == '\\') {
-      fputc('\\', j->f);
-      fputc(c, j->f);
-      i++;
-    } else if (c < 0x20) {
-      fprintf(j->f, "\\u%04x", c);
-      i++;
-    } else {
-      size_t l = utf8_len(p + i, n - i);
-      if (!l) {
-        fputs("\\ufffd", j->f);
-        i++;
-      } else {
-        fwrite(p + i, 1, l, j->f);
-        i += l;
-      }
-    }
+  while (n > 0) {
+    size_t used;
+    size_t w = spy__json_escape(tmp, sizeof tmp, s, n, &used, NULL);
+    fwrite(tmp, 1, w, j->f);
+    s += used;
+    n -= used;
   }
   fputc('"', j->f);
 }

@@ -1,0 +1,83 @@
+/* fuzz_jsonl.c — libFuzzer target for the JSON-lines reader
+ * (src/store/reader_jsonl.c): the input is a session directory's files,
+ * its first byte saying how many of the following bytes are meta.json,
+ * the rest logs.json. The reader opens it, iterates every action twice
+ * (a rewind between), looks up every payload an action names, and runs
+ * the summary, builds and hook calls. Whatever the bytes: an error or an
+ * answer, never a crash, an overread or an unbounded allocation. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "spyglass/trace.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char dir[64];
+
+static void put(const char *name, const uint8_t *p, size_t n) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    abort();
+  if (n && fwrite(p, 1, n, f) != n)
+    abort();
+  fclose(f);
+}
+
+static int on_build(void *arg, const spy_trace_build_info *b) {
+  (void)arg, (void)b;
+  return 0;
+}
+
+static int on_call(void *arg, const spy_trace_hook_call *h) {
+  (void)arg;
+  return h->plugin == NULL || h->module == NULL; /* never NULL */
+}
+
+static void lookups(spy_trace_reader *r, const spy_trace_val *v, int depth) {
+  if (depth > 8)
+    return;
+  if (v->type == SPY_TV_SRCREF && v->has_hash) {
+    const char *p;
+    size_t n;
+    if (spy_trace_reader_source(r, v->hash, &p, &n) == 0 && n && !p)
+      abort();
+  } else if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC)
+    for (uint32_t i = 0; i < v->n; i++)
+      lookups(r, &v->u.items[i], depth + 1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "/tmp/spy-fuzz-jsonl-XXXXXX");
+    if (!mkdtemp(dir))
+      abort();
+  }
+  if (size == 0)
+    return 0;
+  size_t meta = data[0] < size - 1 ? data[0] : size - 1;
+  put("meta.json", data + 1, meta);
+  put("logs.json", data + 1 + meta, size - 1 - meta);
+  spy_trace_reader *r;
+  if (spy_trace_reader_open(dir, NULL, &r) == 0) {
+    for (int pass = 0; pass < 2; pass++) {
+      spy_trace_action a;
+      for (int i = 0; i < 100000 && spy_trace_reader_next(r, &a) == 1; i++)
+        if (pass == 0)
+          lookups(r, &a.fields, 0);
+      spy_trace_reader_rewind(r);
+    }
+    spy_trace_summary s;
+    (void)spy_trace_reader_summary(r, &s);
+    (void)spy_trace_reader_builds(r, on_build, NULL);
+    if (spy_trace_reader_hook_calls(r, on_call, NULL) == 0 &&
+        spy_trace_reader_warning(r) && !*spy_trace_reader_warning(r))
+      abort();
+  }
+  spy_trace_reader_close(r);
+  return 0;
+}

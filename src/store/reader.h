@@ -1,0 +1,95 @@
+/* reader.h — the trace reader's backends (internal). One table of
+ * function pointers per store, like the writers: JSON-lines
+ * (reader_jsonl.c), SQLite (reader_sqlite.c), PostgreSQL (reader_pg.c).
+ * Each streams the session's actions in seq order — a line, a row or a
+ * cursor batch at a time, never the whole session in memory — and finds
+ * payloads by content id; reader.c holds what the three share: the
+ * public calls, the derived views and the summary, the replay of stored
+ * action batches and the decoding of delta chains. */
+#ifndef SPY_STORE_READER_H
+#define SPY_STORE_READER_H
+
+#include "store.h"
+
+/* One stored blob of a payload's delta chain (SQL stores). */
+typedef struct spy__blob {
+  spy__buf z;
+  int codec;
+  size_t size;
+  char id[33], base[33]; /* base: "" when none */
+} spy__blob;
+
+/* The distinct payloads a summary asks about, sorted by hash. */
+typedef struct spy__refcount {
+  uint64_t hash[2];
+  uint64_t uses;
+  uint64_t size, stored; /* filled by the backend's sizes op */
+  int found;
+} spy__refcount;
+
+typedef struct spy__reader_ops {
+  const char *name;
+  /* Opens `store` for r->session_id (NULL: the latest, which the backend
+   * then sets). Returns 0 or a negative code with r's error set. */
+  int (*open)(spy_trace_reader *r, const char *store);
+  /* The next action of the session in seq order: 1 and *a (valid until
+   * the next call), 0 at the end, or a negative code. */
+  int (*next)(spy_trace_reader *r, spy_trace_action *a);
+  int (*rewind)(spy_trace_reader *r);
+  /* SQL stores: the stored blob with the 32-hex id into *b. Returns 0,
+   * SPY_ENOENT or SPY_EIO. NULL when `source` is set. */
+  int (*fetch)(spy_trace_reader *r, const char *id, spy__blob *b);
+  /* The decoded payload into out (JSON-lines). Returns 0, SPY_ENOENT or a
+   * negative code. NULL: reader.c follows the delta chain over fetch. */
+  int (*source)(spy_trace_reader *r, const uint64_t hash[2], spy__buf *out);
+  /* Fills size (decoded bytes), stored (bytes in the store) and found of
+   * each of the n payloads, in one pass over the store (one query). */
+  int (*sizes)(spy_trace_reader *r, spy__refcount *rs, size_t n);
+  /* Actions the writer reported as not stored; -1 unknown. */
+  int64_t (*lost)(spy_trace_reader *r);
+  /* Bytes that were not UTF-8 and became U+FFFD in the store's JSON
+   * (0 for stores that keep the bytes as they were). */
+  uint64_t (*replaced)(spy_trace_reader *r);
+  /* Frees the backend's state (safe on a half-open one). */
+  void (*close)(spy_trace_reader *r);
+} spy__reader_ops;
+
+extern const spy__reader_ops spy__reader_jsonl;
+extern const spy__reader_ops spy__reader_sqlite;
+extern const spy__reader_ops spy__reader_pg;
+
+struct spy_trace_reader {
+  const spy__reader_ops *ops;
+  void *st; /* the backend's state */
+  char err[512], warn[512];
+  char *session_id;
+  spy_trace_arena arena, sarena; /* actions; payload lookups */
+  spy__buf buf, buf2;
+  spy__blob chain[SPY__SRC_READ_DEPTH + 1];
+  /* the stored action batch being replayed (SQL stores) */
+  spy__buf btext;
+  size_t boff;
+  int brecords; /* binary records (schema 2+), else JSON lines */
+};
+
+/* Sets the reader's error message; returns rc. */
+int spy__reader_err(spy_trace_reader *r, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sets the reader's warning (something it read past). */
+void spy__reader_warn(spy_trace_reader *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Unpacks one stored action_batches row into the batch being replayed.
+ * Returns 0 or a negative code (a corrupt batch). */
+int spy__reader_batch(spy_trace_reader *r, int codec, const void *p, size_t n,
+                      size_t size);
+/* The next action of the batch being replayed: 1 and *a, 0 when it is
+ * used up, or a negative code. */
+int spy__reader_batch_next(spy_trace_reader *r, spy_trace_action *a);
+
+struct sqlite3;
+struct pg_conn;
+int spy__sqlite_check_version(struct sqlite3 *db);
+int spy__pg_check_version(struct pg_conn *c);
+
+#endif

@@ -1,0 +1,268 @@
+/* reader_pg.c — the reader's PostgreSQL backend. Everything is read in
+ * one read-only REPEATABLE READ transaction (every rewind and payload
+ * lookup sees the same snapshot) and the session's action_batches come
+ * through a cursor, FETCH_ROWS rows at a time, so a session of any size
+ * needs one batch in memory, and payloads can be fetched between two
+ * batches on the same connection. The summary's payload sizes are one
+ * query over the ids it names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "reader.h"
+
+/* action_batches rows per FETCH (each up to a writer batch of actions). */
+#define FETCH_ROWS 2
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+typedef struct pgr {
+  PGconn *c;
+  PGresult *rows; /* the current FETCH */
+  int row, declared, done;
+  int schema;
+} pgr;
+
+static uint64_t be64(const char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++)
+    v = v << 8 | (unsigned char)p[i];
+  return v;
+}
+
+/* Runs a command; 0 or SPY_EIO with the server's message. */
+static int cmd(spy_trace_reader *r, const char *sql) {
+  pgr *p = r->st;
+  PGresult *res = PQexec(p->c, sql);
+  int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+  PQclear(res);
+  return ok ? 0
+            : spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+}
+
+static void pg_close(spy_trace_reader *r) {
+  pgr *p = r->st;
+  if (!p)
+    return;
+  PQclear(p->rows);
+  if (p->c)
+    PQfinish(p->c);
+  free(p);
+  r->st = NULL;
+}
+
+static int pg_open(spy_trace_reader *r, const char *conninfo) {
+  pgr *p = calloc(1, sizeof *p);
+  if (!p)
+    return SPY_ENOMEM;
+  r->st = p;
+  p->c = PQconnectdb(conninfo);
+  if (PQstatus(p->c) != CONNECTION_OK)
+    return spy__reader_err(r, SPY_ECONNREFUSED, "postgres: %s",
+                           PQerrorMessage(p->c));
+  PGresult *res = PQexec(p->c, "SELECT 1 FROM spyglass_meta LIMIT 1");
+  int has = PQresultStatus(res) == PGRES_TUPLES_OK;
+  PQclear(res);
+  if (!has)
+    return spy__reader_err(r, SPY_ENOENT, "postgres: no spyglass trace here");
+  p->schema = spy__pg_check_version(p->c);
+  if (p->schema == SPY_EBADSCHEMA)
+    return spy__reader_err(r, SPY_EBADSCHEMA,
+                           "postgres: written by a newer spyglass (schema "
+                           "version too new)");
+  int rc = cmd(r, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  if (rc < 0)
+    return rc;
+  if (!r->session_id) {
+    res = PQexec(p->c, "SELECT session_id FROM sessions ORDER BY created_at "
+                       "DESC LIMIT 1");
+    int row = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    if (row)
+      r->session_id = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (row && !r->session_id)
+      return spy__reader_err(r, SPY_ENOMEM, "postgres: out of memory");
+    if (!r->session_id)
+      return spy__reader_err(r, SPY_ENOENT, "postgres: no session");
+  }
+  return 0;
+}
+
+static int pg_rewind(spy_trace_reader *r) {
+  pgr *p = r->st;
+  PQclear(p->rows);
+  p->rows = NULL;
+  p->row = 0;
+  p->done = 0;
+  if (p->declared) {
+    p->declared = 0;
+    return cmd(r, "CLOSE spy_batches");
+  }
+  return 0;
+}
+
+/* Declares the cursor over the session's batches (binary rows). */
+static int declare(spy_trace_reader *r) {
+  pgr *p = r->st;
+  char *lit = PQescapeLiteral(p->c, r->session_id, strlen(r->session_id));
+  if (!lit)
+    return spy__reader_err(r, SPY_ENOMEM, "postgres: %s", PQerrorMessage(p->c));
+  spy__buf q = {0};
+  spy__buf_puts(&q, "DECLARE spy_batches BINARY NO SCROLL CURSOR FOR "
+                    "SELECT codec, size, data FROM action_batches WHERE "
+                    "session_id=");
+  spy__buf_puts(&q, lit);
+  spy__buf_puts(&q, " ORDER BY first_seq");
+  spy__buf_putc(&q, 0);
+  PQfreemem(lit);
+  int rc = q.err ? SPY_ENOMEM : cmd(r, q.p);
+  spy__buf_free(&q);
+  if (rc == 0)
+    p->declared = 1;
+  return rc;
+}
+
+static int pg_next(spy_trace_reader *r, spy_trace_action *a) {
+  pgr *p = r->st;
+  for (;;) {
+    int rc = spy__reader_batch_next(r, a);
+    if (rc != 0)
+      return rc;
+    if (p->done)
+      return 0;
+    if (!p->rows || p->row >= PQntuples(p->rows)) { /* the next rows */
+      if (!p->declared && (rc = declare(r)) < 0)
+        return rc;
+      PQclear(p->rows);
+      p->row = 0;
+      p->rows = PQexecParams(p->c, "FETCH " STR(FETCH_ROWS) " FROM spy_batches",
+                             0, NULL, NULL, NULL, NULL, 1);
+      if (PQresultStatus(p->rows) != PGRES_TUPLES_OK)
+        return spy__reader_err(r, SPY_EIO, "postgres: %s",
+                               PQerrorMessage(p->c));
+      if (PQntuples(p->rows) == 0) {
+        p->done = 1;
+        return 0;
+      }
+    }
+    int row = p->row++;
+    if (PQgetlength(p->rows, row, 0) != 8 || PQgetlength(p->rows, row, 1) != 8)
+      return spy__reader_err(r, SPY_EBADVALUE, "a corrupt action batch row");
+    rc = spy__reader_batch(r, (int)be64(PQgetvalue(p->rows, row, 0)),
+                           PQgetvalue(p->rows, row, 2),
+                           (size_t)PQgetlength(p->rows, row, 2),
+                           (size_t)be64(PQgetvalue(p->rows, row, 1)));
+    if (rc < 0)
+      return rc;
+  }
+}
+
+static int pg_fetch(spy_trace_reader *r, const char *id, spy__blob *b) {
+  pgr *p = r->st;
+  memcpy(b->id, id, 32);
+  b->id[32] = 0;
+  b->base[0] = 0;
+  b->z.len = 0;
+  const char *params[1] = {b->id};
+  PGresult *res =
+      PQexecParams(p->c,
+                   p->schema >= 3 ? "SELECT size, codec, content, "
+                                    "base_source_id FROM sources WHERE "
+                                    "source_id=$1"
+                                  : "SELECT size, codec, content, NULL::text "
+                                    "FROM sources WHERE source_id=$1",
+                   1, NULL, params, NULL, NULL, 1);
+  int rc = SPY_ENOENT;
+  if (PQresultStatus(res) != PGRES_TUPLES_OK)
+    rc = spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+  else if (PQntuples(res) == 1 && PQgetlength(res, 0, 0) == 8 &&
+           PQgetlength(res, 0, 1) == 8) {
+    b->size = (size_t)be64(PQgetvalue(res, 0, 0));
+    b->codec = (int)be64(PQgetvalue(res, 0, 1));
+    spy__buf_put(&b->z, PQgetvalue(res, 0, 2), (size_t)PQgetlength(res, 0, 2));
+    if (!PQgetisnull(res, 0, 3) && PQgetlength(res, 0, 3) == 32) {
+      memcpy(b->base, PQgetvalue(res, 0, 3), 32);
+      b->base[32] = 0;
+    }
+    rc = b->z.err;
+  }
+  PQclear(res);
+  return rc;
+}
+
+static int cmp_hash(const void *key, const void *el) {
+  const uint64_t *h = key;
+  const spy__refcount *c = el;
+  if (h[0] != c->hash[0])
+    return h[0] < c->hash[0] ? -1 : 1;
+  return h[1] < c->hash[1] ? -1 : h[1] > c->hash[1];
+}
+
+/* The ids as one text[] parameter: one query. */
+static int pg_sizes(spy_trace_reader *r, spy__refcount *rs, size_t n) {
+  pgr *p = r->st;
+  spy__buf ids = {0};
+  spy__buf_putc(&ids, '{');
+  for (size_t i = 0; i < n; i++) {
+    char id[33];
+    spy_trace_hash_hex(rs[i].hash, id);
+    if (i)
+      spy__buf_putc(&ids, ',');
+    spy__buf_put(&ids, id, 32);
+  }
+  spy__buf_putc(&ids, '}');
+  spy__buf_putc(&ids, 0);
+  if (ids.err) {
+    spy__buf_free(&ids);
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  }
+  const char *params[1] = {ids.p};
+  PGresult *res = PQexecParams(p->c,
+                               "SELECT source_id, size, length(content) FROM "
+                               "sources WHERE source_id = ANY($1::text[])",
+                               1, NULL, params, NULL, NULL, 0);
+  spy__buf_free(&ids);
+  int rc = 0;
+  if (PQresultStatus(res) != PGRES_TUPLES_OK)
+    rc = spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+  for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+    uint64_t h[2];
+    if (spy__hash_parse(PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0),
+                        h) < 0)
+      continue;
+    spy__refcount *c = bsearch(h, rs, n, sizeof *rs, cmp_hash);
+    if (!c)
+      continue;
+    c->found = 1;
+    c->size = strtoull(PQgetvalue(res, i, 1), NULL, 10);
+    c->stored = strtoull(PQgetvalue(res, i, 2), NULL, 10);
+  }
+  PQclear(res);
+  return rc;
+}
+
+static int64_t pg_lost(spy_trace_reader *r) {
+  pgr *p = r->st;
+  const char *params[1] = {r->session_id};
+  PGresult *res = PQexecParams(p->c,
+                               "SELECT actions_lost FROM sessions WHERE "
+                               "session_id=$1",
+                               1, NULL, params, NULL, NULL, 0);
+  int64_t lost = -1;
+  if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+      !PQgetisnull(res, 0, 0))
+    lost = atoll(PQgetvalue(res, 0, 0));
+  PQclear(res);
+  return lost;
+}
+
+static uint64_t pg_replaced(spy_trace_reader *r) {
+  (void)r;
+  return 0; /* the store keeps the bytes as they were */
+}
+
+const spy__reader_ops spy__reader_pg = {
+    "postgres", pg_open,  pg_next, pg_rewind,   pg_fetch,
+    NULL,       pg_sizes, pg_lost, pg_replaced, pg_close};

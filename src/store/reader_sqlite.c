@@ -1,0 +1,207 @@
+/* reader_sqlite.c — the reader's SQLite backend: the session's
+ * action_batches rows stepped one at a time in first_seq order (one batch
+ * unpacked in memory at once), payload blobs by id from the sources table,
+ * and the summary's payload sizes in one query. Opened read-only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "reader.h"
+
+typedef struct sq {
+  sqlite3 *db;
+  sqlite3_stmt *iter, *src;
+  int schema;
+} sq;
+
+static void sq_close(spy_trace_reader *r) {
+  sq *s = r->st;
+  if (!s)
+    return;
+  sqlite3_finalize(s->iter);
+  sqlite3_finalize(s->src);
+  if (s->db)
+    sqlite3_close(s->db);
+  free(s);
+  r->st = NULL;
+}
+
+static int sq_open(spy_trace_reader *r, const char *path) {
+  sq *s = calloc(1, sizeof *s);
+  if (!s)
+    return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
+  r->st = s;
+  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+    return spy__reader_err(r, SPY_ENOENT, "cannot open %s", path);
+  sqlite3_busy_timeout(s->db, 5000);
+  int v = spy__sqlite_check_version(s->db);
+  if (v == SPY_EBADSCHEMA)
+    return spy__reader_err(
+        r, v, "%s: written by a newer spyglass (schema version too new)", path);
+  if (v <= 0)
+    return spy__reader_err(r, SPY_EBADSCHEMA, "%s: not a spyglass trace", path);
+  s->schema = v;
+  if (!r->session_id) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT session_id FROM sessions ORDER BY "
+                           "created_at DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+      return spy__reader_err(r, SPY_EIO, "%s", sqlite3_errmsg(s->db));
+    int row = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0);
+    if (row)
+      r->session_id = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (row && !r->session_id)
+      return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
+    if (!r->session_id)
+      return spy__reader_err(r, SPY_ENOENT, "%s: no session", path);
+  }
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT codec, size, data FROM action_batches WHERE "
+                         "session_id=?1 ORDER BY first_seq",
+                         -1, &s->iter, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(s->db,
+                         v >= 3 ? "SELECT size, codec, content, base_source_id "
+                                  "FROM sources WHERE source_id=?1"
+                                : "SELECT size, codec, content, NULL FROM "
+                                  "sources WHERE source_id=?1",
+                         -1, &s->src, NULL) != SQLITE_OK)
+    return spy__reader_err(r, SPY_EIO, "%s", sqlite3_errmsg(s->db));
+  sqlite3_bind_text(s->iter, 1, r->session_id, -1, SQLITE_STATIC);
+  return 0;
+}
+
+static int sq_rewind(spy_trace_reader *r) {
+  sqlite3_reset(((sq *)r->st)->iter);
+  return 0;
+}
+
+static int sq_next(spy_trace_reader *r, spy_trace_action *a) {
+  sq *s = r->st;
+  for (;;) {
+    int rc = spy__reader_batch_next(r, a);
+    if (rc != 0)
+      return rc;
+    int step = sqlite3_step(s->iter); /* the next batch */
+    if (step == SQLITE_DONE)
+      return 0;
+    if (step != SQLITE_ROW)
+      return spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+    rc = spy__reader_batch(r, sqlite3_column_int(s->iter, 0),
+                           sqlite3_column_blob(s->iter, 2),
+                           (size_t)sqlite3_column_bytes(s->iter, 2),
+                           (size_t)sqlite3_column_int64(s->iter, 1));
+    if (rc < 0)
+      return rc;
+  }
+}
+
+static int sq_fetch(spy_trace_reader *r, const char *id, spy__blob *b) {
+  sq *s = r->st;
+  memcpy(b->id, id, 32);
+  b->id[32] = 0;
+  b->base[0] = 0;
+  b->z.len = 0;
+  sqlite3_bind_text(s->src, 1, b->id, 32, SQLITE_STATIC);
+  int step = sqlite3_step(s->src), rc = 0;
+  if (step == SQLITE_ROW) {
+    b->size = (size_t)sqlite3_column_int64(s->src, 0);
+    b->codec = sqlite3_column_int(s->src, 1);
+    spy__buf_put(&b->z, sqlite3_column_blob(s->src, 2),
+                 (size_t)sqlite3_column_bytes(s->src, 2));
+    const unsigned char *base = sqlite3_column_text(s->src, 3);
+    if (base && sqlite3_column_bytes(s->src, 3) == 32)
+      memcpy(b->base, base, 33);
+    rc = b->z.err;
+  } else
+    rc = step == SQLITE_DONE
+             ? SPY_ENOENT
+             : spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  sqlite3_reset(s->src);
+  return rc;
+}
+
+static int cmp_hash(const void *key, const void *el) {
+  const uint64_t *h = key;
+  const spy__refcount *c = el;
+  if (h[0] != c->hash[0])
+    return h[0] < c->hash[0] ? -1 : 1;
+  return h[1] < c->hash[1] ? -1 : h[1] > c->hash[1];
+}
+
+/* The ids as one JSON array, read back by json_each: one query. */
+static int sq_sizes(spy_trace_reader *r, spy__refcount *rs, size_t n) {
+  sq *s = r->st;
+  spy__buf ids = {0};
+  spy__buf_putc(&ids, '[');
+  for (size_t i = 0; i < n; i++) {
+    char id[33];
+    spy_trace_hash_hex(rs[i].hash, id);
+    spy__buf_puts(&ids, i ? ",\"" : "\"");
+    spy__buf_put(&ids, id, 32);
+    spy__buf_putc(&ids, '"');
+  }
+  spy__buf_putc(&ids, ']');
+  if (ids.err) {
+    spy__buf_free(&ids);
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  }
+  sqlite3_stmt *st;
+  int rc = 0;
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT source_id, size, length(content) FROM "
+                         "sources WHERE source_id IN (SELECT value FROM "
+                         "json_each(?1))",
+                         -1, &st, NULL) != SQLITE_OK) {
+    spy__buf_free(&ids);
+    return spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  }
+  sqlite3_bind_text(st, 1, ids.p, (int)ids.len, SQLITE_STATIC);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    uint64_t h[2];
+    const char *id = (const char *)sqlite3_column_text(st, 0);
+    if (!id || spy__hash_parse(id, strlen(id), h) < 0)
+      continue;
+    spy__refcount *c = bsearch(h, rs, n, sizeof *rs, cmp_hash);
+    if (!c)
+      continue;
+    c->found = 1;
+    c->size = (uint64_t)sqlite3_column_int64(st, 1);
+    c->stored = (uint64_t)sqlite3_column_int64(st, 2);
+  }
+  if (step != SQLITE_DONE)
+    rc = spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  sqlite3_finalize(st);
+  spy__buf_free(&ids);
+  return rc;
+}
+
+static int64_t sq_lost(spy_trace_reader *r) {
+  sq *s = r->st;
+  sqlite3_stmt *st;
+  int64_t lost = -1;
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT actions_lost FROM sessions WHERE "
+                         "session_id=?1",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, r->session_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_type(st, 0) != SQLITE_NULL)
+      lost = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  return lost;
+}
+
+static uint64_t sq_replaced(spy_trace_reader *r) {
+  (void)r;
+  return 0; /* the store keeps the bytes as they were */
+}
+
+const spy__reader_ops spy__reader_sqlite = {
+    "sqlite", sq_open,  sq_next, sq_rewind,   sq_fetch,
+    NULL,     sq_sizes, sq_lost, sq_replaced, sq_close};

@@ -1,0 +1,756 @@
+/* test_reader.c — the trace reader over its three backends (JSON-lines,
+ * SQLite, PostgreSQL), and the project's one JSON string escaper.
+ *
+ * Proves: the escaper makes every byte string valid JSON (invalid UTF-8
+ * as U+FFFD, counted) and never splits a sequence at a buffer edge;
+ * Latin-1 payloads and names give strict-valid JSON-lines whose
+ * replacements the summary counts, while the SQL stores give back the
+ * exact bytes; actions stream in seq order (meta.json merged into
+ * logs.json), across many stored batches, and a rewind repeats them; a
+ * payload is found before the iteration reaches it; reading a large
+ * session holds a bounded amount of memory, not the session (JSON-lines
+ * a line at a time, PostgreSQL through a cursor); a JSON-lines trace cut
+ * mid-line is read up to its last complete line with a warning naming the
+ * line and its byte offset, while a bad line in the middle is an error
+ * naming both; the public JSON form round-trips 64-bit integers and NUL
+ * bytes; a trace written before the escaper (raw Latin-1 bytes) still
+ * reads, its bytes counted.
+ *
+ * The PostgreSQL parts need SPY_TEST_PG (a conninfo; scripts/test.sh sets
+ * it, and the reader_pg CTest, test/reader_pg.sh, starts a server of its
+ * own and runs every case); without it a case covers the two file stores
+ * and ends as SKIP. */
+#include <fcntl.h>
+#include <jansson.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "core/json_escape.h"
+#include "spyglass/trace.h"
+#include "testlib.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+/* ---- stores ------------------------------------------------------------- */
+
+typedef struct store {
+  const char *writer; /* "jsonl", "sqlite", "postgres" */
+  char dir[256];      /* the session dir (jsonl) or the dir of trace.db */
+  const char *conninfo;
+  char conn[512];
+  char sid[128];
+  size_t batch; /* actions per writer batch; 0 = default */
+} store;
+
+static const char *const writers[] = {"jsonl", "sqlite", "postgres"};
+
+/* Prepares s for writer w. 0, or 1 when the store is not available here
+ * (PostgreSQL without SPY_TEST_PG: the reader_pg test runs it). */
+static int store_init(store *s, const char *w) {
+  memset(s, 0, sizeof *s);
+  s->writer = w;
+  if (strcmp(w, "postgres") == 0) {
+    const char *pg = getenv("SPY_TEST_PG");
+    if (!pg)
+      return 1;
+    /* a loaded machine can take more than the script's 2 s to answer */
+    snprintf(s->conn, sizeof s->conn, "%s%s", pg,
+             strchr(pg, '=') && !strstr(pg, "://") ? " connect_timeout=20"
+                                                   : "");
+    s->conninfo = s->conn;
+  }
+  snprintf(s->dir, sizeof s->dir, "/tmp/spy-reader-XXXXXX");
+  return mkdtemp(s->dir) ? 0 : -1;
+}
+
+static void store_free(store *s) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "cannot remove %s\n", s->dir);
+}
+
+static spy_trace *session(store *s) {
+  spy_trace *t = NULL;
+  spy_trace_desc d = {.enabled = 1,
+                      .writer = s->writer,
+                      .dir = s->dir,
+                      .conninfo = s->conninfo,
+                      .batch_actions = (uint32_t)s->batch};
+  if (spy_trace_create(&d, &t) < 0)
+    return NULL;
+  snprintf(s->sid, sizeof s->sid, "%s", spy_trace_session_id(t));
+  return t;
+}
+
+static int open_reader(const store *s, spy_trace_reader **r) {
+  int rc = spy_trace_reader_open(s->conninfo ? s->conninfo : s->dir,
+                                 s->conninfo ? s->sid : NULL, r);
+  if (rc < 0)
+    fprintf(stderr, "  reader: %s\n", spy_trace_reader_error(*r));
+  return rc;
+}
+
+/* Runs fn once per store that is available, naming the store first. */
+#define FOR_STORES(fn)                                                         \
+  do {                                                                         \
+    int absent_ = 0;                                                           \
+    for (int w_ = 0; w_ < 3; w_++) {                                           \
+      store s_;                                                                \
+      int rc_ = store_init(&s_, writers[w_]);                                  \
+      CHECK(rc_ >= 0);                                                         \
+      if (rc_ == 1) {                                                          \
+        absent_ = 1;                                                           \
+        continue;                                                              \
+      }                                                                        \
+      fprintf(stderr, "  store: %s\n", writers[w_]);                           \
+      fn(&s_);                                                                 \
+      store_free(&s_);                                                         \
+      if (spy_test_failed_)                                                    \
+        return;                                                                \
+    }                                                                          \
+    if (absent_)                                                               \
+      SKIP("the postgres part did not run (no SPY_TEST_PG)");                  \
+  } while (0)
+
+static char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  rewind(f);
+  char *p = malloc((size_t)len + 1);
+  if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
+    free(p);
+    p = NULL;
+  }
+  fclose(f);
+  if (p)
+    p[len] = 0;
+  *n = (size_t)len;
+  return p;
+}
+
+/* ---- the escaper --------------------------------------------------------- */
+
+TEST(escaper_replaces_every_invalid_byte_and_never_splits_a_sequence) {
+  static const struct {
+    const char *in;
+    size_t n;
+    const char *out;
+    uint64_t bad;
+  } cases[] = {
+      {"caf\xe9", 4, "caf\\ufffd", 1},                 /* Latin-1 é */
+      {"\xc3\xa9", 2, "\xc3\xa9", 0},                  /* UTF-8 é */
+      {"\xc3", 1, "\\ufffd", 1},                       /* cut sequence */
+      {"\xc0\xaf", 2, "\\ufffd\\ufffd", 2},            /* overlong '/' */
+      {"\xed\xa0\x80", 3, "\\ufffd\\ufffd\\ufffd", 3}, /* surrogate */
+      {"\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80", 0},  /* 4 bytes */
+      {"\xf4\x90\x80\x80", 4, "\\ufffd\\ufffd\\ufffd\\ufffd", 4}, /* > max */
+      {"a\"b\\c\n\t\r\x01\x7f", 10, "a\\\"b\\\\c\\n\\t\\r\\u0001\x7f", 0},
+      {"\0", 1, "\\u0000", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[128];
+    size_t used;
+    uint64_t bad = 0;
+    size_t w =
+        spy__json_escape(out, sizeof out, cases[i].in, cases[i].n, &used, &bad);
+    out[w] = 0;
+    CHECK_EQ(used, cases[i].n);
+    CHECK_STR(out, cases[i].out);
+    CHECK_EQ(bad, cases[i].bad);
+    CHECK_EQ(spy__utf8_invalid(cases[i].in, cases[i].n), cases[i].bad);
+  }
+  /* small output buffers: pieces concatenate to the whole, no sequence
+   * split, and the whole is valid JSON to a strict parser */
+  const char *s = "x\xe2\x82\xac\xe9\xf0\x9f\x98\x80\"\x01\xc3\xa9z";
+  size_t n = strlen(s);
+  char whole[256];
+  size_t wn = 0, used;
+  uint64_t bad = 0;
+  wn = spy__json_escape(whole + 1, sizeof whole - 2, s, n, &used, &bad);
+  for (size_t cap = SPY__JSON_ESC_MAX; cap < 12; cap++) {
+    char got[256];
+    size_t gn = 0, off = 0;
+    uint64_t bad2 = 0;
+    while (off < n) {
+      size_t w =
+          spy__json_escape(got + gn, cap, s + off, n - off, &used, &bad2);
+      CHECK(used > 0);
+      gn += w;
+      off += used;
+    }
+    CHECK_EQ(gn, wn);
+    CHECK(memcmp(got, whole + 1, gn) == 0);
+    CHECK_EQ(bad2, bad);
+  }
+  whole[0] = '"';
+  whole[wn + 1] = '"';
+  json_error_t e;
+  json_t *v = json_loadb(whole, wn + 2, JSON_DECODE_ANY, &e);
+  CHECK(json_is_string(v));
+  json_decref(v);
+  CHECK_EQ(bad, 1);
+}
+
+/* ---- Latin-1 bytes ------------------------------------------------------- */
+
+static const char latin1[] = "/* caf\xe9 */\nint x; /* na\xefve */\n";
+
+/* Every line of a JSON-lines file passes a strict parser (jansson checks
+ * UTF-8); returns the lines, or -1. */
+static int strict_lines(const char *dir, const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  size_t n;
+  char *text = slurp(path, &n);
+  if (!text)
+    return -1;
+  int lines = 0;
+  for (char *p = text; p < text + n;) {
+    char *nl = memchr(p, '\n', (size_t)(text + n - p));
+    size_t len = nl ? (size_t)(nl - p) : (size_t)(text + n - p);
+    json_error_t e;
+    json_t *v = json_loadb(p, len, 0, &e);
+    if (!v || spy__utf8_invalid(p, len) != 0) {
+      fprintf(stderr, "  %s line %d: %s\n", name, lines + 1, e.text);
+      free(text);
+      return -1;
+    }
+    json_decref(v);
+    lines++;
+    p += len + 1;
+  }
+  free(text);
+  return lines;
+}
+
+static void latin1_case(store *s) {
+  spy_trace *t = session(s);
+  CHECK(t);
+  spy_rec_input_item in[] = {{"main", "m\xe9.c", 0}};
+  spy_emit_session_meta(t, &(spy_act_session_meta){.inputs = {in, 1},
+                                                   .cwd = "/w\xff",
+                                                   .platform = "node",
+                                                   .format = "esm"});
+  spy_trace_build_begin(t);
+  spy_emit_hook_load_call_start(
+      t, &(spy_act_hook_load_call_start){"m\xe9.c", "p", 0, "l1", 0});
+  spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){
+             "m\xe9.c", {latin1, sizeof latin1 - 1}, "p", 0, "l1", 0});
+  spy_trace_build_end(t);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  int jsonl = strcmp(s->writer, "jsonl") == 0;
+  if (jsonl) {
+    CHECK(strict_lines(s->dir, "meta.json") == 1);
+    CHECK(strict_lines(s->dir, "logs.json") >= 5);
+  }
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  /* in JSON: the input name and cwd, the module id twice, the payload's
+   * two bytes (once: it is stored once) */
+  CHECK_EQ(sum.replaced, jsonl ? 6 : 0);
+  CHECK_EQ(sum.sources, 1);
+  spy_trace_action a;
+  int found = 0;
+  spy_trace_reader_rewind(r);
+  while (spy_trace_reader_next(r, &a) == 1) {
+    if (a.kind != &spy_kind_hook_load_call_end)
+      continue;
+    const spy_trace_val *m = spy_trace_get(&a, "module_id");
+    const char *want = jsonl ? "m\xef\xbf\xbd.c" : "m\xe9.c";
+    CHECK(m && m->n == strlen(want) && memcmp(m->u.s, want, m->n) == 0);
+    const spy_trace_val *c = spy_trace_get(&a, "content");
+    CHECK(c && c->has_hash);
+    const char *p;
+    size_t n;
+    CHECK_OK(spy_trace_reader_source(r, c->hash, &p, &n));
+    if (jsonl) { /* é and ï, each one U+FFFD */
+      CHECK_EQ(n, sizeof latin1 - 1 + 4);
+      CHECK(memcmp(p, "/* caf\xef\xbf\xbd */", 11) == 0);
+    } else { /* the exact bytes */
+      CHECK_EQ(n, sizeof latin1 - 1);
+      CHECK(memcmp(p, latin1, n) == 0);
+    }
+    found++;
+  }
+  CHECK_EQ(found, 1);
+  spy_trace_reader_close(r);
+}
+
+TEST(latin1_is_valid_json_and_counted_while_sql_keeps_the_bytes) {
+  FOR_STORES(latin1_case);
+}
+
+/* A trace written before every string went through the escaper: raw
+ * Latin-1 in a line. It reads, its bytes shown as U+FFFD and counted. */
+TEST(old_trace_with_raw_latin1_bytes_still_reads) {
+  store s;
+  CHECK(store_init(&s, "jsonl") == 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/logs.json", s.dir);
+  FILE *f = fopen(path, "w");
+  CHECK(f);
+  fprintf(f, "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,"
+             "\"ts_us\":1000,\"action\":\"HookLoadCallStart\","
+             "\"module_id\":\"m\xe9.c\",\"plugin_name\":\"p\","
+             "\"plugin_id\":0,\"call_id\":\"c\"}\n");
+  fclose(f);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(&s, &r));
+  spy_trace_action a;
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  const spy_trace_val *m = spy_trace_get(&a, "module_id");
+  CHECK(m && m->n == 6 && memcmp(m->u.s, "m\xef\xbf\xbd.c", 6) == 0);
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 1);
+  CHECK_EQ(sum.replaced, 1);
+  CHECK_EQ(sum.lost, -1); /* no spyglass.json: the writer did not finish */
+  spy_trace_reader_close(r);
+  store_free(&s);
+}
+
+/* Lines as any JSON writer may lay them out: keys in another order,
+ * spaces, seq far from the start, a StringRef whose content comes first.
+ * Fields are found by parsing, not at byte offsets. */
+TEST(jsonl_lines_read_in_any_key_order_and_spacing) {
+  store s;
+  CHECK(store_init(&s, "jsonl") == 0);
+  uint64_t h[2];
+  spy_trace_hash("abc", 3, h);
+  char id[33];
+  spy_trace_hash_hex(h, id);
+  char long_id[401];
+  memset(long_id, 'x', 400);
+  long_id[400] = 0;
+  char path[512];
+  snprintf(path, sizeof path, "%s/logs.json", s.dir);
+  FILE *f = fopen(path, "w");
+  CHECK(f);
+  fprintf(f,
+          "{ \"content\" : \"abc\", \"id\" : \"%s\", "
+          "\"action\" : \"StringRef\" }\n",
+          id);
+  fprintf(f, "\n  \n");
+  fprintf(f,
+          "{\"call_id\":\"c\",\"plugin_id\":0,\"plugin_name\":\"p\","
+          "\"module_id\":\"%s\",\"seq\":2,\"action\":"
+          "\"HookLoadCallStart\",\"ts_us\":20}\n",
+          long_id);
+  fprintf(f,
+          "{\"module_id\": \"%s\", \"plugin_name\": \"p\", "
+          "\"plugin_id\": 0, \"call_id\": \"c\", \"content\": "
+          "\"$ref:%s\", \"action\": \"HookLoadCallEnd\", "
+          "\"seq\": 3, \"ts_us\": 30}\n",
+          long_id, id);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/meta.json", s.dir);
+  f = fopen(path, "w");
+  CHECK(f);
+  fprintf(f, "{\"seq\":1, \"action\":\"SessionMeta\", \"cwd\":\"/w\", "
+             "\"platform\":\"node\", \"format\":\"esm\", "
+             "\"inputs\":[], \"plugins\":[]}\n");
+  fclose(f);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(&s, &r));
+  spy_trace_action a;
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == &spy_kind_session_meta && a.seq == 1);
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == &spy_kind_hook_load_call_start && a.seq == 2);
+  CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  CHECK(a.kind == &spy_kind_hook_load_call_end && a.seq == 3);
+  CHECK_EQ(a.ts_us, 30);
+  CHECK_EQ(spy_trace_get(&a, "module_id")->n, 400);
+  const spy_trace_val *c = spy_trace_get(&a, "content");
+  CHECK(c->type == SPY_TV_SRCREF && c->hash[0] == h[0] && c->hash[1] == h[1]);
+  const char *p;
+  size_t n;
+  CHECK_OK(spy_trace_reader_source(r, h, &p, &n));
+  CHECK(n == 3 && memcmp(p, "abc", 3) == 0);
+  CHECK_EQ(spy_trace_reader_next(r, &a), 0);
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 3);
+  CHECK_EQ(sum.hook_calls, 1);
+  CHECK_EQ(sum.sources, 1);
+  CHECK_EQ(sum.source_bytes, 3);
+  CHECK(spy_trace_reader_warning(r) == NULL);
+  spy_trace_reader_close(r);
+  /* a seq going backwards in a file: read in file order, with a warning */
+  snprintf(path, sizeof path, "%s/logs.json", s.dir);
+  f = fopen(path, "a");
+  CHECK(f);
+  fprintf(f, "{\"action\":\"BuildEnd\",\"seq\":2,\"build_id\":\"1\"}\n");
+  fclose(f);
+  CHECK_OK(open_reader(&s, &r));
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 4);
+  CHECK(spy_trace_reader_warning(r) &&
+        strstr(spy_trace_reader_warning(r), "line 6: seq 2 after 3"));
+  spy_trace_reader_close(r);
+  store_free(&s);
+}
+
+/* ---- streaming ----------------------------------------------------------- */
+
+#define NCALLS 1500
+
+static void payload(int i, char *buf, size_t cap) {
+  snprintf(buf, cap, "/* module %d */\nint f%d(void) { return %d; }\n", i, i,
+           i * 7);
+}
+
+/* SessionMeta, a build, NCALLS load calls with a payload each. */
+static int write_calls(store *s) {
+  spy_trace *t = session(s);
+  if (!t)
+    return -1;
+  spy_emit_session_meta(t, &(spy_act_session_meta){.cwd = "/w",
+                                                   .platform = "node",
+                                                   .format = "esm"});
+  spy_trace_build_begin(t);
+  for (int i = 0; i < NCALLS; i++) {
+    char id[32], src[128];
+    snprintf(id, sizeof id, "m%d.c", i);
+    payload(i, src, sizeof src);
+    spy_emit_hook_load_call_start(
+        t, &(spy_act_hook_load_call_start){id, "p", 0, id, 0});
+    spy_emit_hook_load_call_end(t, &(spy_act_hook_load_call_end){
+                                       id, {src, strlen(src)}, "p", 0, id, 0});
+  }
+  spy_trace_build_end(t);
+  return (int)spy_trace_destroy(t);
+}
+
+static int count_calls(void *arg, const spy_trace_hook_call *h) {
+  (void)h;
+  ++*(int *)arg;
+  return 0;
+}
+
+static void stream_case(store *s) {
+  s->batch = 100; /* many stored batches, several cursor fetches */
+  CHECK_EQ(write_calls(s), 0);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  for (int pass = 0; pass < 2; pass++) {
+    spy_trace_action a;
+    uint64_t last = 0, n = 0;
+    int rc;
+    while ((rc = spy_trace_reader_next(r, &a)) == 1) {
+      if (n == 0) /* meta.json's line comes first in seq order */
+        CHECK(a.kind == &spy_kind_session_meta);
+      CHECK(a.seq > last);
+      last = a.seq;
+      n++;
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(n, 2 * NCALLS + 3);
+    CHECK_OK(spy_trace_reader_rewind(r));
+  }
+  int calls = 0;
+  CHECK_OK(spy_trace_reader_hook_calls(r, count_calls, &calls));
+  CHECK_EQ(calls, NCALLS);
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 2 * NCALLS + 3);
+  CHECK_EQ(sum.hook_calls, NCALLS);
+  CHECK_EQ(sum.sources, NCALLS);
+  CHECK_EQ(sum.lost, 0);
+  CHECK(sum.stored_bytes > 0);
+  CHECK(spy_trace_reader_warning(r) == NULL);
+  spy_trace_reader_close(r);
+}
+
+TEST(actions_stream_in_seq_order_and_rewind_repeats_them) {
+  FOR_STORES(stream_case);
+}
+
+static void lookup_case(store *s) {
+  CHECK_EQ(write_calls(s), 0);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  /* the last payload first, before any iteration; then an early one */
+  int order[] = {NCALLS - 1, 3, NCALLS / 2};
+  for (int k = 0; k < 3; k++) {
+    char src[128];
+    payload(order[k], src, sizeof src);
+    uint64_t h[2];
+    spy_trace_hash(src, strlen(src), h);
+    const char *p;
+    size_t n;
+    CHECK_OK(spy_trace_reader_source(r, h, &p, &n));
+    CHECK(n == strlen(src) && memcmp(p, src, n) == 0);
+    if (k == 0) { /* part of the way in, then ask again */
+      spy_trace_action a;
+      for (int i = 0; i < 10; i++)
+        CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+    }
+  }
+  uint64_t none[2] = {1, 2};
+  const char *p;
+  size_t n;
+  CHECK_EQ(spy_trace_reader_source(r, none, &p, &n), SPY_ENOENT);
+  spy_trace_reader_close(r);
+}
+
+TEST(payload_is_found_before_the_iteration_reaches_it) {
+  FOR_STORES(lookup_case);
+}
+
+#ifndef SANITIZED
+/* Heap in use (glibc): arenas and mmapped blocks. */
+static size_t heap_now(void) {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+/* Bytes of the session's stored actions: logs.json, or the SQL store's
+ * action_batches data of the session. */
+static size_t action_bytes(const store *s) {
+  if (!s->conninfo) {
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/logs.json", s->dir);
+    return stat(path, &sb) == 0 ? (size_t)sb.st_size : 0;
+  }
+  PGconn *c = PQconnectdb(s->conninfo);
+  const char *params[1] = {s->sid};
+  PGresult *res = PQexecParams(c,
+                               "SELECT sum(length(data)) FROM action_batches "
+                               "WHERE session_id=$1",
+                               1, NULL, params, NULL, NULL, 0);
+  size_t n = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
+                 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10)
+                 : 0;
+  PQclear(res);
+  PQfinish(c);
+  return n;
+}
+
+static void memory_case(store *s) {
+  if (strcmp(s->writer, "sqlite") == 0)
+    return; /* steps rows; its page cache is bounded by cache_size */
+  s->batch = 512;
+  spy_trace *t = session(s);
+  CHECK(t);
+  /* many small actions in many stored batches (compressed well: more of
+   * them for postgres, so the session dwarfs one batch) */
+  char id[48];
+  int nact = s->conninfo ? 160000 : 40000;
+  for (int i = 0; i < nact; i++) {
+    snprintf(id, sizeof id, "module/number/%d/of/a/long/path.c", i * 7919);
+    spy_emit_hook_resolve_id_call_start(
+        t, &(spy_act_hook_resolve_id_call_start){.module_request = id,
+                                                 .import_kind = "import",
+                                                 .plugin_name = "p",
+                                                 .trigger = "automatic",
+                                                 .call_id = id});
+  }
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  size_t total = action_bytes(s);
+  fprintf(stderr, "  stored actions: %zu bytes\n", total);
+  CHECK(total > (256u << 10));
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  size_t base = heap_now(), peak = 0;
+  spy_trace_action a;
+  uint64_t n = 0;
+  while (spy_trace_reader_next(r, &a) == 1) {
+    size_t h = heap_now();
+    if (h > peak)
+      peak = h;
+    n++;
+  }
+  CHECK_EQ(n, nact);
+  size_t grew = peak > base ? peak - base : 0;
+  fprintf(stderr, "  heap grew by %zu bytes while reading\n", grew);
+  CHECK(grew < total / 2);
+  spy_trace_reader_close(r);
+}
+
+#endif
+
+TEST(reading_a_large_session_holds_a_bounded_amount_of_memory) {
+#ifdef SANITIZED
+  fprintf(stderr, "  sanitizer build: its allocator hides the heap size\n");
+#else
+  FOR_STORES(memory_case);
+#endif
+}
+
+/* ---- a cut last line ----------------------------------------------------- */
+
+/* Offset and number of the last line of a file (which ends in '\n'). */
+static void last_line(const char *path, long *off, int *no, long *size) {
+  size_t n;
+  char *text = slurp(path, &n);
+  *off = 0;
+  *no = 0;
+  for (size_t i = 0; i < n; i++)
+    if (text[i] == '\n') {
+      ++*no;
+      if (i + 1 < n)
+        *off = (long)i + 1;
+    }
+  *size = (long)n;
+  free(text);
+}
+
+TEST(cut_last_line_is_read_up_to_the_line_before_with_a_warning) {
+  store s;
+  CHECK(store_init(&s, "jsonl") == 0);
+  CHECK_EQ(write_calls(&s), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/logs.json", s.dir);
+  long off, size;
+  int no;
+  last_line(path, &off, &no, &size);
+  CHECK(off > 0 && no > 2);
+  /* the newline only: the line is complete, all of it reads, no warning */
+  CHECK(truncate(path, size - 1) == 0);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(&s, &r));
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 2 * NCALLS + 3);
+  CHECK(spy_trace_reader_warning(r) == NULL);
+  spy_trace_reader_close(r);
+  /* mid-line (BuildEnd): one action fewer, a warning naming the line */
+  CHECK(truncate(path, off + (size - off) / 2) == 0);
+  CHECK_OK(open_reader(&s, &r));
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 2 * NCALLS + 2);
+  CHECK_EQ(sum.hook_calls, NCALLS);
+  const char *w = spy_trace_reader_warning(r);
+  CHECK(w);
+  fprintf(stderr, "  warning: %s\n", w);
+  char want[96];
+  snprintf(want, sizeof want, "line (%d, at byte %ld)", no, off);
+  CHECK(strstr(w, want) != NULL);
+  CHECK(strstr(w, "logs.json") != NULL);
+  spy_trace_reader_close(r);
+  store_free(&s);
+}
+
+TEST(bad_line_in_the_middle_is_an_error_naming_line_and_offset) {
+  store s;
+  CHECK(store_init(&s, "jsonl") == 0);
+  CHECK_EQ(write_calls(&s), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/logs.json", s.dir);
+  size_t n;
+  char *text = slurp(path, &n);
+  CHECK(text);
+  /* break line 10 */
+  long off = 0;
+  int no = 1;
+  for (size_t i = 0; i < n && no < 10; i++)
+    if (text[i] == '\n') {
+      no++;
+      off = (long)i + 1;
+    }
+  free(text);
+  int fd = open(path, O_WRONLY);
+  CHECK(fd >= 0);
+  CHECK(pwrite(fd, "#", 1, off) == 1);
+  close(fd);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(&s, &r));
+  spy_trace_action a;
+  int rc;
+  while ((rc = spy_trace_reader_next(r, &a)) == 1)
+    ;
+  CHECK_EQ(rc, SPY_EBADVALUE);
+  const char *e = spy_trace_reader_error(r);
+  fprintf(stderr, "  error: %s\n", e);
+  char want[64];
+  snprintf(want, sizeof want, "line 10 at byte %ld", off);
+  CHECK(strstr(e, want) != NULL);
+  spy_trace_reader_close(r);
+  /* the same when a lookup scans ahead to it, after a few lines read */
+  CHECK_OK(open_reader(&s, &r));
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ(spy_trace_reader_next(r, &a), 1);
+  char src[128];
+  payload(NCALLS - 1, src, sizeof src);
+  uint64_t h[2];
+  spy_trace_hash(src, strlen(src), h);
+  const char *p;
+  size_t pn;
+  CHECK_EQ(spy_trace_reader_source(r, h, &p, &pn), SPY_EBADVALUE);
+  CHECK(strstr(spy_trace_reader_error(r), want) != NULL);
+  spy_trace_reader_close(r);
+  store_free(&s);
+}
+
+/* ---- the public JSON form ------------------------------------------------ */
+
+TEST(json_form_round_trips_64_bit_integers_and_nul_bytes) {
+  static const char src[] = "a\0b\xe2\x82\xac";
+  spy_act_hook_load_call_end act = {
+      "m.c", {src, sizeof src - 1}, "p", INT64_MAX, "c1", 0};
+  uint8_t rec[512];
+  int64_t len = spy_trace_encode(&spy_kind_hook_load_call_end, &act, 42,
+                                 1700000000123456ull, 3, rec, sizeof rec);
+  CHECK(len > 0 && len <= (int64_t)sizeof rec);
+  spy_trace_arena arena = {0};
+  spy_trace_action a, b;
+  CHECK(spy_trace_decode(rec, (size_t)len, &arena, &a) > 0);
+  int64_t need = spy_trace_json_format(&a, "sess", NULL, 0);
+  CHECK(need > 0);
+  char *line = malloc((size_t)need);
+  CHECK(line);
+  CHECK_EQ(spy_trace_json_format(&a, "sess", line, (size_t)need), need);
+  CHECK_EQ(spy_trace_json_parse(line, (size_t)need, &arena, &b), 0);
+  free(line);
+  CHECK(b.kind == &spy_kind_hook_load_call_end);
+  CHECK_EQ(b.seq, 42);
+  CHECK_EQ(b.ts_us, 1700000000123456ull);
+  CHECK_EQ(b.build, 3);
+  CHECK_EQ(spy_trace_get(&b, "plugin_id")->u.i, INT64_MAX);
+  const spy_trace_val *c = spy_trace_get(&b, "content");
+  CHECK(c->type == SPY_TV_SRC && c->n == sizeof src - 1);
+  CHECK(memcmp(c->u.s, src, c->n) == 0);
+  /* a StringRef line is not an action; garbage and a cut line are errors */
+  const char *ref = "{\"action\":\"StringRef\",\"id\":"
+                    "\"0123456789abcdef0123456789abcdef\",\"content\":\"x\"}";
+  CHECK_EQ(spy_trace_json_parse(ref, strlen(ref), &arena, &b), 1);
+  CHECK_EQ(spy_trace_json_parse("{\"action\":", 10, &arena, &b), SPY_EBADVALUE);
+  CHECK_EQ(spy_trace_json_parse("[1,2]", 5, &arena, &b), SPY_EBADVALUE);
+  const char *wrong = "{\"action\":\"HookLoadCallStart\",\"module_id\":7}";
+  CHECK_EQ(spy_trace_json_parse(wrong, strlen(wrong), &arena, &b),
+           SPY_EBADVALUE);
+  spy_trace_arena_free(&arena);
+}
+
+TEST_MAIN(
+    TEST_CASE(escaper_replaces_every_invalid_byte_and_never_splits_a_sequence),
+    TEST_CASE(latin1_is_valid_json_and_counted_while_sql_keeps_the_bytes),
+    TEST_CASE(old_trace_with_raw_latin1_bytes_still_reads),
+    TEST_CASE(jsonl_lines_read_in_any_key_order_and_spacing),
+    TEST_CASE(actions_stream_in_seq_order_and_rewind_repeats_them),
+    TEST_CASE(payload_is_found_before_the_iteration_reaches_it),
+    TEST_CASE(reading_a_large_session_holds_a_bounded_amount_of_memory),
+    TEST_CASE(cut_last_line_is_read_up_to_the_line_before_with_a_warning),
+    TEST_CASE(bad_line_in_the_middle_is_an_error_naming_line_and_offset),
+    TEST_CASE(json_form_round_trips_64_bit_integers_and_nul_bytes))
