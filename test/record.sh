@@ -68,7 +68,8 @@ check_contiguous() { # DB: frame numbers contiguous per process except loss
 case_sqlite() {
   echo "== sqlite: demo recorded; tables, frames, values as a consumer saw them"
   "$SPY" demo --headless --seconds 12 --name rec-demo >"$WORK/demo.log" 2>&1 &
-  PIDS+=($!)
+  local demo=$!
+  PIDS+=($demo)
   wait_until 20 provider_up rec-demo || fail "demo did not announce"
   "$SPY" record rec-demo -o "$WORK/run.db" -s 5 2>"$WORK/rec.log" &
   local rec=$!
@@ -117,6 +118,8 @@ assert n == 0, f"{n} children outside their parent"
 print("  consumer and recording agree on frame", f)
 EOF
   cp "$WORK/run.db" "$WORK/demo.db"
+  kill $demo 2>/dev/null
+  wait $demo 2>/dev/null # (the next cases record every provider)
 }
 
 frames_over() { # DB N: more than N frames committed
@@ -168,6 +171,7 @@ case_kill() {
   "$SPY" export "$WORK/INT.db" -f svg -o "$WORK/x.svg" 2>/dev/null
   [ $? = 2 ] || fail "export -f svg: exit 2 wanted"
   kill $demo 2>/dev/null
+  wait $demo 2>/dev/null
 }
 
 case_all() {
@@ -175,6 +179,7 @@ case_all() {
   "$PROV" rec-a 9 100 300 100 0 >/dev/null &
   PIDS+=($!)
   wait_until 20 provider_up rec-a || fail "rec-a did not announce"
+  # (nothing else of this script is running now: --all takes every one)
   "$SPY" record --all -o "$WORK/all.db" -s 6 2>"$WORK/all.log" &
   local rec=$!
   sleep 1

@@ -272,8 +272,7 @@ int spy_record_diff(const char *base, const char *cand, double thr, int json,
   for (int k = 0; k < 3; k++)
     row(&o, "frame gpu_ms", qn[k], &a.gpu, &b.gpu, qs[k], k < 2);
   for (int k = 0; k < 3; k++)
-    row(&o, "frame interval_ms", qn[k], &a.interval, &b.interval, qs[k],
-        k < 2);
+    row(&o, "frame interval_ms", qn[k], &a.interval, &b.interval, qs[k], k < 2);
   for (size_t i = 0; i < a.nz; i++) {
     size_t j = 0;
     while (j < b.nz && strcmp(a.names[i], b.names[j]) != 0)
