@@ -68,7 +68,8 @@ typedef struct source {
   int has_want;
   pthread_t thread;
   int started;
-  _Atomic int done; /* thread finished (provider gone in --all) */
+  _Atomic int done;      /* thread finished (provider gone in --all) */
+  _Atomic int connected; /* for the progress line (read by the caller) */
   /* the provider being recorded */
   uint64_t provider_id;
   int64_t upid;
@@ -809,6 +810,7 @@ static void *source_main(void *arg) {
   while (!s->r->stop) {
     int rc = spy_consumer_poll(s->c, 50);
     const spy_state *st = spy_consumer_state(s->c);
+    s->connected = st->conn == SPY_CONN_CONNECTED;
     if (rc < 0 || (s->live && (st->conn == SPY_CONN_LOST ||
                                st->conn == SPY_CONN_SEARCHING))) {
       end_source(s, mono_ns());
@@ -817,6 +819,7 @@ static void *source_main(void *arg) {
     }
   }
   end_source(s, mono_ns());
+  s->connected = 0;
   s->done = 1;
   return NULL;
 }
@@ -986,8 +989,7 @@ void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *o) {
   o->frames_lost = r->frames_lost;
   o->sources = r->nsrc;
   for (uint32_t i = 0; i < r->nsrc; i++)
-    if (!r->src[i]->done &&
-        spy_consumer_state(r->src[i]->c)->conn == SPY_CONN_CONNECTED)
+    if (r->src[i]->connected)
       o->connected++;
   o->recording_id = r->rec_id;
   o->error = r->error;

@@ -21,6 +21,8 @@ static const struct {
      "demo build untraced vs each trace writer vs the naive baseline"},
     {"zones", bench_zones,
      "one CPU zone: unsubscribed, streaming live vs two clock reads"},
+    {"record", bench_record,
+     "recorder rows per CPU second vs a plain SQLite loop, loss, export"},
 };
 
 static void help(FILE *f) {
