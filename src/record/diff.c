@@ -8,8 +8,9 @@
  * only when the new value exceeds the base by more than the threshold
  * (relative) AND by more than the larger of the two runs' spreads, so a
  * change that the runs' own second-to-second variation covers is
- * reported as noise, not as a regression. Figures with fewer than 20
- * samples in either run, and the frame p99s, are shown but not judged. */
+ * reported as noise, not as a regression; nor is a change below the
+ * figure's resolution floor (FRAME_FLOOR, ZONE_FLOOR). Figures with fewer than
+ * 20 samples in either run, and the frame p99s, are shown but not judged. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,12 @@
 #include <sqlite3.h>
 
 #include "record/rec.h"
+
+/* Changes smaller than these are never a regression: two steps of the
+ * wire's 0.01 ms for frame times; 1 us for zone self times (a zone of a
+ * few hundred ns differs by its clock reads between runs). */
+#define FRAME_FLOOR 0.02 /* ms */
+#define ZONE_FLOOR 1.0   /* us */
 
 typedef struct series {
   double *v;
@@ -210,12 +217,15 @@ typedef struct out {
   double thr;
 } out;
 
+/* floor: the smallest change judged at all (the figure's resolution) */
 static void row(out *o, const char *what, const char *stat, const series *a,
-                const series *b, double q, int watched) {
+                const series *b, double q, int watched, double floor) {
   figure x = fig(a, q), y = fig(b, q);
   double delta = y.value - x.value;
   double rel = x.value > 0 ? delta / x.value : 0;
   double noise = x.spread > y.spread ? x.spread : y.spread;
+  if (noise < floor)
+    noise = floor;
   watched = watched && x.n >= 20 && y.n >= 20 && isfinite(delta);
   int regressed = watched && rel > o->thr && delta > noise;
   const char *verdict = !watched                          ? "-"
@@ -268,11 +278,12 @@ int spy_record_diff(const char *base, const char *cand, double thr, int json,
   /* p99 is shown, not judged: a second's stall moves it between two runs
    * of the same program more than any threshold a CI step would use */
   for (int k = 0; k < 3; k++)
-    row(&o, "frame cpu_ms", qn[k], &a.cpu, &b.cpu, qs[k], k < 2);
+    row(&o, "frame cpu_ms", qn[k], &a.cpu, &b.cpu, qs[k], k < 2, FRAME_FLOOR);
   for (int k = 0; k < 3; k++)
-    row(&o, "frame gpu_ms", qn[k], &a.gpu, &b.gpu, qs[k], k < 2);
+    row(&o, "frame gpu_ms", qn[k], &a.gpu, &b.gpu, qs[k], k < 2, FRAME_FLOOR);
   for (int k = 0; k < 3; k++)
-    row(&o, "frame interval_ms", qn[k], &a.interval, &b.interval, qs[k], k < 2);
+    row(&o, "frame interval_ms", qn[k], &a.interval, &b.interval, qs[k], k < 2,
+        FRAME_FLOOR);
   for (size_t i = 0; i < a.nz; i++) {
     size_t j = 0;
     while (j < b.nz && strcmp(a.names[i], b.names[j]) != 0)
@@ -291,8 +302,8 @@ int spy_record_diff(const char *base, const char *cand, double thr, int json,
       fprintf(f, "%-28.28s %-4s %10zu %10zu\n", what, "n", a.zones[i].n,
               b.zones[j].n);
     }
-    row(&o, what, "p50", &a.zones[i], &b.zones[j], 0.5, 1);
-    row(&o, what, "p95", &a.zones[i], &b.zones[j], 0.95, 1);
+    row(&o, what, "p50", &a.zones[i], &b.zones[j], 0.5, 1, ZONE_FLOOR);
+    row(&o, what, "p95", &a.zones[i], &b.zones[j], 0.95, 1, ZONE_FLOOR);
   }
   if (json)
     fprintf(f, "\n  ], \"regressions\": %d}\n", o.regressions);

@@ -210,9 +210,6 @@ static uint64_t uuid_frame(int64_t upid, int k) {
 }
 
 static void put_packet(ex *x) {
-  uint8_t hdr[12];
-  pb h = {hdr, 0, sizeof hdr, 0};
-  (void)h;
   pb frame = {0};
   pb_msg(&frame, TRACE_PACKET, &x->pkt);
   if (frame.oom || x->pkt.oom)

@@ -682,7 +682,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
         if (sp)
           slice_row(s, st, z, sp, p->id, p->parent);
         else
-          s->r->rows_lost++; /* fell out of the ring while open */
+          loss_row(s, now, "spans", 1); /* left the ring while open */
         z->pending[i] = z->pending[--z->npend];
       } else {
         i++;
@@ -704,13 +704,13 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       z->stack[d] = id;
       if (sp->end_ns) {
         slice_row(s, st, z, sp, id, parent);
-      } else if (z->npend < MAX_PENDING) {
-        if (!z->pending) {
+      } else {
+        if (!z->pending)
           z->pending = malloc(MAX_PENDING * sizeof *z->pending);
-          if (!z->pending)
-            continue;
-        }
-        z->pending[z->npend++] = (pend){z->next, id, parent};
+        if (z->pending && z->npend < MAX_PENDING)
+          z->pending[z->npend++] = (pend){z->next, id, parent};
+        else
+          loss_row(s, now, "spans", 1);
       }
     }
     if (t->gone && !z->ended && z->npend == 0) {
@@ -811,6 +811,8 @@ static void *source_main(void *arg) {
     int rc = spy_consumer_poll(s->c, 50);
     const spy_state *st = spy_consumer_state(s->c);
     s->connected = st->conn == SPY_CONN_CONNECTED;
+    if (rc < 0)
+      usleep(50000); /* a channel error: do not spin */
     if (rc < 0 || (s->live && (st->conn == SPY_CONN_LOST ||
                                st->conn == SPY_CONN_SEARCHING))) {
       end_source(s, mono_ns());

@@ -142,9 +142,16 @@ int cmd_record(int argc, char **argv) {
   char args[1024];
   size_t o = 0;
   args[0] = 0;
-  for (int i = 0; i < argc && o < sizeof args - 1; i++)
-    o += (size_t)snprintf(args + o, sizeof args - o, "%s%s", i ? " " : "",
-                          argv[i]);
+  /* the command line goes into the recording row, without the database
+   * address (it may hold a password) */
+  for (int i = 0; i < argc && o < sizeof args - 1; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--db=", 5) == 0)
+      a = "--db=(address)";
+    else if (i > 0 && strcmp(argv[i - 1], "--db") == 0)
+      a = "(address)";
+    o += (size_t)snprintf(args + o, sizeof args - o, "%s%s", i ? " " : "", a);
+  }
   d.args = args;
   spy_recorder *r;
   rc = spy_recorder_create(&r, &d);
