@@ -1,7 +1,7 @@
 /* test_live.c — the provider's live message profile and clock sync with
  * consumers, between real provider and consumer processes over the real
- * bus: per-type rows that grow, the transport unwrapped (ops restored)
- * when nobody wants the profile, an injected provider clock offset
+ * bus: per-type rows that grow, the profiler hook cleared (ops never
+ * touched) when nobody wants the profile, an injected provider clock offset
  * recovered by a consumer in another process, a provider killed mid-sync
  * (a timeout; the consumer goes on), a consumer killed mid-sync, and no
  * segment file left behind in any of these. */
@@ -16,7 +16,8 @@
 #include "testutil.h"
 
 #define INJECTED_NS 1234567000ll /* +1234.567 ms */
-#define TOLERANCE_NS 100000ll    /* 100 µs */
+/* A sync's offset error is at most half its RTT (see test_clock.c). */
+#define SLACK_NS 1000ll
 
 static char dir[256];
 static sniffer sn;
@@ -75,25 +76,19 @@ static spy_consumer_desc cdesc(uint32_t features, int no_clock) {
 }
 
 /* A provider process: a frame every 2 ms until killed. Whenever its
- * transport's wrapping changes it writes to `report`: 'W' wrapped, 'U'
- * unwrapped with the ops table and timing flag exactly as at create.
- * t->ops is read only after the stats show a change (the service swaps it
- * behind the gate of msgprof.c and publishes the stat after that), and a
- * flush after the read passes the gate, which orders the read before the
- * next swap. */
+ * profiler is attached or detached it writes to `report`: 'W' attached
+ * (the transport timed, its ops table the one of create), 'U' detached
+ * (not timed, the same ops table); lower case if not so. */
 static void provider_main(spy_provider_desc d, int report) {
   spy_provider *p;
   if (spy_provider_create(&p, &d) < 0)
     _exit(3);
   spy_transport *t = spy_provider_transport(p);
   const spy_transport_ops *orig = t->ops;
-  int orig_timing = t->timing_wanted;
-  spy_provider_flush(p); /* orders the reads above before any swap */
-  /* 'R': the test starts its consumer only now, so nobody can have asked
-   * for the profile before the original ops were read. */
+  /* 'R': the test starts its consumer only now. */
   if (report >= 0 && write(report, "R", 1) != 1)
     _exit(5);
-  uint32_t wrapped = 0;
+  uint32_t attached = 0;
   for (uint64_t f = 0;; f++) {
     spy_frame_begin(p);
     spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)f);
@@ -101,15 +96,14 @@ static void provider_main(spy_provider_desc d, int report) {
     spy_frame_end(p);
     spy_provider_stats st;
     spy_provider_get_stats(p, &st);
-    if (report >= 0 && st.msgprof_wrapped != wrapped) {
-      int now = t->ops != orig;
-      char c = st.msgprof_wrapped
-                   ? (now && t->timing_wanted ? 'W' : 'w')
-                   : (!now && t->timing_wanted == orig_timing ? 'U' : 'u');
+    if (report >= 0 && st.msgprof_attached != attached) {
+      int same = t->ops == orig;
+      char c = st.msgprof_attached
+                   ? (same && spy_transport_timed(t) ? 'W' : 'w')
+                   : (same && !spy_transport_timed(t) ? 'U' : 'u');
       if (write(report, &c, 1) != 1)
         _exit(5);
-      wrapped = st.msgprof_wrapped;
-      spy_provider_flush(p); /* orders these reads before the next swap */
+      attached = st.msgprof_attached;
     }
   }
 }
@@ -142,7 +136,7 @@ static char read_report(int fd, double seconds) {
   return 0;
 }
 
-static void msgprof_rows_grow_and_unsubscribe_unwraps(spy_transport_kind k) {
+static void msgprof_rows_grow_and_unsubscribe_detaches(spy_transport_kind k) {
   fresh_dir();
   int report = -1;
   pid_t pid = spawn_provider(pdesc(k), &report);
@@ -179,7 +173,7 @@ static void msgprof_rows_grow_and_unsubscribe_unwraps(spy_transport_kind k) {
           (unsigned long long)r->post.p50_ns);
   CHECK(r->msgs_per_s > 5 && r->msgs_per_s < 100);
   CHECK(r->bytes_per_s > r->msgs_per_s * 100);
-  /* Nobody wants the profile any more: unwrapped, exactly as before. */
+  /* Nobody wants the profile any more: detached, ops as they always were. */
   spy_consumer_destroy(c);
   CHECK_EQ(read_report(report, 5), 'U');
   /* Profiling again starts a new session. */
@@ -196,12 +190,12 @@ static void msgprof_rows_grow_and_unsubscribe_unwraps(spy_transport_kind k) {
   close(report);
 }
 
-TEST(msgprof_offload_rows_grow_and_unsubscribe_restores_the_transport) {
-  msgprof_rows_grow_and_unsubscribe_unwraps(SPY_TRANSPORT_OFFLOAD);
+TEST(msgprof_offload_rows_grow_and_unsubscribe_detaches_the_profiler) {
+  msgprof_rows_grow_and_unsubscribe_detaches(SPY_TRANSPORT_OFFLOAD);
 }
 
-TEST(msgprof_inline_rows_grow_and_unsubscribe_restores_the_transport) {
-  msgprof_rows_grow_and_unsubscribe_unwraps(SPY_TRANSPORT_INLINE);
+TEST(msgprof_inline_rows_grow_and_unsubscribe_detaches_the_profiler) {
+  msgprof_rows_grow_and_unsubscribe_detaches(SPY_TRANSPORT_INLINE);
 }
 
 TEST(msgprof_section_in_data_frames_only_while_wanted) {
@@ -214,37 +208,42 @@ TEST(msgprof_section_in_data_frames_only_while_wanted) {
   CHECK_OK(spy_provider_create(&p, &d));
   spy_transport *t = spy_provider_transport(p);
   const spy_transport_ops *orig = t->ops;
-  CHECK_OK(spy_provider_flush(p)); /* orders that read before any swap */
   CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
                       SPY_FEAT_STATS | SPY_FEAT_MSGPROF));
   spy_provider_stats st;
-  WAIT_STATS(p, st, st.msgprof_wrapped);
-  CHECK(st.msgprof_wrapped);
-  CHECK(t->ops != orig && t->timing_wanted);
+  WAIT_STATS(p, st, st.msgprof_attached);
+  CHECK(st.msgprof_attached);
+  CHECK(t->ops == orig && spy_transport_timed(t));
   spy_section sec;
   spy_msgprof_summary sum;
-  for (int i = 0; i < 3; i++) {
+  /* Flush until a summary (made by the service a few times per flush
+   * period, or every 50 ms at most) shows the data frames already sent. */
+  int data = -1, flushes = 0;
+  double end = tu_now_s() + 10;
+  do {
     spy_frame_begin(p);
     spy_frame_end(p);
     CHECK_OK(spy_provider_flush(p));
+    flushes++;
     CHECK(sniff_data(&sn, 5));
-  }
-  /* The third frame's summary has the first two. */
-  CHECK(spy_frame_find_section(&sn.f, SPY_SEC_MSGPROF, &sec));
-  CHECK_OK(spy_get_msgprof(&sec, &sum));
-  int data = -1;
-  for (uint32_t i = 0; i < sum.n_types; i++)
-    if (sum.types[i].type == SPY_MSG_DATA)
-      data = (int)i;
+    CHECK(spy_frame_find_section(&sn.f, SPY_SEC_MSGPROF, &sec));
+    CHECK_OK(spy_get_msgprof(&sec, &sum));
+    data = -1;
+    for (uint32_t i = 0; i < sum.n_types; i++)
+      if (sum.types[i].type == SPY_MSG_DATA)
+        data = (int)i;
+    usleep(5000);
+  } while ((data < 0 || sum.types[data].count < 2) && tu_now_s() < end);
   CHECK(data >= 0);
-  CHECK_EQ(sum.types[data].count, 2);
+  CHECK(sum.types[data].count >= 2);
+  CHECK(sum.types[data].count < (uint64_t)flushes); /* not this one */
   CHECK(sum.types[data].encode.max_ns > 0);
-  /* Still subscribed, but without MSGPROF: unwrapped, no section. */
+  /* Still subscribed, but without MSGPROF: detached, no section. */
   sn.features = SPY_FEAT_STATS;
   sniff_post(&sn, SPY_MSG_SUBSCRIBE, NULL, 0, 0);
-  WAIT_STATS(p, st, !st.msgprof_wrapped);
-  CHECK(!st.msgprof_wrapped);
-  CHECK(t->ops == orig && !t->timing_wanted);
+  WAIT_STATS(p, st, !st.msgprof_attached);
+  CHECK(!st.msgprof_attached);
+  CHECK(t->ops == orig && !spy_transport_timed(t));
   spy_frame_begin(p);
   spy_frame_end(p);
   CHECK_OK(spy_provider_flush(p));
@@ -252,11 +251,6 @@ TEST(msgprof_section_in_data_frames_only_while_wanted) {
   CHECK(!spy_frame_find_section(&sn.f, SPY_SEC_MSGPROF, &sec));
   sniff_close(&sn);
   spy_provider_destroy(p);
-}
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
 }
 
 TEST(clock_sync_with_a_provider_process_recovers_its_injected_offset) {
@@ -274,18 +268,21 @@ TEST(clock_sync_with_a_provider_process_recovers_its_injected_offset) {
   CHECK_EQ(s->clock_rounds, SPY_CLOCK_DEFAULT_ROUNDS);
   CHECK(s->clock_rtt_ns > 0);
   enum { SYNCS = 9 };
-  int64_t off[SYNCS];
+  int64_t worst = 0, worst_rtt = 0;
+  int bad = 0;
   for (int i = 0; i < SYNCS; i++) {
     CHECK_OK(spy_consumer_clock_sync(c));
-    off[i] = s->clock_offset_ns;
+    /* provider − ours; the bound is this sync's own round trip. */
+    int64_t err = s->clock_offset_ns - INJECTED_NS, rtt = s->clock_rtt_ns;
+    bad += llabs(err) > rtt / 2 + SLACK_NS;
+    if (llabs(err) >= worst)
+      worst = llabs(err), worst_rtt = rtt;
   }
   CHECK_EQ(s->clock_syncs, 1 + SYNCS);
   CHECK_EQ(s->clock_failures, 0);
-  qsort(off, SYNCS, sizeof off[0], cmp_i64);
-  int64_t err = off[SYNCS / 2] - INJECTED_NS; /* provider − ours */
-  fprintf(stderr, "  offset error %lld ns (median of %d), last rtt %lld ns\n",
-          (long long)err, SYNCS, (long long)s->clock_rtt_ns);
-  CHECK(llabs(err) < TOLERANCE_NS);
+  fprintf(stderr, "  worst offset error %lld ns with rtt %lld ns (%d syncs)\n",
+          (long long)worst, (long long)worst_rtt, SYNCS);
+  CHECK_EQ(bad, 0);
   CHECK(s->conn == SPY_CONN_CONNECTED);
   CHECK_EQ(clock_files(), 0);
   spy_consumer_destroy(c);
@@ -331,7 +328,8 @@ TEST(provider_killed_mid_sync_times_out_and_the_consumer_goes_on) {
                        s->reconnects >= 1));
   CHECK_OK(spy_consumer_clock_sync(c));
   CHECK(s->clock_synced);
-  CHECK(llabs(s->clock_offset_ns) < 1000000); /* same host, same clock */
+  /* Same host, same clock: 0, give or take half the sync's RTT. */
+  CHECK(llabs(s->clock_offset_ns) <= s->clock_rtt_ns / 2 + SLACK_NS);
   /* A provider that does not answer at all (gone): a timeout too. */
   kill(p2, SIGKILL);
   tu_wait(p2, 5);
@@ -427,9 +425,8 @@ TEST(destroy_does_not_wait_for_a_sync_nobody_finishes) {
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
       TEST_CASE(
-          msgprof_offload_rows_grow_and_unsubscribe_restores_the_transport),
-      TEST_CASE(
-          msgprof_inline_rows_grow_and_unsubscribe_restores_the_transport),
+          msgprof_offload_rows_grow_and_unsubscribe_detaches_the_profiler),
+      TEST_CASE(msgprof_inline_rows_grow_and_unsubscribe_detaches_the_profiler),
       TEST_CASE(msgprof_section_in_data_frames_only_while_wanted),
       TEST_CASE(
           clock_sync_with_a_provider_process_recovers_its_injected_offset),

@@ -271,7 +271,7 @@ static int trace_session(void *arg, int armed) {
   spy_trace *t = NULL;
   spy_trace_desc d = {
       .enabled = 1, .writer = writer, .dir = sdir, .on_error = quiet};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (!ok_rc("spy_trace_create", rc))
     return 1;
   if (rc < 0) {
@@ -329,7 +329,7 @@ static int make_store(const char *writer, char *store, size_t cap) {
   snprintf(store, cap, "%s/%s", dir, writer);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = writer, .dir = store};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0)
     return rc;
   int bad = emit_some(t);

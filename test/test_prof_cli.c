@@ -87,9 +87,9 @@ TEST(bench_clock_and_msgprof_run_with_json) {
   CHECK(strstr(out, "\"err_p50_us\":"));
   snprintf(cmd, sizeof cmd, "%s bench msgprof --quick --json", SPY_TOOL_PATH);
   CHECK_EQ(run(cmd), 0);
-  CHECK(strstr(out, "flush: post wrapped"));
+  CHECK(strstr(out, "flush: post, profiler hooked"));
   CHECK(strstr(out, "1 MiB raw: measure()"));
-  CHECK(strstr(out, "\"x_unwrapped\":"));
+  CHECK(strstr(out, "\"x_unhooked\":"));
   snprintf(cmd, sizeof cmd, "%s bench clock --bogus 2>/dev/null",
            SPY_TOOL_PATH);
   CHECK_EQ(run(cmd), 2);

@@ -1,12 +1,15 @@
 /* test_profiler.c — the message profiler: ring wrap-around, summary
- * percentiles on known inputs, measure() and its error flag, wrap/unwrap
- * of a fake transport (left exactly as it was), the MSGPROF section, and
- * recording from several threads at once. */
+ * percentiles on known inputs, measure() and its error flag, attach/detach
+ * on a fake transport's hook (its ops never touched), detaching while
+ * another thread posts, the MSGPROF section, and recording from several
+ * threads at once, each into its own lane. */
 #include <pthread.h>
+#include <unistd.h>
 
 #include "profiler/profiler_internal.h"
 #include "spyglass/profiler.h"
 #include "testlib.h"
+#include "testutil.h"
 
 /* ---- synthetic records ----------------------------------------------- */
 
@@ -30,7 +33,8 @@ TEST(create_resolves_defaults_and_rejects_bad_capacity) {
   spy_profiler_get_desc(p, &d);
   CHECK_EQ(d.capacity, 256);
   CHECK_EQ(d.scratch_bytes, SPY_PROFILER_DEFAULT_SCRATCH);
-  CHECK_EQ(d.max_wrapped, 8);
+  CHECK_EQ(d.lanes, SPY_PROFILER_DEFAULT_LANES);
+  CHECK_EQ(d.lane_capacity, 256);
   CHECK_EQ(d.no_size, 0);
   spy_profiler_destroy(p);
   spy_profiler_desc bad = {.capacity = 100};
@@ -251,7 +255,7 @@ TEST(size_accounting_off_records_zero_bytes) {
   spy_profiler_destroy(p);
 }
 
-/* ---- wrap / unwrap on a fake transport -------------------------------- */
+/* ---- attach / detach on a fake transport ------------------------------ */
 
 typedef struct fake_transport {
   spy_transport base;
@@ -268,7 +272,7 @@ static spy_buffer *fake_acquire(spy_transport *t, spy_tier tier) {
   f->acquires++;
   f->buf.data = f->data;
   f->buf.cap = sizeof f->data;
-  f->buf.encode_ns = 999; /* stale: the wrapper must clear it */
+  f->buf.encode_ns = 999; /* stale: the encoder overwrites it */
   return &f->buf;
 }
 static int fake_post(spy_transport *t, spy_buffer *b, size_t len) {
@@ -303,10 +307,9 @@ static const spy_transport_ops fake_ops = {.name = "fake",
                                            .pool_stats = fake_stats,
                                            .dispose = fake_dispose};
 
-static void fake_init(fake_transport *f, int timing) {
+static void fake_init(fake_transport *f) {
   memset(f, 0, sizeof *f);
   f->base.ops = &fake_ops;
-  f->base.timing_wanted = timing;
 }
 
 /* Encodes a ping into an acquired buffer like a provider would. */
@@ -317,20 +320,19 @@ static size_t encode_into(spy_buffer *b, uint32_t type) {
   return n > 0 ? (size_t)n : 0;
 }
 
-TEST(wrap_measures_posts_and_forwards_every_op) {
+TEST(attach_measures_posts_and_leaves_the_ops_alone) {
   spy_profiler *p;
   CHECK_OK(spy_profiler_create(&p, NULL));
   fake_transport f;
-  fake_init(&f, 0);
+  fake_init(&f);
   spy_transport *t = &f.base;
-  CHECK_OK(spy_profiler_wrap(p, t));
-  CHECK(t->ops != &fake_ops);
-  CHECK_EQ(t->timing_wanted, 1);
-  CHECK_STR(t->ops->name, "fake");
-  CHECK(t->ops->convert == NULL); /* an absent op stays absent */
+  CHECK(!spy_transport_timed(t));
+  CHECK_OK(spy_profiler_attach(p, t));
+  CHECK(t->ops == &fake_ops); /* never swapped */
+  CHECK(spy_transport_timed(t));
+  CHECK(spy_profiler_attached(p, t));
   spy_buffer *b = spy_transport_acquire(t, SPY_TIER_SMALL);
   CHECK(b == &f.buf);
-  CHECK_EQ(b->encode_ns, 0);
   size_t len = encode_into(b, SPY_MSG_PING);
   b->encode_ns = 1234; /* the encoder timed itself */
   CHECK_EQ(spy_transport_post(t, b, len), 0);
@@ -359,52 +361,28 @@ TEST(wrap_measures_posts_and_forwards_every_op) {
   CHECK_EQ(r.flags, SPY_MSGREC_ERROR);
   CHECK_EQ(r.err, SPY_EBADHEADER);
   CHECK_EQ(r.post_ns, 0);
-  /* The other ops reach the original. */
-  CHECK_EQ(t->ops->codec_supported(t), 1);
-  t->ops->release_unused(t, b);
-  CHECK_EQ(f.releases, 1);
-  spy_pool_stats st;
-  t->ops->pool_stats(t, &st);
-  CHECK_EQ(st.posted, 7);
   CHECK_EQ(spy_profiler_count(p), 3);
-  CHECK_OK(spy_profiler_unwrap(p, t));
+  CHECK_OK(spy_profiler_detach(p, t));
+  CHECK(!spy_transport_timed(t));
+  CHECK(!spy_profiler_attached(p, t));
+  /* Posting after detach is not measured. */
+  b = spy_transport_acquire(t, SPY_TIER_SMALL);
+  CHECK_EQ(spy_transport_post(t, b, encode_into(b, SPY_MSG_PING)), 0);
+  CHECK_EQ(spy_profiler_count(p), 3);
+  CHECK_EQ(f.posts, 4);
+  CHECK(t->ops == &fake_ops);
   spy_profiler_destroy(p);
 }
 
-TEST(unwrap_leaves_the_transport_exactly_as_it_was) {
-  spy_profiler *p;
-  CHECK_OK(spy_profiler_create(&p, NULL));
-  for (int timing = 0; timing <= 1; timing++) {
-    fake_transport f;
-    fake_init(&f, timing);
-    fake_transport before;
-    memcpy(&before, &f, sizeof f); /* padding included */
-    CHECK_OK(spy_profiler_wrap(p, &f.base));
-    CHECK(f.base.ops != before.base.ops);
-    CHECK_EQ(f.base.timing_wanted, 1);
-    CHECK_OK(spy_profiler_unwrap(p, &f.base));
-    CHECK(memcmp(&f, &before, sizeof f) == 0);
-    CHECK(f.base.ops == &fake_ops);
-    CHECK_EQ(f.base.timing_wanted, timing);
-    /* Posting after unwrap is not measured. */
-    uint64_t n = spy_profiler_count(p);
-    spy_buffer *b = spy_transport_acquire(&f.base, SPY_TIER_SMALL);
-    CHECK_EQ(spy_transport_post(&f.base, b, encode_into(b, SPY_MSG_PING)), 0);
-    CHECK_EQ(spy_profiler_count(p), n);
-    CHECK_EQ(b->encode_ns, 999); /* the original acquire, untouched */
-  }
-  spy_profiler_destroy(p);
-}
-
-TEST(wrapped_posts_honour_size_accounting_and_reach_the_callback) {
+TEST(attached_posts_honour_size_accounting_and_reach_the_callback) {
   spy_profiler *p;
   calls = 0;
   spy_profiler_desc d = {
       .no_size = 1, .on_message = on_message, .user = &calls};
   CHECK_OK(spy_profiler_create(&p, &d));
   fake_transport f;
-  fake_init(&f, 0);
-  CHECK_OK(spy_profiler_wrap(p, &f.base));
+  fake_init(&f);
+  CHECK_OK(spy_profiler_wrap(p, &f.base)); /* the old name still works */
   spy_buffer *b = spy_transport_acquire(&f.base, SPY_TIER_SMALL);
   CHECK_EQ(spy_transport_post(&f.base, b, encode_into(b, SPY_MSG_PING)), 0);
   CHECK_EQ(calls, 1);
@@ -412,27 +390,25 @@ TEST(wrapped_posts_honour_size_accounting_and_reach_the_callback) {
   CHECK_EQ(last.bytes, 0);
   CHECK_EQ(last.flags, 0);
   CHECK_EQ(last.index, 0);
-  spy_profiler_destroy(p); /* unwraps */
-  CHECK(f.base.ops == &fake_ops);
+  CHECK_OK(spy_profiler_unwrap(p, &f.base));
+  spy_profiler_destroy(p);
 }
 
-TEST(wrap_errors_and_several_profilers_and_transports) {
+TEST(attach_errors_and_several_profilers_and_transports) {
   spy_profiler *a, *b;
-  spy_profiler_desc one = {.max_wrapped = 1};
-  CHECK_OK(spy_profiler_create(&a, &one));
+  CHECK_OK(spy_profiler_create(&a, NULL));
   CHECK_OK(spy_profiler_create(&b, NULL));
   fake_transport f1, f2, f3;
-  fake_init(&f1, 0);
-  fake_init(&f2, 0);
-  fake_init(&f3, 0);
-  CHECK_OK(spy_profiler_wrap(a, &f1.base));
-  CHECK_EQ(spy_profiler_wrap(a, &f1.base), SPY_EEXIST);
-  CHECK_EQ(spy_profiler_wrap(b, &f1.base), SPY_EBUSY);
-  CHECK_EQ(spy_profiler_wrap(a, &f2.base), SPY_ENOSPC);
-  CHECK_EQ(spy_profiler_unwrap(a, &f2.base), SPY_ENOENT);
-  CHECK_EQ(spy_profiler_unwrap(b, &f1.base), SPY_ENOENT);
-  CHECK_OK(spy_profiler_wrap(b, &f2.base));
-  CHECK_OK(spy_profiler_wrap(b, &f3.base));
+  fake_init(&f1);
+  fake_init(&f2);
+  fake_init(&f3);
+  CHECK_OK(spy_profiler_attach(a, &f1.base));
+  CHECK_EQ(spy_profiler_attach(a, &f1.base), SPY_EEXIST);
+  CHECK_EQ(spy_profiler_attach(b, &f1.base), SPY_EBUSY);
+  CHECK_EQ(spy_profiler_detach(a, &f2.base), SPY_ENOENT);
+  CHECK_EQ(spy_profiler_detach(b, &f1.base), SPY_ENOENT);
+  CHECK_OK(spy_profiler_attach(b, &f2.base));
+  CHECK_OK(spy_profiler_attach(b, &f3.base)); /* one profiler, two */
   /* Each post lands in its own profiler. */
   spy_buffer *buf = spy_transport_acquire(&f1.base, SPY_TIER_SMALL);
   spy_transport_post(&f1.base, buf, encode_into(buf, SPY_MSG_PING));
@@ -442,23 +418,67 @@ TEST(wrap_errors_and_several_profilers_and_transports) {
   spy_transport_post(&f3.base, buf, encode_into(buf, SPY_MSG_ACK));
   CHECK_EQ(spy_profiler_count(a), 1);
   CHECK_EQ(spy_profiler_count(b), 2);
-  /* Someone else swapped the table on top: unwrap refuses. */
-  const spy_transport_ops *mine = f2.base.ops;
-  f2.base.ops = &fake_ops;
-  CHECK_EQ(spy_profiler_unwrap(b, &f2.base), SPY_EBUSY);
-  f2.base.ops = mine;
-  /* Dispose through the wrapper: restored first, then the original. */
-  f3.base.ops->dispose(&f3.base);
-  CHECK_EQ(f3.disposed, 1);
-  CHECK(f3.base.ops == &fake_ops);
-  CHECK_EQ(spy_profiler_unwrap(b, &f3.base), SPY_ENOENT);
-  /* Destroy restores what is still wrapped. */
+  CHECK_OK(spy_profiler_detach(a, &f1.base));
+  CHECK_OK(spy_profiler_detach(b, &f2.base));
+  CHECK_OK(spy_profiler_detach(b, &f3.base));
+  CHECK(f1.base.ops == &fake_ops && f2.base.ops == &fake_ops);
+  CHECK(!spy_transport_timed(&f1.base) && !spy_transport_timed(&f3.base));
+  CHECK_EQ(spy_profiler_attach(NULL, &f1.base), SPY_EINVAL);
+  CHECK_EQ(spy_profiler_detach(a, NULL), SPY_EINVAL);
   spy_profiler_destroy(a);
   spy_profiler_destroy(b);
-  CHECK(f1.base.ops == &fake_ops);
-  CHECK(f2.base.ops == &fake_ops);
-  CHECK_EQ(f1.base.timing_wanted, 0);
-  CHECK_EQ(spy_profiler_wrap(NULL, &f1.base), SPY_EINVAL);
+}
+
+/* ---- attach and detach while another thread posts ---------------------- */
+
+typedef struct poster_arg {
+  spy_transport *t;
+  spy_profiler *p;
+  int n;
+  _Atomic int *stop;
+} poster_arg;
+
+static void *poster(void *arg) {
+  poster_arg *a = arg;
+  for (int i = 0; a->stop ? !atomic_load(a->stop) : i < a->n; i++) {
+    spy_buffer *b = spy_transport_acquire(a->t, SPY_TIER_SMALL);
+    spy_transport_post(a->t, b, encode_into(b, SPY_MSG_DATA));
+    if (!a->stop && i % 16 == 0) {
+      uint64_t id = (uint64_t)i;
+      spy_msg m = {.type = SPY_MSG_ACK, .encode = encode_peer, .ctx = &id};
+      spy_profiler_measure(a->p, &m, NULL);
+    }
+  }
+  return NULL;
+}
+
+TEST(attach_and_detach_while_another_thread_posts) {
+  /* The old design swapped the ops table under a posting thread; the hook
+   * is set and cleared under it instead, and a profiler may be destroyed
+   * as soon as detach returns. (Run under ThreadSanitizer too.) */
+  fake_transport f;
+  fake_init(&f);
+  _Atomic int stop = 0;
+  poster_arg arg = {.t = &f.base, .stop = &stop};
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, poster, &arg), 0);
+  uint64_t seen = 0;
+  /* 200 cycles, and more until one caught a post: on a loaded machine the
+   * poster may not run at all for a while (deadline 20 s). */
+  double end = tu_now_s() + 20;
+  for (int i = 0; i < 200 || (seen == 0 && tu_now_s() < end); i++) {
+    spy_profiler *p;
+    CHECK_OK(spy_profiler_create(&p, NULL));
+    CHECK_OK(spy_profiler_attach(p, &f.base));
+    usleep(200);
+    CHECK_OK(spy_profiler_detach(p, &f.base));
+    seen += spy_profiler_count(p) + spy_profiler_dropped(p);
+    spy_profiler_destroy(p);
+  }
+  atomic_store(&stop, 1);
+  pthread_join(th, NULL);
+  CHECK(seen > 0); /* posts were measured between attach and detach */
+  CHECK(!spy_transport_timed(&f.base));
 }
 
 /* ---- MSGPROF section ---------------------------------------------------- */
@@ -520,36 +540,23 @@ TEST(msgprof_decoder_rejects_malformed_sections) {
 
 /* ---- several threads record at once ------------------------------------ */
 
-typedef struct poster_arg {
-  spy_transport *t;
-  spy_profiler *p;
-  int n;
-} poster_arg;
-
-static void *poster(void *arg) {
+static void *record_one(void *arg) {
   poster_arg *a = arg;
-  for (int i = 0; i < a->n; i++) {
-    spy_buffer *b = spy_transport_acquire(a->t, SPY_TIER_SMALL);
-    spy_transport_post(a->t, b, encode_into(b, SPY_MSG_DATA));
-    if (i % 16 == 0) {
-      uint64_t id = (uint64_t)i;
-      spy_msg m = {.type = SPY_MSG_ACK, .encode = encode_peer, .ctx = &id};
-      spy_profiler_measure(a->p, &m, NULL);
-    }
-  }
+  rec(a->p, 2, 1, 1, 1, 0);
   return NULL;
 }
 
 TEST(records_from_several_threads_are_all_counted) {
   spy_profiler *p;
-  spy_profiler_desc d = {.capacity = 64};
+  /* Lanes deep enough for every record a thread makes between two reads. */
+  spy_profiler_desc d = {.capacity = 64, .lane_capacity = 4096};
   CHECK_OK(spy_profiler_create(&p, &d));
   fake_transport f[2];
   poster_arg args[2];
   pthread_t th[2];
   for (int i = 0; i < 2; i++) {
-    fake_init(&f[i], 0);
-    CHECK_OK(spy_profiler_wrap(p, &f[i].base));
+    fake_init(&f[i]);
+    CHECK_OK(spy_profiler_attach(p, &f[i].base));
     args[i] = (poster_arg){.t = &f[i].base, .p = p, .n = 2000};
     CHECK_EQ(pthread_create(&th[i], NULL, poster, &args[i]), 0);
   }
@@ -562,6 +569,7 @@ TEST(records_from_several_threads_are_all_counted) {
   for (int i = 0; i < 2; i++)
     pthread_join(th[i], NULL);
   CHECK_EQ(spy_profiler_count(p), 2 * (2000 + 125));
+  CHECK_EQ(spy_profiler_dropped(p), 0);
   spy_profiler_summary(p, &s);
   CHECK_EQ(s.n_types, 2);
   CHECK_EQ(s.types[0].type, SPY_MSG_DATA);
@@ -571,6 +579,28 @@ TEST(records_from_several_threads_are_all_counted) {
   CHECK_EQ(n, 64);
   for (size_t i = 1; i < n; i++)
     CHECK_EQ(recs[i].index, recs[i - 1].index + 1);
+  for (int i = 0; i < 2; i++)
+    CHECK_OK(spy_profiler_detach(p, &f[i].base));
+  spy_profiler_destroy(p);
+}
+
+TEST(a_full_lane_drops_and_counts_and_never_waits) {
+  spy_profiler *p;
+  spy_profiler_desc d = {.lane_capacity = 4, .lanes = 1};
+  CHECK_OK(spy_profiler_create(&p, &d));
+  for (int i = 0; i < 10; i++)
+    rec(p, 1, 1, 1, 1, 0);
+  CHECK_EQ(spy_profiler_dropped(p), 6); /* nobody read meanwhile */
+  CHECK_EQ(spy_profiler_count(p), 4);
+  rec(p, 1, 1, 1, 1, 0); /* read: room again */
+  CHECK_EQ(spy_profiler_count(p), 5);
+  /* A second thread finds no free lane: dropped, counted. */
+  pthread_t th;
+  poster_arg a = {.p = p};
+  CHECK_EQ(pthread_create(&th, NULL, record_one, &a), 0);
+  pthread_join(th, NULL);
+  CHECK_EQ(spy_profiler_dropped(p), 7);
+  CHECK_EQ(spy_profiler_count(p), 5);
   spy_profiler_destroy(p);
 }
 
@@ -583,10 +613,11 @@ TEST_MAIN(
     TEST_CASE(measure_reports_encode_time_and_exact_bytes),
     TEST_CASE(measure_flags_an_encode_failure_with_zero_cost),
     TEST_CASE(size_accounting_off_records_zero_bytes),
-    TEST_CASE(wrap_measures_posts_and_forwards_every_op),
-    TEST_CASE(unwrap_leaves_the_transport_exactly_as_it_was),
-    TEST_CASE(wrapped_posts_honour_size_accounting_and_reach_the_callback),
-    TEST_CASE(wrap_errors_and_several_profilers_and_transports),
+    TEST_CASE(attach_measures_posts_and_leaves_the_ops_alone),
+    TEST_CASE(attached_posts_honour_size_accounting_and_reach_the_callback),
+    TEST_CASE(attach_errors_and_several_profilers_and_transports),
+    TEST_CASE(attach_and_detach_while_another_thread_posts),
     TEST_CASE(msgprof_section_round_trips),
     TEST_CASE(msgprof_decoder_rejects_malformed_sections),
-    TEST_CASE(records_from_several_threads_are_all_counted))
+    TEST_CASE(records_from_several_threads_are_all_counted),
+    TEST_CASE(a_full_lane_drops_and_counts_and_never_waits))

@@ -1,7 +1,9 @@
 /* test_provider.c — what the provider samples and sends, seen on its data
- * channel by a hand-driven subscriber: GPU attribution, the sample ring,
- * deltas, collection only of what is watched, a dropped flush when the
- * pool is empty, skipped frames, the inline fallback, compiled-out macros.
+ * channel by a hand-driven subscriber: GPU attribution (and bad GPU input:
+ * ids never issued, device resets, impossible durations), the sample ring,
+ * deltas, typed by-handle setters, collection only of what is watched, a
+ * dropped flush when the pool is empty, skipped frames, the inline
+ * fallback, compiled-out macros.
  */
 #include <math.h>
 #include <pthread.h>
@@ -98,6 +100,123 @@ TEST(gpu_time_attributed_coalesced_out_of_order_and_forward_filled) {
   spy_provider_destroy(p);
 }
 
+/* One frame that issues GPU frame `id`. */
+static void gpu_frame(spy_provider *p, uint64_t id) {
+  spy_frame_begin(p);
+  spy_gpu_issued(p, id);
+  spy_frame_end(p);
+}
+
+/* Flushes and reads the GPU column of the batch into v (count returned). */
+static int flush_gpu(spy_provider *p, uint16_t *v, int max) {
+  spy_stats_batch b;
+  if (spy_provider_flush(p) != 0 || !sniff_data(&sn, 5) || !get_stats(&b))
+    return -1;
+  int n = (int)b.count < max ? (int)b.count : max;
+  for (int i = 0; i < n; i++)
+    v[i] = spy_stats_gpu_x100(&b, (uint32_t)i);
+  return (int)b.count;
+}
+
+TEST(gpu_resolve_for_an_id_never_issued_is_ignored_and_counted) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  for (uint64_t id = 100; id < 105; id++)
+    gpu_frame(p, id);
+  spy_gpu_resolved(p, UINT64_MAX, 50.0); /* bogus: never issued */
+  spy_gpu_resolved(p, 105, 40.0);        /* one ahead: never issued either */
+  spy_gpu_resolved(p, 102, 2.0);         /* real: frames of 100..102 */
+  gpu_frame(p, 105);
+  spy_gpu_resolved(p, 105, 3.0); /* the newest real one moves the fill */
+  frame(p);
+  uint16_t v[16];
+  CHECK_EQ(flush_gpu(p, v, 16), 7);
+  /* 100..102 took 2 ms, 103..105 (coalesced into 105) 3 ms, and the last
+   * frame the fill from 105: nothing pinned at the bogus 50 ms. */
+  static const uint16_t want[7] = {200, 200, 200, 300, 300, 300, 300};
+  for (int i = 0; i < 7; i++)
+    CHECK_EQ(v[i], want[i]);
+  spy_provider_stats st;
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.gpu_unknown_ids, 2);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+TEST(gpu_device_reset_restarts_the_mapping) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  gpu_frame(p, 1000000);
+  gpu_frame(p, 1000001);
+  spy_gpu_resolved(p, 1000000, 8.0);
+  /* The device restarts: ids from 1 again; 1000001 never resolves. */
+  gpu_frame(p, 1);
+  gpu_frame(p, 2);
+  spy_gpu_resolved(p, 1, 4.0);
+  spy_gpu_resolved(p, 2, 5.0);
+  frame(p);
+  uint16_t v[8];
+  CHECK_EQ(flush_gpu(p, v, 8), 5);
+  CHECK_EQ(v[0], 800);
+  CHECK_EQ(v[1], SPY_GPU_NONE); /* 1000001: lost with the reset */
+  CHECK_EQ(v[2], 400);          /* frame of new id 1 */
+  CHECK_EQ(v[3], 500);          /* frame of new id 2 */
+  CHECK_EQ(v[4], 500);          /* the fill follows the new numbering */
+  spy_provider_stats st;
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.gpu_resets, 1);
+  CHECK_EQ(st.gpu_unknown_ids, 0);
+  /* A little out of order is not a reset. */
+  gpu_frame(p, 3);
+  gpu_frame(p, 2);
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.gpu_resets, 1);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+uint16_t spy__ms_x100(double ms); /* provider.c */
+
+TEST(nan_negative_and_huge_gpu_durations_are_rejected_and_counted) {
+  CHECK_EQ(spy__ms_x100(NAN), 0); /* defined, not an undefined cast */
+  CHECK_EQ(spy__ms_x100(-1.0), 0);
+  CHECK_EQ(spy__ms_x100(1e300), 65534);
+  CHECK_EQ(spy__ms_x100(1.234), 123);
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  gpu_frame(p, 10);
+  spy_gpu_resolved(p, 10, 5.0);
+  gpu_frame(p, 11);
+  spy_gpu_resolved(p, 11, NAN);
+  gpu_frame(p, 12);
+  spy_gpu_resolved(p, 12, -3.0);
+  gpu_frame(p, 13);
+  spy_gpu_resolved(p, 13, 1e9);
+  frame(p);
+  uint16_t v[8];
+  CHECK_EQ(flush_gpu(p, v, 8), 5);
+  for (int i = 0; i < 5; i++)
+    CHECK_EQ(v[i], 500); /* the last good reading, never 0 or saturated */
+  spy_provider_stats st;
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.gpu_bad_durations, 3);
+  /* The rejected ids are still pending: a good resolve covers them. */
+  gpu_frame(p, 14);
+  spy_gpu_resolved(p, 14, 6.0);
+  frame(p);
+  CHECK_EQ(flush_gpu(p, v, 8), 2);
+  CHECK_EQ(v[0], 600);
+  CHECK_EQ(v[1], 600);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
 TEST(full_sample_ring_drops_the_newest_and_counts_them) {
   spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
   CHECK(p);
@@ -144,6 +263,59 @@ static int delta_has(uint32_t sec_id, const char *key) {
     if (e.key_len == strlen(key) && memcmp(e.key, key, e.key_len) == 0)
       return 1;
   return 0;
+}
+
+TEST(typed_setters_by_handle_send_their_kinds) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  int hf = spy_value_handle(p, "f"), hi = spy_value_handle(p, "i"),
+      hu = spy_value_handle(p, "u"), hb = spy_value_handle(p, "b"),
+      h2 = spy_value_handle(p, "v2"), h3 = spy_value_handle(p, "v3"),
+      h4 = spy_value_handle(p, "v4");
+  CHECK(hf >= 0 && h4 >= 0);
+  /* Nobody watching: nothing stored (and, by construction, nothing
+   * built: the value is made past the check). */
+  spy_frame_begin(p);
+  spy_value_set_f64_at(p, hf, 9.0);
+  spy_frame_end(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_REGISTRY));
+  CHECK(wait_features(p, SPY_FEAT_REGISTRY));
+  spy_frame_begin(p);
+  spy_value_set_f64_at(p, hf, 1.5);
+  spy_value_set_i64_at(p, hi, -7);
+  spy_value_set_u64_at(p, hu, 1ull << 40);
+  spy_value_set_bool_at(p, hb, 5);
+  spy_value_set_vec2_at(p, h2, 1, 2);
+  spy_value_set_vec3_at(p, h3, 1, 2, 3);
+  spy_value_set_vec4_at(p, h4, 1, 2, 3, 4);
+  spy_value_set_f64_at(p, -1, 1.0); /* bad handles: ignored */
+  spy_value_set_f64_at(p, 9999, 1.0);
+  spy_frame_end(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5));
+  spy_delta_iter it;
+  spy_delta_entry e;
+  CHECK_EQ(delta_count(SPY_SEC_REGISTRY, &it), 7);
+  int seen = 0;
+  while (spy_delta_next(&it, &e)) {
+    if (e.key_len == 1 && e.key[0] == 'f')
+      seen += e.value.kind == SPY_VAL_FLOAT && e.value.v.f[0] == 1.5;
+    else if (e.key_len == 1 && e.key[0] == 'i')
+      seen += e.value.kind == SPY_VAL_INT && e.value.v.i == -7;
+    else if (e.key_len == 1 && e.key[0] == 'u')
+      seen += e.value.kind == SPY_VAL_UINT && e.value.v.u == 1ull << 40;
+    else if (e.key_len == 1 && e.key[0] == 'b')
+      seen += e.value.kind == SPY_VAL_BOOL && e.value.v.b == 1;
+    else if (e.key_len == 2 && e.key[1] == '2')
+      seen += e.value.kind == SPY_VAL_FLOAT2 && e.value.v.f[1] == 2;
+    else if (e.key_len == 2 && e.key[1] == '3')
+      seen += e.value.kind == SPY_VAL_FLOAT3 && e.value.v.f[2] == 3;
+    else if (e.key_len == 2 && e.key[1] == '4')
+      seen += e.value.kind == SPY_VAL_FLOAT4 && e.value.v.f[3] == 4;
+  }
+  CHECK_EQ(seen, 7);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
 }
 
 TEST(registry_and_env_send_only_what_changed) {
@@ -409,6 +581,10 @@ TEST(macros_compile_to_nothing_without_spy_enable) {
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
       TEST_CASE(gpu_time_attributed_coalesced_out_of_order_and_forward_filled),
+      TEST_CASE(gpu_resolve_for_an_id_never_issued_is_ignored_and_counted),
+      TEST_CASE(gpu_device_reset_restarts_the_mapping),
+      TEST_CASE(nan_negative_and_huge_gpu_durations_are_rejected_and_counted),
+      TEST_CASE(typed_setters_by_handle_send_their_kinds),
       TEST_CASE(full_sample_ring_drops_the_newest_and_counts_them),
       TEST_CASE(registry_and_env_send_only_what_changed),
       TEST_CASE(unwatched_features_are_never_collected),

@@ -89,7 +89,7 @@ static spy_trace *session(store *s) {
                       .dir = s->dir,
                       .conninfo = s->conninfo,
                       .batch_actions = (uint32_t)s->batch};
-  if (spy_trace_create(&d, &t) < 0)
+  if (spy_trace_create(&t, &d) < 0)
     return NULL;
   snprintf(s->sid, sizeof s->sid, "%s", spy_trace_session_id(t));
   return t;

@@ -1,7 +1,11 @@
 /* test_trace.c — the store layer: every action kind round-trips through
  * each writer and the reader; payloads are stored once; sessions are
  * isolated; a disabled session never reaches its writer; a full queue makes
- * the emitter wait (counted) and loses nothing; a newer schema is refused;
+ * the emitter wait (counted) and loses nothing; two threads at full speed
+ * store every action once, each thread's in its order; a failed batch is
+ * counted lost and its payloads come back with their next use; a writer
+ * failure is reported once with its count; a clean SQLite close leaves no
+ * -wal/-shm; a newer schema is refused;
  * similar payloads are stored as bounded delta chains that read back
  * byte-identical, a broken chain is an error, a version 2 store still
  * reads but is not appended to; the SQL tables follow the catalog; the
@@ -11,9 +15,12 @@
  * (test/trace_pg.sh) starts a real server, sets it and runs that case;
  * here, without it, the case says so and does nothing. */
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -210,7 +217,7 @@ static int reference(capture *k) {
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .ops = &capture_ops, .ops_arg = k, .session_id = "ref"};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0)
     return rc;
   emit_all(t);
@@ -282,7 +289,7 @@ static int record(const char *writer, const char *dir, const char *conninfo,
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .writer = writer, .dir = dir, .conninfo = conninfo};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0)
     return rc;
   if (sid_out)
@@ -441,7 +448,7 @@ TEST(same_source_emitted_n_times_is_stored_once) {
   CHECK(dir);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   char src[5000];
   memset(src, 'x', sizeof src);
   for (int i = 0; i < 100; i++) {
@@ -475,7 +482,7 @@ TEST(same_source_emitted_n_times_is_stored_once) {
   sqlite3_close(db);
   /* and the JSON-lines store holds one StringRef line */
   spy_trace_desc dj = {.enabled = 1, .dir = dir, .writer = "jsonl"};
-  CHECK_OK(spy_trace_create(&dj, &t));
+  CHECK_OK(spy_trace_create(&t, &dj));
   for (int i = 0; i < 10; i++)
     spy_emit_hook_render_chunk_start(t, &(spy_act_hook_render_chunk_start){
                                             "p", 0, "c", {src, sizeof src}, 0});
@@ -499,8 +506,8 @@ TEST(two_sessions_in_one_process_are_isolated) {
   spy_trace *ta, *tb;
   spy_trace_desc da = {.enabled = 1, .ops = &capture_ops, .ops_arg = &a};
   spy_trace_desc db = {.enabled = 1, .ops = &capture_ops, .ops_arg = &b};
-  CHECK_OK(spy_trace_create(&da, &ta));
-  CHECK_OK(spy_trace_create(&db, &tb));
+  CHECK_OK(spy_trace_create(&ta, &da));
+  CHECK_OK(spy_trace_create(&tb, &db));
   CHECK(strcmp(spy_trace_session_id(ta), spy_trace_session_id(tb)) != 0);
   CHECK_EQ(spy_trace_build_begin(ta), 1);
   CHECK_EQ(spy_trace_build_begin(ta), 2);
@@ -522,7 +529,7 @@ TEST(default_location_is_under_the_desc_cwd) {
   CHECK(dir);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .cwd = dir, .session_id = "s1"};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   char want[512];
   snprintf(want, sizeof want, "%s/.spyglass/s1", dir);
   CHECK_STR(spy_trace_dir(t), want);
@@ -539,7 +546,7 @@ TEST(disabled_session_never_calls_the_writer) {
   memset(&k, 0, sizeof k);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 0, .ops = &capture_ops, .ops_arg = &k};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   CHECK(!spy_trace_on(t));
   emit_all(t);
   CHECK_EQ(spy_trace_build_begin(t), 0);
@@ -572,7 +579,7 @@ TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
                       .ops_arg = &k,
                       .queue_bytes = 65536,
                       .batch_actions = 64};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   static char src[3000];
   memset(src, 'y', sizeof src);
   for (int i = 0; i < 2000; i++)
@@ -611,7 +618,7 @@ TEST(threads_emit_into_one_session) {
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .ops = &slow_ops, .ops_arg = &k, .queue_bytes = 65536};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   pthread_t th[4];
   for (int i = 0; i < 4; i++)
     CHECK(pthread_create(&th[i], NULL, emit_thread, t) == 0);
@@ -627,12 +634,335 @@ TEST(threads_emit_into_one_session) {
   CHECK_EQ(k.n, 4000);
 }
 
+/* Two threads emit as fast as they can into one session, with payloads
+ * of every size (some through the heap), into small queues that wrap and
+ * fill: every action reaches the writer once, seq numbers are 1..2N with
+ * no gap or repeat, and each thread's actions arrive in its emit order.
+ * (Run under ThreadSanitizer by the tsan stage: label `concurrent`.) */
+static const char *q1(sqlite3 *db, const char *sql);
+#define ORDER_N 20000
+typedef struct order_check {
+  uint64_t last_seq, n;
+  int64_t next[2];
+  int bad;
+} order_check;
+static int oc_open(void **st, const spy_trace_writer_cfg *c) {
+  *st = c->arg;
+  return 0;
+}
+static int oc_action(void *st, const spy_trace_record *r) {
+  order_check *o = st;
+  const spy_trace_action *a = r->action;
+  const spy_trace_val *pl = spy_trace_get(a, "plugin_name");
+  const spy_trace_val *id = spy_trace_get(a, "plugin_id");
+  const spy_trace_val *c = spy_trace_get(a, "content");
+  if (a->seq != o->last_seq + 1 || !pl || pl->n != 2 || !id || !c ||
+      c->type != SPY_TV_SRC || c->n != (uint32_t)(id->u.i % 97) * 211) {
+    o->bad++;
+  } else {
+    int th = pl->u.s[1] == '1';
+    if (id->u.i != o->next[th])
+      o->bad++;
+    o->next[th] = id->u.i + 1;
+  }
+  o->last_seq = a->seq;
+  o->n++;
+  return 0;
+}
+static int64_t oc_close(void *st) {
+  (void)st;
+  return 0;
+}
+static const spy_trace_writer_ops order_ops = {
+    "order", oc_open, NULL, oc_action, NULL, oc_close, NULL};
+
+typedef struct racer {
+  spy_trace *t;
+  const char *name;
+  _Atomic int *go;
+  int fails;
+} racer;
+static void *race_thread(void *arg) {
+  racer *r = arg;
+  static char payload[97 * 211];
+  while (!atomic_load(r->go))
+    ;
+  for (int i = 0; i < ORDER_N; i++) {
+    /* sizes 0 .. 20 KB: the largest exceed a quarter of a 64 KiB queue */
+    spy_act_hook_load_call_end a = {
+        "m", {payload, (size_t)(i % 97) * 211}, r->name, i, "c", 0};
+    if (spy_emit_hook_load_call_end(r->t, &a) != 0)
+      r->fails++;
+  }
+  return NULL;
+}
+
+TEST(two_threads_emit_at_full_speed_each_action_once_in_order) {
+  order_check o;
+  memset(&o, 0, sizeof o);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &order_ops,
+                      .ops_arg = &o,
+                      .queue_bytes = 65536,
+                      .batch_actions = 256};
+  CHECK_OK(spy_trace_create(&t, &d));
+  _Atomic int go = 0;
+  racer rs[2] = {{t, "t0", &go, 0}, {t, "t1", &go, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&th[i], NULL, race_thread, &rs[i]) == 0);
+  atomic_store(&go, 1);
+  for (int i = 0; i < 2; i++)
+    pthread_join(th[i], NULL);
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(rs[0].fails + rs[1].fails, 0);
+  CHECK_EQ(st.emitted, 2 * ORDER_N);
+  CHECK_EQ(st.written, 2 * ORDER_N);
+  CHECK_EQ(o.n, 2 * ORDER_N);
+  CHECK_EQ(o.last_seq, 2 * ORDER_N);
+  CHECK_EQ(o.bad, 0);
+  CHECK_EQ(o.next[0], ORDER_N);
+  CHECK_EQ(o.next[1], ORDER_N);
+}
+
+/* The same race into a real SQLite store: each (thread, i) once, and in
+ * seq order each thread's i counts up by one. */
+TEST(two_threads_into_sqlite_store_each_action_once_in_order) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {
+      .enabled = 1, .writer = "sqlite", .dir = dir, .queue_bytes = 65536};
+  CHECK_OK(spy_trace_create(&t, &d));
+  _Atomic int go = 0;
+  racer rs[2] = {{t, "t0", &go, 0}, {t, "t1", &go, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&th[i], NULL, race_thread, &rs[i]) == 0);
+  atomic_store(&go, 1);
+  for (int i = 0; i < 2; i++)
+    pthread_join(th[i], NULL);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(rs[0].fails + rs[1].fails, 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  char want[32];
+  snprintf(want, sizeof want, "%d", 2 * ORDER_N);
+  CHECK_STR(q1(db, "SELECT count(*) FROM (SELECT DISTINCT plugin_name, "
+                   "plugin_id FROM hook_load_call_end)"),
+            want);
+  CHECK_STR(q1(db, "SELECT count(*), min(seq), max(seq) FROM "
+                   "hook_load_call_end"),
+            want);
+  CHECK_STR(q1(db, "SELECT sum(count) FROM action_batches"), want);
+  CHECK_STR(q1(db, "SELECT count(*) FROM (SELECT plugin_id - lag(plugin_id) "
+                   "OVER (PARTITION BY plugin_name ORDER BY seq) AS d FROM "
+                   "hook_load_call_end) WHERE d <> 1"),
+            "0");
+  CHECK_STR(q1(db, "SELECT actions || ' ' || actions_lost FROM sessions"),
+            strcat(want, " 0"));
+  sqlite3_close(db);
+  rmrf(dir);
+}
+
+/* A session knows SPY_TRACE_MAX_APP_KINDS application kinds; one more is
+ * an error, not an action silently dropped by the writer. */
+TEST(application_kinds_beyond_the_limit_are_refused) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .ops = &capture_ops, .ops_arg = &k};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static spy_trace_kind kinds[SPY_TRACE_MAX_APP_KINDS + 1];
+  static char names[SPY_TRACE_MAX_APP_KINDS + 1][16];
+  for (int i = 0; i <= SPY_TRACE_MAX_APP_KINDS; i++) {
+    snprintf(names[i], sizeof names[i], "app_kind_%d", i);
+    kinds[i] =
+        (spy_trace_kind){names[i], names[i], 0, SPY_ROLE_NONE, 0, 8, NULL};
+  }
+  for (int i = 0; i < SPY_TRACE_MAX_APP_KINDS; i++)
+    CHECK_EQ(spy_trace_emit(t, &kinds[i], NULL), 0);
+  CHECK_EQ(spy_trace_emit(t, &kinds[SPY_TRACE_MAX_APP_KINDS], NULL),
+           SPY_ERANGE);
+  CHECK_EQ(spy_trace_emit(t, &kinds[3], NULL), 0); /* known ones still go */
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.emitted, SPY_TRACE_MAX_APP_KINDS + 1);
+  spy_trace_destroy(t);
+  CHECK_EQ(k.n, SPY_TRACE_MAX_APP_KINDS < 64 ? SPY_TRACE_MAX_APP_KINDS + 1
+                                             : 64); /* capture keeps 64 */
+  capture_free(&k);
+}
+
+/* A writer whose every commit fails: the session reports the failure
+ * once as it happens and once more at the end with its count, not once
+ * per batch. */
+typedef struct fails {
+  int calls, first, summary;
+  char last[400];
+} fails;
+static int fc_commit(void *st) {
+  (void)st;
+  return SPY_ENOSPC;
+}
+static const spy_trace_writer_ops failing_ops = {
+    "failing", oc_open, NULL, cap_action, fc_commit, oc_close, NULL};
+static void count_errors(void *arg, int err, const char *msg) {
+  fails *f = arg;
+  f->calls++;
+  if (err == SPY_ENOSPC && strstr(msg, "times in all"))
+    f->summary++;
+  else if (err == SPY_ENOSPC)
+    f->first++;
+  snprintf(f->last, sizeof f->last, "%s", msg);
+}
+TEST(repeated_writer_failure_is_reported_once_with_its_count) {
+  capture k;
+  memset(&k, 0, sizeof k);
+  fails f = {0};
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &failing_ops,
+                      .ops_arg = &k,
+                      .on_error = count_errors,
+                      .on_error_arg = &f};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 20; i++) {
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+    CHECK_OK(spy_trace_flush(t)); /* one commit each */
+  }
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.writer_errors, 20);
+  spy_trace_destroy(t);
+  capture_free(&k);
+  CHECK_EQ(f.first, 1);
+  CHECK_EQ(f.summary, 1);
+  CHECK_EQ(f.calls, 2);
+  CHECK(strstr(f.last, "(20 times in all)") != NULL);
+}
+
+/* A clean close leaves trace.db alone: the WAL is checkpointed and the
+ * -wal and -shm files are removed. */
+TEST(sqlite_clean_close_leaves_no_wal_or_shm) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  char path[512];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  CHECK(stat(path, &sb) == 0 && sb.st_size > 0);
+  snprintf(path, sizeof path, "%s/trace.db-wal", dir);
+  CHECK(stat(path, &sb) != 0);
+  snprintf(path, sizeof path, "%s/trace.db-shm", dir);
+  CHECK(stat(path, &sb) != 0);
+  CHECK_EQ(compare_store(dir), 0); /* and everything is in the file */
+  rmrf(dir);
+}
+
+/* A batch that cannot be written (the file size limit stands in for a
+ * full disk) is counted as lost, and the payload it carried is stored
+ * again with the next action that names it: the store reads back whole. */
+static void quiet(void *arg, int err, const char *msg) {
+  (void)arg, (void)err, (void)msg;
+}
+static off_t largest_file(const char *dir) {
+  static const char *const names[] = {
+      "logs.json",    "meta.json",    "spyglass.json",   "trace.db",
+      "trace.db-wal", "trace.db-shm", "trace.db-reserve"};
+  off_t max = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    if (stat(path, &sb) == 0 && sb.st_size > max)
+      max = sb.st_size;
+  }
+  return max;
+}
+static int failed_batch_payload_comes_back(const char *writer) {
+  const char *dir = mktmp();
+  if (!dir)
+    return -1;
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .writer = writer,
+                      .dir = dir,
+                      .on_error = quiet,
+                      .batch_actions = 1000};
+  if (spy_trace_create(&t, &d) < 0)
+    return -1;
+  static char payload[20000];
+  for (size_t i = 0; i < sizeof payload; i++)
+    payload[i] = (char)('a' + i % 23);
+  spy_trace_build_begin(t);
+  spy_trace_flush(t);
+  struct rlimit old, lim;
+  getrlimit(RLIMIT_FSIZE, &old);
+  lim = old;
+  lim.rlim_cur = (rlim_t)largest_file(dir) + 1;
+  signal(SIGXFSZ, SIG_IGN);
+  setrlimit(RLIMIT_FSIZE, &lim);
+  spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){
+             "m.c", {payload, sizeof payload}, "p", 0, "c1", 0});
+  spy_trace_flush(t); /* this batch fails */
+  setrlimit(RLIMIT_FSIZE, &old);
+  spy_emit_hook_transform_call_start(
+      t, &(spy_act_hook_transform_call_start){
+             "m.c", {payload, sizeof payload}, "p", 0, "c2", 0});
+  int64_t lost = spy_trace_destroy(t);
+  int bad = lost != 1;
+  if (bad)
+    fprintf(stderr, "%s: %lld lost, want 1\n", writer, (long long)lost);
+  spy_trace_reader *r;
+  if (spy_trace_reader_open(dir, NULL, &r) < 0)
+    return -1;
+  spy_trace_action a;
+  int n = 0, refs = 0, rc;
+  while ((rc = spy_trace_reader_next(r, &a)) == 1) {
+    n++;
+    const spy_trace_val *c = spy_trace_get(&a, "content");
+    if (c && c->type == SPY_TV_SRCREF) {
+      const char *p;
+      size_t len;
+      refs++;
+      if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 ||
+          len != sizeof payload || memcmp(p, payload, len) != 0) {
+        fprintf(stderr, "%s: the payload is not in the store\n", writer);
+        bad = 1;
+      }
+    }
+  }
+  spy_trace_reader_close(r);
+  if (rc < 0 || n != 2 || refs != 1) {
+    fprintf(stderr, "%s: read %d actions (%d refs), rc %d\n", writer, n, refs,
+            rc);
+    bad = 1;
+  }
+  rmrf(dir);
+  return bad ? -1 : 0;
+}
+TEST(payload_of_a_failed_batch_is_stored_again_sqlite) {
+  CHECK_EQ(failed_batch_payload_comes_back("sqlite"), 0);
+}
+TEST(payload_of_a_failed_batch_is_stored_again_jsonl) {
+  CHECK_EQ(failed_batch_payload_comes_back("jsonl"), 0);
+}
+
 TEST(emit_rejects_a_missing_required_field) {
   capture k;
   memset(&k, 0, sizeof k);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .ops = &capture_ops, .ops_arg = &k};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   CHECK_EQ(spy_emit_hook_load_call_start(
                t, &(spy_act_hook_load_call_start){NULL, "p", 0, "c", 0}),
            SPY_EINVAL);
@@ -643,12 +973,12 @@ TEST(emit_rejects_a_missing_required_field) {
 TEST(create_rejects_bad_descs) {
   spy_trace *t = (spy_trace *)1;
   spy_trace_desc d = {.enabled = 1, .writer = "nosuch"};
-  CHECK_EQ(spy_trace_create(&d, &t), SPY_EINVAL);
+  CHECK_EQ(spy_trace_create(&t, &d), SPY_EINVAL);
   CHECK(t == NULL);
   spy_trace_desc p = {.enabled = 1, .writer = "postgres"};
-  CHECK_EQ(spy_trace_create(&p, &t), SPY_EINVAL);
+  CHECK_EQ(spy_trace_create(&t, &p), SPY_EINVAL);
   spy_trace_desc e = {.enabled = 1, .dir = "/proc/nope/x"};
-  CHECK(spy_trace_create(&e, &t) < 0);
+  CHECK(spy_trace_create(&t, &e) < 0);
   CHECK_EQ(spy_trace_destroy(NULL), 0);
 }
 
@@ -842,7 +1172,7 @@ TEST(application_kind_goes_through_the_same_path) {
   CHECK(dir);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   spy_rec_plugin_item pi = {"shader-cache", 3, 0};
   CHECK_OK(spy_emit_frame_stats(
       t,
@@ -894,7 +1224,7 @@ TEST(application_kind_into_postgres) {
     SKIP(PG_SKIP);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "postgres", .conninfo = pg};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   spy_rec_plugin_item pi[] = {{"shader-cache", 3, 0}, {"lod", 4, 0}};
   CHECK_OK(spy_emit_frame_stats(
       t, &(spy_act_frame_stats){9, "desert", {NULL, 0}, {pi, 2}, 0}));
@@ -926,7 +1256,7 @@ TEST(payload_of_a_dropped_batch_is_sent_again) {
                       .retry_bytes = 1,
                       .retry_ms = 3000,
                       .on_error = quiet_errors};
-  CHECK_OK(spy_trace_create(&d, &t));
+  CHECK_OK(spy_trace_create(&t, &d));
   char sid[64];
   snprintf(sid, sizeof sid, "%s", spy_trace_session_id(t));
   CHECK_EQ(system(down), 0);
@@ -978,7 +1308,7 @@ TEST(newer_sqlite_schema_is_refused) {
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .writer = "sqlite", .dir = dir, .on_error = NULL};
-  CHECK_EQ(spy_trace_create(&d, &t), SPY_EBADSCHEMA);
+  CHECK_EQ(spy_trace_create(&t, &d), SPY_EBADSCHEMA);
   rmrf(dir);
 }
 
@@ -1041,7 +1371,7 @@ static int record_versions(const char *writer, const char *dir,
   spy_trace *t;
   spy_trace_desc d = {
       .enabled = 1, .writer = writer, .dir = dir, .conninfo = conninfo};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0)
     return rc;
   for (int i = 0; i < NVER; i++) {
@@ -1269,6 +1599,13 @@ TEST_MAIN(
     TEST_CASE(disabled_session_never_calls_the_writer),
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
     TEST_CASE(threads_emit_into_one_session),
+    TEST_CASE(two_threads_emit_at_full_speed_each_action_once_in_order),
+    TEST_CASE(two_threads_into_sqlite_store_each_action_once_in_order),
+    TEST_CASE(application_kinds_beyond_the_limit_are_refused),
+    TEST_CASE(repeated_writer_failure_is_reported_once_with_its_count),
+    TEST_CASE(sqlite_clean_close_leaves_no_wal_or_shm),
+    TEST_CASE(payload_of_a_failed_batch_is_stored_again_sqlite),
+    TEST_CASE(payload_of_a_failed_batch_is_stored_again_jsonl),
     TEST_CASE(emit_rejects_a_missing_required_field),
     TEST_CASE(create_rejects_bad_descs),
     TEST_CASE(application_kind_goes_through_the_same_path),

@@ -77,7 +77,7 @@ team_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d tea
 # The server goes away mid-build; the build keeps going (buffered).
 slow_build() { # out_dir extra-args… ; runs in the background, sets pid
   "$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/$1" \
-    --hook-delay-us 1500 "${@:2}" >"$work/$1.txt" 2>"$work/$1.err" &
+    --hook-delay-us 3000 "${@:2}" >"$work/$1.txt" 2>"$work/$1.err" &
   pid=$!
 }
 wait_rows() { # waits until the store holds more than $1 actions
@@ -98,7 +98,7 @@ sleep 0.5
 pg_up
 wait "$pid" || { cat "$work/out2.err"; fail "build failed"; }
 cat "$work/out2.txt"
-grep -q 'lost the connection' "$work/out2.err" || fail "the outage was not reported"
+grep -q "lost the connection" "$work/out2.err" || { cat "$work/out2.err"; fail "the outage was not reported"; }
 grep -q ' 0 not stored' "$work/out2.txt" || fail "actions lost although the server came back"
 "$tool" trace summary "$PG_URI" --json >"$work/s2.json"
 emitted=$(sed -n 's/.*session [^,]*, \([0-9]*\) actions.*/\1/p' "$work/out2.txt")

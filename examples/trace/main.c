@@ -10,7 +10,7 @@ int main(void) {
     return 1;
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
-  int rc = spy_trace_create(&d, &t);
+  int rc = spy_trace_create(&t, &d);
   if (rc < 0) {
     printf("create: %s\n", spy_strerror(rc));
     return 1;

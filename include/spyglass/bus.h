@@ -5,7 +5,7 @@
  * host) receives every frame any *other* opener posts to it. There is no
  * daemon.
  *
- * Each opener owns one single-producer ring in shared memory, in the
+ * Each opener owns one single-producer ring in shared memory, listed in the
  * channel's directory under the per-user runtime directory. Posting copies
  * the frame once into the poster's own ring, so a post costs the same
  * whatever the number of readers and never waits for one. Receiving reads
@@ -19,6 +19,29 @@
  * /tmp/spyglass-<uid>. It is created with mode 0700; an existing one must be
  * a real directory owned by this user and not accessible by others, or
  * every open fails with SPY_EOWNER.
+ *
+ * What a broken neighbour cannot do. The rings and the channel's control
+ * page are sealed memfds, allocated in full at open (a system that cannot
+ * back them fails the open with SPY_ENOSPC / SPY_ENOMEM) and sealed against
+ * shrinking, so no process, whatever it does to the runtime directory, can
+ * make a mapping fault: no SIGBUS, ever, and no signal handler installed.
+ * The directory only holds one small entry file per opener saying where its
+ * ring is; other openers of the same user reach the ring through
+ * /proc/<pid>/fd (so a process must be able to ptrace-read the owner — same
+ * user, same pid namespace, owner not made undumpable — to read its
+ * frames). An entry is used only if it is a regular file of this user,
+ * opened without following links or blocking (a FIFO or symlink planted
+ * there is skipped and counted), and its checksum and the memory it names
+ * pass their checks. Shared bytes that lie (a garbage header, random bytes
+ * in records, a hole punched in a ring that reads as zeros) cost the reader a
+ * resync and the frames in between, counted in `lost` and `corrupt`; never an
+ * out-of-bounds access, a crash or a spin; a poster never reads its ring back,
+ * so nothing written there can disturb it. Each opener re-creates the runtime
+ * directory, the channel's directory and its entry within about a second of
+ * their removal or damage (checked when it receives or waits, never when it
+ * posts); readers that had it mapped resume exactly where they were. A full
+ * file system makes spy_channel_open fail with SPY_ENOSPC (the entry cannot be
+ * written); it does not disturb openers already running.
  *
  * Thread-safety: a spy_channel handle is used by one thread at a time
  * (post and receive may be on different threads only if the caller
@@ -52,8 +75,9 @@ typedef struct spy_channel_desc {
 
 /* Opens (creating if needed) the channel and this opener's ring.
  * Errors: SPY_EINVAL (bad name or ring size), SPY_EOWNER (runtime directory
- * owned by another user or accessible by others), SPY_ENOMEM, or a
- * system error. Free with spy_channel_close(). */
+ * owned by another user or accessible by others), SPY_ENOSPC (no room for
+ * the ring's memory or the directory entry), SPY_ENOMEM, or a system
+ * error. Free with spy_channel_close(). */
 int spy_channel_open(spy_channel **out, const spy_channel_desc *desc);
 
 /* Closes the handle and removes its ring; the last opener of a channel
@@ -95,6 +119,13 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms);
  * call. Returns the fd (owned by the channel) or a negative error. */
 int spy_channel_fd(spy_channel *ch);
 
+/* 1 the first time it is called after this opener re-created its channel
+ * directory or its entry (they had been removed or damaged; see above),
+ * else 0. Newcomers can find the opener again from then on; an opener
+ * that announces itself (a provider) does it again. Same thread rules as
+ * spy_channel_recv. */
+int spy_channel_recreated(spy_channel *ch);
+
 /* This opener's id (also the sender id its frames carry). */
 uint64_t spy_channel_id(const spy_channel *ch);
 
@@ -105,6 +136,17 @@ typedef struct spy_channel_stats {
   uint64_t oversize;                 /* frames skipped: larger than cap */
   uint64_t wakes;                    /* futex wakes this opener issued */
   uint32_t peers;                    /* other openers currently mapped */
+  uint64_t corrupt;   /* inconsistent ring headers or records met (each
+                         one a resync at the writer's head, its frames
+                         counted in `lost`), own ring header repaired */
+  uint64_t skipped;   /* directory entries skipped: foreign, stale,
+                         damaged, or naming memory that fails the checks
+                         (once per entry until it recovers) */
+  uint64_t dropped;   /* peers dropped because their ring kept failing
+                         (retried with a back-off, re-mapped if it heals) */
+  uint64_t recreated; /* times this opener re-created its channel
+                         directory or its entry after they were removed or
+                         damaged (a provider re-announces itself then) */
 } spy_channel_stats;
 void spy_channel_get_stats(const spy_channel *ch, spy_channel_stats *out);
 

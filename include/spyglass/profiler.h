@@ -6,48 +6,42 @@
  *     scratch buffer, posts nothing, and records the encode time and the
  *     exact frame size. Use it on a representative message to characterise
  *     a type without touching the live path.
- *   - spy_profiler_wrap() swaps a transport's ops table for one that times
- *     every post (and asks encoders, through spy_transport.timing_wanted, to
- *     time their encode into spy_buffer.encode_ns). spy_profiler_unwrap()
- *     puts the transport back exactly as it was.
+ *   - spy_profiler_attach() sets the transport's profiler hook
+ *     (transport.h): every post through it is then timed, and encoders time
+ *     their own encode into spy_buffer.encode_ns because the transport says
+ *     it is timed (spy_transport_timed()). spy_profiler_detach() clears the
+ *     hook. The transport's ops are never swapped: attach and detach may
+ *     happen at any time, while other threads post.
  *
- * Every measured message becomes a spy_msg_record in a ring of a
- * power-of-two capacity (default 256, allocated at create), optionally
- * handed to a callback, and folded into per-type totals. Nothing is
+ * Recording takes no lock and never waits: each recording thread writes
+ * into a lane of its own (a single-producer ring, claimed once per thread;
+ * `lanes` of them, `lane_capacity` records each, allocated at create). A
+ * full lane, or a thread that finds no free lane, drops the record and
+ * counts it (spy_profiler_dropped()). Whoever reads (summary(),
+ * messages(), count(), reset()) first folds the lanes into a history ring
+ * of `capacity` records and into per-type totals, so read at least once
+ * every lane_capacity posts per thread to lose nothing. Nothing is
  * allocated after spy_profiler_create().
  *
  * A message that cannot be encoded is recorded with SPY_MSGREC_ERROR and
  * zero cost, and the profiler never turns a caller's success into a
- * failure: a wrapped post returns exactly what the original post returned.
+ * failure: a hooked post returns exactly what the transport's post
+ * returned.
  *
- * Overhead, measured with `spyglass bench msgprof` on the 2-core
- * development VM (medians; "post" is acquire + encode + post, and the post
- * goes through an in-bench transport that copies the frame into a ring, so
- * it is one memcpy; the real transport's post costs more, which makes these
- * ratios upper bounds):
+ * Overhead: `spyglass bench msgprof` posts through the real offload
+ * transport with the hook set and clear, in one run; a hooked post adds
+ * two clock reads around the post, two in the encoder, and one record into
+ * the thread's lane (figures in the README).
  *
- *   message                      unwrapped   wrapped          measure() alone
- *   stats flush, 10,832 bytes    789 ns      995 ns (1.26×)   470 ns (0.60×)
- *   buffer:raw, 1 MiB            73.5 µs     74.5 µs (1.01×)  35.2 µs (0.48×)
- *
- * A wrapped post adds a fixed 140–230 ns whatever the message size: four
- * clock reads (31–35 ns each here: two by the encoder, two around the
- * post) and one record under a mutex. (The 1 MiB ratio is bandwidth noise:
- * 0.90–1.15 over twelve runs, mostly 1.00–1.05.) Unlike the browser library
- * this follows, wrap() does not encode a message twice to separate encode from
- * post, which doubled the cost of a large message there: the encoder times
- * itself because the wrapped transport asks it to. measure() encodes once into
- * the profiler's scratch buffer and posts nothing, for about 100 ns more than
- * the bare encode. So: wrap a transport for the session you investigate and
- * unwrap it after; call measure() on one representative message to price a
- * type without touching the live path.
- *
- * Thread-safety: a profiler may record from several threads at once (posts
- * through several wrapped transports, measure() calls); recording takes
- * the profiler's mutex for the few stores of one record. messages(),
- * summary(), count() and reset() may be called from any thread.
- * wrap()/unwrap() change the transport's ops pointer, which is not atomic:
- * call them while no other thread is using that transport.
+ * Thread-safety: recording (hooked posts on any threads, measure()) is
+ * lock-free. The readers — messages(), summary(), count(), reset() — may
+ * be called from any thread and serialise among themselves with a mutex
+ * that recording never takes; with desc.single_reader they take no lock at
+ * all and the caller promises that only one thread reads (the provider's
+ * own profiler, read by its service only). attach()/detach() may be called
+ * from any thread at any time. destroy() must come after the profiler is
+ * detached from every transport it was attached to (or the transport was
+ * disposed).
  */
 #ifndef SPYGLASS_PROFILER_H
 #define SPYGLASS_PROFILER_H
@@ -93,27 +87,33 @@ typedef void (*spy_msg_record_cb)(const spy_msg_record *rec, void *user);
 #define SPY_PROFILER_DEFAULT_SCRATCH (256u * 1024u)
 #define SPY_PROFILER_MAX_TYPES 64u
 
+#define SPY_PROFILER_DEFAULT_LANES 8u
+
 typedef struct spy_profiler_desc {
-  uint32_t capacity;            /* records kept, a power of two; 0 = 256 */
+  uint32_t capacity;            /* history kept, a power of two; 0 = 256 */
   spy_msg_record_cb on_message; /* NULL = none */
   void *user;                   /* passed to on_message */
   int no_size;                  /* non-zero: size accounting off (0 = on) */
   /* measure()'s encode buffer; 0 = 256 KiB, at most SPY_FRAME_MAX. A
    * message that does not fit is recorded as an encode error (ENOBUFS). */
   uint32_t scratch_bytes;
-  uint32_t max_wrapped; /* transports wrapped at once; 0 = 8 */
+  uint32_t lanes;         /* threads that may record; 0 = 8, at most 256 */
+  uint32_t lane_capacity; /* records a lane holds between two reads, a
+                             power of two; 0 = max(capacity, 256) */
+  int single_reader;      /* non-zero: one thread reads, readers take no
+                             lock (0 = readers lock among themselves) */
 } spy_profiler_desc;
 
-/* Creates a profiler. desc may be NULL (all defaults). Allocates the ring,
- * the scratch buffer (touched once so measure() never pays page faults)
- * and the wrapper slots. Errors: SPY_EINVAL (capacity not a power of two,
- * scratch over SPY_FRAME_MAX), SPY_ENOMEM. *out is NULL on failure. Free
- * with spy_profiler_destroy(). */
+/* Creates a profiler. desc may be NULL (all defaults). Allocates the
+ * history ring, the lanes and the scratch buffer (touched once so
+ * measure() never pays page faults). Errors: SPY_EINVAL (capacity or
+ * lane_capacity not a power of two, too many lanes, scratch over
+ * SPY_FRAME_MAX), SPY_ENOMEM. *out is NULL on failure. Free with
+ * spy_profiler_destroy(). */
 int spy_profiler_create(spy_profiler **out, const spy_profiler_desc *desc);
 
-/* Unwraps every transport still wrapped (restoring it) and frees the
- * profiler. NULL is accepted. Must not race with posts through wrapped
- * transports. */
+/* Frees the profiler. NULL is accepted. Detach it from every transport
+ * first (a transport still hooked would call into freed memory). */
 void spy_profiler_destroy(spy_profiler *p);
 
 /* The effective configuration (defaults resolved). */
@@ -139,37 +139,47 @@ typedef struct spy_msg {
 int spy_profiler_measure(spy_profiler *p, const spy_msg *msg,
                          spy_msg_record *out);
 
-/* Makes every post through t measured. The profiler keeps t's original
- * ops pointer and timing_wanted flag, points t->ops at a table of its own
- * that forwards every op to the original (post timed; acquire clears the
- * buffer's encode_ns; dispose unwraps first), and sets t->timing_wanted.
- * The wrapper finds its profiler and the original table from t->ops alone
- * (each wrapped transport has its own table inside the profiler): no
- * global state; one profiler may wrap several transports and several
- * profilers may each wrap their own. A transport is wrapped by at most one
- * profiler at a time. A post whose buffer does not hold a frame of
- * exactly `len` bytes is forwarded and recorded with SPY_MSGREC_ERROR
+/* Sets t's profiler hook to this profiler: from the next post on, every
+ * post through spy_transport_post(t, …) on any thread is timed and
+ * recorded into the posting thread's lane. A post whose buffer does not
+ * hold a frame of exactly `len` bytes is recorded with SPY_MSGREC_ERROR
  * (SPY_EBADHEADER) and zero cost; a failed post with
- * SPY_MSGREC_POST_FAILED and the transport's error.
- * Errors: SPY_EINVAL (NULL, or t has no ops), SPY_EEXIST (already wrapped
- * by this profiler), SPY_EBUSY (wrapped by another profiler), SPY_ENOSPC
- * (max_wrapped reached). */
-int spy_profiler_wrap(spy_profiler *p, spy_transport *t);
+ * SPY_MSGREC_POST_FAILED and the transport's error. One profiler may be
+ * attached to several transports; a transport has one profiler at a time.
+ * Any thread, any time. Errors: SPY_EINVAL (NULL, or t has no ops),
+ * SPY_EEXIST (already attached to t), SPY_EBUSY (another profiler is). */
+int spy_profiler_attach(spy_profiler *p, spy_transport *t);
 
-/* Restores t->ops and t->timing_wanted to exactly what they were at
- * wrap(). Errors: SPY_ENOENT (not wrapped by this profiler), SPY_EBUSY
- * (another wrapper was put on top since: unwrap that one first). */
+/* Clears t's hook, then waits until no post that saw it is still
+ * recording (the length of one post; the caller spins, the posting
+ * threads never wait). Not from inside on_message. Errors: SPY_EINVAL
+ * (NULL), SPY_ENOENT (not attached to t). */
+int spy_profiler_detach(spy_profiler *p, spy_transport *t);
+
+/* 1 if p is t's hook now, else 0. */
+int spy_profiler_attached(const spy_profiler *p, spy_transport *t);
+
+/* The names of the first version: the same as attach() / detach(). */
+int spy_profiler_wrap(spy_profiler *p, spy_transport *t);
 int spy_profiler_unwrap(spy_profiler *p, spy_transport *t);
 
-/* Copies the ring's records, oldest first, into out (up to max: the most
- * recent max of them). Returns how many were copied. */
+/* Copies the history's records, oldest first, into out (up to max: the
+ * most recent max of them). Returns how many were copied. A record's
+ * `index` is its place in the history (0, 1, 2 … in the order the lanes
+ * were folded); in on_message, which runs before the fold, it counts the
+ * calling thread's own records instead. */
 size_t spy_profiler_messages(spy_profiler *p, spy_msg_record *out, size_t max);
 
-/* Messages recorded since create or the last reset (may exceed the ring's
- * capacity; errors included). */
+/* Messages recorded since create or the last reset (may exceed the
+ * history's capacity; errors included; dropped ones not). */
 uint64_t spy_profiler_count(spy_profiler *p);
 
-/* Forgets every record and total. Wrapped transports stay wrapped. */
+/* Records lost since create because a lane was full or no lane was free
+ * for the recording thread. Any thread. */
+uint64_t spy_profiler_dropped(spy_profiler *p);
+
+/* Forgets every record and total (records still in lanes included).
+ * Attached transports stay attached. */
 void spy_profiler_reset(spy_profiler *p);
 
 /* Nanosecond figures of one cost over the messages of one type. */
@@ -179,7 +189,7 @@ typedef struct spy_msgprof_ns {
 
 /* Per-type summary. count, errors, bytes, mean and max cover every
  * message since the last reset; p50 and p99 cover those of this type
- * still in the ring (the last `capacity` messages). Means and
+ * still in the history (the last `capacity` messages). Means and
  * percentiles leave out errored messages; post figures leave out
  * measure() records (which have no post). */
 typedef struct spy_msgprof_type {
@@ -201,10 +211,11 @@ typedef struct spy_msgprof_summary {
 
 #define SPY_MSGPROF_NO_SIZE 0x1u /* size accounting was off */
 
-/* Fills *out (the caller's; a few KiB, may live anywhere). Sorts a copy of
- * the ring in buffers allocated at create; holds the profiler's mutex
- * meanwhile (a few µs at the default capacity). Types beyond
- * SPY_PROFILER_MAX_TYPES distinct ones are folded into type 0. */
+/* Fills *out (the caller's; a few KiB, may live anywhere). Folds the
+ * lanes, then sorts a copy of the history in buffers allocated at create
+ * (a few µs at the default capacity; under the readers' mutex unless
+ * single_reader). Types beyond SPY_PROFILER_MAX_TYPES distinct ones are
+ * folded into type 0. */
 void spy_profiler_summary(spy_profiler *p, spy_msgprof_summary *out);
 
 /* ------------------------------------------------------------------------ */

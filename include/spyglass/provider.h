@@ -25,13 +25,13 @@
  * thread at flush ticks with the inline transport.
  *
  * Live message profile: while a subscriber asks for SPY_FEAT_MSGPROF the
- * provider wraps its own transport with a message profiler (profiler.h) and
- * every data frame carries the summary (MSGPROF section); when none does,
- * the transport is unwrapped and costs what it did before. The swap is made
- * by the service at a moment the frame thread is not flushing (a lock-free
- * handshake; neither side waits). While profiled, each post on the frame
- * thread also records under the profiler's mutex and each flush sorts its
- * ring for the summary (a few µs, no allocation).
+ * provider attaches its own message profiler (profiler.h) to its
+ * transport's hook and every data frame carries the summary (MSGPROF
+ * section); when none does, the hook is cleared and a post costs one
+ * relaxed load of it, as before. While profiled, each post on the frame
+ * thread is timed and recorded into the frame thread's own lane (no lock);
+ * the service folds the lanes and computes the summary, and the frame
+ * thread takes the latest one through a wait-free triple buffer.
  *
  * Clock sync: a consumer may ask for a sync (clock.h); the provider serves
  * it on a thread of its own, started at the first request, so neither the
@@ -117,21 +117,19 @@ uint64_t spy_provider_id(const spy_provider *p);
 void spy_provider_get_desc(const spy_provider *p, spy_provider_desc *out);
 /* Which transport is in use: "offload" or "inline". */
 const char *spy_provider_transport_name(const spy_provider *p);
-/* The transport, e.g. for a message profiler to wrap. While a subscriber
- * asks for SPY_FEAT_MSGPROF the provider wraps it with its own profiler
- * (its ops then point into that profiler; spy_provider_stats.msgprof_wrapped
- * says so) and unwraps it when none does, on its service thread, at a
- * moment the frame thread is not flushing. So wrap it yourself only while
- * nobody subscribes to MSGPROF, and read t->ops (on the frame thread) only
- * when no MSGPROF subscriber can come or go, or right after
- * spy_provider_get_stats() shows msgprof_wrapped changed. */
+/* The transport (its ops never change), e.g. to attach a message profiler
+ * of your own (spy_profiler_attach). A transport has one profiler hook:
+ * while the provider's own profiler is attached for a MSGPROF subscriber
+ * (spy_provider_stats.msgprof_attached), attaching yours returns
+ * SPY_EBUSY; while yours is attached, the provider's is not, MSGPROF
+ * subscribers receive an empty profile, and the provider tries again at
+ * each service tick. */
 spy_transport *spy_provider_transport(spy_provider *p);
 
 /* Frame thread: sends what is pending now instead of at the next flush
- * tick (e.g. before exit, or at the end of a build). Returns 0,
- * SPY_EPOOLEMPTY if the flush had to be dropped, or SPY_EAGAIN in the
- * rare moment the service is wrapping or unwrapping the transport for a
- * MSGPROF subscriber (nothing was sent; call again). */
+ * tick (e.g. before exit, or at the end of a build). Returns 0, or
+ * SPY_EPOOLEMPTY if the flush had to be dropped (counted; the samples stay
+ * for the next one). Never waits. */
 int spy_provider_flush(spy_provider *p);
 
 typedef struct spy_provider_stats {
@@ -145,12 +143,17 @@ typedef struct spy_provider_stats {
   /* Collector invocations, per feature (tests check that an unwatched
    * feature is never collected). */
   uint64_t stats_samples, env_samples, registry_flushes, health_flushes;
-  /* Live message profile: 1 while the transport is wrapped for a MSGPROF
-   * subscriber. */
-  uint32_t msgprof_wrapped;
+  /* Live message profile: 1 while the provider's profiler is attached to
+   * its transport for a MSGPROF subscriber. */
+  uint32_t msgprof_attached;
   /* Clock syncs served to consumers, and those that failed (timed out,
    * segment missing or malformed). */
   uint64_t clock_syncs, clock_failures;
+  /* GPU attribution: resolves ignored because their id was never issued,
+   * resolves ignored because the duration was NaN, negative or over
+   * SPY_GPU_MS_MAX, and device resets seen (issued ids going back by more
+   * than SPY_GPU_RESET_GAP: the mapping restarts). */
+  uint64_t gpu_unknown_ids, gpu_bad_durations, gpu_resets;
   /* CPU zones: zones dropped (a full ring, too many threads, too many
    * locations), frame markers dropped, threads holding a ring, and zone
    * records drained and frames posted by the service. */
@@ -165,18 +168,24 @@ void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out);
 /* The part of the provider the inline fast paths read. Internal layout:
  * use the functions below. */
 typedef struct spy__provider_hot {
-  _Atomic uint32_t active; /* non-zero: take the slow path (any thread) */
-  /* The frame thread's copy of `active`, taken at frame_begin: the checks
-   * inside a frame read this plain field, so with nobody watching the
-   * compiler folds every one of them into the first. */
-  uint32_t frame_active;
+  /* What is watched, the one word that says so: 0 while nobody
+   * subscribes; else the union of the subscribers' features (low 32 bits)
+   * and the watch period (high 32 bits, a new one each time watching starts
+   * from nobody). Written by the service only. */
+  _Atomic uint64_t watch;
+  /* The frame thread's copy, taken at frame_begin (and frame_skip): every
+   * check until the next begin reads this plain field, so with nobody
+   * watching the compiler folds them all into the first. */
+  uint64_t frame_watch;
+  /* Non-zero with the inline transport: frame_end also serves the
+   * channels, watched or not. Set once at create. */
+  uint32_t inline_service;
   uint32_t counters[SPY_MAX_COUNTERS]; /* this frame's counter values */
   /* CPU zones (zones.h): the zone epoch, 0 while nobody subscribes to
-   * SPY_FEAT_ZONES. Read by any thread at SPY__ZONES_HOT_OFFSET. */
+   * SPY_FEAT_ZONES. Read by any thread at SPY__ZONES_HOT_OFFSET: past the
+   * counters, off the cache line the frame thread writes every frame. */
   _Atomic uint32_t zones;
 } spy__provider_hot;
-
-#define SPY__WATCHED 1u /* frame_active bit: a subscriber wants data */
 
 void spy__frame_begin(spy_provider *p);
 void spy__frame_end(spy_provider *p);
@@ -185,11 +194,22 @@ void spy__gpu_issued(spy_provider *p, uint64_t gpu_frame);
 void spy__gpu_resolved(spy_provider *p, uint64_t gpu_frame, double ms);
 void spy__value_set(spy_provider *p, const char *name, const spy_value *v);
 void spy__value_set_at(spy_provider *p, int handle, const spy_value *v);
+void spy__value_set_f64_at(spy_provider *p, int handle, double v);
+void spy__value_set_i64_at(spy_provider *p, int handle, int64_t v);
+void spy__value_set_u64_at(spy_provider *p, int handle, uint64_t v);
+void spy__value_set_bool_at(spy_provider *p, int handle, int v);
+void spy__value_set_vec_at(spy_provider *p, int handle, double x, double y,
+                           double z, double w, int n);
 
 /* Inside a frame: is anyone watching (as of this frame's begin)? */
 static inline int spy__watched(const spy_provider *p) {
+  return __builtin_expect(((const spy__provider_hot *)p)->frame_watch != 0, 0);
+}
+/* Inside a frame: does some subscriber want feature(s) `feat`? The same
+ * one load and test as spy__watched. */
+static inline int spy__watching(const spy_provider *p, uint32_t feat) {
   return __builtin_expect(
-      (((const spy__provider_hot *)p)->frame_active & SPY__WATCHED) != 0, 0);
+      ((uint32_t)((const spy__provider_hot *)p)->frame_watch & feat) != 0, 0);
 }
 
 /* Brackets the frame's CPU work: CPU ms = end − begin; FPS = 1 / (time
@@ -198,15 +218,16 @@ static inline int spy__watched(const spy_provider *p) {
  * the watched state this frame_begin saw. */
 static inline void spy_frame_begin(spy_provider *p) {
   spy__provider_hot *h = (spy__provider_hot *)p;
-  uint32_t a = atomic_load_explicit(&h->active, memory_order_relaxed);
-  h->frame_active = a;
-  if (__builtin_expect(a != 0, 0))
+  uint64_t w = atomic_load_explicit(&h->watch, memory_order_relaxed);
+  h->frame_watch = w;
+  if (__builtin_expect(w != 0, 0))
     spy__frame_begin(p);
 }
+/* A frame whose begin nobody watched is not measured, even if a subscriber
+ * arrived meanwhile: the first measured frame is the next one. */
 static inline void spy_frame_end(spy_provider *p) {
   spy__provider_hot *h = (spy__provider_hot *)p;
-  if (__builtin_expect(
-          atomic_load_explicit(&h->active, memory_order_relaxed) != 0, 0))
+  if (__builtin_expect((h->frame_watch | h->inline_service) != 0, 0))
     spy__frame_end(p);
 }
 
@@ -221,20 +242,20 @@ typedef enum spy_skip_reason {
  * next frame_end. */
 static inline void spy_frame_skip(spy_provider *p, spy_skip_reason why) {
   spy__provider_hot *h = (spy__provider_hot *)p;
-  uint32_t a = atomic_load_explicit(&h->active, memory_order_relaxed);
-  h->frame_active = a;
-  if (__builtin_expect(a != 0, 0))
+  uint64_t w = atomic_load_explicit(&h->watch, memory_order_relaxed);
+  h->frame_watch = w;
+  if (__builtin_expect(w != 0, 0))
     spy__frame_skip(p, (int)why);
 }
 
 /* Sets / adds to a counter for this frame. Counters reset to 0 at
  * frame_begin. Out-of-range indexes are ignored. */
 static inline void spy_counter_set(spy_provider *p, uint32_t c, uint32_t v) {
-  if (spy__watched(p) && c < SPY_MAX_COUNTERS)
+  if (spy__watching(p, SPY_FEAT_STATS) && c < SPY_MAX_COUNTERS)
     ((spy__provider_hot *)p)->counters[c] = v;
 }
 static inline void spy_counter_add(spy_provider *p, uint32_t c, uint32_t d) {
-  if (spy__watched(p) && c < SPY_MAX_COUNTERS)
+  if (spy__watching(p, SPY_FEAT_STATS) && c < SPY_MAX_COUNTERS)
     ((spy__provider_hot *)p)->counters[c] += d;
 }
 /* Index of a counter by name (built-in names: "draws", "passes", "mips",
@@ -247,14 +268,21 @@ int spy_counter_index(const spy_provider *p, const char *name);
  * for gpu_frame; the duration is written to every not-yet-flushed frame
  * still waiting at or before gpu_frame, and those waits are cleared. A
  * frame flushed before its value arrived keeps the last known value. With
- * no GPU timing ever, samples read "not available", never 0. */
+ * no GPU timing ever, samples read "not available", never 0.
+ * Bad input is ignored and counted (spy_provider_stats): a resolve for an
+ * id above every id issued so far, or with a duration that is NaN,
+ * negative or over SPY_GPU_MS_MAX. An issued id more than
+ * SPY_GPU_RESET_GAP below the highest one issued is a device reset: the
+ * pending mappings are forgotten and attribution starts again from it. */
+#define SPY_GPU_MS_MAX 10000.0  /* longest plausible GPU frame, ms */
+#define SPY_GPU_RESET_GAP 4096u /* ids going back further: a reset */
 static inline void spy_gpu_issued(spy_provider *p, uint64_t gpu_frame) {
-  if (spy__watched(p))
+  if (spy__watching(p, SPY_FEAT_STATS))
     spy__gpu_issued(p, gpu_frame);
 }
 static inline void spy_gpu_resolved(spy_provider *p, uint64_t gpu_frame,
                                     double ms) {
-  if (spy__watched(p))
+  if (spy__watching(p, SPY_FEAT_STATS))
     spy__gpu_resolved(p, gpu_frame, ms);
 }
 
@@ -266,7 +294,7 @@ static inline void spy_gpu_resolved(spy_provider *p, uint64_t gpu_frame,
  * a consumer subscribes). Strings longer than string_max are cut. */
 static inline void spy_value_set_f64(spy_provider *p, const char *name,
                                      double v) {
-  if (spy__watched(p)) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY)) {
     spy_value x = {.kind = SPY_VAL_FLOAT};
     x.v.f[0] = v;
     spy__value_set(p, name, &x);
@@ -274,7 +302,7 @@ static inline void spy_value_set_f64(spy_provider *p, const char *name,
 }
 static inline void spy_value_set_i64(spy_provider *p, const char *name,
                                      int64_t v) {
-  if (spy__watched(p)) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY)) {
     spy_value x = {.kind = SPY_VAL_INT};
     x.v.i = v;
     spy__value_set(p, name, &x);
@@ -282,7 +310,7 @@ static inline void spy_value_set_i64(spy_provider *p, const char *name,
 }
 static inline void spy_value_set_bool(spy_provider *p, const char *name,
                                       int v) {
-  if (spy__watched(p)) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY)) {
     spy_value x = {.kind = SPY_VAL_BOOL};
     x.v.b = v != 0;
     spy__value_set(p, name, &x);
@@ -290,7 +318,7 @@ static inline void spy_value_set_bool(spy_provider *p, const char *name,
 }
 static inline void spy_value_set_vec(spy_provider *p, const char *name,
                                      const double *v, int n) {
-  if (spy__watched(p) && n >= 1 && n <= 4) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY) && n >= 1 && n <= 4) {
     spy_value x = {
         .kind = (uint8_t)(n == 1 ? SPY_VAL_FLOAT : SPY_VAL_FLOAT2 + (n - 2))};
     for (int i = 0; i < n; i++)
@@ -302,16 +330,54 @@ void spy_value_set_str(spy_provider *p, const char *name, const char *s);
 /* Any spy_value (kinds of wire.h, strings cut to string_max). */
 static inline void spy_value_set(spy_provider *p, const char *name,
                                  const spy_value *v) {
-  if (spy__watched(p))
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
     spy__value_set(p, name, v);
 }
 /* A handle for `name` (registering it), for spy_value_set_at; or
  * SPY_ENOSPC when the registry is full, SPY_EINVAL for a bad name. */
 int spy_value_handle(spy_provider *p, const char *name);
+/* By handle, any spy_value. The caller builds v before the check, which
+ * costs a few stores even when nobody watches: in a hot loop prefer the
+ * typed setters below, which build the value only inside the check (an
+ * unwatched set is then the same one load and branch as by name). An
+ * invalid handle (< 0, or not from this provider) is ignored. */
 static inline void spy_value_set_at(spy_provider *p, int handle,
                                     const spy_value *v) {
-  if (spy__watched(p))
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
     spy__value_set_at(p, handle, v);
+}
+static inline void spy_value_set_f64_at(spy_provider *p, int handle, double v) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
+    spy__value_set_f64_at(p, handle, v);
+}
+static inline void spy_value_set_i64_at(spy_provider *p, int handle,
+                                        int64_t v) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
+    spy__value_set_i64_at(p, handle, v);
+}
+static inline void spy_value_set_u64_at(spy_provider *p, int handle,
+                                        uint64_t v) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
+    spy__value_set_u64_at(p, handle, v);
+}
+static inline void spy_value_set_bool_at(spy_provider *p, int handle, int v) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
+    spy__value_set_bool_at(p, handle, v);
+}
+static inline void spy_value_set_vec2_at(spy_provider *p, int handle, double x,
+                                         double y) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
+    spy__value_set_vec_at(p, handle, x, y, 0, 0, 2);
+}
+static inline void spy_value_set_vec3_at(spy_provider *p, int handle, double x,
+                                         double y, double z) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
+    spy__value_set_vec_at(p, handle, x, y, z, 0, 3);
+}
+static inline void spy_value_set_vec4_at(spy_provider *p, int handle, double x,
+                                         double y, double z, double w) {
+  if (spy__watching(p, SPY_FEAT_REGISTRY))
+    spy__value_set_vec_at(p, handle, x, y, z, w, 4);
 }
 
 /* ---- environment (any thread; diffed against what was last sent) ------ */

@@ -7,14 +7,15 @@
  *
  * Emitting (spy_emit_<kind>) is the hot path. A disabled session costs one
  * predictable branch: nothing is built, copied or hashed. An enabled one
- * encodes the action once, in its wire form (docs/wire.md, TRACE), into a
- * bounded byte queue and returns; a writer thread decodes it, hashes large
- * payloads (XXH3-128) so each is stored once per session, serialises the
- * action once — its JSON-lines form for the JSON-lines writer and custom
- * writers, its binary record (payloads by reference) for the SQL writers —
- * and hands it to the writer. When the
- * queue is full the emitter waits (a build trace loses nothing) and the
- * wait is counted.
+ * encodes the action once, in its wire form (docs/wire.md, TRACE), into
+ * the calling thread's own bounded byte queue (no lock: threads emitting
+ * into one session do not wait for each other) and returns; a writer
+ * thread takes the actions of every queue in sequence order, decodes each,
+ * hashes large payloads (XXH3-128) so each is stored once per session,
+ * serialises the action once — its JSON-lines form for the JSON-lines writer
+ * and custom writers, its binary record (payloads by reference) for the SQL
+ * writers — and hands it to the writer. When the queue is full the emitter
+ * waits (a build trace loses nothing) and the wait is counted.
  *
  * Writers: "jsonl" (default: Rolldown's devtools log format), "sqlite" and
  * "postgres", behind one table of function pointers (spy_trace_writer_ops);
@@ -145,12 +146,19 @@ typedef struct spy_trace_hot {
   int enabled;
 } spy_trace_hot;
 
+/* Application kinds one session accepts (SPY_ERANGE beyond). */
+#define SPY_TRACE_MAX_APP_KINDS 64
+
 /* The out-of-line part of every emit: encodes `act` (a struct described by
- * `kind`) into the session's queue. Returns 0, SPY_EINVAL (a required
- * string is NULL, a string or list is too large), SPY_ECLOSED (the session
- * is being destroyed). Thread-safe: any number of threads may emit into
- * one session. Waits, and counts the wait, while the queue is full. The
- * action is copied: the caller's memory may be reused on return. */
+ * `kind`) once, into the calling thread's queue of the session (a thread's
+ * first emit allocates its queue). Returns 0, SPY_EINVAL (a required
+ * string is NULL, a string or list is too large), SPY_ERANGE (an
+ * application kind beyond the SPY_TRACE_MAX_APP_KINDS the session knows;
+ * nothing is queued), SPY_ENOMEM, SPY_ECLOSED (the session is being
+ * destroyed). Thread-safe and lock-free: any number of threads may emit
+ * into one session; each thread's actions are stored in its emit order.
+ * Waits, and counts the wait, while the thread's queue is full. The action
+ * is copied: the caller's memory may be reused on return. */
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act);
 
 #if defined(__GNUC__)
@@ -206,7 +214,8 @@ SPY_TRACE_ACTIONS(SPY__ACT_DECL)
 
 /* The built-in kinds, indexed by wire id (1..SPY_TRACE_KIND_COUNT); [0]
  * is NULL. */
-#define SPY_TRACE_KIND_COUNT 15
+#define SPY__ACT_ONE(id, Name, snake, role, FIELDS) +1
+#define SPY_TRACE_KIND_COUNT (0 SPY_TRACE_ACTIONS(SPY__ACT_ONE))
 extern const spy_trace_kind *const spy_trace_kinds[SPY_TRACE_KIND_COUNT + 1];
 /* The built-in kind named `name` ("BuildStart"), or NULL. */
 const spy_trace_kind *spy_trace_kind_find(const char *name);
@@ -328,8 +337,8 @@ int spy_trace_json_parse(const char *line, size_t n, spy_trace_arena *arena,
 typedef struct spy_trace_record {
   const spy_trace_action *action; /* SRC values carry their hash */
   const char *json; /* the action's JSON-lines form, no newline; NULL for
-                       the built-in SQL writers (they store the binary
-                       record) */
+                       a writer with SPY_TRACE_WRITER_RECORDS (it stores
+                       the binary record) */
   size_t json_len;
   uint64_t json_replaced; /* bytes of the action that were not UTF-8 and
                              became U+FFFD in json */
@@ -357,7 +366,12 @@ typedef struct spy_trace_writer_cfg {
  * actions it could not store (>= 0). lost (optional): actions given to the
  * writer that it has dropped so far. busy_ns (optional): time the writer's
  * own background threads have worked so far (the built-in SQL writers
- * compress payloads on one). Optional ops may be NULL. */
+ * compress payloads on one). Optional ops may be NULL. flags: what the
+ * writer needs from the session (SPY_TRACE_WRITER_*; 0 for a writer that
+ * takes the JSON form and makes its own directory if it wants one). */
+#define SPY_TRACE_WRITER_RECORDS 1u  /* no JSON form: record.json is NULL */
+#define SPY_TRACE_WRITER_MKDIR 2u    /* the session creates cfg.dir first */
+#define SPY_TRACE_WRITER_CONNINFO 4u /* needs desc.conninfo; no cfg.dir */
 typedef struct spy_trace_writer_ops {
   const char *name;
   int (*open)(void **state, const spy_trace_writer_cfg *cfg);
@@ -367,6 +381,7 @@ typedef struct spy_trace_writer_ops {
   int64_t (*close)(void *state);
   uint64_t (*lost)(void *state);
   uint64_t (*busy_ns)(void *state);
+  uint32_t flags; /* SPY_TRACE_WRITER_* */
 } spy_trace_writer_ops;
 
 /* The built-in writer named `name` ("jsonl", "sqlite", "postgres") or
@@ -384,7 +399,7 @@ typedef struct spy_trace_desc {
   const spy_trace_writer_ops *ops; /* custom writer: overrides `writer` */
   void *ops_arg;                   /* passed to ops->open in cfg.arg */
   const char *session_id; /* default: generated, unique per process + time */
-  size_t queue_bytes;     /* default 8 MiB; min 64 KiB */
+  size_t queue_bytes;     /* per emitting thread; default 8 MiB; min 64 KiB */
   uint32_t batch_actions; /* actions per commit at most; default 4096 */
   size_t retry_bytes;     /* postgres buffering while away; default 64 MiB */
   uint32_t retry_ms;      /* postgres retry on close; default 10000 */
@@ -398,14 +413,16 @@ typedef struct spy_trace_stats {
   uint64_t emitted;       /* actions accepted by emit */
   uint64_t written;       /* actions handed to the writer */
   uint64_t lost;          /* actions the writer could not store */
-  uint64_t waits;         /* emits that found the queue full and waited */
+  uint64_t waits;         /* emits that found their queue full and waited */
   uint64_t wait_ns;       /* total time spent waiting */
   uint64_t queued_bytes;  /* bytes that went through the queue */
   uint64_t sources;       /* distinct payloads stored */
   uint64_t sources_dup;   /* payloads seen again and not stored */
   uint64_t source_bytes;  /* bytes of distinct payloads */
   uint64_t saved_bytes;   /* bytes not stored thanks to dedup */
-  uint64_t writer_errors; /* failures the writer reported */
+  uint64_t writer_errors; /* failures the writer reported (each one; on_error
+                             hears the first of a kind, and the count of
+                             repeats when the session ends) */
   uint64_t writer_ns;     /* writer thread busy time: decode … commit */
   uint64_t packer_ns;     /* the writer's background threads' busy time */
   uint32_t builds;        /* builds begun */
@@ -415,14 +432,15 @@ typedef struct spy_trace_stats {
  * directory (jsonl, sqlite), opens the writer and starts the writer thread,
  * then emits nothing (call spy_trace_session_meta yourself). Disabled:
  * allocates the handle only. Returns 0 and *out, or SPY_EINVAL (unknown
- * writer, postgres without conninfo), SPY_ENOMEM, a filesystem error, or
- * the writer's open error (SPY_EBADSCHEMA for a newer store). The caller
- * owns *out and frees it with spy_trace_destroy. */
-int spy_trace_create(const spy_trace_desc *desc, spy_trace **out);
+ * writer, postgres without conninfo, out NULL), SPY_ENOMEM, a filesystem
+ * error, or the writer's open error (SPY_EBADSCHEMA for a newer store).
+ * The caller owns *out and frees it with spy_trace_destroy. */
+int spy_trace_create(spy_trace **out, const spy_trace_desc *desc);
 
-/* Drains the queue, closes the writer, joins the thread, frees. Returns
+/* Drains the queues, closes the writer, joins the thread, frees. Returns
  * the number of actions that were not stored (0 if all were), or a
- * negative code. NULL is a no-op returning 0. Must not race with emits. */
+ * negative code. NULL is a no-op returning 0. Must not race with emits,
+ * nor with the exit of a thread that emitted into the session. */
 int64_t spy_trace_destroy(spy_trace *t);
 
 /* Waits until every action emitted so far is committed by the writer.

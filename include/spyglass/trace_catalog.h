@@ -171,6 +171,17 @@
   A(14, HookRenderChunkEnd, hook_render_chunk_end, HOOK_END,                   \
     SPY_ACT_HOOK_RENDER_CHUNK_END)                                             \
   A(15, AssetsReady, assets_ready, ASSETS, SPY_ACT_ASSETS_READY)
+
+/* H(hook, start, end, subject): each plugin hook, the snake names of its
+ * Start and End kinds (joined by call_id) and the Start field naming what
+ * the hook worked on (`_`: nothing). The hook_calls view, its indexes and
+ * the readers' hook type are derived from this list. */
+#define SPY_TRACE_HOOKS(H)                                                     \
+  H(transform, hook_transform_call_start, hook_transform_call_end, module_id)  \
+  H(load, hook_load_call_start, hook_load_call_end, module_id)                 \
+  H(resolve_id, hook_resolve_id_call_start, hook_resolve_id_call_end,          \
+    module_request)                                                            \
+  H(render_chunk, hook_render_chunk_start, hook_render_chunk_end, _)
 // clang-format on
 
 #endif

@@ -17,10 +17,18 @@
  * transport is created (LARGE: on first use), never on the hot path. When a
  * tier is empty, acquire returns NULL and the caller drops its flush and
  * counts it: nothing ever waits for a buffer.
+ *
+ * Profiler hook: a transport carries one nullable hook (spy_post_hook),
+ * set and cleared at run time by a message profiler (profiler.h). Every
+ * post through spy_transport_post() reads it with one relaxed load; while
+ * it is NULL that is the whole cost. While set, the post is timed and the
+ * hook is called on the posting thread after it. The ops table itself never
+ * changes after create.
  */
 #ifndef SPYGLASS_TRANSPORT_H
 #define SPYGLASS_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,9 +63,9 @@ typedef struct spy_buffer {
   uint8_t reserved;
   uint16_t index;
   uint32_t len; /* set by post: the frame's length */
-  /* Set by the encoder when the transport asks for encode timing
-   * (spy_transport.timing_wanted, set by a wrapping message profiler):
-   * nanoseconds spent encoding the frame now in `data`. 0 otherwise. */
+  /* Set by the encoder while the transport has a hook
+   * (spy_transport_timed()): nanoseconds spent encoding the frame now in
+   * `data`. 0 otherwise (acquire clears it). */
   uint64_t encode_ns;
 } spy_buffer;
 
@@ -109,13 +117,35 @@ typedef struct spy_transport_ops {
   void (*dispose)(spy_transport *t);
 } spy_transport_ops;
 
-/* The common head of every transport. `ops` may be swapped by a wrapper
- * (the message profiler) that forwards to the original table. */
+/* What one hooked post cost, handed to the hook on the posting thread. */
+typedef struct spy_post_sample {
+  uint64_t t_ns;      /* CLOCK_MONOTONIC when the post returned */
+  uint64_t encode_ns; /* spy_buffer.encode_ns as the encoder left it */
+  uint64_t post_ns;   /* time spent in ops->post */
+  uint32_t type;      /* the frame header's message type; 0 if none */
+  uint32_t len;       /* bytes posted */
+  int32_t rc;         /* what ops->post returned */
+  int32_t bad;        /* 1: the buffer did not hold a frame of exactly len
+                         bytes (or was NULL): the costs are not meaningful */
+} spy_post_sample;
+
+/* A profiler hook: on_post(ctx, sample) runs on the posting thread after
+ * each post, so it must not block (the message profiler records into a
+ * ring of the calling thread's own). Owned by whoever sets it; it must
+ * stay valid until spy_transport_clear_hook() has returned. */
+typedef struct spy_post_hook {
+  void (*on_post)(void *ctx, const spy_post_sample *s);
+  void *ctx;
+} spy_post_hook;
+
+/* The common head of every transport. `ops` is fixed at create. */
 struct spy_transport {
   const spy_transport_ops *ops;
-  /* Non-zero asks encoders to time their encode into spy_buffer.encode_ns.
-   * Read with a relaxed load on the hot path. */
-  volatile int timing_wanted;
+  /* The profiler hook or NULL (spy_transport_set_hook). */
+  _Atomic(const spy_post_hook *) hook;
+  /* Hooked posts in progress (only touched while a hook is set), so that
+   * clearing a hook can wait until none of them still uses it. */
+  _Atomic uint32_t hook_users;
 };
 
 typedef enum spy_transport_kind {
@@ -144,13 +174,39 @@ typedef struct spy_transport_desc {
  * worker: it returns an inline transport instead. */
 int spy_transport_create(spy_transport **out, const spy_transport_desc *desc);
 
-/* Convenience forwards to t->ops. */
+/* Sets t's profiler hook. Any thread, at any time (posts in progress on
+ * other threads see it from their next post). Returns 0, SPY_EEXIST (h is
+ * already set), SPY_EBUSY (another hook is set: one at a time), SPY_EINVAL
+ * (NULL t, h or h->on_post). */
+int spy_transport_set_hook(spy_transport *t, const spy_post_hook *h);
+
+/* Clears t's hook if it is h, then waits until no post that saw h is still
+ * inside it (a post's length: the clearing thread spins and yields; the
+ * posting threads never wait). After it returns h may be freed. Must not
+ * be called from inside h->on_post. Returns 0 or SPY_ENOENT (h is not the
+ * hook). */
+int spy_transport_clear_hook(spy_transport *t, const spy_post_hook *h);
+
+/* Non-zero while a hook is set: encoders then time their encode into
+ * spy_buffer.encode_ns. One relaxed load. */
+static inline int spy_transport_timed(spy_transport *t) {
+  return atomic_load_explicit(&t->hook, memory_order_relaxed) != NULL;
+}
+
+/* The hooked path of spy_transport_post (internal). */
+int spy__transport_post_hooked(spy_transport *t, spy_buffer *b, size_t len);
+
+/* Convenience forwards to t->ops. Post through spy_transport_post() (not
+ * t->ops->post) so that a profiler hook sees the post. */
 static inline spy_buffer *spy_transport_acquire(spy_transport *t,
                                                 spy_tier tier) {
   return t->ops->acquire(t, tier);
 }
 static inline int spy_transport_post(spy_transport *t, spy_buffer *b,
                                      size_t len) {
+  if (__builtin_expect(
+          atomic_load_explicit(&t->hook, memory_order_relaxed) != NULL, 0))
+    return spy__transport_post_hooked(t, b, len);
   return t->ops->post(t, b, len);
 }
 

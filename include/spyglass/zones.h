@@ -117,7 +117,7 @@ typedef struct spy__zone_ring {
  * block (provider.h, spy__provider_hot.zones), read here at its offset so
  * that this header needs neither provider.h nor C11 atomics and also
  * compiles as C++ (zones.c checks the offset at build time). */
-#define SPY__ZONES_HOT_OFFSET 264u
+#define SPY__ZONES_HOT_OFFSET 276u
 
 extern __thread spy__zone_ring *spy__zone_cur
     __attribute__((tls_model("initial-exec")));

@@ -1,11 +1,22 @@
-/* channel.c — named broadcast channels: a directory per channel holding a
- * control page and one ring file per opener (see bus.h, ring.h, ctl.h).
+/* channel.c — named broadcast channels: a directory per channel holding one
+ * entry file per opener; each entry names the opener's ring and the
+ * channel's control page, both sealed memfds (see bus.h, ring.h, ctl.h,
+ * shm.h).
  *
- * Membership changes (open, close, sweeping a dead opener) happen under an
- * exclusive flock on the channel directory and bump the control page's
- * generation; readers rescan the directory when it changes. Each ring file
- * is flock'ed by its owner for its whole life, so a ring whose lock can be
- * taken belongs to a dead process and is removed.
+ * Membership changes (open, close, sweeping a dead opener, re-creating a
+ * lost entry) happen under an exclusive flock on the channel directory and
+ * bump the control page's generation; readers rescan the directory when it
+ * changes. Each entry is flock'ed by its owner for its whole life, so an
+ * entry whose lock can be taken belongs to a dead process and is removed.
+ *
+ * Nothing in the directory or in shared memory is trusted: entries are
+ * checked before use and skipped (and counted) when they do not hold up,
+ * rings are read through validated private geometry (ring.h), a peer whose
+ * ring keeps failing is dropped and re-mapped later with a back-off, and a
+ * waiting reader that finds data announced but none readable backs off
+ * instead of spinning. Each opener checks its own directory entry now and
+ * then, off the post path, and re-creates the directory and the entry when
+ * something removed or damaged them.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,36 +35,77 @@
 #include "bus/ctl.h"
 #include "bus/ring.h"
 #include "bus/rundir.h"
+#include "bus/shm.h"
 #include "platform/platform.h"
 #include "spyglass/bus.h"
 #include "spyglass/wire.h"
 
 #define RING_PREFIX "r-"
+#define TMP_PREFIX ".t-"
 #define MAX_PEERS 256
-#define SPIN_NS 20000 /* how long a reader watches before it sleeps */
+#define MAX_FORGOTTEN 32
+#define MAX_RETIRED 4
+#define SPIN_NS 20000         /* how long a reader watches before it sleeps */
+#define MAINT_NS 250000000ull /* own entry check, retries of bad peers */
+#define FAIL_LIMIT 32         /* inconsistent reads in a row: drop */
+#define RETRY_MIN_NS 100000000ull  /* first re-map attempt of a bad peer */
+#define RETRY_MAX_NS 5000000000ull /* back-off cap */
+#define FUTILE_MIN_NS 1000000ull   /* data announced, none readable: sleep */
+#define FUTILE_MAX_NS 64000000ull
 
 typedef struct peer {
   char file[64];
-  spy_ring_hdr *hdr;
+  void *map;
   size_t map_bytes;
-  spy_ring_cursor cur;
-  int gone; /* no longer in the directory: drain, then drop */
+  spy_ring_reader rd;
+  uint64_t owner_id;
+  uint32_t fails; /* inconsistent reads in a row */
+  int gone;       /* no longer in the directory: drain, then drop */
 } peer;
 
+/* A peer we dropped or could not map: where its cursor was (to resume
+ * exactly, without loss or repeats, if it comes back) and, for a bad one,
+ * when to try it again. */
+typedef struct forgotten {
+  char file[64];
+  uint64_t owner_id, pos, next_seq;
+  uint64_t retry_ns, backoff_ns;
+  int bad;  /* mapping or reading failed: retry after retry_ns */
+  int seen; /* present in the last scan */
+} forgotten;
+
 struct spy_channel {
+  char root[PATH_MAX];
   char dir[PATH_MAX];
   int dfd;
   spy_ctl *ctl;
+  int ctl_fd;
+  uint64_t ctl_id;
+  spy_ctl *retired[MAX_RETIRED]; /* replaced control pages (fd mode) */
+  int nretired;
   int ring_fd;
-  spy_ring_hdr *ring;
+  void *ring_mem;
   size_t ring_map;
+  uint32_t ring_bytes;
+  spy_ring_writer w;
+  int entry_fd;
+  spy_bus_entry entry;
   char ring_file[64];
   uint64_t id;
+  uint64_t created_ns;
   uint32_t gen_seen;
   peer peers[MAX_PEERS];
   int npeers;
   int rr;
+  forgotten fg[MAX_FORGOTTEN];
+  int nfg;
+  uint64_t next_maint_ns;
+  uint32_t calls;
+  uint32_t futile;       /* waits that found data announced but none read */
+  int wait_said_pending; /* spy_channel_wait returned 1 */
+  int busy;              /* a peer read failed in the last pass */
   spy_channel_stats st;
+  uint64_t recreated_seen; /* spy_channel_recreated */
   /* spy_channel_fd's watcher */
   int efd;
   pthread_t watcher;
@@ -69,21 +121,29 @@ static int is_ring_name(const char *n) {
   return strncmp(n, RING_PREFIX, strlen(RING_PREFIX)) == 0;
 }
 
-/* Opens ring file `name` in dfd and removes it if its owner is dead.
- * Returns 1 if removed, 0 if alive (or not ours to judge). */
+/* Opens entry `name` in dfd and removes it if its owner is dead (its lock
+ * can be taken). Only regular files of ours are judged; anything else is
+ * left alone (rescan counts it). Returns 1 if removed, 0 if not. */
 static int reap_if_dead(int dfd, const char *name) {
-  int fd = openat(dfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  int fd = openat(dfd, name,
+                  O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     return 0;
-  int dead = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  struct stat st;
+  int dead = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+    dead = flock(fd, LOCK_EX | LOCK_NB) == 0;
   if (dead)
     unlinkat(dfd, name, 0);
   close(fd);
   return dead;
 }
 
-/* With the directory locked: reaps dead rings; returns live rings left. */
-static int reap_dir(int dfd, int *reaped) {
+/* Calls fn(dfd, name, arg) for every ring-named entry (and, with tmp,
+ * every temporary one); stops when fn returns non-zero and returns that,
+ * else 0; -errno if the directory cannot be read. */
+static int each_entry_of(int dfd, int (*fn)(int, const char *, void *),
+                         void *arg, int tmp) {
   int dup_fd = dup(dfd);
   if (dup_fd < 0)
     return -errno;
@@ -93,42 +153,124 @@ static int reap_dir(int dfd, int *reaped) {
     return -errno;
   }
   rewinddir(d);
-  int live = 0;
+  int rc = 0;
   struct dirent *e;
-  while ((e = readdir(d))) {
-    if (!is_ring_name(e->d_name))
-      continue;
-    if (reap_if_dead(dfd, e->d_name))
-      (*reaped)++;
-    else
-      live++;
-  }
+  while (rc == 0 && (e = readdir(d)))
+    if (is_ring_name(e->d_name) ||
+        (tmp && strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0))
+      rc = fn(dfd, e->d_name, arg);
   closedir(d);
-  return live;
+  return rc;
+}
+
+static int each_entry(int dfd, int (*fn)(int, const char *, void *),
+                      void *arg) {
+  return each_entry_of(dfd, fn, arg, 0);
+}
+
+typedef struct reap_ctx {
+  int live, reaped;
+} reap_ctx;
+
+static int reap_one(int dfd, const char *name, void *arg) {
+  reap_ctx *r = arg;
+  if (!is_ring_name(name)) {
+    /* A temporary entry seen with the directory locked was left by an
+     * opener that died while writing it (they are renamed under the
+     * lock). */
+    reap_if_dead(dfd, name);
+    return 0;
+  }
+  if (reap_if_dead(dfd, name))
+    r->reaped++;
+  else
+    r->live++;
+  return 0;
+}
+
+/* With the directory locked: reaps dead entries; returns those left. */
+static int reap_dir(int dfd, int *reaped) {
+  reap_ctx r = {0, 0};
+  int rc = each_entry_of(dfd, reap_one, &r, 1);
+  *reaped += r.reaped;
+  return rc < 0 ? rc : r.live;
+}
+
+/* Maps the control page another opener's entry names, checking it is the
+ * one the entry says. */
+static int map_peer_ctl(const spy_bus_entry *e, spy_ctl **out) {
+  int fd = spy__shm_open_peer(e->pid, e->ctl_fd, SPY_CTL_BYTES, 1);
+  if (fd < 0)
+    return fd;
+  spy_ctl *c =
+      mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (c == MAP_FAILED) {
+    int rc = -errno;
+    close(fd);
+    return rc;
+  }
+  if (c->magic != SPY_CTL_MAGIC || c->version != SPY_CTL_VERSION ||
+      c->id != e->ctl_id) {
+    munmap(c, SPY_CTL_BYTES);
+    close(fd);
+    return SPY_EBADSEGMENT;
+  }
+  *out = c;
+  return fd;
+}
+
+typedef struct find_ctl_ctx {
+  const char *skip;
+  spy_ctl *ctl;
+  int fd;
+  uint64_t id;
+} find_ctl_ctx;
+
+static int find_ctl_one(int dfd, const char *name, void *arg) {
+  find_ctl_ctx *f = arg;
+  spy_bus_entry e;
+  if ((f->skip && strcmp(name, f->skip) == 0) ||
+      spy__entry_read(dfd, name, &e) < 0)
+    return 0;
+  int fd = map_peer_ctl(&e, &f->ctl);
+  if (fd < 0)
+    return 0;
+  f->fd = fd;
+  f->id = e.ctl_id;
+  return 1;
+}
+
+/* The control page of the first live opener in dfd other than `skip`. */
+static int find_ctl(int dfd, const char *skip, find_ctl_ctx *f) {
+  f->skip = skip;
+  f->ctl = NULL;
+  f->fd = -1;
+  return each_entry(dfd, find_ctl_one, f) == 1 ? 0 : SPY_ENOENT;
 }
 
 static void bump_generation(int dfd) {
-  int fd = openat(dfd, "ctl", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
+  find_ctl_ctx f;
+  if (find_ctl(dfd, NULL, &f) < 0)
     return;
-  spy_ctl *c =
-      mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (c == MAP_FAILED)
-    return;
-  if (c->magic == SPY_CTL_MAGIC) {
-    atomic_fetch_add(&c->generation, 1);
-    spy__ec_notify(c);
-  }
-  munmap(c, SPY_CTL_BYTES);
+  atomic_fetch_add(&f.ctl->generation, 1);
+  spy__ec_notify(f.ctl);
+  munmap(f.ctl, SPY_CTL_BYTES);
+  close(f.fd);
 }
 
-/* Locks the channel directory `path` (creating it), retrying if another
- * process removed it between our mkdir and our lock. Returns the fd. */
-static int lock_channel_dir(const char *path, int create) {
+/* Locks the channel directory `path` (creating it, and the runtime
+ * directory `root` if that went too), retrying if another process removed
+ * it between our mkdir and our lock. Returns the fd. */
+static int lock_channel_dir(const char *root, const char *path, int create) {
   for (int tries = 0; tries < 100; tries++) {
-    if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
-      return -errno;
+    if (create && mkdir(path, 0700) < 0 && errno != EEXIST) {
+      if (errno != ENOENT || !root || tries > 0)
+        return -errno;
+      int rc = spy__dir_ensure(root); /* the runtime directory was removed */
+      if (rc < 0)
+        return rc;
+      continue;
+    }
     int rc = spy__dir_check(path);
     if (rc < 0)
       return rc;
@@ -152,13 +294,11 @@ static int lock_channel_dir(const char *path, int create) {
   return SPY_EBUSY;
 }
 
-/* With the directory locked: removes ctl and the directory if no ring is
- * left. */
-static void remove_if_empty(int dfd, const char *path, int live) {
-  if (live > 0)
-    return;
-  unlinkat(dfd, "ctl", 0);
-  rmdir(path);
+/* With the directory locked: removes the directory if no entry is left
+ * (anything foreign in it makes rmdir fail, which is fine). */
+static void remove_if_empty(const char *path, int live) {
+  if (live == 0)
+    rmdir(path);
 }
 
 int spy_bus_sweep(const char *dir) {
@@ -178,7 +318,7 @@ int spy_bus_sweep(const char *dir) {
     if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >=
         (int)sizeof path)
       continue;
-    int dfd = lock_channel_dir(path, 0);
+    int dfd = lock_channel_dir(NULL, path, 0);
     if (dfd < 0)
       continue;
     int before = reaped;
@@ -186,124 +326,274 @@ int spy_bus_sweep(const char *dir) {
     if (reaped != before)
       bump_generation(dfd);
     if (live >= 0)
-      remove_if_empty(dfd, path, live);
+      remove_if_empty(path, live);
     close(dfd);
   }
   closedir(d);
   return reaped;
 }
 
-/* ---- open / close ------------------------------------------------------- */
+/* ---- joining: control page, ring, entry -------------------------------- */
 
-/* fstat + the owner check every shared file gets; 0, SPY_EOWNER or -errno. */
-static int stat_owned(int fd, struct stat *st) {
-  if (fstat(fd, st) < 0)
-    return -errno;
-  return st->st_uid == geteuid() ? 0 : SPY_EOWNER;
-}
-
-static int map_ctl(spy_channel *ch) {
-  int fd =
-      openat(ch->dfd, "ctl", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return -errno;
-  struct stat st;
-  int rc = stat_owned(fd, &st);
-  if (rc == 0 && st.st_size == 0 && ftruncate(fd, SPY_CTL_BYTES) < 0)
-    rc = -errno;
-  else if (rc == 0 && st.st_size != 0 && st.st_size != SPY_CTL_BYTES)
-    rc = SPY_EBADSEGMENT;
-  if (rc == 0) {
-    ch->ctl =
-        mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (ch->ctl == MAP_FAILED) {
-      ch->ctl = NULL;
-      rc = -errno;
-    } else if (ch->ctl->magic == 0) {
-      ch->ctl->version = SPY_CTL_VERSION;
-      ch->ctl->magic = SPY_CTL_MAGIC; /* under the directory lock */
-    } else if (ch->ctl->magic != SPY_CTL_MAGIC ||
-               ch->ctl->version != SPY_CTL_VERSION) {
-      rc = SPY_EBADSEGMENT;
-    }
+static void set_ctl(spy_channel *ch, spy_ctl *c, int fd, uint64_t id) {
+  if (ch->ctl) {
+    /* The watcher thread may still be asleep on the old page: keep it
+     * mapped until close. Without a watcher nobody else uses it. */
+    if (ch->watcher_started && ch->nretired < MAX_RETIRED)
+      ch->retired[ch->nretired++] = ch->ctl;
+    else
+      munmap(ch->ctl, SPY_CTL_BYTES);
   }
-  close(fd);
-  return rc;
+  if (ch->ctl_fd >= 0)
+    close(ch->ctl_fd);
+  ch->ctl = c;
+  ch->ctl_fd = fd;
+  ch->ctl_id = id;
+  ch->gen_seen = atomic_load(&c->generation) - 1; /* rescan soon */
 }
 
-static int create_ring(spy_channel *ch, uint32_t data_bytes) {
-  snprintf(ch->ring_file, sizeof ch->ring_file, RING_PREFIX "%d-%016llx",
-           (int)getpid(), (unsigned long long)ch->id);
-  int fd = openat(ch->dfd, ch->ring_file,
-                  O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+/* With the directory locked: takes the channel's control page from a live
+ * opener, or creates one if there is none (and we have none). */
+static int get_ctl(spy_channel *ch, int dfd) {
+  find_ctl_ctx f;
+  if (find_ctl(dfd, ch->ring_file, &f) == 0) {
+    if (f.id == ch->ctl_id) { /* the one we have already */
+      munmap(f.ctl, SPY_CTL_BYTES);
+      close(f.fd);
+      return 0;
+    }
+    set_ctl(ch, f.ctl, f.fd, f.id);
+    return 0;
+  }
+  if (ch->ctl)
+    return 0; /* we are the first in a re-created directory: keep ours */
+  int fd = spy__shm_create("spyglass-ctl", SPY_CTL_BYTES);
   if (fd < 0)
-    return -errno;
-  ch->ring_fd = fd;
-  if (flock(fd, LOCK_EX | LOCK_NB) < 0)
-    return -errno;
-  ch->ring_map = SPY_RING_HEADER_BYTES + (size_t)data_bytes;
-  if (ftruncate(fd, (off_t)ch->ring_map) < 0)
-    return -errno;
-  void *m = mmap(NULL, ch->ring_map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED)
-    return -errno;
-  ch->ring = m;
-  ch->ring->pid = (uint32_t)getpid();
-  ch->ring->created_mono_ns = spy__mono_ns();
-  spy__ring_init(ch->ring, data_bytes, ch->id);
+    return fd;
+  spy_ctl *c =
+      mmap(NULL, SPY_CTL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (c == MAP_FAILED) {
+    int rc = -errno;
+    close(fd);
+    return rc;
+  }
+  c->version = SPY_CTL_VERSION;
+  c->id = spy__random_u64();
+  atomic_thread_fence(memory_order_release);
+  c->magic = SPY_CTL_MAGIC;
+  set_ctl(ch, c, fd, c->id);
   return 0;
 }
 
-static void unmap_peer(peer *p) {
-  if (p->hdr)
-    munmap(p->hdr, p->map_bytes);
-  p->hdr = NULL;
+static int create_ring(spy_channel *ch) {
+  ch->ring_map = SPY_RING_HEADER_BYTES + (size_t)ch->ring_bytes;
+  int fd = spy__shm_create("spyglass-ring", ch->ring_map);
+  if (fd < 0)
+    return fd;
+  void *m = mmap(NULL, ch->ring_map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    int rc = -errno;
+    close(fd);
+    return rc;
+  }
+  ch->ring_fd = fd;
+  ch->ring_mem = m;
+  spy__ring_writer_init(&ch->w, m, ch->ring_bytes, ch->id, (uint32_t)getpid(),
+                        ch->created_ns);
+  return 0;
 }
 
-/* Maps a peer's ring read-only. 0 on success, < 0 to skip it for now. */
-static int map_peer(spy_channel *ch, const char *name, peer *p) {
-  int fd = openat(ch->dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+/* With the directory locked: writes our entry under a temporary name,
+ * locks it and renames it into place, so that it never appears half
+ * written and never disappears while we replace it. */
+static int write_entry(spy_channel *ch, int dfd) {
+  spy_bus_entry *e = &ch->entry;
+  memset(e, 0, sizeof *e);
+  e->magic = SPY_ENTRY_MAGIC;
+  e->version = SPY_ENTRY_VERSION;
+  e->pid = (uint32_t)getpid();
+  e->ring_fd = ch->ring_fd;
+  e->ctl_fd = ch->ctl_fd;
+  e->ring_bytes = ch->ring_bytes;
+  e->owner_id = ch->id;
+  e->ctl_id = ch->ctl_id;
+  spy__entry_seal(e);
+  char tmp[80];
+  snprintf(tmp, sizeof tmp, TMP_PREFIX "%s", ch->ring_file + 2);
+  unlinkat(dfd, tmp, 0); /* a leftover of ours, or planted */
+  int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                  0600);
   if (fd < 0)
     return -errno;
-  struct stat st;
-  int rc = stat_owned(fd, &st);
-  if (rc == 0 && ((size_t)st.st_size <= SPY_RING_HEADER_BYTES ||
-                  (size_t)st.st_size > SPY_RING_HEADER_BYTES + (256u << 20)))
-    rc = SPY_EBADSEGMENT;
-  if (rc == 0) {
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-      rc = -errno;
-    } else {
-      p->hdr = m;
-      p->map_bytes = (size_t)st.st_size;
-      rc = spy__ring_check(p->hdr, p->map_bytes);
-      if (rc < 0)
-        unmap_peer(p);
-    }
+  int rc = 0;
+  ssize_t n = pwrite(fd, e, sizeof *e, 0);
+  if (n < 0)
+    rc = -errno;
+  else if (n != (ssize_t)sizeof *e)
+    rc = SPY_ENOSPC;
+  if (rc == 0 && flock(fd, LOCK_EX | LOCK_NB) < 0)
+    rc = -errno;
+  if (rc == 0 && renameat(dfd, tmp, dfd, ch->ring_file) < 0)
+    rc = -errno;
+  if (rc < 0) {
+    unlinkat(dfd, tmp, 0);
+    close(fd);
+    return rc;
   }
-  close(fd);
+  if (ch->entry_fd >= 0)
+    close(ch->entry_fd);
+  ch->entry_fd = fd;
+  return 0;
+}
+
+/* Creates (or re-creates) the channel directory and our entry in it, with
+ * the directory locked. On success ch->dfd is the new directory. */
+static int join(spy_channel *ch) {
+  int dfd = lock_channel_dir(ch->root, ch->dir, 1);
+  if (dfd < 0)
+    return dfd;
+  int reaped = 0;
+  int live = reap_dir(dfd, &reaped);
+  int rc = get_ctl(ch, dfd);
+  if (rc == 0 && !ch->ring_mem)
+    rc = create_ring(ch);
+  if (rc == 0)
+    rc = write_entry(ch, dfd);
   if (rc == 0) {
-    size_t n = strlen(name);
-    if (n >= sizeof p->file)
-      n = sizeof p->file - 1; /* names we skip are longer; see rescan */
-    memcpy(p->file, name, n);
-    p->file[n] = 0;
-    p->gone = 0;
+    atomic_fetch_add(&ch->ctl->generation, 1);
+    spy__ec_notify(ch->ctl); /* sleepers rescan and find us */
+  } else if (live == 0) {
+    remove_if_empty(ch->dir, 0); /* leave nothing behind (a full disk) */
+  }
+  flock(dfd, LOCK_UN);
+  if (rc < 0) {
+    close(dfd);
+    return rc;
+  }
+  if (ch->dfd >= 0)
+    close(ch->dfd);
+  ch->dfd = dfd;
+  return 0;
+}
+
+/* ---- peers -------------------------------------------------------------- */
+
+static forgotten *find_forgotten(spy_channel *ch, const char *file) {
+  for (int i = 0; i < ch->nfg; i++)
+    if (strcmp(ch->fg[i].file, file) == 0)
+      return &ch->fg[i];
+  return NULL;
+}
+
+static forgotten *add_forgotten(spy_channel *ch, const char *file) {
+  forgotten *f = find_forgotten(ch, file);
+  if (!f) {
+    if (ch->nfg == MAX_FORGOTTEN) { /* full: forget the first */
+      memmove(&ch->fg[0], &ch->fg[1], sizeof ch->fg[0] * (MAX_FORGOTTEN - 1));
+      ch->nfg--;
+    }
+    f = &ch->fg[ch->nfg++];
+    memset(f, 0, sizeof *f);
+    size_t n = strnlen(file, sizeof f->file - 1);
+    memcpy(f->file, file, n);
+    f->file[n] = 0;
+  }
+  return f;
+}
+
+/* Schedules the next attempt at a bad peer, each later than the last. */
+static void mark_bad(forgotten *f) {
+  uint64_t b = f->backoff_ns ? f->backoff_ns * 2 : RETRY_MIN_NS;
+  f->backoff_ns = b > RETRY_MAX_NS ? RETRY_MAX_NS : b;
+  f->retry_ns = spy__mono_ns() + f->backoff_ns;
+  f->bad = 1;
+}
+
+static void unmap_peer(peer *p) {
+  if (p->map)
+    munmap(p->map, p->map_bytes);
+  p->map = NULL;
+}
+
+/* Maps a peer's ring read-only through its entry. 0 on success, < 0 to
+ * skip it for now. */
+static int map_peer(spy_channel *ch, const char *name, peer *p) {
+  spy_bus_entry e;
+  int rc = spy__entry_read(ch->dfd, name, &e);
+  if (rc < 0)
+    return rc;
+  uint32_t rb = e.ring_bytes;
+  if (rb < (64u << 10) || rb > (256u << 20) || (rb & (rb - 1)) ||
+      e.owner_id == ch->id)
+    return SPY_EBADSEGMENT;
+  size_t bytes = SPY_RING_HEADER_BYTES + (size_t)rb;
+  int fd = spy__shm_open_peer(e.pid, e.ring_fd, bytes, 0);
+  if (fd < 0)
+    return fd;
+  void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED)
+    return -errno;
+  const spy_ring_hdr *h = m;
+  if (spy__ring_reader_init(&p->rd, m, bytes) < 0 ||
+      *(const volatile uint64_t *)&h->owner_id != e.owner_id) {
+    munmap(m, bytes);
+    return SPY_EBADSEGMENT;
+  }
+  p->map = m;
+  p->map_bytes = bytes;
+  p->owner_id = e.owner_id;
+  p->fails = 0;
+  p->gone = 0;
+  snprintf(p->file, sizeof p->file, "%s", name);
+  forgotten *f = find_forgotten(ch, name);
+  if (f && f->owner_id == e.owner_id) {
+    /* Seen before: resume where we were (the reader checks the position
+     * like any other, a stale one only costs a resync). */
+    p->rd.pos = f->pos;
+    p->rd.next_seq = f->next_seq;
+  } else if (*(const volatile uint64_t *)&h->created_mono_ns >=
+             ch->created_ns) {
     /* A ring born after ours: read it from its start, so an opener's first
      * frames are not lost to our rescan delay. Older rings: from now on. */
-    if (p->hdr->created_mono_ns >= ch->ring->created_mono_ns)
-      spy__ring_cursor_at_oldest(p->hdr, &p->cur);
-    else
-      spy__ring_cursor_at_head(p->hdr, &p->cur);
+    spy__ring_reader_at_start(&p->rd);
   }
-  return rc;
+  if (f)
+    f->bad = 0; /* mapped; the back-off it earned stays */
+  return 0;
+}
+
+static void drop_peer(spy_channel *ch, int i, int bad) {
+  peer *p = &ch->peers[i];
+  forgotten *f = add_forgotten(ch, p->file);
+  f->owner_id = p->owner_id;
+  f->pos = p->rd.pos;
+  f->next_seq = p->rd.next_seq;
+  if (bad) {
+    mark_bad(f);
+    ch->st.dropped++;
+  }
+  unmap_peer(p);
+  ch->peers[i] = ch->peers[ch->npeers - 1];
+  ch->npeers--;
 }
 
 static void rescan(spy_channel *ch) {
+  /* Our directory removed (nlink 0) reads as empty: re-create it first,
+   * or every peer would look gone. */
+  struct stat ds;
+  if (fstat(ch->dfd, &ds) == 0 && ds.st_nlink == 0) {
+    if (join(ch) < 0) { /* keep the peers we have; upkeep retries */
+      ch->gen_seen = atomic_load(&ch->ctl->generation);
+      return;
+    }
+    ch->st.recreated++;
+  }
   ch->gen_seen = atomic_load(&ch->ctl->generation);
   for (int i = 0; i < ch->npeers; i++)
     ch->peers[i].gone = 1;
+  for (int i = 0; i < ch->nfg; i++)
+    ch->fg[i].seen = 0;
   int dup_fd = dup(ch->dfd);
   DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
   if (!d) {
@@ -314,32 +604,90 @@ static void rescan(spy_channel *ch) {
     return;
   }
   rewinddir(d);
+  uint64_t now = spy__mono_ns();
   struct dirent *e;
   while ((e = readdir(d))) {
-    if (!is_ring_name(e->d_name) || strcmp(e->d_name, ch->ring_file) == 0 ||
-        strlen(e->d_name) >= sizeof ch->peers[0].file)
+    if (!is_ring_name(e->d_name) || strcmp(e->d_name, ch->ring_file) == 0)
       continue;
+    if (strlen(e->d_name) >= sizeof ch->peers[0].file) {
+      ch->st.skipped++; /* not a name we create */
+      continue;
+    }
     int known = 0;
     for (int i = 0; i < ch->npeers; i++)
       if (strcmp(ch->peers[i].file, e->d_name) == 0) {
         ch->peers[i].gone = 0;
         known = 1;
       }
-    if (!known && ch->npeers < MAX_PEERS &&
-        map_peer(ch, e->d_name, &ch->peers[ch->npeers]) == 0)
+    if (known || ch->npeers == MAX_PEERS)
+      continue;
+    forgotten *f = find_forgotten(ch, e->d_name);
+    if (f)
+      f->seen = 1;
+    if (f && f->bad && now < f->retry_ns)
+      continue; /* backing off */
+    if (map_peer(ch, e->d_name, &ch->peers[ch->npeers]) == 0) {
       ch->npeers++;
+      continue;
+    }
+    /* Stale (owner dead), foreign, or damaged: skip it, count it once,
+     * try again later with a back-off. */
+    if (!f || !f->bad)
+      ch->st.skipped++;
+    f = add_forgotten(ch, e->d_name);
+    f->seen = 1;
+    mark_bad(f);
   }
   closedir(d);
+  /* Bad names that left the directory need no more retries. */
+  for (int i = 0; i < ch->nfg;)
+    if (ch->fg[i].bad && !ch->fg[i].seen)
+      ch->fg[i] = ch->fg[--ch->nfg];
+    else
+      i++;
   ch->st.peers = 0;
   for (int i = 0; i < ch->npeers; i++)
     ch->st.peers += !ch->peers[i].gone;
 }
 
-static void drop_peer(spy_channel *ch, int i) {
-  unmap_peer(&ch->peers[i]);
-  ch->peers[i] = ch->peers[ch->npeers - 1];
-  ch->npeers--;
+/* Off the post path, at most every MAINT_NS: repairs our ring's header,
+ * checks that our directory and entry are still there and intact
+ * (re-creating them if not), and retries peers we could not map. */
+static void maintain(spy_channel *ch, uint64_t now) {
+  if (now < ch->next_maint_ns)
+    return;
+  ch->next_maint_ns = now + MAINT_NS;
+  if (spy__ring_repair(&ch->w))
+    ch->st.corrupt++;
+  int need = 0;
+  struct stat ds, es, ns;
+  spy_bus_entry cur;
+  if (fstat(ch->dfd, &ds) < 0 || ds.st_nlink == 0)
+    need = 1; /* the directory was removed */
+  else if (fstat(ch->entry_fd, &es) < 0 ||
+           fstatat(ch->dfd, ch->ring_file, &ns, AT_SYMLINK_NOFOLLOW) < 0 ||
+           ns.st_ino != es.st_ino || ns.st_dev != es.st_dev)
+    need = 1; /* our entry was removed or replaced */
+  else if (es.st_size != (off_t)sizeof cur ||
+           pread(ch->entry_fd, &cur, sizeof cur, 0) != (ssize_t)sizeof cur ||
+           memcmp(&cur, &ch->entry, sizeof cur) != 0)
+    need = 1; /* truncated or overwritten */
+  if (need) {
+    if (join(ch) == 0) {
+      ch->st.recreated++;
+      ch->gen_seen = atomic_load(&ch->ctl->generation) - 1;
+    } else {
+      ch->next_maint_ns = now + 4 * MAINT_NS; /* full disk…: later */
+    }
+  }
+  for (int i = 0; i < ch->nfg; i++)
+    if (ch->fg[i].bad && now >= ch->fg[i].retry_ns) {
+      rescan(ch);
+      break;
+    }
 }
+
+/* ---- open / close ------------------------------------------------------- */
 
 int spy_channel_open(spy_channel **out, const spy_channel_desc *desc) {
   *out = NULL;
@@ -348,43 +696,32 @@ int spy_channel_open(spy_channel **out, const spy_channel_desc *desc) {
   uint32_t rb = desc->ring_bytes ? desc->ring_bytes : 1u << 20;
   if (rb < (64u << 10) || rb > (256u << 20) || (rb & (rb - 1)))
     return SPY_EINVAL;
-  char root[PATH_MAX];
-  int rc = spy__rundir_resolve(desc->dir, root, sizeof root);
-  if (rc < 0)
-    return rc;
-  spy_bus_sweep(desc->dir);
   spy_channel *ch = calloc(1, sizeof *ch);
   if (!ch)
     return SPY_ENOMEM;
-  ch->dfd = ch->ring_fd = ch->efd = -1;
+  int rc = spy__rundir_resolve(desc->dir, ch->root, sizeof ch->root);
+  if (rc < 0) {
+    free(ch);
+    return rc;
+  }
+  spy_bus_sweep(desc->dir);
+  ch->dfd = ch->ring_fd = ch->efd = ch->entry_fd = ch->ctl_fd = -1;
   ch->id = spy__random_u64();
-  if ((size_t)snprintf(ch->dir, sizeof ch->dir, "%s/%s", root, desc->name) >=
-      sizeof ch->dir) {
+  ch->ring_bytes = rb;
+  ch->created_ns = spy__mono_ns();
+  snprintf(ch->ring_file, sizeof ch->ring_file, RING_PREFIX "%d-%016llx",
+           (int)getpid(), (unsigned long long)ch->id);
+  if ((size_t)snprintf(ch->dir, sizeof ch->dir, "%s/%s", ch->root,
+                       desc->name) >= sizeof ch->dir) {
     free(ch);
     return SPY_ENAMETOOLONG;
   }
-  rc = lock_channel_dir(ch->dir, 1);
+  rc = join(ch);
   if (rc < 0) {
-    free(ch);
-    return rc;
-  }
-  ch->dfd = rc;
-  int reaped = 0;
-  reap_dir(ch->dfd, &reaped);
-  rc = map_ctl(ch);
-  if (rc == 0)
-    rc = create_ring(ch, rb);
-  if (rc == 0) {
-    atomic_fetch_add(&ch->ctl->generation, 1);
-    spy__ec_notify(ch->ctl); /* sleepers rescan and find us */
-  }
-  flock(ch->dfd, LOCK_UN);
-  if (rc < 0) {
-    if (ch->ring_fd >= 0)
-      unlinkat(ch->dfd, ch->ring_file, 0);
     spy_channel_close(ch);
     return rc;
   }
+  ch->next_maint_ns = spy__mono_ns() + MAINT_NS;
   rescan(ch);
   *out = ch;
   return 0;
@@ -398,29 +735,35 @@ void spy_channel_close(spy_channel *ch) {
   stop_watcher(ch);
   for (int i = 0; i < ch->npeers; i++)
     unmap_peer(&ch->peers[i]);
-  if (ch->dfd >= 0 && ch->ring) {
+  if (ch->dfd >= 0 && ch->entry_fd >= 0) {
     flock(ch->dfd, LOCK_EX);
-    unlinkat(ch->dfd, ch->ring_file, 0);
+    struct stat es, ns;
+    /* Remove our entry, not whatever may have replaced it. */
+    if (fstat(ch->entry_fd, &es) == 0 &&
+        fstatat(ch->dfd, ch->ring_file, &ns, AT_SYMLINK_NOFOLLOW) == 0 &&
+        es.st_ino == ns.st_ino && es.st_dev == ns.st_dev)
+      unlinkat(ch->dfd, ch->ring_file, 0);
     int reaped = 0;
     int live = reap_dir(ch->dfd, &reaped);
     if (ch->ctl) {
       atomic_fetch_add(&ch->ctl->generation, 1);
       spy__ec_notify(ch->ctl);
     }
-    if (live >= 0)
-      remove_if_empty(ch->dfd, ch->dir, live);
+    struct stat ds;
+    if (live >= 0 && fstat(ch->dfd, &ds) == 0 && ds.st_nlink > 0)
+      remove_if_empty(ch->dir, live);
     flock(ch->dfd, LOCK_UN);
   }
-  if (ch->ring)
-    munmap(ch->ring, ch->ring_map);
+  if (ch->ring_mem)
+    munmap(ch->ring_mem, ch->ring_map);
   if (ch->ctl)
     munmap(ch->ctl, SPY_CTL_BYTES);
-  if (ch->ring_fd >= 0)
-    close(ch->ring_fd);
-  if (ch->dfd >= 0)
-    close(ch->dfd);
-  if (ch->efd >= 0)
-    close(ch->efd);
+  for (int i = 0; i < ch->nretired; i++)
+    munmap(ch->retired[i], SPY_CTL_BYTES);
+  int fds[] = {ch->ring_fd, ch->ctl_fd, ch->entry_fd, ch->dfd, ch->efd};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
   free(ch);
 }
 
@@ -429,7 +772,7 @@ void spy_channel_close(spy_channel *ch) {
 int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
   if (!frame || len == 0 || len > SPY_FRAME_MAX)
     return SPY_EINVAL;
-  int rc = spy__ring_write(ch->ring, frame, (uint32_t)len);
+  int rc = spy__ring_write(&ch->w, frame, (uint32_t)len);
   if (rc < 0)
     return rc;
   ch->st.posted++;
@@ -441,7 +784,7 @@ int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
 }
 
 /* One pass over the peers, round robin. Returns > 0 (length), 0 (nothing),
- * or SPY_ENOBUFS. */
+ * or SPY_ENOBUFS. Sets ch->busy when a ring could not be read cleanly. */
 static int read_any(spy_channel *ch, void *buf, size_t cap,
                     spy_recv_info *info) {
   for (int n = 0; n < ch->npeers; n++) {
@@ -449,12 +792,13 @@ static int read_any(spy_channel *ch, void *buf, size_t cap,
     peer *p = &ch->peers[i];
     uint64_t lost = 0;
     uint32_t len = 0;
-    int r = spy__ring_read(p->hdr, &p->cur, buf, cap, &lost, &len);
+    int r = spy__ring_read(&p->rd, buf, cap, &lost, &len);
     if (lost)
       ch->st.lost += lost;
     if (r > 0 || r == SPY_ENOBUFS) {
+      p->fails = 0;
       if (info) {
-        info->sender = p->hdr->owner_id;
+        info->sender = p->owner_id;
         info->lost = lost;
         info->len = len;
       }
@@ -467,8 +811,16 @@ static int read_any(spy_channel *ch, void *buf, size_t cap,
       }
       return r;
     }
-    if (r == SPY_EBADSEGMENT || (r == 0 && p->gone)) {
-      drop_peer(ch, i); /* corrupt, or its owner left and it is drained */
+    if (r == SPY_EBADSEGMENT) {
+      ch->st.corrupt++; /* the reader resynced at the head */
+      p->fails++;
+    }
+    if (r < 0)
+      ch->busy = 1;
+    if (p->fails >= FAIL_LIMIT || (p->gone && r <= 0)) {
+      /* keeps failing (re-mapped later), or its owner left and it is
+       * drained or unreadable */
+      drop_peer(ch, i, p->fails >= FAIL_LIMIT);
       n--;
     }
   }
@@ -482,45 +834,89 @@ static int gen_changed(spy_channel *ch) {
 
 static int any_pending(spy_channel *ch) {
   for (int i = 0; i < ch->npeers; i++)
-    if (spy__ring_pending(ch->peers[i].hdr, &ch->peers[i].cur))
+    if (spy__ring_pending(&ch->peers[i].rd))
       return 1;
   return gen_changed(ch);
+}
+
+/* Sleeps on the doorbell for at most ns (a post wakes it early): the wait
+ * of a reader that was told data is there and found none. */
+static void back_off(spy_channel *ch, int64_t ns) {
+  uint32_t st = spy__ec_prepare(ch->ctl);
+  if (ch->efd >= 0)
+    pthread_mutex_unlock(&ch->lock);
+  if (spy__ec_wait(ch->ctl, st, ns) == SPY_ETIMEDOUT)
+    spy__ec_cancel(ch->ctl, st);
+  if (ch->efd >= 0)
+    pthread_mutex_lock(&ch->lock);
+}
+
+static int64_t futile_ns(uint32_t futile) {
+  uint64_t ns = FUTILE_MIN_NS << (futile < 7 ? futile : 6);
+  return (int64_t)(ns < FUTILE_MAX_NS ? ns : FUTILE_MAX_NS);
 }
 
 static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
                        spy_recv_info *info) {
   uint64_t deadline =
       timeout_ms > 0 ? spy__mono_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+  int expect = 0; /* the last round saw data announced */
+  uint32_t futile = 0;
   for (;;) {
+    if ((++ch->calls & 1023) == 0)
+      maintain(ch, spy__mono_ns()); /* a reader that is never idle */
     if (gen_changed(ch))
       rescan(ch);
+    ch->busy = 0;
     int r = read_any(ch, buf, cap, info);
-    if (r != 0)
+    if (r != 0) {
+      ch->futile = 0;
+      ch->wait_said_pending = 0;
       return r;
-    if (timeout_ms == 0)
+    }
+    uint64_t now = spy__mono_ns();
+    maintain(ch, now);
+    if (timeout_ms == 0) {
+      if (ch->wait_said_pending && ch->futile < 64)
+        ch->futile++; /* spy_channel_wait said there was data */
+      ch->wait_said_pending = 0;
       return SPY_EAGAIN;
+    }
     int64_t wait_ns = -1;
     if (timeout_ms > 0) {
-      uint64_t now = spy__mono_ns();
       if (now >= deadline)
         return SPY_EAGAIN;
       wait_ns = (int64_t)(deadline - now);
     }
+    /* Data announced but nothing readable, again: a ring that lies or a
+     * writer that keeps lapping us. Sleep a growing while instead of
+     * spinning on it. */
+    if (expect || ch->busy)
+      futile++;
+    else
+      futile = 0;
+    expect = 0;
+    if (futile >= 2) {
+      int64_t b = futile_ns(futile - 2);
+      back_off(ch, wait_ns >= 0 && wait_ns < b ? wait_ns : b);
+      continue;
+    }
     /* Before sleeping, watch the rings for a few microseconds: in a burst
      * the next frame usually lands within that, and a reader that never
      * sleeps costs its posters no wake-up at all. */
-    uint64_t spin_end = spy__mono_ns() + SPIN_NS;
-    int landed = 0;
-    while (!(landed = any_pending(ch)) && spy__mono_ns() < spin_end)
+    uint64_t spin_end = now + SPIN_NS;
+    while (!(expect = any_pending(ch)) && spy__mono_ns() < spin_end)
       spy__cpu_relax();
-    if (landed)
+    if (expect)
       continue;
     /* Register, re-check (a post may have landed since), sleep. */
     uint32_t st = spy__ec_prepare(ch->ctl);
-    if (any_pending(ch)) {
+    if ((expect = any_pending(ch))) {
       spy__ec_cancel(ch->ctl, st);
       continue;
     }
+    if (wait_ns < 0 || wait_ns > (int64_t)MAINT_NS)
+      wait_ns = (int64_t)MAINT_NS; /* wake for our own upkeep now and then */
     if (ch->efd >= 0)
       pthread_mutex_unlock(&ch->lock);
     if (spy__ec_wait(ch->ctl, st, wait_ns) == SPY_ETIMEDOUT)
@@ -533,24 +929,36 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
 int spy_channel_wait(spy_channel *ch, int timeout_ms) {
   uint64_t deadline =
       timeout_ms > 0 ? spy__mono_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+  /* The caller's receives found nothing after we last said there was
+   * something: wait a growing while before saying so again. */
+  if (ch->futile >= 2 && timeout_ms != 0) {
+    int64_t b = futile_ns(ch->futile - 2);
+    back_off(ch, timeout_ms > 0 && (int64_t)timeout_ms * 1000000 < b
+                     ? (int64_t)timeout_ms * 1000000
+                     : b);
+  }
   for (;;) {
+    uint64_t now = spy__mono_ns();
+    maintain(ch, now);
     if (gen_changed(ch))
       rescan(ch);
     if (any_pending(ch))
-      return 1;
+      return ch->wait_said_pending = 1;
     if (timeout_ms == 0)
       return 0;
     int64_t wait_ns = -1;
     if (timeout_ms > 0) {
-      uint64_t now = spy__mono_ns();
       if (now >= deadline)
         return 0;
       wait_ns = (int64_t)(deadline - now);
     }
+    /* Wake up for our own upkeep now and then. */
+    if (wait_ns < 0 || wait_ns > (int64_t)MAINT_NS)
+      wait_ns = (int64_t)MAINT_NS;
     uint32_t st = spy__ec_prepare(ch->ctl);
     if (any_pending(ch)) {
       spy__ec_cancel(ch->ctl, st);
-      return 1;
+      return ch->wait_said_pending = 1;
     }
     if (spy__ec_wait(ch->ctl, st, wait_ns) == SPY_ETIMEDOUT)
       spy__ec_cancel(ch->ctl, st);
@@ -645,6 +1053,13 @@ static void stop_watcher(spy_channel *ch) {
   pthread_join(ch->watcher, NULL);
   ch->watcher_started = 0;
   pthread_mutex_destroy(&ch->lock);
+}
+
+int spy_channel_recreated(spy_channel *ch) {
+  if (ch->st.recreated == ch->recreated_seen)
+    return 0;
+  ch->recreated_seen = ch->st.recreated;
+  return 1;
 }
 
 uint64_t spy_channel_id(const spy_channel *ch) { return ch->id; }

@@ -1,6 +1,8 @@
 /* ctl.h — a channel's control page, shared by every opener of the channel:
  * the membership generation (bumped when a ring comes or goes) and the
- * doorbell futex with its sleeper count. */
+ * doorbell futex with its sleeper count. It is a sealed memfd (shm.h) that
+ * every opener keeps open and names in its directory entry; a new opener
+ * takes it from any live one. */
 #ifndef SPY_BUS_CTL_H
 #define SPY_BUS_CTL_H
 
@@ -8,14 +10,16 @@
 #include <stdint.h>
 
 #define SPY_CTL_MAGIC 0x4C545053u /* "SPTL" */
-#define SPY_CTL_VERSION 1u
+#define SPY_CTL_VERSION 2u
 #define SPY_CTL_BYTES 4096u
 
 typedef struct spy_ctl {
   uint32_t magic;
   uint32_t version;
   _Atomic uint32_t generation; /* rings added or removed */
-  uint32_t pad0[13];
+  uint32_t pad0;
+  uint64_t id;       /* random, also in every opener's entry */
+  uint32_t pad1[10]; /* the eventcount at byte 64 */
   /* Eventcount (epoch << 12 | waiters) that readers sleep on. A poster
    * wakes only when a reader is registered, and then once for all of them:
    * the wake advances the epoch and clears the count, so the posts that

@@ -6,13 +6,24 @@
  * {u32 len, u32 total, u64 seq} and the frame, padded to 16. A record with
  * len 0 is padding up to the end of the data area.
  *
- * The writer publishes in three steps: `oldest` moves past the records it is
- * about to overwrite, `tail_intent` announces the end it is about to write
- * up to, then the data is written and `head` published. A reader copies a
- * record out, then re-reads `tail_intent`: if the writer may have reached
- * the record's bytes meanwhile (tail_intent > pos + size), the copy is
- * discarded as an overrun. This is the broadcast-buffer scheme of Aeron and
- * the Disruptor, for readers that cannot hold the writer back.
+ * The writer publishes in two steps: `tail_intent` announces the end it is
+ * about to write up to, then the data is written and `head` published. A
+ * reader copies a record out, then re-reads `tail_intent`: if the writer may
+ * have reached the record's bytes meanwhile (tail_intent > pos + size), the
+ * copy is discarded as an overrun. This is the broadcast-buffer scheme of
+ * Aeron and the Disruptor, for readers that cannot hold the writer back.
+ *
+ * Shared memory is not trusted by anyone. The writer keeps its position,
+ * sequence and the ring size in private memory (spy_ring_writer) and only
+ * stores to the header, never loads from it. A reader keeps the geometry it
+ * validated at map time (spy_ring_reader) and checks every position and
+ * length it loads against it: a header or record that does not fit is an
+ * inconsistency, after which the reader resyncs at the writer's head. A
+ * reader that is lapped resumes at `resume`, a record start the writer
+ * publishes once per eighth of the ring from what it remembers privately
+ * (the start of the first record in the eighth five eighths back, so still
+ * intact until the writer moves on), checked like any other position; the
+ * records it missed are counted from the sequence numbers.
  */
 #ifndef SPY_BUS_RING_H
 #define SPY_BUS_RING_H
@@ -22,9 +33,10 @@
 #include <stdint.h>
 
 #define SPY_RING_MAGIC 0x52595053u /* "SPYR" */
-#define SPY_RING_VERSION 1u
+#define SPY_RING_VERSION 2u
 #define SPY_RING_HEADER_BYTES 4096u
 #define SPY_RING_RECORD_HEADER 16u
+#define SPY_RING_MIN_RECORD 32u /* header + 1 byte, padded */
 
 typedef struct spy_ring_hdr {
   uint32_t magic;
@@ -37,40 +49,75 @@ typedef struct spy_ring_hdr {
   _Atomic uint64_t tail_intent; /* own cache line: written before data */
   uint8_t pad1[56];
   _Atomic uint64_t head;    /* end of the last published record */
-  _Atomic uint64_t oldest;  /* start of the oldest intact record */
+  _Atomic uint64_t resume;  /* a record start still intact, for lapped
+                               readers: about 3/4 of the ring behind */
   _Atomic uint64_t records; /* records published */
 } spy_ring_hdr;
 
-/* A reader's private cursor into one ring. */
-typedef struct spy_ring_cursor {
-  uint64_t pos;
-  uint64_t next_seq;
-} spy_ring_cursor;
+/* The writer's private state: nothing here is ever read back from the
+ * shared header. */
+typedef struct spy_ring_writer {
+  spy_ring_hdr *h;
+  uint8_t *data;
+  uint64_t size, mask; /* data bytes */
+  uint64_t head;       /* end of the last record written */
+  uint64_t seq;        /* records written */
+  /* Resume points: marks[s & 7] is the first record starting at or after
+   * eighth s of the ring's history (shift: log2(size / 8)). */
+  uint64_t marks[8];
+  uint64_t eighth;
+  unsigned shift;
+  spy_ring_hdr ident; /* the constant fields as initialised */
+} spy_ring_writer;
 
-/* Initialises a ring header over fresh (zeroed) memory. */
-void spy__ring_init(spy_ring_hdr *h, uint32_t data_bytes, uint64_t owner_id);
-/* Validates a mapped ring's header against the mapping's size: 0 or
- * SPY_EBADSEGMENT. */
-int spy__ring_check(const spy_ring_hdr *h, size_t map_bytes);
-/* Writes one record. Returns 0 or SPY_ETOOBIG. Single writer only. */
-int spy__ring_write(spy_ring_hdr *h, const void *frame, uint32_t len);
-/* Reads the next record at the cursor into buf. Returns the frame length,
- * 0 if the ring has nothing new, SPY_ENOBUFS if the frame is larger than
- * cap (*len_out set; the record is skipped). *lost receives the number of
- * records lost to overruns before this one. Never trusts the shared bytes:
- * a corrupt ring yields SPY_EBADSEGMENT, never an out-of-bounds access. */
-int spy__ring_read(const spy_ring_hdr *h, spy_ring_cursor *c, void *buf,
-                   size_t cap, uint64_t *lost, uint32_t *len_out);
+/* A reader's private view of one ring: the geometry validated at map time
+ * and its cursor. */
+typedef struct spy_ring_reader {
+  const spy_ring_hdr *h;
+  const uint8_t *data;
+  uint64_t size, mask;
+  uint64_t pos;      /* next record to read */
+  uint64_t next_seq; /* sequence expected there */
+  uint64_t skipped;  /* bytes passed over since the last frame read */
+} spy_ring_reader;
+
+/* Initialises a ring over fresh memory of SPY_RING_HEADER_BYTES +
+ * data_bytes (a power of two >= 4096) and the writer's private state. */
+void spy__ring_writer_init(spy_ring_writer *w, void *mem, uint32_t data_bytes,
+                           uint64_t owner_id, uint32_t pid,
+                           uint64_t created_mono_ns);
+/* Writes one record. Returns 0 or SPY_ETOOBIG (len 0, or the record is
+ * larger than a quarter of the ring). Single writer only; never loads from
+ * shared memory, so whatever another process does to the ring it cannot
+ * make this fail, loop or write out of bounds. */
+int spy__ring_write(spy_ring_writer *w, const void *frame, uint32_t len);
+/* Re-stores the header's constant fields if something overwrote them, so
+ * that readers mapping the ring later accept it again. Returns 1 if it
+ * repaired anything. Not for the hot path; may run on another thread than
+ * spy__ring_write (the fields are disjoint). */
+int spy__ring_repair(spy_ring_writer *w);
+
+/* Validates a mapped ring's header against the mapping's size and sets up
+ * a reader with the cursor at the head. 0 or SPY_EBADSEGMENT. */
+int spy__ring_reader_init(spy_ring_reader *r, const void *mem,
+                          size_t map_bytes);
 /* Cursor at the ring's current end (only frames written from now on). */
-void spy__ring_cursor_at_head(const spy_ring_hdr *h, spy_ring_cursor *c);
-/* Cursor at the oldest frame the ring still holds, for a ring born after
- * the reader: frames already overwritten count as lost. */
-void spy__ring_cursor_at_oldest(const spy_ring_hdr *h, spy_ring_cursor *c);
-/* 1 if the cursor has something to read. */
-int spy__ring_pending(const spy_ring_hdr *h, const spy_ring_cursor *c);
-
-static inline uint8_t *spy__ring_data(const spy_ring_hdr *h) {
-  return (uint8_t *)h + SPY_RING_HEADER_BYTES;
-}
+void spy__ring_reader_at_head(spy_ring_reader *r);
+/* Cursor at the ring's first frame if it has not wrapped yet (a ring born
+ * after the reader), else at the head; frames already overwritten count as
+ * lost. */
+void spy__ring_reader_at_start(spy_ring_reader *r);
+/* Reads the next record into buf. Returns the frame length; 0 if there is
+ * nothing new; SPY_ENOBUFS if the frame is larger than cap (*len_out set;
+ * the record is skipped); SPY_EBADSEGMENT if the shared header or record
+ * was inconsistent (the cursor has been moved to the head: the next call
+ * works again); SPY_EAGAIN if the writer kept lapping the copy (call again
+ * later). *lost receives the number of records lost before this one
+ * (overrun or resync). Never accesses memory outside the mapping and never
+ * loops more than a few times, whatever the shared bytes hold. */
+int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
+                   uint32_t *len_out);
+/* 1 if the writer's head is not where the cursor is. */
+int spy__ring_pending(const spy_ring_reader *r);
 
 #endif

@@ -22,6 +22,12 @@ uint64_t spy__wall_ms(void) {
   return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
 }
 
+uint64_t spy__wall_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000ull;
+}
+
 uint64_t spy__random_u64(void) {
   uint64_t v = 0;
   while (v == 0) {

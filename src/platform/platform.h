@@ -10,6 +10,8 @@
 uint64_t spy__mono_ns(void);
 /* Wall clock in milliseconds since the Unix epoch (CLOCK_REALTIME). */
 uint64_t spy__wall_ms(void);
+/* Wall clock in microseconds since the Unix epoch (CLOCK_REALTIME). */
+uint64_t spy__wall_us(void);
 /* A random 64-bit value from the kernel (never 0). */
 uint64_t spy__random_u64(void);
 

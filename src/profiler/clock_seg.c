@@ -4,8 +4,9 @@
  * A named segment is created under a unique temporary name, initialised,
  * then renamed into place, so an opener sees either nothing or a complete
  * segment; the opener still checks size, owner, magic and version, since
- * anything could have put a file there. Names and the runtime directory
- * follow the bus's rules (bus/rundir.h, shared with the bus).
+ * anything could have put a file there. Segments live in the bus's
+ * runtime directory, resolved (created and checked) through the bus's
+ * public API, spy_runtime_dir(); names follow the rule of channel names.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,14 +17,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bus/rundir.h"
 #include "profiler/clock_internal.h"
+#include "spyglass/bus.h"
+
+/* [A-Za-z0-9._:-]{1,SPY_CHANNEL_NAME_MAX}, not starting with '.': a file
+ * name in the runtime directory, never a path or a hidden file. */
+static int name_ok(const char *name) {
+  size_t n = name ? strlen(name) : 0;
+  if (n == 0 || n > SPY_CHANNEL_NAME_MAX || name[0] == '.')
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+          c == '-'))
+      return 0;
+  }
+  return 1;
+}
 
 static int seg_path(const char *name, const char *dir, char *buf, size_t cap) {
-  if (!spy__channel_name_ok(name))
+  if (!name_ok(name))
     return SPY_EINVAL;
   char d[PATH_MAX];
-  int rc = spy__rundir_resolve(dir, d, sizeof d);
+  int rc = spy_runtime_dir(dir, d, sizeof d);
   if (rc < 0)
     return rc;
   int n = snprintf(buf, cap, "%s/%s.clock", d, name);

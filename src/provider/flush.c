@@ -5,9 +5,10 @@
  * the samples since the last flush (always new), then the registry, the
  * environment and health as deltas. A snapshot request (new subscriber,
  * resync) makes every section whole; every checkpoint_ms the registry is
- * sent whole and marked as a checkpoint. While the transport is profiled
- * (msgprof.c) every frame also carries the profiler's summary (MSGPROF),
- * and the encode is timed into the buffer's encode_ns for the profiler.
+ * sent whole and marked as a checkpoint. While a subscriber wants the
+ * message profile every frame also carries the latest summary the service
+ * made (MSGPROF, msgprof.c), and while the transport is timed (its
+ * profiler hook is set) the encode is timed into the buffer's encode_ns.
  * If the pool is empty the flush is dropped and counted; the samples stay
  * in the ring for the next tick.
  *
@@ -62,29 +63,14 @@ static void drop(spy_provider *p, int snap) {
     atomic_store(&p->snapshot_req, 1);
 }
 
-static void flush(spy_provider *p, uint64_t now);
-
-int spy__flush(spy_provider *p, uint64_t now) {
-  /* The service may be swapping the transport's ops for the message
-   * profiler (msgprof.c): then not now, next frame. */
-  if (!spy__ops_enter(p))
-    return SPY_EAGAIN;
-  flush(p, now);
-  spy__ops_leave(p);
-  return 0;
-}
-
-static void flush(spy_provider *p, uint64_t now) {
+void spy__flush(spy_provider *p, uint64_t now, uint32_t f) {
   p->next_flush = now + p->flush_ticks;
-  uint32_t f = atomic_load_explicit(&p->features, memory_order_acquire);
   if (!f)
     return;
-  /* The profile of the transport so far, taken before the encode is
-   * timed (summary() sorts the profiler's ring: a few µs, no allocation). */
-  int prof = (f & SPY_FEAT_MSGPROF) &&
-             atomic_load_explicit(&p->prof_on, memory_order_acquire);
-  if (prof)
-    spy_profiler_summary(p->prof, &p->prof_sum);
+  /* The latest profile summary, made by the service: no lock, no sort
+   * here, never a wait. */
+  const spy_msgprof_summary *prof =
+      (f & SPY_FEAT_MSGPROF) ? spy__msgprof_take(p) : NULL;
   int snap =
       atomic_exchange_explicit(&p->snapshot_req, 0, memory_order_acq_rel) != 0;
   int checkpoint = (f & SPY_FEAT_REGISTRY) && now >= p->next_checkpoint;
@@ -93,7 +79,7 @@ static void flush(spy_provider *p, uint64_t now) {
     drop(p, snap);
     return;
   }
-  int timing = p->tr->timing_wanted;
+  int timing = spy_transport_timed(p->tr);
   uint64_t t0 = timing ? spy__mono_ns() : 0;
   uint16_t flags = (uint16_t)((snap ? SPY_FRAME_SNAPSHOT : 0) |
                               (checkpoint ? SPY_FRAME_CHECKPOINT : 0));
@@ -131,7 +117,7 @@ static void flush(spy_provider *p, uint64_t now) {
     atomic_fetch_add_explicit(&p->st_health_flushes, 1, memory_order_relaxed);
   }
   if (prof)
-    spy_put_msgprof(&w, &p->prof_sum);
+    spy_put_msgprof(&w, prof);
   int len = spy_frame_finish(&w);
   if (len <= (int)SPY_FRAME_MIN) {
     /* Nothing to say (or it did not fit): the ping covers liveness. */

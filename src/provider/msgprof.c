@@ -1,76 +1,102 @@
-/* msgprof.c — the provider's live message profile: its own transport
- * wrapped by a message profiler while some subscriber asks for
- * SPY_FEAT_MSGPROF, unwrapped when none does, and the summary published as
- * a MSGPROF section in the data frames (flush.c).
+/* msgprof.c — the provider's live message profile: its own profiler on
+ * the transport's hook while some subscriber asks for SPY_FEAT_MSGPROF,
+ * off when none does, and the summary handed to the frame thread for the
+ * MSGPROF section of its data frames (flush.c).
  *
- * Who swaps the ops. spy_profiler_wrap/unwrap rewrite p->tr->ops, a plain
- * pointer that the frame thread reads in its flush and the service reads
- * when it posts control messages. The swap is done by the service (the
- * only writer, and it never posts concurrently with itself) behind a
- * Dekker handshake with the frame thread, in which neither side waits:
+ * Nothing here makes the frame thread wait. Attaching and detaching set
+ * and clear the transport's hook (transport.h), which any post reads with
+ * one relaxed load; the ops table is never swapped. While attached, each
+ * post on the frame thread records into that thread's own lane of the
+ * profiler (no lock). The service — the only reader of this profiler, so
+ * it is made single_reader and its reads take no lock either — folds the
+ * lanes and computes a summary a few times per flush period, into the
+ * back buffer of a triple buffer; the frame thread takes the newest one at
+ * its flush with one exchange:
  *
- *   frame thread (flush)               service (tick)
- *   gate_flush = 1                     gate_swap = 1
- *   if gate_swap: gate_flush = 0,      if gate_flush: gate_swap = 0,
- *     skip; retry at the next frame      retry at the next tick
- *   ... acquire, encode, post ...      ... wrap or unwrap ...
- *   gate_flush = 0                     gate_swap = 0
+ *   service:       fill sums[back];  back = xchg(mid, back | FRESH)
+ *   frame thread:  if (mid & FRESH)  front = xchg(mid, front)
  *
- * With sequentially consistent stores and loads at most one side gets
- * through; the release of the gate orders the swap before the other side's
- * next use of the ops. With the inline transport the service runs on the
- * frame thread outside its flush, so the gate is always open to it. A
- * watched-but-unprofiled provider pays one store and one load per flush
- * (not per frame); an unwatched one pays nothing.
+ * The three indexes are always a permutation of 0..2, so neither side ever
+ * touches the buffer the other is using and neither retries. Detaching
+ * waits for a hooked post in progress on another thread to leave the hook
+ * (the service waits, the length of one post; with the inline transport
+ * the service is the frame thread, the only poster, and nothing is in
+ * progress).
  */
+#include <string.h>
+
 #include "provider/provider_internal.h"
 
-int spy__ops_enter(spy_provider *p) {
-  atomic_store(&p->gate_flush, 1);
-  if (atomic_load(&p->gate_swap)) {
-    atomic_store(&p->gate_flush, 0);
-    return 0;
-  }
-  return 1;
+#define SUM_FRESH 4u
+#define SUM_INDEX 3u
+
+void spy__msgprof_init(spy_provider *p) {
+  p->sum_back = 0;
+  atomic_store_explicit(&p->sum_mid, 1, memory_order_relaxed);
+  p->sum_front = 2;
 }
 
-void spy__ops_leave(spy_provider *p) { atomic_store(&p->gate_flush, 0); }
-
-static int swap_enter(spy_provider *p) {
-  atomic_store(&p->gate_swap, 1);
-  if (atomic_load(&p->gate_flush)) {
-    atomic_store(&p->gate_swap, 0);
-    return 0;
-  }
-  return 1;
+/* Service: publishes sums[sum_back]. */
+static void publish(spy_provider *p) {
+  p->sum_back = atomic_exchange_explicit(&p->sum_mid, p->sum_back | SUM_FRESH,
+                                         memory_order_acq_rel) &
+                SUM_INDEX;
 }
 
-void spy__msgprof_tick(spy_provider *p) {
-  uint32_t want = (atomic_load(&p->features) & SPY_FEAT_MSGPROF) != 0;
-  if (want == atomic_load_explicit(&p->prof_on, memory_order_relaxed))
-    return;
-  if (want && !p->prof) {
+const spy_msgprof_summary *spy__msgprof_take(spy_provider *p) {
+  if (atomic_load_explicit(&p->sum_mid, memory_order_relaxed) & SUM_FRESH)
+    p->sum_front = atomic_exchange_explicit(&p->sum_mid, p->sum_front,
+                                            memory_order_acq_rel) &
+                   SUM_INDEX;
+  return &p->sums[p->sum_front];
+}
+
+static void attach(spy_provider *p, uint64_t now_ms) {
+  if (!p->prof) {
     if (p->prof_failed)
       return;
-    /* measure() is never called here: the smallest scratch buffer. */
-    spy_profiler_desc d = {.scratch_bytes = 4096, .max_wrapped = 1};
+    /* measure() is never called here: the smallest scratch buffer. Lanes:
+     * the frame thread, the worker, and a user's thread or two. */
+    spy_profiler_desc d = {.scratch_bytes = 4096,
+                           .lanes = 4,
+                           .lane_capacity = 256,
+                           .single_reader = 1};
     if (spy_profiler_create(&p->prof, &d) < 0) {
       p->prof_failed = 1;
       return;
     }
   }
-  if (!swap_enter(p))
-    return; /* the frame thread is flushing: next tick */
-  int rc;
-  if (want) {
-    spy_profiler_reset(p->prof); /* a new session: totals from now */
-    rc = spy_profiler_wrap(p->prof, p->tr);
-  } else {
-    rc = spy_profiler_unwrap(p->prof, p->tr);
-  }
-  if (rc == 0)
-    atomic_store_explicit(&p->prof_on, want, memory_order_release);
-  else if (want)
-    p->prof_failed = 1; /* wrapped by someone else: leave it alone */
-  atomic_store(&p->gate_swap, 0);
+  /* SPY_EBUSY: the application attached a profiler of its own; tried
+   * again at the next tick. */
+  if (spy_profiler_attach(p->prof, p->tr) != 0)
+    return;
+  spy_profiler_reset(p->prof); /* a new session: totals from now */
+  p->prof_attached = 1;
+  p->prof_next_ms = now_ms; /* a first summary at once */
+  atomic_store(&p->prof_on, 1);
+}
+
+static void detach(spy_provider *p) {
+  spy_profiler_detach(p->prof, p->tr);
+  p->prof_attached = 0;
+  atomic_store(&p->prof_on, 0);
+  /* The next session starts from an empty profile, not this one's. */
+  memset(&p->sums[p->sum_back], 0, sizeof p->sums[0]);
+  publish(p);
+}
+
+void spy__msgprof_tick(spy_provider *p, uint64_t now_ms) {
+  int want = (spy__features_now(p) & SPY_FEAT_MSGPROF) != 0;
+  if (want && !p->prof_attached)
+    attach(p, now_ms);
+  else if (!want && p->prof_attached)
+    detach(p);
+  if (!p->prof_attached || now_ms < p->prof_next_ms)
+    return;
+  /* About four summaries per flush period (every 50 ms at most): each
+   * flush sends one at most a quarter period old. */
+  uint32_t every = p->desc.flush_ms / 4;
+  p->prof_next_ms = now_ms + (every > 50 ? 50 : every ? every : 1);
+  spy_profiler_summary(p->prof, &p->sums[p->sum_back]);
+  publish(p);
 }

@@ -8,6 +8,7 @@
  * the provider's frame counter.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,10 @@
 
 #include "platform/platform.h"
 #include "provider/provider_internal.h"
+
+/* The inline fast paths cast the provider to its hot part. */
+_Static_assert(offsetof(struct spy_provider, hot) == 0,
+               "spy__provider_hot must be the provider's first member");
 
 static const char *const builtin_counters[SPY_COUNTER_BUILTIN] = {
     "draws", "passes", "mips",      "objects",
@@ -87,6 +92,7 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   p->checkpoint_ticks = ms_to_ticks(p, d.checkpoint_ms);
   p->service_ticks = ms_to_ticks(p, 5);
   p->gpu_last = SPY_GPU_NONE;
+  spy__msgprof_init(p);
   if (spy__zones_init(p) < 0) {
     spy_provider_destroy(p);
     return SPY_ENOMEM;
@@ -138,8 +144,7 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   }
   p->last_post_ms = spy__mono_ns() / 1000000ull;
   p->tr_name = p->tr->ops->name;
-  if (strcmp(p->tr->ops->name, "inline") == 0)
-    atomic_fetch_or(&p->hot.active, ACTIVE_INLINE);
+  p->hot.inline_service = strcmp(p->tr->ops->name, "inline") == 0;
   atomic_store_explicit(&p->ready, 1, memory_order_release);
   spy__futex_wake((uint32_t *)&p->ready, 1);
   *out = p;
@@ -150,10 +155,10 @@ void spy_provider_destroy(spy_provider *p) {
   if (!p)
     return;
   if (p->tr)
-    p->tr->ops->dispose(p->tr); /* joins the worker: no more service;
-                                   a wrapped transport unwraps first */
+    p->tr->ops->dispose(p->tr); /* joins the worker: no more service,
+                                   no more posts through the hook */
   spy__clock_stop(p); /* after the service: cancels a sync being served */
-  spy_profiler_destroy(p->prof);
+  spy_profiler_destroy(p->prof); /* its transport is gone */
   if (p->disc)
     spy__announce(p, SPY_MSG_PROVIDER_GONE);
   spy_channel_close(p->data);
@@ -178,7 +183,7 @@ void spy_provider_get_desc(const spy_provider *p, spy_provider_desc *out) {
 }
 
 const char *spy_provider_transport_name(const spy_provider *p) {
-  return p->tr_name; /* not p->tr->ops: the service may be swapping it */
+  return p->tr_name;
 }
 
 spy_transport *spy_provider_transport(spy_provider *p) { return p->tr; }
@@ -191,21 +196,23 @@ void spy_provider_get_stats(const spy_provider *p, spy_provider_stats *out) {
   out->flushes = atomic_load(&q->st_flushes);
   out->flushes_dropped = atomic_load(&q->st_flushes_dropped);
   out->subscribers = atomic_load(&q->nsubs_pub);
-  out->features = atomic_load(&q->features);
+  out->features = spy__features_now(q);
   out->stats_samples = atomic_load(&q->st_stats_samples);
   out->env_samples = atomic_load(&q->st_env_samples);
   out->registry_flushes = atomic_load(&q->st_registry_flushes);
   out->health_flushes = atomic_load(&q->st_health_flushes);
-  out->msgprof_wrapped = atomic_load(&q->prof_on);
+  out->msgprof_attached = atomic_load(&q->prof_on);
   out->clock_syncs = atomic_load(&q->st_clock_syncs);
   out->clock_failures = atomic_load(&q->st_clock_failures);
+  out->gpu_unknown_ids = atomic_load(&q->st_gpu_unknown_ids);
+  out->gpu_bad_durations = atomic_load(&q->st_gpu_bad_durations);
+  out->gpu_resets = atomic_load(&q->st_gpu_resets);
   spy__zones_stats(p, out);
 }
 
 int spy_provider_flush(spy_provider *p) {
   uint64_t before = atomic_load(&p->st_flushes_dropped);
-  if (spy__flush(p, spy__ticks()) < 0)
-    return SPY_EAGAIN;
+  spy__flush(p, spy__ticks(), spy__features_now(p));
   return atomic_load(&p->st_flushes_dropped) != before ? SPY_EPOOLEMPTY : 0;
 }
 
@@ -224,47 +231,46 @@ int spy_counter_index(const spy_provider *p, const char *name) {
                         atomic_load_explicit(&(x), memory_order_relaxed) + 1,  \
                         memory_order_relaxed)
 
+/* The features this frame's begin saw watched. */
+static inline uint32_t frame_features(const spy_provider *p) {
+  return (uint32_t)p->hot.frame_watch;
+}
+
 void spy__frame_begin(spy_provider *p) {
-  uint32_t f = atomic_load_explicit(&p->features, memory_order_acquire);
-  if (!f)
-    return;
-  uint32_t epoch = atomic_load_explicit(&p->watch_epoch, memory_order_relaxed);
+  /* Pairs with the service's release of the watch word: what it set up
+   * before publishing (filters, snapshot request) is visible from here. */
+  atomic_thread_fence(memory_order_acquire);
   p->t_begin = spy__ticks();
-  if (epoch != p->watch_seen) {
+  uint32_t period = (uint32_t)(p->hot.frame_watch >> 32);
+  if (period != p->watch_seen) {
     /* Watched again after a while: no FPS across the unwatched gap, and
      * the first flush a full period from now. */
-    p->watch_seen = epoch;
+    p->watch_seen = period;
     p->have_prev = 0;
     p->next_flush = p->t_begin + p->flush_ticks;
   }
-  p->in_frame = 1;
   for (uint32_t c = 0; c < p->n_counters; c++)
     p->hot.counters[c] = 0; /* short: cheaper than a memset call */
-  if (f & SPY_FEAT_ZONES)
+  if (frame_features(p) & SPY_FEAT_ZONES)
     spy__zones_frame(p, p->frame_no, p->t_begin); /* splits the timeline */
 }
 
-static uint16_t ms_x100(double ms) {
+static inline uint16_t ms_x100(double ms) {
   double v = ms * 100.0 + 0.5;
-  return v >= 65534.0 ? 65534 : v <= 0 ? 0 : (uint16_t)v;
+  if (!(v > 0)) /* NaN included: a cast of NaN would be undefined */
+    return 0;
+  return v >= 65534.0 ? 65534 : (uint16_t)v;
 }
 
+uint16_t spy__ms_x100(double ms) { return ms_x100(ms); }
+
 void spy__frame_end(spy_provider *p) {
-  uint32_t f = atomic_load_explicit(&p->features, memory_order_relaxed);
+  uint32_t f = frame_features(p);
   uint64_t now = 0;
   if (f) {
+    /* This frame's begin was watched (frame_watch is its copy). */
     now = spy__ticks();
-    uint32_t epoch =
-        atomic_load_explicit(&p->watch_epoch, memory_order_relaxed);
-    if (epoch != p->watch_seen) {
-      /* Watching (re)started after this frame began: its begin was not
-       * measured, and the previous frame is from another period. */
-      p->watch_seen = epoch;
-      p->in_frame = 0;
-      p->have_prev = 0;
-      p->next_flush = now + p->flush_ticks;
-    }
-    if (p->in_frame && (f & SPY_FEAT_STATS)) {
+    if (f & SPY_FEAT_STATS) {
       double npt = p->ns_per_tick;
       if (p->have_prev) {
         double dt_ns = (double)(now - p->t_prev_end) * npt;
@@ -289,18 +295,16 @@ void spy__frame_end(spy_provider *p) {
     }
     p->t_prev_end = now;
     p->have_prev = 1;
-    p->in_frame = 0;
     p->skip_reason = 0;
     p->frame_no++;
     BUMP(p->st_frames);
     if (now >= p->next_flush)
-      spy__flush(p, now);
+      spy__flush(p, now, f);
   }
   /* Inline transport: the frame thread also answers the channels: every
    * service_ticks while watched (the clock was read anyway), else every
    * 64th frame reads the clock to check. */
-  if (atomic_load_explicit(&p->hot.active, memory_order_relaxed) &
-      ACTIVE_INLINE) {
+  if (p->hot.inline_service) {
     if (!f && --p->service_countdown > 0)
       return;
     p->service_countdown = 64;
@@ -314,23 +318,37 @@ void spy__frame_end(spy_provider *p) {
 }
 
 void spy__frame_skip(spy_provider *p, int reason) {
-  if (!atomic_load_explicit(&p->features, memory_order_relaxed))
-    return;
+  atomic_thread_fence(memory_order_acquire); /* as in frame_begin */
   /* Nothing measured; every value keeps its last reading. The frame
    * interval restarts, so the next FPS is not inflated by the pause. */
-  p->in_frame = 0;
+  uint32_t period = (uint32_t)(p->hot.frame_watch >> 32);
+  uint64_t now = spy__ticks();
+  if (period != p->watch_seen) {
+    p->watch_seen = period;
+    p->next_flush = now + p->flush_ticks;
+  }
   p->skip_reason = reason;
   p->have_prev = 0;
   BUMP(p->st_skipped);
-  uint64_t now = spy__ticks();
   if (now >= p->next_flush)
-    spy__flush(p, now);
+    spy__flush(p, now, frame_features(p));
 }
 
 void spy__gpu_issued(spy_provider *p, uint64_t gpu_frame) {
-  if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
-        SPY_FEAT_STATS))
-    return;
+  if (p->gpu_issued_any && gpu_frame < p->gpu_issued_max &&
+      p->gpu_issued_max - gpu_frame > SPY_GPU_RESET_GAP) {
+    /* Ids went far back: the device (or its timer queries) restarted.
+     * What is still mapped belongs to the old numbering; the forward fill
+     * keeps its last value until the new numbering resolves. */
+    p->gmap_n = 0;
+    p->gpu_newest = 0;
+    p->gpu_any = 0;
+    p->gpu_issued_max = gpu_frame;
+    BUMP(p->st_gpu_resets);
+  } else if (!p->gpu_issued_any || gpu_frame > p->gpu_issued_max) {
+    p->gpu_issued_max = gpu_frame;
+  }
+  p->gpu_issued_any = 1;
   if (p->gmap_n == GPU_MAP_MAX) { /* never resolved: forget the oldest */
     memmove(p->gmap, p->gmap + 1, (GPU_MAP_MAX - 1) * sizeof p->gmap[0]);
     p->gmap_n--;
@@ -341,9 +359,16 @@ void spy__gpu_issued(spy_provider *p, uint64_t gpu_frame) {
 }
 
 void spy__gpu_resolved(spy_provider *p, uint64_t gpu_frame, double ms) {
-  if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
-        SPY_FEAT_STATS))
+  if (!(ms >= 0.0 && ms <= SPY_GPU_MS_MAX)) { /* NaN fails both */
+    BUMP(p->st_gpu_bad_durations);
     return;
+  }
+  if (!p->gpu_issued_any || gpu_frame > p->gpu_issued_max) {
+    /* Never issued: it would claim every pending frame and pin the
+     * forward fill above every real id. */
+    BUMP(p->st_gpu_unknown_ids);
+    return;
+  }
   uint16_t v = ms_x100(ms);
   uint32_t keep = 0;
   for (uint32_t i = 0; i < p->gmap_n; i++) {

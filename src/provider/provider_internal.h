@@ -4,8 +4,9 @@
  *   registry.c   named values kept in wire form
  *   env.c        environment fields (seqlock'ed, set from any thread)
  *   service.c    discovery, subscriptions, heartbeat (worker thread)
- *   msgprof.c    the live message profile: wrapping the transport while
- *                a subscriber wants SPY_FEAT_MSGPROF
+ *   msgprof.c    the live message profile: the provider's profiler on
+ *                the transport's hook while a subscriber wants
+ *                SPY_FEAT_MSGPROF, its summary handed to the frame thread
  *   clocksrv.c   the thread that serves clock syncs to consumers
  *   zones.c      CPU zones: per-thread rings, drained by the service
  *
@@ -13,8 +14,9 @@
  * delta bookkeeping, and encodes the data frame at each flush tick. The
  * service (the offload worker, or the frame thread at ticks with the inline
  * transport) owns the channels' receive side and the subscriber list, and
- * publishes to the frame thread through atomics only: the feature union,
- * `active`, the snapshot request and each registry entry's `wanted` flag.
+ * publishes to the frame thread through atomics only: the watch word
+ * (hot.watch: who watches what, one word), the snapshot request, each
+ * registry entry's `wanted` flag and the message profile's triple buffer.
  */
 #ifndef SPY_PROVIDER_INTERNAL_H
 #define SPY_PROVIDER_INTERNAL_H
@@ -27,9 +29,6 @@
 #include "spyglass/clock.h"
 #include "spyglass/profiler.h"
 #include "spyglass/provider.h"
-
-#define ACTIVE_WATCHED SPY__WATCHED /* some subscriber */
-#define ACTIVE_INLINE 2u /* inline transport: the frame thread services */
 
 #define MAX_SUBSCRIBERS 16
 #define GPU_MAP_MAX 256
@@ -155,13 +154,16 @@ struct spy_provider {
   uint64_t t_begin, t_prev_end, next_flush, flush_ticks;
   uint64_t next_checkpoint, checkpoint_ticks;
   uint64_t next_service, service_ticks; /* inline transport only */
-  int have_prev, in_frame, skip_reason, service_countdown;
+  int have_prev, skip_reason, service_countdown;
+  uint32_t watch_seen; /* the watch period this thread last measured in */
   uint64_t frame_no;
   int16_t last_fps;
   uint16_t last_cpu;
   uint16_t gpu_last; /* forward fill; SPY_GPU_NONE before any timing */
   int gpu_any;
-  uint64_t gpu_newest; /* newest GPU frame id resolved */
+  uint64_t gpu_newest;     /* newest GPU frame id resolved */
+  uint64_t gpu_issued_max; /* highest GPU frame id issued (gpu_issued_any) */
+  int gpu_issued_any;
   /* sample ring, columnar, SPY_SAMPLE_RING deep */
   uint64_t ring_start;
   uint32_t ring_count;
@@ -179,14 +181,14 @@ struct spy_provider {
   int sent_paused, sent_idle;
 
   /* shared: service -> frame thread ------------------------------------ */
-  _Atomic uint32_t features;
   _Atomic uint32_t snapshot_req;
   _Atomic uint64_t rss_bytes, heap_bytes; /* sampled by the service */
 
   /* statistics (relaxed atomics; read from any thread) ----------------- */
   _Atomic uint64_t st_frames, st_skipped, st_samples_dropped, st_flushes,
       st_flushes_dropped, st_stats_samples, st_env_samples, st_registry_flushes,
-      st_health_flushes;
+      st_health_flushes, st_gpu_unknown_ids, st_gpu_bad_durations,
+      st_gpu_resets;
 
   /* service thread ----------------------------------------------------- */
   spy_provider_desc desc; /* defaults resolved */
@@ -202,19 +204,22 @@ struct spy_provider {
   size_t rxcap;
   uint64_t last_posted, last_post_ms, next_env_ms;
   uint32_t filter_gen, filter_gen_applied, reg_seen;
-  _Atomic int reg_all_wanted;   /* some subscriber has no registry filter */
-  _Atomic uint32_t ready;       /* create finished: the service may run */
-  _Atomic uint32_t watch_epoch; /* bumped when watching starts again */
-  uint32_t watch_seen;          /* frame thread's copy */
+  _Atomic int reg_all_wanted; /* some subscriber has no registry filter */
+  _Atomic uint32_t ready;     /* create finished: the service may run */
+  uint32_t watch_period;      /* the service's: the current or last period */
 
   /* live message profile (msgprof.c) ----------------------------------- */
   spy_profiler *prof;       /* made by the service at the first want */
   int prof_failed;          /* create failed: not retried */
-  _Atomic uint32_t prof_on; /* transport wrapped (published with release) */
-  /* The ops gate: the service swaps p->tr->ops only while the frame
-   * thread is outside its flush (Dekker handshake, neither side waits). */
-  _Atomic uint32_t gate_flush, gate_swap;
-  spy_msgprof_summary prof_sum; /* frame thread's copy for the section */
+  int prof_attached;        /* service: our hook is on the transport */
+  _Atomic uint32_t prof_on; /* the same, for spy_provider_get_stats */
+  uint64_t prof_next_ms;    /* service: next summary due */
+  /* Triple buffer of summaries: the service fills sums[sum_back] and
+   * swaps it into sum_mid (with SUM_FRESH); the frame thread swaps
+   * sum_front out of sum_mid when it is fresh. Wait-free on both sides. */
+  spy_msgprof_summary sums[3];
+  _Atomic uint32_t sum_mid;
+  uint32_t sum_back, sum_front;
 
   /* clock sync (clocksrv.c) --------------------------------------------- */
   clock_server cs;
@@ -227,13 +232,22 @@ struct spy_provider {
 /* service.c */
 void spy__service(void *ctx, int wait_ms); /* the transport's tick */
 int spy__announce(spy_provider *p, uint32_t type);
-/* flush.c: 0 if the flush ran (sent, dropped or empty), SPY_EAGAIN if the
- * service was swapping the transport's ops (retried at the next frame). */
-int spy__flush(spy_provider *p, uint64_t now);
+/* The union of the subscribers' features, as the service last published
+ * it (any thread). */
+static inline uint32_t spy__features_now(spy_provider *p) {
+  return (uint32_t)atomic_load_explicit(&p->hot.watch, memory_order_acquire);
+}
+
+/* flush.c: encodes and posts one data frame of features f (frame thread;
+ * sent, dropped and counted, or nothing to send). */
+void spy__flush(spy_provider *p, uint64_t now, uint32_t f);
 /* msgprof.c */
-void spy__msgprof_tick(spy_provider *p); /* service: wrap / unwrap */
-int spy__ops_enter(spy_provider *p);     /* frame thread: 0 = not now */
-void spy__ops_leave(spy_provider *p);
+void spy__msgprof_init(spy_provider *p);
+void spy__msgprof_tick(spy_provider *p, uint64_t now_ms); /* service */
+/* Frame thread: the latest summary (a zero one before the first). */
+const spy_msgprof_summary *spy__msgprof_take(spy_provider *p);
+/* provider.c: ms -> the wire's ms ×100, saturated; NaN and <= 0 give 0. */
+uint16_t spy__ms_x100(double ms);
 /* clocksrv.c (service thread, except stop: destroy) */
 int spy__clock_push(spy_provider *p, uint64_t consumer, int cleanup);
 /* Next consumer whose segment the clock thread has opened (to answer

@@ -182,11 +182,10 @@ void spy__registry_store(registry *r, int i, const spy_value *v) {
   store(r, i, v);
 }
 
-/* The hot-path setters (provider.h), here so the store inlines. */
+/* The hot-path setters (provider.h), here so the store inlines. The
+ * inline callers checked that the registry is watched (this frame's copy
+ * of the watch word). */
 void spy__value_set(spy_provider *p, const char *name, const spy_value *v) {
-  if (!(atomic_load_explicit(&p->features, memory_order_relaxed) &
-        SPY_FEAT_REGISTRY))
-    return;
   int i = spy__registry_lookup(
       &p->reg, name, 1,
       atomic_load_explicit(&p->reg_all_wanted, memory_order_relaxed));
@@ -195,9 +194,43 @@ void spy__value_set(spy_provider *p, const char *name, const spy_value *v) {
 }
 
 void spy__value_set_at(spy_provider *p, int handle, const spy_value *v) {
-  if (atomic_load_explicit(&p->features, memory_order_relaxed) &
-      SPY_FEAT_REGISTRY)
-    store(&p->reg, handle, v);
+  store(&p->reg, handle, v);
+}
+
+/* The typed by-handle setters: the value is built here, past the watched
+ * check, never by an unwatched caller. */
+void spy__value_set_f64_at(spy_provider *p, int handle, double v) {
+  spy_value x = {.kind = SPY_VAL_FLOAT};
+  x.v.f[0] = v;
+  store(&p->reg, handle, &x);
+}
+
+void spy__value_set_i64_at(spy_provider *p, int handle, int64_t v) {
+  spy_value x = {.kind = SPY_VAL_INT};
+  x.v.i = v;
+  store(&p->reg, handle, &x);
+}
+
+void spy__value_set_u64_at(spy_provider *p, int handle, uint64_t v) {
+  spy_value x = {.kind = SPY_VAL_UINT};
+  x.v.u = v;
+  store(&p->reg, handle, &x);
+}
+
+void spy__value_set_bool_at(spy_provider *p, int handle, int v) {
+  spy_value x = {.kind = SPY_VAL_BOOL};
+  x.v.b = v != 0;
+  store(&p->reg, handle, &x);
+}
+
+void spy__value_set_vec_at(spy_provider *p, int handle, double x, double y,
+                           double z, double w, int n) {
+  spy_value v = {.kind = (uint8_t)(SPY_VAL_FLOAT2 + (n - 2))};
+  v.v.f[0] = x;
+  v.v.f[1] = y;
+  v.v.f[2] = z;
+  v.v.f[3] = w;
+  store(&p->reg, handle, &v);
 }
 
 void spy__registry_encode(registry *r, spy_frame_writer *w, int full) {

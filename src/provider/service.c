@@ -16,8 +16,9 @@
  *                           -> a job for the clock thread (clocksrv.c);
  *                              clock ready once it has the segment open
  *   a subscriber that asked for a sync leaves -> its segment file removed
- *   SPY_FEAT_MSGPROF wanted / no longer -> transport wrapped / unwrapped
- *                              (msgprof.c)
+ *   SPY_FEAT_MSGPROF wanted / no longer -> the provider's profiler on /
+ *                              off the transport's hook; summaries for the
+ *                              frame thread meanwhile (msgprof.c)
  */
 #include <fcntl.h>
 #include <malloc.h>
@@ -53,7 +54,7 @@ static void post_ctl(spy_provider *p, uint32_t type, uint64_t peer,
   spy_buffer *b = spy_transport_acquire(p->tr, SPY_TIER_SMALL);
   if (!b)
     return; /* counted by the pool; the heartbeat retries */
-  uint64_t t0 = p->tr->timing_wanted ? spy__mono_ns() : 0;
+  uint64_t t0 = spy_transport_timed(p->tr) ? spy__mono_ns() : 0;
   spy_frame_writer w;
   spy_frame_start(&w, b->data, b->cap, type, spy__wall_ms(), 0, 0);
   if (clk)
@@ -86,7 +87,10 @@ static void free_names(subscriber *s) {
   s->n_names = 0;
 }
 
-/* Publishes the union of every subscription to the frame thread. */
+/* Publishes the union of every subscription to the frame thread: the
+ * watch word, 0 for nobody, else (period << 32) | features, with a new
+ * period each time watching starts from nobody (the service is its only
+ * writer). */
 static void recompute(spy_provider *p) {
   uint32_t f = 0;
   int all = 0;
@@ -95,16 +99,14 @@ static void recompute(spy_provider *p) {
     if ((p->subs[i].features & SPY_FEAT_REGISTRY) && !p->subs[i].has_filter)
       all = 1;
   }
-  uint32_t before = atomic_load(&p->features);
+  uint64_t before = atomic_load_explicit(&p->hot.watch, memory_order_relaxed);
+  if (f && !before)
+    p->watch_period++;
   atomic_store(&p->reg_all_wanted, all);
   atomic_store(&p->nsubs_pub, (uint32_t)p->nsubs);
-  atomic_store_explicit(&p->features, f, memory_order_release);
-  if (f && !before)
-    atomic_fetch_add(&p->watch_epoch, 1);
-  if (f)
-    atomic_fetch_or(&p->hot.active, ACTIVE_WATCHED);
-  else
-    atomic_fetch_and(&p->hot.active, ~ACTIVE_WATCHED);
+  atomic_store_explicit(&p->hot.watch,
+                        f ? ((uint64_t)p->watch_period << 32) | f : 0,
+                        memory_order_release);
   p->filter_gen++;
 }
 
@@ -282,7 +284,7 @@ static void timers(spy_provider *p, uint64_t now) {
     post_ctl(p, SPY_MSG_PING, 0, 0, NULL);
     p->last_post_ms = now;
   }
-  if ((atomic_load(&p->features) & SPY_FEAT_ENV) && now >= p->next_env_ms) {
+  if ((spy__features_now(p) & SPY_FEAT_ENV) && now >= p->next_env_ms) {
     sample_memory(p);
     p->next_env_ms = now + p->desc.env_sample_ms;
   }
@@ -313,8 +315,11 @@ void spy__service(void *ctx, int wait_ms) {
         f.type == SPY_MSG_PROVIDER_QUERY)
       spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
   }
-  timers(p, mono_ms());
+  if (spy_channel_recreated(p->disc)) /* the runtime directory was lost */
+    spy__announce(p, SPY_MSG_PROVIDER_ANNOUNCE);
+  uint64_t now = mono_ms();
+  timers(p, now);
   clock_ready(p);
-  spy__msgprof_tick(p);
+  spy__msgprof_tick(p, now);
   spy__zones_service(p); /* CPU zones: drain the threads' rings */
 }

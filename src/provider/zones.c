@@ -647,7 +647,7 @@ static void release_dead(spy_provider *p, zone_buf **v, int n, int want) {
 
 void spy__zones_service(spy_provider *p) {
   spy__zones *z = &p->zones;
-  uint32_t f = atomic_load_explicit(&p->features, memory_order_acquire);
+  uint32_t f = spy__features_now(p);
   int want = (f & SPY_FEAT_ZONES) != 0;
   uint64_t now_ms = spy__mono_ns() / 1000000ull;
   if (want && !z->epoch) {

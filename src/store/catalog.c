@@ -1,10 +1,11 @@
-/* catalog.c — the descriptors of every built-in record and action, derived
- * from the X-macro lists in trace_catalog.h (names, field types, struct
- * offsets), and lookups over them. */
+/* catalog.c — the descriptors of every built-in record, action and hook,
+ * derived from the X-macro lists in trace_catalog.h (names, field types,
+ * struct offsets, the Start/End pair of each hook), and lookups over
+ * them. */
 #include <stddef.h>
 #include <string.h>
 
-#include "spyglass/trace.h"
+#include "store.h"
 
 const spy_trace_kind spy_rec_kind__ = {"", "", 0, SPY_ROLE_NONE, 0, 0, NULL};
 
@@ -34,9 +35,28 @@ SPY_TRACE_RECORDS(REC_DESC)
       act_fields_##snake};
 SPY_TRACE_ACTIONS(ACT_DESC)
 
+/* Wire ids are 1..SPY_TRACE_KIND_COUNT, each once: an id beyond the count
+ * does not fit the table below, a repeated one is -Woverride-init, and
+ * with both ruled out the sum says none is missing. */
 #define ACT_PTR(id, Name, snake, role, FIELDS) [id] = &spy_kind_##snake,
 const spy_trace_kind *const spy_trace_kinds[SPY_TRACE_KIND_COUNT + 1] = {
     SPY_TRACE_ACTIONS(ACT_PTR)};
+#define ACT_ID(id, Name, snake, role, FIELDS) +id
+_Static_assert((0 SPY_TRACE_ACTIONS(ACT_ID)) ==
+                   SPY_TRACE_KIND_COUNT * (SPY_TRACE_KIND_COUNT + 1) / 2,
+               "catalog wire ids must be 1..SPY_TRACE_KIND_COUNT");
+
+#define HOOK_DESC(hook, start, end, subject)                                   \
+  {#hook, &spy_kind_##start, &spy_kind_##end, #subject},
+const spy__hook spy__hooks[] = {
+    SPY_TRACE_HOOKS(HOOK_DESC){NULL, NULL, NULL, NULL}};
+
+const char *spy__hook_type(const spy_trace_kind *k) {
+  for (const spy__hook *h = spy__hooks; k && h->hook; h++)
+    if (h->start == k || h->end == k)
+      return h->hook;
+  return NULL;
+}
 
 const spy_trace_kind *spy_trace_kind_find(const char *name) {
   if (!name)

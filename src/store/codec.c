@@ -5,9 +5,10 @@
  *
  * A record is a 32-byte header (u32 bytes, u16 kind, u16 name_len, u64 seq,
  * u64 ts_us, u32 build, u32 0), the kind's name, then one REC value. A
- * value is a u8 tag and its payload. Encoders run twice when needed: a
- * first pass with cap 0 measures, the second writes, so the emitter can
- * reserve queue space exactly.
+ * value is a u8 tag and its payload. An encoder writes what fits in the
+ * buffer it is given and returns the length the record needs, so the
+ * emitter encodes straight into its queue's free space and encodes again
+ * only in the rare case that the record did not fit.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -502,16 +503,6 @@ const spy_trace_val *spy__field(const spy_trace_kind *k,
 const spy_trace_val *spy_trace_get(const spy_trace_action *a,
                                    const char *name) {
   return a ? spy__field(a->kind, &a->fields, name) : NULL;
-}
-
-const char *spy__hook_type(const spy_trace_kind *k) {
-  if (strstr(k->snake, "resolve_id"))
-    return "resolve_id";
-  if (strstr(k->snake, "transform"))
-    return "transform";
-  if (strstr(k->snake, "render_chunk"))
-    return "render_chunk";
-  return "load";
 }
 
 /* ---- hashing ---------------------------------------------------------------

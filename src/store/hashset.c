@@ -2,8 +2,10 @@
  * probing, grown at half full). The session's "payloads seen" and the
  * PostgreSQL writer's "payloads of dropped batches" are both one. A zero
  * pair marks a free slot, so a real zero pair is kept as {0, 1}: a
- * harmless alias. */
+ * harmless alias. Also the SQLite and JSON-lines writers' record of the
+ * payloads a failed batch took with it (stored again when named). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "store.h"
 
@@ -68,4 +70,51 @@ int spy__hset_take(spy__hset *s, const uint64_t h[2]) {
 void spy__hset_free(spy__hset *s) {
   free(s->v);
   *s = (spy__hset){0};
+}
+
+/* ---- payloads of failed batches ----------------------------------------- */
+
+void spy__lost_src_note(spy__lost_src *l, const uint64_t hash[2]) {
+  spy__buf_put(&l->batch, hash, 16);
+}
+
+int spy__lost_src_fail(spy__lost_src *l) {
+  int rc = l->batch.err;
+  for (size_t i = 0; rc == 0 && i + 16 <= l->batch.len; i += 16) {
+    uint64_t h[2];
+    memcpy(h, l->batch.p + i, 16);
+    int r = spy__hset_add(&l->gone, h);
+    if (r < 0)
+      rc = r;
+  }
+  l->batch.len = 0;
+  l->batch.err = 0;
+  return rc;
+}
+
+void spy__lost_src_commit(spy__lost_src *l) {
+  l->batch.len = 0;
+  l->batch.err = 0;
+}
+
+int spy__lost_src_resend(spy__lost_src *l, const spy_trace_val *v,
+                         int (*store)(void *, const uint64_t[2], const char *,
+                                      size_t),
+                         void *arg) {
+  if (!l->gone.n)
+    return 0;
+  if (v->type == SPY_TV_SRC && v->has_hash && spy__hset_take(&l->gone, v->hash))
+    return store(arg, v->hash, v->u.s, v->n);
+  if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC)
+    for (uint32_t i = 0; i < v->n; i++) {
+      int rc = spy__lost_src_resend(l, &v->u.items[i], store, arg);
+      if (rc)
+        return rc;
+    }
+  return 0;
+}
+
+void spy__lost_src_free(spy__lost_src *l) {
+  spy__buf_free(&l->batch);
+  spy__hset_free(&l->gone);
 }

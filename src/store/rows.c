@@ -10,8 +10,11 @@
  * catalog (schema.c). The reference's tables — builds, modules, module_imports,
  * chunks, chunk_imports, assets, hook_calls — are views over them, and
  * the indexes below serve the common questions: slowest hooks per plugin,
- * the import graph of a build, what a plugin did to a module. Times are µs
- * since the epoch. */
+ * the import graph of a build, what a plugin did to a module. Both are
+ * derived from the catalog too: the kinds by their role (build start and
+ * end, the module, chunk and asset graphs), the hooks by SPY_TRACE_HOOKS,
+ * the columns by the records' fields. Times are µs since the epoch. */
+#include <stdio.h>
 #include <string.h>
 
 #include "store.h"
@@ -28,119 +31,172 @@ const spy__table spy__tables[SPY__T_COUNT] = {
 /* The session of every row joined in: views answer by session_id. */
 #define X " JOIN sessions x ON x.session="
 
-static const char *const views[][2] = {
-    {"builds",
-     "SELECT x.session_id, s.build_id, s.ts_us AS started_at, e.ts_us AS "
-     "ended_at FROM build_start s" X "s.session LEFT JOIN build_end e ON "
-     "e.session=s.session AND e.build_id=s.build_id"},
-    {"modules",
-     "SELECT x.session_id, m.build_id, m.id AS module_id, m.is_external, "
-     "m.importers FROM module_graph_ready__modules m" X "m.session"},
-    {"module_imports",
-     "SELECT x.session_id, i.build_id, m.id AS module_id, i.module_id AS "
-     "imported_module_id, i.kind, i.module_request FROM "
-     "module_graph_ready__modules__imports i JOIN "
-     "module_graph_ready__modules "
-     "m ON m.session=i.session AND m.build_id=i.build_id AND m.seq=i.seq "
-     "AND "
-     "m.i0=i.i0" X "i.session"},
-    {"chunks",
-     "SELECT x.session_id, c.build_id, c.chunk_id, c.name, c.reason, "
-     "c.is_user_defined_entry, c.is_async_entry, c.entry_module, c.modules "
-     "FROM chunk_graph_ready__chunks c" X "c.session"},
-    {"chunk_imports",
-     "SELECT x.session_id, i.build_id, c.chunk_id, i.chunk_id AS "
-     "imported_chunk_id, i.kind FROM chunk_graph_ready__chunks__imports i "
-     "JOIN chunk_graph_ready__chunks c ON c.session=i.session AND "
-     "c.build_id=i.build_id AND c.seq=i.seq AND c.i0=i.i0" X "i.session"},
-    {"assets",
-     "SELECT x.session_id, a.build_id, a.filename, a.chunk_id, a.size, "
-     "a.content_source_id FROM assets_ready__assets a" X "a.session"},
-/* one hook: its Start table joined to its End table by call_id */
-#define HOOK(type, start, end, module, input, output)                          \
-  "SELECT x.session_id, s.build_id, s.call_id, '" type "' AS hook_type, "      \
-  "s.plugin_name, s.plugin_id, " module " AS module_id, s.ts_us AS "           \
-  "started_at, e.ts_us AS ended_at, " input " AS input_source_id, " output     \
-  " AS output_source_id FROM " start " s" X "s.session LEFT JOIN " end         \
-  " e ON e.session=s.session AND e.build_id=s.build_id AND "                   \
-  "e.call_id=s.call_id"
-    {"hook_calls",
-     HOOK("transform", "hook_transform_call_start", "hook_transform_call_end", "s.module_id", "s.content_source_id", "e.content_source_id") " UNION ALL " HOOK(
-         "load", "hook_load_call_start", "hook_load_call_end", "s.module_id",
-         "NULL",
-         "e.content_source_id") " UNION ALL " HOOK("resolve_id",
-                                                   "hook_resolve_id_call_"
-                                                   "start",
-                                                   "hook_resolve_id_call_"
-                                                   "end",
-                                                   "s.module_request", "NULL",
-                                                   "NULL") " UNION "
-                                                           "ALL " HOOK("ren"
-                                                                       "der"
-                                                                       "_ch"
-                                                                       "un"
-                                                                       "k",
-                                                                       "hoo"
-                                                                       "k_"
-                                                                       "ren"
-                                                                       "der"
-                                                                       "_ch"
-                                                                       "unk"
-                                                                       "_st"
-                                                                       "ar"
-                                                                       "t",
-                                                                       "hoo"
-                                                                       "k_"
-                                                                       "ren"
-                                                                       "der"
-                                                                       "_ch"
-                                                                       "unk"
-                                                                       "_en"
-                                                                       "d",
-                                                                       "NUL"
-                                                                       "L",
-                                                                       "s."
-                                                                       "con"
-                                                                       "ten"
-                                                                       "t_"
-                                                                       "sou"
-                                                                       "rce"
-                                                                       "_i"
-                                                                       "d",
-                                                                       "e."
-                                                                       "con"
-                                                                       "ten"
-                                                                       "t_"
-                                                                       "sou"
-                                                                       "rce"
-                                                                       "_i"
-                                                                       "d")},
-#undef HOOK
-};
+/* The built-in kind with role r, or NULL. */
+static const spy_trace_kind *by_role(int r) {
+  for (int i = 1; i <= SPY_TRACE_KIND_COUNT; i++)
+    if (spy_trace_kinds[i]->role == r)
+      return spy_trace_kinds[i];
+  return NULL;
+}
 
-static const char *const indexes[] = {
-    /* hook_calls: each start finds its end */
-    "hook_transform_call_end_call ON hook_transform_call_end"
-    "(session, build_id, call_id)",
-    "hook_load_call_end_call ON hook_load_call_end(session, build_id, call_id)",
-    "hook_resolve_id_call_end_call ON hook_resolve_id_call_end"
-    "(session, build_id, call_id)",
-    "hook_render_chunk_end_call ON hook_render_chunk_end"
-    "(session, build_id, call_id)",
-    /* slowest hooks of one plugin */
-    "hook_transform_call_start_plugin ON hook_transform_call_start"
-    "(session, plugin_name)",
-    "hook_load_call_start_plugin ON hook_load_call_start(session, plugin_name)",
-    "hook_resolve_id_call_start_plugin ON hook_resolve_id_call_start"
-    "(session, plugin_name)",
-    "hook_render_chunk_start_plugin ON hook_render_chunk_start"
-    "(session, plugin_name)",
-    /* what did transform X do to module Y */
-    "hook_transform_call_start_module ON hook_transform_call_start"
-    "(session, build_id, module_id)",
-    "hook_load_call_start_module ON hook_load_call_start"
-    "(session, build_id, module_id)",
-    "build_end_build ON build_end(session, build_id)", NULL};
+static int is_list(uint8_t t) { return t == SPY_TF_LIST || t == SPY_TF_OLIST; }
+
+/* "<alias>.<column of f>" (a payload: its content id column). */
+static void col(spy__buf *b, const char *alias, const spy_trace_field *f) {
+  const char *suffix;
+  char type;
+  spy__field_col(f, &suffix, &type);
+  spy__buf_puts(b, alias);
+  spy__buf_putc(b, '.');
+  spy__buf_puts(b, f->name);
+  spy__buf_puts(b, suffix);
+}
+
+/* The first payload field of k as "<alias>.<col>", or NULL. */
+static void src_col(spy__buf *b, const char *alias, const spy_trace_kind *k) {
+  for (uint32_t i = 0; i < k->nfields; i++)
+    if (k->fields[i].type == SPY_TF_SRC || k->fields[i].type == SPY_TF_OSRC) {
+      col(b, alias, &k->fields[i]);
+      return;
+    }
+  spy__buf_puts(b, "NULL");
+}
+
+/* The view name of a record's key field: `id` of record r is <r>_id. */
+static void key_name(char *out, size_t cap, const spy_trace_kind *r) {
+  const spy_trace_field *f = &r->fields[0];
+  if (strcmp(f->name, "id") == 0)
+    snprintf(out, cap, "%s_id", r->snake);
+  else
+    snprintf(out, cap, "%s", f->name);
+}
+
+static void view_head(spy__buf *b, int pg, const char *name, size_t n) {
+  spy__buf_puts(b, pg ? "DO $$ BEGIN CREATE OR REPLACE VIEW "
+                      : "CREATE VIEW IF NOT EXISTS ");
+  spy__buf_put(b, name, n);
+  spy__buf_puts(b, " AS SELECT x.session_id, ");
+}
+
+/* PostgreSQL: a view an older writer made with other columns (it can only
+ * be replaced by one that adds columns at its end) is left as it is. */
+static void view_end(spy__buf *b, int pg) {
+  spy__buf_puts(b, pg ? "; EXCEPTION WHEN invalid_table_definition THEN NULL; "
+                        "END $$;\n"
+                      : ";\n");
+}
+
+/* builds: each BuildStart with its BuildEnd. */
+static void builds_view(spy__buf *b, int pg) {
+  const spy_trace_kind *s = by_role(SPY_ROLE_BUILD_START);
+  const spy_trace_kind *e = by_role(SPY_ROLE_BUILD_END);
+  if (!s || !e)
+    return;
+  view_head(b, pg, "builds", 6);
+  spy__buf_puts(b, "s.build_id, s.ts_us AS started_at, e.ts_us AS ended_at "
+                   "FROM ");
+  spy__buf_puts(b, s->snake);
+  spy__buf_puts(b, " s" X "s.session LEFT JOIN ");
+  spy__buf_puts(b, e->snake);
+  spy__buf_puts(b, " e ON e.session=s.session AND e.build_id=s.build_id");
+  view_end(b, pg);
+}
+
+/* The graph kinds' lists: a view named after each list (modules, chunks,
+ * assets) over its child table, and one per list nested in its records
+ * (module_imports, chunk_imports) joined to the parent element. */
+static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
+  for (uint32_t i = 0; i < k->nfields; i++) {
+    const spy_trace_field *f = &k->fields[i];
+    if (!is_list(f->type) || !f->rec || !f->rec->nfields)
+      continue;
+    const spy_trace_kind *r = f->rec;
+    char table[256];
+    snprintf(table, sizeof table, "%s__%s", k->snake, f->name);
+    view_head(b, pg, f->name, strlen(f->name));
+    spy__buf_puts(b, "m.build_id");
+    for (uint32_t j = 0; j < r->nfields; j++) {
+      if (is_list(r->fields[j].type))
+        continue;
+      spy__buf_puts(b, ", ");
+      col(b, "m", &r->fields[j]);
+      if (j == 0 && strcmp(r->fields[j].name, "id") == 0) {
+        spy__buf_puts(b, " AS ");
+        char key[160];
+        key_name(key, sizeof key, r);
+        spy__buf_puts(b, key);
+      }
+    }
+    spy__buf_puts(b, " FROM ");
+    spy__buf_puts(b, table);
+    spy__buf_puts(b, " m" X "m.session");
+    view_end(b, pg);
+    for (uint32_t j = 0; j < r->nfields; j++) {
+      const spy_trace_field *g = &r->fields[j];
+      if (!is_list(g->type) || !g->rec || !g->rec->nfields)
+        continue;
+      char name[256];
+      snprintf(name, sizeof name, "%s_%s", r->snake, g->name);
+      char key[160];
+      key_name(key, sizeof key, r);
+      view_head(b, pg, name, strlen(name));
+      spy__buf_puts(b, "i.build_id, ");
+      col(b, "m", &r->fields[0]);
+      spy__buf_puts(b, " AS ");
+      spy__buf_puts(b, key);
+      for (uint32_t c = 0; c < g->rec->nfields; c++) {
+        const spy_trace_field *cf = &g->rec->fields[c];
+        if (is_list(cf->type))
+          continue;
+        spy__buf_puts(b, ", ");
+        col(b, "i", cf);
+        if (strcmp(cf->name, key) == 0) {
+          spy__buf_puts(b, " AS imported_");
+          spy__buf_puts(b, cf->name);
+        }
+      }
+      spy__buf_puts(b, " FROM ");
+      spy__buf_puts(b, table);
+      spy__buf_puts(b, "__");
+      spy__buf_puts(b, g->name);
+      spy__buf_puts(b, " i JOIN ");
+      spy__buf_puts(b, table);
+      spy__buf_puts(b, " m ON m.session=i.session AND m.build_id=i.build_id "
+                       "AND m.seq=i.seq AND m.i0=i.i0" X "i.session");
+      view_end(b, pg);
+    }
+  }
+}
+
+/* hook_calls: every hook's Start joined to its End by call_id. */
+static void hook_calls_view(spy__buf *b, int pg) {
+  view_head(b, pg, "hook_calls", 10);
+  for (const spy__hook *h = spy__hooks; h->hook; h++) {
+    if (h != spy__hooks)
+      spy__buf_puts(b, " UNION ALL SELECT x.session_id, ");
+    spy__buf_puts(b, "s.build_id, s.call_id, '");
+    spy__buf_puts(b, h->hook);
+    spy__buf_puts(b, "' AS hook_type, s.plugin_name, s.plugin_id, ");
+    if (strcmp(h->subject, "_") == 0)
+      spy__buf_puts(b, "NULL");
+    else {
+      spy__buf_puts(b, "s.");
+      spy__buf_puts(b, h->subject);
+    }
+    spy__buf_puts(b, " AS module_id, s.ts_us AS started_at, e.ts_us AS "
+                     "ended_at, ");
+    src_col(b, "s", h->start);
+    spy__buf_puts(b, " AS input_source_id, ");
+    src_col(b, "e", h->end);
+    spy__buf_puts(b, " AS output_source_id FROM ");
+    spy__buf_puts(b, h->start->snake);
+    spy__buf_puts(b, " s" X "s.session LEFT JOIN ");
+    spy__buf_puts(b, h->end->snake);
+    spy__buf_puts(b, " e ON e.session=s.session AND e.build_id=s.build_id AND "
+                     "e.call_id=s.call_id");
+  }
+  view_end(b, pg);
+}
 
 void spy__own_tables_sql(spy__buf *b, int pg) {
   spy__buf_puts(b, pg ? "CREATE TABLE IF NOT EXISTS sessions(session BIGSERIAL "
@@ -158,23 +214,42 @@ void spy__own_tables_sql(spy__buf *b, int pg) {
 }
 
 void spy__views_sql(spy__buf *b, int pg) {
-  for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
-    spy__buf_puts(b, pg ? "CREATE OR REPLACE VIEW "
-                        : "CREATE VIEW IF NOT "
-                          "EXISTS ");
-    spy__buf_puts(b, views[i][0]);
-    spy__buf_puts(b, " AS ");
-    spy__buf_puts(b, views[i][1]);
-    spy__buf_puts(b, ";\n");
+  builds_view(b, pg);
+  for (int i = 1; i <= SPY_TRACE_KIND_COUNT; i++) {
+    int r = spy_trace_kinds[i]->role;
+    if (r == SPY_ROLE_MODULES || r == SPY_ROLE_CHUNKS || r == SPY_ROLE_ASSETS)
+      graph_views(b, pg, spy_trace_kinds[i]);
   }
+  hook_calls_view(b, pg);
+}
+
+static void add_index(spy__buf *b, const char *table, const char *what,
+                      const char *cols) {
+  spy__buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
+  spy__buf_puts(b, table);
+  spy__buf_puts(b, what);
+  spy__buf_puts(b, " ON ");
+  spy__buf_puts(b, table);
+  spy__buf_puts(b, cols);
+  spy__buf_puts(b, ";\n");
 }
 
 void spy__index_sql(const spy__schema *s, spy__buf *b) {
-  for (int i = 0; indexes[i]; i++) {
-    spy__buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
-    spy__buf_puts(b, indexes[i]);
-    spy__buf_puts(b, ";\n");
+  for (const spy__hook *h = spy__hooks; h->hook; h++) {
+    /* hook_calls: each start finds its end */
+    add_index(b, h->end->snake, "_call", "(session, build_id, call_id)");
+    /* slowest hooks of one plugin */
+    add_index(b, h->start->snake, "_plugin", "(session, plugin_name)");
+    /* what did plugin X do to module Y */
+    if (strcmp(h->subject, "_") != 0) {
+      char cols[128];
+      snprintf(cols, sizeof cols, "(session, build_id, %s)", h->subject);
+      add_index(b, h->start->snake, "_module", cols);
+    }
   }
+  const spy_trace_kind *e = by_role(SPY_ROLE_BUILD_END);
+  if (e)
+    add_index(b, e->snake, "_build", "(session, build_id)");
   for (int t = 0; t < s->n; t++)
     spy__schema_index_sql(s, t, b);
 }

@@ -48,8 +48,7 @@ static int in_list(const char *s, const char *const *list) {
 static int is_list(uint8_t t) { return t == SPY_TF_LIST || t == SPY_TF_OLIST; }
 
 /* Column suffix and type of a field (LIST: its count column). */
-static void field_col(const spy_trace_field *f, const char **suffix,
-                      char *type) {
+void spy__field_col(const spy_trace_field *f, const char **suffix, char *type) {
   *suffix = "";
   switch (f->type) {
   case SPY_TF_STR:
@@ -136,7 +135,7 @@ static int add_table(spy__schema *s, const spy_trace_kind *rec,
   for (uint32_t i = 0; i < rec->nfields; i++) {
     const char *suffix;
     char type;
-    field_col(&rec->fields[i], &suffix, &type);
+    spy__field_col(&rec->fields[i], &suffix, &type);
     spy__buf_putc(&cols, ',');
     spy__buf_puts(&cols, rec->fields[i].name);
     spy__buf_puts(&cols, suffix);

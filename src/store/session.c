@@ -1,21 +1,34 @@
-/* session.c — a trace session: the bounded byte queue between emitters and
- * the writer thread, and the writer loop (decode once, hash and dedup large
- * payloads, serialise once — JSON only for writers that want it — hand to
- * the writer, commit per batch).
+/* session.c — a trace session: the queues between emitters and the writer
+ * thread, and the writer loop (decode once, hash and dedup large payloads,
+ * serialise once — JSON only for writers that want it — hand to the
+ * writer, commit per batch).
  *
- * The queue is a ring of encoded records (codec.c). An emitter measures its
- * record, takes the lock, waits while there is no room (counting the
- * wait), encodes in place and leaves; a record that does not fit
- * contiguously at the end leaves a zero word there and starts again at
- * offset 0; a record larger than a quarter of the ring is copied to the
- * heap and queued as a pointer. The writer takes every complete record
- * present (up to a batch), processes them without the lock, then frees
- * their space in one step and commits. Emitters wake the writer only when
- * work appears after idleness or the queue passes an eighth full; a woken
- * writer lets a batch gather for up to 2 ms, so a futex wake is paid per
- * batch, not per action.
+ * Queues. Every emitting thread owns a single-producer byte ring of its
+ * own (claimed on its first emit through a pthread key of the session, and
+ * handed back when the thread exits so a later thread reuses it). An
+ * emitter encodes its action once, straight into the free space of its
+ * ring, with no lock; only when the record does not fit before the end of
+ * the ring (a wrap) or the ring is full is it encoded again. Then one
+ * atomic increment gives the record its sequence number (patched into its
+ * header) and a release store of the ring's tail publishes it. A record
+ * larger than a quarter of the ring is encoded to the heap and queued as a
+ * pointer. No lock and no shared cache line but the sequence counter is
+ * touched by two threads emitting at once.
+ *
+ * The writer thread merges the rings in sequence order (the store keeps one
+ * order per session): it takes the record numbered next from whichever
+ * ring holds it; a number taken but not yet published (its emitter is
+ * between the increment and the store) is waited for briefly. Space is
+ * handed back to each ring every 64 records. Emitters wake the writer
+ * (futex) only when work appears after idleness or a gathering batch grows
+ * large; a woken writer lets a batch gather for up to 2 ms, so a wake is
+ * paid per batch, not per action. A batch is committed when it holds
+ * batch_actions, is 100 ms old, or on a flush or close. A full ring makes
+ * its emitter wait on
+ * its own futex word (counted): a build trace loses nothing.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,17 +36,45 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "platform/platform.h"
 #include "store.h"
 
 #define MARK_WRAP 0u
-#define WAIT_IDLE 1
-#define WAIT_GATHER 2
-#define GATHER_NS 2000000 /* a batch gathers for at most 2 ms */
-#define COMMIT_NS                                                              \
-  100000000 /* a writer behind commits at least every 100 ms                   \
-             */
 #define MARK_HEAP 1u
 #define HEAP_REC 16u
+#define WAIT_IDLE 1u
+#define WAIT_GATHER 2u
+#define WAIT_GAP 3u
+#define GATHER_NS 2000000   /* a batch gathers for at most 2 ms */
+#define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
+#define MAX_FAULTS 16       /* distinct failures counted separately */
+
+/* One emitting thread's ring. Positions are byte counts since creation
+ * (the offset is the count modulo cap). */
+#define LINE 64 /* what one thread writes stays off the other's lines */
+typedef struct tq {
+  struct tq *next; /* set before the queue is published */
+  uint8_t *ring;
+  size_t cap;
+  _Atomic int owned; /* a live thread produces into it */
+  /* the producer's: its tail, published, and its counters (single
+   * writer: relaxed loads and stores; summed by spy_trace_get_stats) */
+  _Alignas(LINE) _Atomic uint64_t tail;
+  uint64_t ptail;
+  _Atomic uint64_t emitted, queued_bytes, waits, wait_ns;
+  _Atomic uint32_t space_wait;
+  /* handed back by the writer every 64 records */
+  _Alignas(LINE) _Atomic uint64_t head;
+  _Atomic uint32_t space_word;
+  /* the writer's own head (records taken) */
+  _Alignas(LINE) uint64_t chead;
+} tq;
+
+/* A counter only one thread adds to: no locked instruction. */
+static void bump(_Atomic uint64_t *c, uint64_t by) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
+                        memory_order_relaxed);
+}
 
 struct spy_trace {
   spy_trace_hot hot; /* first: read by the inline emitters */
@@ -42,68 +83,95 @@ struct spy_trace {
   const spy_trace_writer_ops *ops;
   void *ops_arg;
   uint32_t batch;
-  size_t retry_bytes;
+  size_t qcap, retry_bytes;
   uint32_t retry_ms;
   void (*on_error)(void *, int, const char *);
   void *on_error_arg;
-  /* queue */
-  pthread_mutex_t mu;
-  pthread_cond_t nonempty, space, committed_cv;
-  uint8_t *ring;
-  size_t qcap, head, tail, used;
-  int closing, writer_waiting, flush_req;
-  uint64_t seq, committed_seq;
+  /* queues */
+  pthread_key_t key;
+  int key_made;
+  pthread_mutex_t qmu;  /* adding queues, registering app kinds */
+  _Atomic(tq *) queues; /* list, newest first; never shrinks */
   _Atomic uint32_t cur_build, builds;
-  /* counters (under mu) */
+  _Alignas(LINE) _Atomic uint64_t seq;     /* last sequence number given */
+  _Alignas(LINE) _Atomic uint32_t wr_word; /* the writer's futex word */
+  _Atomic uint32_t wr_state;
+  _Atomic int closing, flush_req;
+  const spy_trace_kind *app_kinds[SPY_TRACE_MAX_APP_KINDS];
+  _Atomic uint32_t n_app; /* entries below it are set and never change */
+  /* flush and counters (under mu) */
+  pthread_mutex_t mu;
+  pthread_cond_t committed_cv;
+  uint64_t committed_seq;
   spy_trace_stats st;
+  struct {
+    int err;
+    uint64_t count;
+    char msg[200];
+  } faults[MAX_FAULTS];
+  int nfaults;
+  uint64_t faults_other;
   /* writer thread only */
-  pthread_t thread;
-  int thread_started;
+  _Alignas(LINE) pthread_t thread;
+  int thread_started, sync_made;
   void *wstate;
+  uint64_t wseq; /* last sequence number handed to the writer */
+  tq *last;      /* ring the previous record came from */
   spy_trace_arena arena;
   spy__buf json;
   spy__hset seen; /* content hashes of the payloads stored */
-  const spy_trace_kind *app_kinds[64]; /* application kinds seen (mu) */
-  uint32_t n_app;
 };
-
-uint64_t spy__now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-const spy_trace_writer_ops *spy_trace_writer_find(const char *name) {
-  static const spy_trace_writer_ops *const all[] = {
-      &spy__writer_jsonl, &spy__writer_sqlite, &spy__writer_pg};
-  if (!name)
-    return NULL;
-  if (strcmp(name, "postgresql") == 0)
-    name = "postgres";
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-    if (strcmp(all[i]->name, name) == 0)
-      return all[i];
-  return NULL;
-}
 
 static void default_report(void *arg, int err, const char *msg) {
   (void)arg;
   fprintf(stderr, "spyglass trace: %s (%s)\n", msg, spy_err_name(err));
 }
 
-/* Called by writers (cfg.report) and by the loop on a failed op. */
+/* Called by writers (cfg.report) and by the loop on a failed op. The first
+ * occurrence of a failure (code and message) is passed on; repeats are
+ * counted and reported once, with their count, when the session ends. */
 static void report(void *ctx, int err, const char *msg) {
   spy_trace *t = ctx;
+  int first = 1;
   pthread_mutex_lock(&t->mu);
   t->st.writer_errors++;
+  int i = 0;
+  while (i < t->nfaults &&
+         (t->faults[i].err != err ||
+          strncmp(t->faults[i].msg, msg, sizeof t->faults[i].msg - 1)))
+    i++;
+  if (i < t->nfaults) {
+    t->faults[i].count++;
+    first = 0;
+  } else if (t->nfaults < MAX_FAULTS) {
+    t->faults[i].err = err;
+    t->faults[i].count = 1;
+    snprintf(t->faults[i].msg, sizeof t->faults[i].msg, "%s", msg);
+    t->nfaults++;
+  } else {
+    t->faults_other++;
+    first = 0;
+  }
   pthread_mutex_unlock(&t->mu);
-  t->on_error(t->on_error_arg, err, msg);
+  if (first)
+    t->on_error(t->on_error_arg, err, msg);
+}
+
+/* At the end: one line per failure that happened more than once. */
+static void report_repeats(spy_trace *t) {
+  for (int i = 0; i < t->nfaults; i++)
+    if (t->faults[i].count > 1) {
+      char m[320];
+      snprintf(m, sizeof m, "%s (%llu times in all)", t->faults[i].msg,
+               (unsigned long long)t->faults[i].count);
+      t->on_error(t->on_error_arg, t->faults[i].err, m);
+    }
+  if (t->faults_other) {
+    char m[128];
+    snprintf(m, sizeof m, "%llu more writer failures of other kinds",
+             (unsigned long long)t->faults_other);
+    t->on_error(t->on_error_arg, SPY_EIO, m);
+  }
 }
 
 /* ---- dedup set ---------------------------------------------------------- */
@@ -138,36 +206,38 @@ static int dedup(spy_trace *t, spy_trace_val *v, spy_trace_stats *st) {
   return 0;
 }
 
-/* Writes one record; returns its length in the ring. */
-static size_t process(spy_trace *t, const uint8_t *p, spy_trace_stats *st) {
+static uint64_t rd64le(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static void wr64le(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Writes one record (rec: its encoded bytes, in the ring or the heap). */
+static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
   uint32_t len;
-  memcpy(&len, p, 4);
-  const uint8_t *rec = p;
-  uint8_t *heap = NULL;
-  size_t ring_len = len;
-  if (len == MARK_HEAP) {
-    memcpy(&heap, p + 8, sizeof heap);
-    rec = heap;
-    ring_len = HEAP_REC;
-    memcpy(&len, rec, 4);
-  }
+  memcpy(&len, rec, 4);
   spy_trace_arena_reset(&t->arena);
   spy_trace_action a;
   int rc = spy_trace_decode(rec, len, &t->arena, &a);
   if (rc >= 0 && !a.kind) { /* an application kind: find its descriptor */
-    pthread_mutex_lock(&t->mu);
-    for (uint32_t i = 0; i < t->n_app; i++)
+    uint32_t n = atomic_load_explicit(&t->n_app, memory_order_acquire);
+    for (uint32_t i = 0; i < n && !a.kind; i++)
       if (strlen(t->app_kinds[i]->name) == a.name_len &&
           memcmp(t->app_kinds[i]->name, a.name, a.name_len) == 0)
         a.kind = t->app_kinds[i];
-    pthread_mutex_unlock(&t->mu);
     if (a.kind)
       rc = spy_trace_check(a.kind, &a.fields);
   }
   if (rc >= 0)
     rc = dedup(t, &a.fields, st);
-  /* the SQL writers store the binary record: no JSON for them */
-  int json = t->ops != &spy__writer_sqlite && t->ops != &spy__writer_pg;
+  /* writers that store the binary record get no JSON */
+  int json = !(t->ops->flags & SPY_TRACE_WRITER_RECORDS);
   uint64_t replaced = t->json.replaced;
   if (rc >= 0 && json) {
     t->json.len = 0;
@@ -182,105 +252,193 @@ static size_t process(spy_trace *t, const uint8_t *p, spy_trace_stats *st) {
   if (rc < 0)
     report(t, rc, "writing an action failed");
   st->written++;
-  free(heap);
-  return (ring_len + 3u) & ~(size_t)3u;
+}
+
+/* ---- the writer's side of the rings ----------------------------------- */
+
+/* The next record of q at or after its writer head, skipping wrap marks;
+ * NULL when q holds nothing more. *seq receives its number. */
+static const uint8_t *peek(tq *q, uint64_t tail, uint64_t *seq) {
+  while (q->chead < tail) {
+    size_t pos = (size_t)(q->chead % q->cap);
+    uint32_t m;
+    memcpy(&m, q->ring + pos, 4);
+    if (m == MARK_WRAP) {
+      q->chead += q->cap - pos;
+      continue;
+    }
+    const uint8_t *rec = q->ring + pos;
+    if (m == MARK_HEAP)
+      memcpy(&rec, q->ring + pos + 8, sizeof rec);
+    *seq = rd64le(rec + 8);
+    return q->ring + pos;
+  }
+  return NULL;
+}
+
+/* Hands the space of the records taken back to every ring and wakes an
+ * emitter that waits for it. */
+static void give_back(spy_trace *t) {
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next) {
+    if (atomic_load_explicit(&q->head, memory_order_relaxed) == q->chead)
+      continue;
+    atomic_store(&q->head, q->chead); /* seq_cst: pairs with space_wait */
+    if (atomic_load(&q->space_wait)) {
+      atomic_fetch_add(&q->space_word, 1);
+      spy__futex_wake((uint32_t *)&q->space_word, 1);
+    }
+  }
+}
+
+/* Bytes published and not yet taken, over every ring. */
+static size_t pending_bytes(spy_trace *t) {
+  size_t n = 0;
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next)
+    n += (size_t)(atomic_load_explicit(&q->tail, memory_order_acquire) -
+                  q->chead);
+  return n;
+}
+
+/* Sleeps in `state` until an emitter wakes the writer or timeout_ns. */
+static void writer_sleep(spy_trace *t, uint32_t state, int64_t timeout_ns) {
+  uint32_t w = atomic_load(&t->wr_word);
+  atomic_store(&t->wr_state, state); /* seq_cst: pairs with wake_writer */
+  int more = atomic_load(&t->seq) > t->wseq;
+  if (!(state == WAIT_IDLE && more) && !atomic_load(&t->closing) &&
+      !atomic_load(&t->flush_req))
+    spy__futex_wait((uint32_t *)&t->wr_word, w, timeout_ns);
+  atomic_store(&t->wr_state, 0);
+}
+
+/* Takes the record numbered t->wseq + 1 into *out: 1, or 0 when it is not
+ * published yet. */
+static int take_next(spy_trace *t, const uint8_t **slot, tq **from) {
+  uint64_t want = t->wseq + 1, seq;
+  tq *q = t->last;
+  if (q) { /* threads emit in runs: try the last ring first */
+    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    const uint8_t *p = peek(q, tail, &seq);
+    if (p && seq == want) {
+      *slot = p;
+      *from = q;
+      return 1;
+    }
+  }
+  for (q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next) {
+    if (q == t->last)
+      continue;
+    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    const uint8_t *p = peek(q, tail, &seq);
+    if (p && seq == want) {
+      *slot = p;
+      *from = q;
+      t->last = q;
+      return 1;
+    }
+  }
+  return 0;
 }
 
 static void *writer_main(void *arg) {
   spy_trace *t = arg;
   pthread_setname_np(pthread_self(), "spy-trace-wr");
   uint32_t uncommitted = 0;
-  uint64_t last_commit = mono_ns();
-  pthread_mutex_lock(&t->mu);
+  uint64_t last_commit = spy__mono_ns();
   for (;;) {
-    while (t->used == 0 && !t->closing && !t->flush_req) {
-      t->writer_waiting = WAIT_IDLE;
-      pthread_cond_wait(&t->nonempty, &t->mu);
-    }
-    /* let a batch gather (bounded latency) unless the queue is filling */
-    if (t->used < t->qcap / 8 && !t->closing && !t->flush_req) {
-      struct timespec dl;
-      clock_gettime(CLOCK_REALTIME, &dl);
-      dl.tv_nsec += GATHER_NS;
-      if (dl.tv_nsec >= 1000000000) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000;
-      }
-      t->writer_waiting = WAIT_GATHER;
-      pthread_cond_timedwait(&t->nonempty, &t->mu, &dl);
-    }
-    t->writer_waiting = 0;
-    if (t->used == 0 && t->flush_req && !t->closing) {
-      t->flush_req = 0;
-      pthread_cond_broadcast(&t->committed_cv);
-      continue;
-    }
-    if (t->used == 0 && t->closing)
-      break;
-    size_t head = t->head, avail = t->used;
-    uint64_t last_seq = t->seq;
-    pthread_mutex_unlock(&t->mu);
-
-    spy_trace_stats st = {0};
-    uint64_t busy0 = mono_ns();
-    size_t taken = 0;
-    uint32_t n = 0;
-    while (taken < avail && n < t->batch) {
-      uint32_t mark = MARK_WRAP;
-      if (t->qcap - head >= 4)
-        memcpy(&mark, t->ring + head, 4);
-      if (mark == MARK_WRAP) {
-        taken += t->qcap - head;
-        head = 0;
-        continue;
-      }
-      size_t l = process(t, t->ring + head, &st);
-      head += l;
-      taken += l;
-      n++;
-      if ((n & 63) == 0) { /* hand space back early: the emitter may wait */
+    if (atomic_load(&t->seq) == t->wseq) { /* caught up */
+      if (uncommitted == 0 && atomic_exchange(&t->flush_req, 0)) {
         pthread_mutex_lock(&t->mu);
-        t->head = head;
-        t->used -= taken;
-        avail -= taken;
-        taken = 0;
-        pthread_cond_broadcast(&t->space);
+        pthread_cond_broadcast(&t->committed_cv);
         pthread_mutex_unlock(&t->mu);
       }
+      if (uncommitted == 0) {
+        if (atomic_load(&t->closing))
+          break;
+        writer_sleep(t, WAIT_IDLE, 1000000000);
+        /* let a batch gather (bounded latency) unless it is large */
+        if (!atomic_load(&t->closing) && !atomic_load(&t->flush_req) &&
+            pending_bytes(t) < t->qcap / 8)
+          writer_sleep(t, WAIT_GATHER, GATHER_NS);
+        continue;
+      }
+      /* caught up with a batch open: commit it when it is old enough, so
+       * a slow build's trickle makes one commit per COMMIT_NS, not one per
+       * action (each commit of an SQL store writes whole pages) */
+      uint64_t since = spy__mono_ns() - last_commit;
+      if (since < COMMIT_NS && !atomic_load(&t->closing) &&
+          !atomic_load(&t->flush_req)) {
+        writer_sleep(t, WAIT_GATHER, (int64_t)(COMMIT_NS - since));
+        continue;
+      }
     }
-    uint64_t now = mono_ns();
+    spy_trace_stats st = {0};
+    uint64_t busy0 = spy__mono_ns();
+    uint32_t n = 0, gaps = 0;
+    while (n < t->batch && atomic_load(&t->seq) > t->wseq) {
+      const uint8_t *slot;
+      tq *q;
+      if (!take_next(t, &slot, &q)) {
+        /* numbered but not yet published: its emitter is between the
+         * increment and the store (or was preempted there) */
+        if (++gaps < 64)
+          sched_yield();
+        else
+          writer_sleep(t, WAIT_GAP, 200000);
+        continue;
+      }
+      uint32_t m;
+      memcpy(&m, slot, 4);
+      const uint8_t *rec = slot;
+      uint8_t *heap = NULL;
+      if (m == MARK_HEAP) {
+        memcpy(&heap, slot + 8, sizeof heap);
+        rec = heap;
+      }
+      process(t, rec, &st);
+      free(heap);
+      q->chead += m == MARK_HEAP ? HEAP_REC : ((size_t)m + 3u) & ~(size_t)3u;
+      t->wseq++;
+      n++;
+      if ((n & 63) == 0) /* hand space back early: an emitter may wait */
+        give_back(t);
+    }
+    give_back(t);
+    uint64_t now = spy__mono_ns();
     pthread_mutex_lock(&t->mu);
-    t->head = head;
-    t->used -= taken;
-    if (t->used == 0)
-      t->head = t->tail = 0;
     t->st.written += st.written;
     t->st.sources += st.sources;
     t->st.sources_dup += st.sources_dup;
     t->st.source_bytes += st.source_bytes;
     t->st.saved_bytes += st.saved_bytes;
-    int behind = t->used > 0 && !t->flush_req && !t->closing;
-    uint64_t done_seq = t->used == 0 ? last_seq : 0;
-    pthread_cond_broadcast(&t->space);
     pthread_mutex_unlock(&t->mu);
-    /* commit when caught up, asked to, or the batch is full or old: a
-     * writer that is behind commits per batch_actions, not per round (a
-     * round is whatever the queue held, often a few hundred actions) */
+    /* commit when asked to, or the batch is full or old: a writer that is
+     * behind commits per batch_actions, not per round */
     uncommitted += n;
-    if (!behind || uncommitted >= t->batch || now - last_commit >= COMMIT_NS) {
+    if (uncommitted &&
+        (uncommitted >= t->batch || now - last_commit >= COMMIT_NS ||
+         atomic_load(&t->flush_req) || atomic_load(&t->closing))) {
       int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
       if (rc < 0)
         report(t, rc, "committing a batch failed");
       uncommitted = 0;
-      last_commit = mono_ns();
+      last_commit = spy__mono_ns();
       pthread_mutex_lock(&t->mu);
-      if (done_seq)
-        t->committed_seq = done_seq;
+      t->committed_seq = t->wseq;
       pthread_cond_broadcast(&t->committed_cv);
-    } else
+      t->st.writer_ns += spy__mono_ns() - busy0;
+      pthread_mutex_unlock(&t->mu);
+    } else {
       pthread_mutex_lock(&t->mu);
-    t->st.writer_ns += mono_ns() - busy0;
+      t->st.writer_ns += spy__mono_ns() - busy0;
+      pthread_mutex_unlock(&t->mu);
+    }
   }
+  pthread_mutex_lock(&t->mu);
+  t->committed_seq = t->wseq;
+  pthread_cond_broadcast(&t->committed_cv);
   pthread_mutex_unlock(&t->mu);
   return NULL;
 }
@@ -288,90 +446,198 @@ static void *writer_main(void *arg) {
 /* ---- emit ------------------------------------------------------------------
  */
 
+/* calloc for the types with cache-line members. */
+static void *zalloc_lines(size_t n) {
+  void *p = aligned_alloc(LINE, n);
+  if (p)
+    memset(p, 0, n);
+  return p;
+}
+
+static tq *tq_new(size_t cap) {
+  tq *q = zalloc_lines(sizeof *q);
+  if (!q)
+    return NULL;
+  q->cap = cap;
+  q->ring = malloc(cap);
+  if (!q->ring) {
+    free(q);
+    return NULL;
+  }
+  /* touch every page now: no page fault on the emitting thread later */
+  memset(q->ring, 0xA5, cap); /* nonzero: not folded into calloc */
+  return q;
+}
+
+/* pthread key destructor: the thread is gone, its ring is free to reuse. */
+static void tq_release(void *p) {
+  atomic_store_explicit(&((tq *)p)->owned, 0, memory_order_release);
+}
+
+/* The calling thread's ring: a free one, or a new one (once per thread). */
+static tq *claim_queue(spy_trace *t) {
+  pthread_mutex_lock(&t->qmu);
+  tq *q = atomic_load_explicit(&t->queues, memory_order_relaxed);
+  for (; q; q = q->next) {
+    int free_ = 0;
+    if (atomic_compare_exchange_strong_explicit(
+            &q->owned, &free_, 1, memory_order_acquire, memory_order_relaxed))
+      break;
+  }
+  if (!q && (q = tq_new(t->qcap))) {
+    q->owned = 1;
+    q->next = atomic_load_explicit(&t->queues, memory_order_relaxed);
+    atomic_store_explicit(&t->queues, q, memory_order_release);
+  }
+  pthread_mutex_unlock(&t->qmu);
+  if (q && pthread_setspecific(t->key, q) != 0) {
+    tq_release(q);
+    q = NULL;
+  }
+  return q;
+}
+
+/* Makes an application kind known to the writer before its first record;
+ * SPY_ERANGE when the session already knows SPY_TRACE_MAX_APP_KINDS. */
+static int app_kind(spy_trace *t, const spy_trace_kind *kind) {
+  uint32_t n = atomic_load_explicit(&t->n_app, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++)
+    if (t->app_kinds[i] == kind)
+      return 0;
+  int rc = 0;
+  pthread_mutex_lock(&t->qmu);
+  n = atomic_load_explicit(&t->n_app, memory_order_relaxed);
+  uint32_t i = 0;
+  while (i < n && t->app_kinds[i] != kind)
+    i++;
+  if (i == n) {
+    if (n < SPY_TRACE_MAX_APP_KINDS) {
+      t->app_kinds[n] = kind;
+      atomic_store_explicit(&t->n_app, n + 1, memory_order_release);
+    } else
+      rc = SPY_ERANGE;
+  }
+  pthread_mutex_unlock(&t->qmu);
+  return rc;
+}
+
+/* After an emit's seq_cst increment of t->seq: that and this seq_cst load
+ * pair with writer_sleep's store of its state and load of t->seq, so a
+ * writer going to sleep either sees the new number or is woken here. */
+static void wake_writer(spy_trace *t, int force, size_t used, size_t cap) {
+  uint32_t s = atomic_load(&t->wr_state);
+  if (s == 0 || (s == WAIT_GATHER && !force && used < cap / 8))
+    return;
+  if (atomic_compare_exchange_strong(&t->wr_state, &s, 0)) {
+    atomic_fetch_add(&t->wr_word, 1);
+    spy__futex_wake((uint32_t *)&t->wr_word, 1);
+  }
+}
+
+/* Waits until the writer hands space of q back (head moves from `head`). */
+static void wait_space(spy_trace *t, tq *q, uint64_t head) {
+  atomic_thread_fence(memory_order_seq_cst); /* no increment came before */
+  wake_writer(t, 1, 0, 1);
+  uint32_t w = atomic_load(&q->space_word);
+  atomic_store(&q->space_wait, 1); /* seq_cst: pairs with give_back */
+  if (atomic_load(&q->head) == head)
+    spy__futex_wait((uint32_t *)&q->space_word, w, 10000000);
+  atomic_store(&q->space_wait, 0);
+}
+
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (!t || !t->hot.enabled)
     return 0;
-  uint32_t build = atomic_load_explicit(&t->cur_build, memory_order_relaxed);
-  uint64_t ts = spy__now_us();
-  int64_t need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
-  if (need < 0)
-    return (int)need;
-  uint8_t *heap = NULL;
-  size_t slot = ((size_t)need + 3u) & ~(size_t)3u;
-  if (slot > t->qcap / 4) {
-    heap = malloc((size_t)need);
-    if (!heap)
-      return SPY_ENOMEM;
-    slot = HEAP_REC;
-  }
-  pthread_mutex_lock(&t->mu);
-  if (t->closing) {
-    pthread_mutex_unlock(&t->mu);
-    free(heap);
+  if (!kind)
+    return SPY_EINVAL;
+  if (atomic_load_explicit(&t->closing, memory_order_relaxed))
     return SPY_ECLOSED;
-  }
+  tq *q = pthread_getspecific(t->key);
+  if (!q && !(q = claim_queue(t)))
+    return SPY_ENOMEM;
   if (kind->id == 0) {
-    uint32_t i = 0;
-    while (i < t->n_app && t->app_kinds[i] != kind)
-      i++;
-    if (i == t->n_app && t->n_app < 64)
-      t->app_kinds[t->n_app++] = kind;
+    int rc = app_kind(t, kind);
+    if (rc < 0)
+      return rc;
   }
-  size_t pos, waste;
-  int waited = 0;
+  uint32_t build = atomic_load_explicit(&t->cur_build, memory_order_relaxed);
+  uint64_t ts = spy__wall_us();
+  uint64_t tail = q->ptail;
+  uint64_t head = atomic_load_explicit(&q->head, memory_order_acquire);
+  uint8_t *heap = NULL;
+  int64_t need = 0;
+  size_t slot = 0, pos;
   uint64_t w0 = 0;
   for (;;) {
-    size_t room = t->qcap - t->tail;
-    pos = room >= slot ? t->tail : 0;
-    waste = room >= slot ? 0 : room;
-    if (t->used + waste + slot <= t->qcap)
+    pos = (size_t)(tail % q->cap);
+    size_t contig = q->cap - pos, space = q->cap - (size_t)(tail - head);
+    size_t room = contig < space ? contig : space;
+    if (!heap) {
+      need = spy_trace_encode(kind, act, 0, ts, build, q->ring + pos, room);
+      if (need < 0)
+        return (int)need;
+      slot = ((size_t)need + 3u) & ~(size_t)3u;
+      if (slot <= room)
+        break; /* encoded in place: the common case */
+      if (slot > q->cap / 4) {
+        if (!(heap = malloc((size_t)need)))
+          return SPY_ENOMEM;
+        spy_trace_encode(kind, act, 0, ts, build, heap, (size_t)need);
+        slot = HEAP_REC;
+        continue;
+      }
+    } else if (slot <= room)
       break;
-    if (!waited) {
-      waited = 1;
-      w0 = mono_ns();
-      t->st.waits++;
+    if (contig < slot && space >= contig + slot) {
+      /* too little before the end: mark it, start again at offset 0 */
+      uint32_t z = MARK_WRAP;
+      memcpy(q->ring + pos, &z, 4);
+      tail += contig;
+      continue;
     }
-    pthread_cond_wait(&t->space, &t->mu);
+    if (!w0) {
+      w0 = spy__mono_ns();
+      bump(&q->waits, 1);
+    }
+    wait_space(t, q, head);
+    head = atomic_load_explicit(&q->head, memory_order_acquire);
   }
-  if (waited)
-    t->st.wait_ns += mono_ns() - w0;
-  if (waste >= 4) {
-    uint32_t z = MARK_WRAP;
-    memcpy(t->ring + t->tail, &z, 4);
-  }
-  uint64_t seq = ++t->seq;
+  if (w0)
+    bump(&q->wait_ns, spy__mono_ns() - w0);
+  uint8_t *at = q->ring + pos;
   if (heap) {
-    spy_trace_encode(kind, act, seq, ts, build, heap, (size_t)need);
     uint32_t m = MARK_HEAP;
-    memcpy(t->ring + pos, &m, 4);
-    memcpy(t->ring + pos + 8, &heap, sizeof heap);
-  } else {
-    spy_trace_encode(kind, act, seq, ts, build, t->ring + pos, (size_t)need);
+    memcpy(at, &m, 4);
+    memcpy(at + 8, &heap, sizeof heap);
   }
-  t->tail = pos + slot;
-  t->used += waste + slot;
-  t->st.emitted++;
-  t->st.queued_bytes += (uint64_t)need;
+  uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
+  wr64le((heap ? heap : at) + 8, seq);
+  q->ptail = tail + slot;
+  atomic_store_explicit(&q->tail, q->ptail, memory_order_release);
+  bump(&q->emitted, 1);
+  bump(&q->queued_bytes, (uint64_t)need);
   /* wake the writer once when work appears, and once more when a
    * gathering batch grows large; not per action */
-  if (t->writer_waiting == WAIT_IDLE ||
-      (t->writer_waiting == WAIT_GATHER && t->used >= t->qcap / 8)) {
-    t->writer_waiting = 0;
-    pthread_cond_signal(&t->nonempty);
-  }
-  pthread_mutex_unlock(&t->mu);
+  wake_writer(t, 0, (size_t)(q->ptail - head), q->cap);
   return 0;
 }
 
 int spy_trace_flush(spy_trace *t) {
   if (!t || !t->hot.enabled)
     return 0;
+  uint64_t want = atomic_load(&t->seq);
   pthread_mutex_lock(&t->mu);
-  uint64_t want = t->seq;
-  while (t->committed_seq < want && !t->closing) {
-    t->flush_req = 1;
-    pthread_cond_signal(&t->nonempty);
-    pthread_cond_wait(&t->committed_cv, &t->mu);
+  while (t->committed_seq < want && !atomic_load(&t->closing)) {
+    atomic_store(&t->flush_req, 1);
+    wake_writer(t, 1, 0, 1);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_nsec += 50000000; /* re-asks: a wake may race with a sleep */
+    if (dl.tv_nsec >= 1000000000) {
+      dl.tv_sec++;
+      dl.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&t->committed_cv, &t->mu, &dl);
   }
   int rc = t->committed_seq >= want ? 0 : SPY_ECLOSED;
   pthread_mutex_unlock(&t->mu);
@@ -412,10 +678,12 @@ static void make_session_id(spy_trace *t, char out[64]) {
            (unsigned)h[1]);
 }
 
-int spy_trace_create(const spy_trace_desc *desc, spy_trace **out) {
+int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
+  if (!out)
+    return SPY_EINVAL;
   *out = NULL;
   spy_trace_desc d = desc ? *desc : (spy_trace_desc){0};
-  spy_trace *t = calloc(1, sizeof *t);
+  spy_trace *t = zalloc_lines(sizeof *t);
   if (!t)
     return SPY_ENOMEM;
   if (!d.enabled) {
@@ -425,10 +693,11 @@ int spy_trace_create(const spy_trace_desc *desc, spy_trace **out) {
   const spy_trace_writer_ops *ops =
       d.ops ? d.ops : spy_trace_writer_find(d.writer ? d.writer : "jsonl");
   if (!ops || !ops->open || !ops->action || !ops->close ||
-      (ops == &spy__writer_pg && !d.conninfo)) {
+      ((ops->flags & SPY_TRACE_WRITER_CONNINFO) && !d.conninfo)) {
     free(t);
     return SPY_EINVAL;
   }
+  int has_dir = !(ops->flags & SPY_TRACE_WRITER_CONNINFO);
   char idbuf[64];
   if (!d.session_id)
     make_session_id(t, idbuf);
@@ -437,7 +706,7 @@ int spy_trace_create(const spy_trace_desc *desc, spy_trace **out) {
   if (!d.cwd)
     d.cwd = getcwd(cwdbuf, sizeof cwdbuf) ? cwdbuf : ".";
   t->cwd = strdup(d.cwd);
-  if (ops != &spy__writer_pg) {
+  if (has_dir) {
     if (d.dir)
       t->dir = strdup(d.dir);
     else if (t->cwd && t->session_id) {
@@ -458,22 +727,27 @@ int spy_trace_create(const spy_trace_desc *desc, spy_trace **out) {
   if (t->qcap < 65536)
     t->qcap = 65536;
   t->qcap &= ~(size_t)3u;
-  t->ring = malloc(t->qcap);
-  if (!t->session_id || !t->cwd || (ops != &spy__writer_pg && !t->dir) ||
-      (d.conninfo && !t->conninfo) || !t->ring) {
+  /* one ring ready for the first emitting thread */
+  tq *first = tq_new(t->qcap);
+  atomic_store(&t->queues, first);
+  if (!t->session_id || !t->cwd || (has_dir && !t->dir) ||
+      (d.conninfo && !t->conninfo) || !first) {
     spy_trace_destroy(t);
     return SPY_ENOMEM;
   }
-  /* touch every page now: no page fault on the emitting thread later */
-  memset(t->ring, 0xA5, t->qcap); /* nonzero: not folded into calloc */
+  if (pthread_key_create(&t->key, tq_release) != 0) {
+    spy_trace_destroy(t);
+    return SPY_EAGAIN;
+  }
+  t->key_made = 1;
   pthread_mutex_init(&t->mu, NULL);
-  pthread_cond_init(&t->nonempty, NULL);
-  pthread_cond_init(&t->space, NULL);
+  pthread_mutex_init(&t->qmu, NULL);
   pthread_cond_init(&t->committed_cv, NULL);
+  t->sync_made = 1;
   t->hot.enabled = -1; /* sync objects exist; not yet emitting */
 
   int rc = 0;
-  if (t->dir && ops != &spy__writer_pg && !d.ops)
+  if (t->dir && (ops->flags & SPY_TRACE_WRITER_MKDIR))
     rc = spy__mkdirs(t->dir);
   spy_trace_writer_cfg cfg = {t->dir,     t->conninfo,    t->session_id,
                               t->cwd,     t->retry_bytes, t->retry_ms,
@@ -499,29 +773,32 @@ int64_t spy_trace_destroy(spy_trace *t) {
   if (!t)
     return 0;
   int64_t lost = 0;
-  if (t->hot.enabled) {
-    if (t->thread_started) {
-      pthread_mutex_lock(&t->mu);
-      t->closing = 1;
-      pthread_cond_broadcast(&t->nonempty);
-      pthread_cond_broadcast(&t->committed_cv);
-      pthread_mutex_unlock(&t->mu);
-      pthread_join(t->thread, NULL);
-    }
-    if (t->wstate) {
-      lost = t->ops->close(t->wstate);
-      if (lost < 0)
-        lost = 0;
-    }
+  if (t->thread_started) {
+    atomic_store(&t->closing, 1);
+    wake_writer(t, 1, 0, 1);
+    pthread_join(t->thread, NULL);
+  }
+  if (t->wstate) {
+    lost = t->ops->close(t->wstate);
+    if (lost < 0)
+      lost = 0;
+  }
+  if (t->sync_made) {
+    report_repeats(t);
     pthread_mutex_destroy(&t->mu);
-    pthread_cond_destroy(&t->nonempty);
-    pthread_cond_destroy(&t->space);
+    pthread_mutex_destroy(&t->qmu);
     pthread_cond_destroy(&t->committed_cv);
+  }
+  if (t->key_made)
+    pthread_key_delete(t->key);
+  for (tq *q = atomic_load(&t->queues), *nx; q; q = nx) {
+    nx = q->next;
+    free(q->ring);
+    free(q);
   }
   spy_trace_arena_free(&t->arena);
   spy__buf_free(&t->json);
   spy__hset_free(&t->seen);
-  free(t->ring);
   free(t->session_id);
   free(t->cwd);
   free(t->dir);
@@ -545,6 +822,14 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
   pthread_mutex_lock(&t->mu);
   *out = t->st;
   pthread_mutex_unlock(&t->mu);
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next) {
+    out->emitted += atomic_load_explicit(&q->emitted, memory_order_relaxed);
+    out->queued_bytes +=
+        atomic_load_explicit(&q->queued_bytes, memory_order_relaxed);
+    out->waits += atomic_load_explicit(&q->waits, memory_order_relaxed);
+    out->wait_ns += atomic_load_explicit(&q->wait_ns, memory_order_relaxed);
+  }
   out->builds = atomic_load(&t->builds);
   if (t->ops->lost && t->wstate)
     out->lost = t->ops->lost(t->wstate); /* read-only counter of the writer */

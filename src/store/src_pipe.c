@@ -67,11 +67,7 @@ static void push(job **head, job **tail, job *j) {
   *tail = j;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static uint64_t now_ns(void) { return spy__mono_ns(); }
 
 /* Packs one job (on the packer thread, or inline). */
 static void pack(spy__src_packer *k, job *j) {

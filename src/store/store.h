@@ -36,14 +36,41 @@ int spy__hset_add(spy__hset *s, const uint64_t h[2]);
 /* 1 when h was there (and is removed), else 0. */
 int spy__hset_take(spy__hset *s, const uint64_t h[2]);
 void spy__hset_free(spy__hset *s);
+/* The payloads of a batch that did not reach the store: `batch` collects
+ * the hashes of the payloads a writer stored since its last commit
+ * (spy__lost_src_note); when the batch fails they move to `gone`
+ * (spy__lost_src_fail), and an action that names one of them has it
+ * stored again first (spy__lost_src_resend calls store). */
+typedef struct spy__lost_src {
+  spy__buf batch; /* 16-byte hashes */
+  spy__hset gone;
+} spy__lost_src;
+void spy__lost_src_note(spy__lost_src *l, const uint64_t hash[2]);
+int spy__lost_src_fail(spy__lost_src *l);
+void spy__lost_src_commit(spy__lost_src *l);
+int spy__lost_src_resend(spy__lost_src *l, const spy_trace_val *v,
+                         int (*store)(void *, const uint64_t[2], const char *,
+                                      size_t),
+                         void *arg);
+void spy__lost_src_free(spy__lost_src *l);
 
 /* ---- catalog helpers
  * --------------------------------------------------------- */
 /* The field `name` of a decoded record described by k, or NULL. */
 const spy_trace_val *spy__field(const spy_trace_kind *k,
                                 const spy_trace_val *rec, const char *name);
-/* "transform", "load", "resolve_id" or "render_chunk" for a hook kind. */
+/* The hook a kind is a call of ("transform", "load", "resolve_id",
+ * "render_chunk": SPY_TRACE_HOOKS in the catalog), or NULL. */
 const char *spy__hook_type(const spy_trace_kind *k);
+/* One plugin hook of the catalog (SPY_TRACE_HOOKS): its Start and End
+ * kinds and the Start field naming its subject ("_": none). The table
+ * ends with a NULL hook. */
+typedef struct spy__hook {
+  const char *hook;
+  const spy_trace_kind *start, *end;
+  const char *subject;
+} spy__hook;
+extern const spy__hook spy__hooks[];
 /* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
 char *spy__slurp(const char *path, size_t *n);
 
@@ -171,6 +198,9 @@ typedef int (*spy__gsink)(void *arg, int table, const spy__cell *cells, int n);
 int spy__schema_rows(spy__schema *s, int root, const spy_trace_action *a,
                      spy__gsink sink, void *arg);
 
+/* The column suffix ("", "_source_id", "_count") and SPY__COL_* type a
+ * field gets in its table. */
+void spy__field_col(const spy_trace_field *f, const char **suffix, char *type);
 /* CREATE TABLE for sessions, sources, action_batches. */
 void spy__own_tables_sql(spy__buf *b, int pg);
 /* The reference's tables as views over the derived ones. */
@@ -272,7 +302,8 @@ extern const spy_trace_writer_ops spy__writer_pg;
 
 /* mkdir -p; returns 0 or a negative errno. */
 int spy__mkdirs(const char *path);
-/* Wall clock µs since the epoch. */
-uint64_t spy__now_us(void);
+/* Wall clock µs since the epoch: the platform's clock (platform.h). */
+#include "platform/platform.h"
+#define spy__now_us spy__wall_us
 
 #endif

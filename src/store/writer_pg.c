@@ -69,11 +69,7 @@ typedef struct pgw {
   void *report_ctx;
 } pgw;
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t mono_ms(void) { return spy__mono_ns() / 1000000u; }
 
 static void say(pgw *w, int err, const char *what) {
   char msg[600];
@@ -253,7 +249,7 @@ static int setup(pgw *w) {
   spy__buf_putc(&sql, ',');
   lit(&sql, w->cwd, strlen(w->cwd));
   spy__buf_putc(&sql, ',');
-  spy__buf_i64(&sql, (int64_t)spy__now_us());
+  spy__buf_i64(&sql, (int64_t)spy__wall_us());
   spy__buf_puts(&sql, ",");
   spy__buf_i64(&sql, SPY_TRACE_SCHEMA_VERSION);
   spy__buf_puts(&sql, ") ON CONFLICT DO NOTHING;COMMIT;");
@@ -779,6 +775,13 @@ static int64_t pg_close(void *state) {
   return (int64_t)lost;
 }
 
-const spy_trace_writer_ops spy__writer_pg = {"postgres", pg_open,   pg_source,
-                                             pg_action,  pg_commit, pg_close,
-                                             pg_lost,    pg_busy};
+const spy_trace_writer_ops spy__writer_pg = {
+    .name = "postgres",
+    .open = pg_open,
+    .source = pg_source,
+    .action = pg_action,
+    .commit = pg_commit,
+    .close = pg_close,
+    .lost = pg_lost,
+    .busy_ns = pg_busy,
+    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_CONNINFO};

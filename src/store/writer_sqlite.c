@@ -8,13 +8,26 @@
  * reached the database (a failed insert or commit) is never used as a
  * base. A process killed mid-build leaves a database that opens cleanly
  * and holds every batch committed before the kill. A database written by
- * another schema version is refused (PRAGMA user_version). */
+ * another schema version is refused (PRAGMA user_version).
+ *
+ * Loss accounting: a batch is one transaction, stored whole or not at
+ * all. When any statement of it fails (a full disk: SPY_ENOSPC) it is
+ * rolled back and every action it held is counted as lost, so that the
+ * sessions row, the summary and what the file holds agree. The final
+ * counts must reach the sessions row even then: the writer holds a small
+ * reserve file (trace.db-reserve, allocated at open) and deletes it just
+ * before writing them. A clean close checkpoints the WAL and lets SQLite
+ * remove trace.db-wal and -shm. */
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
+
+#define RESERVE_BYTES (256 << 10) /* room for the final sessions row */
 
 #include "store.h"
 
@@ -30,20 +43,45 @@ typedef struct sqlw {
   spy__src_pipe *pipe; /* packs sources on its own thread */
   spy__buf sql;
   char *session_id;
+  char *reserve;         /* path of the reserve file, or NULL */
+  spy__lost_src lostsrc; /* payloads of failed transactions */
   int in_txn;
-  uint64_t actions;
+  int txn_failed;   /* a statement of the open transaction failed */
+  uint32_t txn_n;   /* actions in the open transaction */
+  uint64_t actions; /* actions committed */
   _Atomic uint64_t lost;
   void (*report)(void *, int, const char *);
   void *report_ctx;
 } sqlw;
 
+/* The SPY_E* code of the connection's last error: a full disk is
+ * SPY_ENOSPC, an OS error its errno, anything else SPY_EIO. */
+static int sq_err(sqlw *w) {
+  if (!w->db)
+    return SPY_EIO;
+  int ext = sqlite3_extended_errcode(w->db);
+  if ((ext & 0xff) == SQLITE_FULL)
+    return SPY_ENOSPC;
+  if ((ext & 0xff) == SQLITE_NOMEM)
+    return SPY_ENOMEM;
+  int e = sqlite3_system_errno(w->db);
+  if ((ext & 0xff) == SQLITE_IOERR && e > 0)
+    return -e;
+  return SPY_EIO;
+}
+
 static int fail(sqlw *w, const char *what) {
   char msg[512];
-  snprintf(msg, sizeof msg, "sqlite: %.200s: %.250s", what,
-           w->db ? sqlite3_errmsg(w->db) : "cannot open");
+  int err = sq_err(w);
+  const char *nl = strchr(what, '\n'); /* a script: its first statement */
+  int n = nl ? (int)(nl - what) : (int)strlen(what);
+  snprintf(msg, sizeof msg, "sqlite: %.*s%s: %.250s", n < 200 ? n : 200, what,
+           nl ? " …" : "", w->db ? sqlite3_errmsg(w->db) : "cannot open");
+  if (w->in_txn)
+    w->txn_failed = 1;
   if (w->report)
-    w->report(w->report_ctx, SPY_EIO, msg);
-  return SPY_EIO;
+    w->report(w->report_ctx, err, msg);
+  return err;
 }
 
 static int exec(sqlw *w, const char *sql) {
@@ -145,11 +183,15 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   }
   /* WAL without fsync: a killed process loses nothing it committed (the
    * bytes are in the OS), an OS crash or power cut may lose the trace —
-   * the price of never making the traced build wait for the disk. No
-   * checkpoints while tracing; one at close. */
-  if ((rc = exec(w, "PRAGMA page_size=16384; "
-                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
-                    "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=0;")))
+   * the price of never making the traced build wait for the disk. A
+   * checkpoint (on this thread, not the build's) once the WAL holds 256
+   * MiB of pages, and one at close: every commit appends the pages it
+   * touched whole, so a long trace of small batches would otherwise grow
+   * the WAL without bound. */
+  if ((rc = exec(w,
+                 "PRAGMA page_size=16384; "
+                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
+                 "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=16384;")))
     return rc;
   spy__own_tables_sql(&w->sql, 0);
   char ver[64];
@@ -195,7 +237,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     return rc;
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, cfg->cwd, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__now_us());
+  sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__wall_us());
   sqlite3_bind_int(s, 4, SPY_TRACE_SCHEMA_VERSION);
   /* actions / actions_lost stay NULL until a clean close sets them */
   int st = sqlite3_step(s);
@@ -203,6 +245,16 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   if (st != SQLITE_DONE)
     return fail(w, "insert session");
   w->schema.session = sqlite3_last_insert_rowid(w->db);
+  /* best effort: without it a full disk may keep the counts out */
+  snprintf(path, sizeof path, "%s/trace.db-reserve", cfg->dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    if (posix_fallocate(fd, 0, RESERVE_BYTES) == 0)
+      w->reserve = strdup(path);
+    else
+      unlink(path);
+    close(fd);
+  }
   return 0;
 }
 
@@ -210,8 +262,11 @@ static int begin(sqlw *w) {
   if (w->in_txn)
     return 0;
   int rc = exec(w, "BEGIN");
-  if (rc == 0)
+  if (rc == 0) {
     w->in_txn = 1;
+    w->txn_failed = 0;
+    w->txn_n = 0;
+  }
   return rc;
 }
 
@@ -243,13 +298,18 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   sqlw *w = state;
   int rc = begin(w);
+  if (rc == 0)
+    spy__lost_src_note(&w->lostsrc, hash);
   return rc ? rc : spy__src_pipe_submit(w->pipe, hash, p, n);
 }
 
 static int sq_action(void *state, const spy_trace_record *r) {
   sqlw *w = state;
   const spy_trace_action *a = r->action;
-  int rc = begin(w);
+  /* a payload a failed transaction took with it is stored again */
+  int rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
+  if (rc == 0)
+    rc = begin(w);
   w->rec.len = 0;
   if (rc == 0 && (rc = spy__trace_record_put(&w->rec, a)) == 0) {
     spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
@@ -269,41 +329,47 @@ static int sq_action(void *state, const spy_trace_record *r) {
     if (rc == 0)
       rc = spy__schema_rows(&w->schema, root, a, sink, w);
   }
-  if (rc < 0)
+  if (w->in_txn) {
+    w->txn_n++; /* stored or lost with its transaction */
+    if (rc < 0)
+      w->txn_failed = 1;
+  } else
     atomic_fetch_add(&w->lost, 1);
-  else
-    w->actions++;
   return rc;
 }
 
 static int sq_commit(void *state) {
   sqlw *w = state;
   /* every payload the batch's actions name goes in with them */
-  int src_rc = spy__src_pipe_drain(w->pipe);
-  if (w->batch.n) {
+  int rc = spy__src_pipe_drain(w->pipe);
+  if (w->batch.n && w->in_txn && rc == 0 && !w->txn_failed) {
     spy__cell c[7];
-    int rc = begin(w);
-    if (rc == 0)
-      rc = spy__abatch_row(&w->batch, w->session_id, c);
+    rc = spy__abatch_row(&w->batch, w->session_id, c);
     if (rc == 0)
       rc = run(w, w->ins[SPY__T_BATCHES], c, 7);
-    if (rc < 0) {
-      atomic_fetch_add(&w->lost, w->batch.n);
-      w->actions -= w->batch.n;
-    }
-    spy__abatch_clear(&w->batch);
-    if (rc < 0) {
-      spy__src_pipe_reset(w->pipe);
-      return rc;
-    }
   }
+  spy__abatch_clear(&w->batch);
   if (!w->in_txn)
-    return src_rc;
+    return rc;
+  if (rc == 0 && !w->txn_failed)
+    rc = exec(w, "COMMIT");
+  if (rc < 0 || w->txn_failed) {
+    /* all or nothing: whatever failed, none of the batch is kept */
+    if (!sqlite3_get_autocommit(w->db))
+      sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    atomic_fetch_add(&w->lost, w->txn_n);
+    spy__src_pipe_reset(w->pipe); /* its sources are gone too */
+    int r = spy__lost_src_fail(&w->lostsrc);
+    if (rc == 0)
+      rc = r < 0 ? r : SPY_EIO;
+  } else {
+    w->actions += w->txn_n;
+    spy__lost_src_commit(&w->lostsrc);
+  }
   w->in_txn = 0;
-  int rc = exec(w, "COMMIT");
-  if (rc < 0) /* the transaction's sources may be gone */
-    spy__src_pipe_reset(w->pipe);
-  return rc < 0 ? rc : src_rc;
+  w->txn_n = 0;
+  w->txn_failed = 0;
+  return rc;
 }
 
 static uint64_t sq_busy(void *state) {
@@ -320,17 +386,22 @@ static int64_t sq_close(void *state) {
     return 0;
   if (w->db && w->finish) {
     sq_commit(w);
-    /* indexes are built once at the end, not updated per insert */
-    w->sql.len = 0;
-    spy__index_sql(&w->schema, &w->sql);
-    spy__buf_putc(&w->sql, 0);
-    if (!w->sql.err)
-      exec(w, w->sql.p);
-    exec(w, "PRAGMA wal_checkpoint(TRUNCATE)");
+    /* the counts first, in the room the reserve held */
+    if (w->reserve)
+      unlink(w->reserve);
     spy__cell c[3] = {{SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
                       {SPY__COL_INT, (int64_t)w->actions, NULL, 0},
                       {SPY__COL_INT, (int64_t)atomic_load(&w->lost), NULL, 0}};
     run(w, w->finish, c, 3);
+    /* indexes are built once at the end, not updated per insert */
+    w->sql.len = 0;
+    spy__index_sql(&w->schema, &w->sql);
+    spy__buf_putc(&w->sql, 0);
+    if (!w->sql.err && exec(w, w->sql.p) < 0 && !sqlite3_get_autocommit(w->db))
+      sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    /* the last connection to close checkpoints and removes the WAL and
+     * shared-memory files (unless another connection still reads) */
+    sqlite3_db_config(w->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
   }
   for (int t = 0; t < SPY__T_COUNT; t++)
     sqlite3_finalize(w->ins[t]);
@@ -346,11 +417,22 @@ static int64_t sq_close(void *state) {
   spy__abatch_free(&w->batch);
   spy__src_pipe_free(w->pipe);
   spy__buf_free(&w->sql);
+  if (w->reserve)
+    unlink(w->reserve); /* a half-open writer */
+  free(w->reserve);
+  spy__lost_src_free(&w->lostsrc);
   free(w->session_id);
   free(w);
   return lost;
 }
 
 const spy_trace_writer_ops spy__writer_sqlite = {
-    "sqlite",  sq_open,  sq_source, sq_action,
-    sq_commit, sq_close, sq_lost,   sq_busy};
+    .name = "sqlite",
+    .open = sq_open,
+    .source = sq_source,
+    .action = sq_action,
+    .commit = sq_commit,
+    .close = sq_close,
+    .lost = sq_lost,
+    .busy_ns = sq_busy,
+    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_MKDIR};

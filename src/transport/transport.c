@@ -5,9 +5,14 @@
  * worker thread posts it to the channel and returns it to the pool. The
  * calling thread makes no system call and takes no lock.
  * inline: post does the same work on the calling thread.
+ *
+ * The profiler hook (spy_transport_set_hook) belongs to the common head,
+ * so it works on any transport: spy_transport_post() reads it with one
+ * relaxed load and takes the hooked path below only while it is set.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,6 +318,59 @@ static void t_dispose(spy_transport *pub) {
   }
   spy__mpmc_free(&t->post_q);
   free(t);
+}
+
+/* ---- the profiler hook ------------------------------------------------ */
+
+int spy_transport_set_hook(spy_transport *t, const spy_post_hook *h) {
+  if (!t || !h || !h->on_post)
+    return SPY_EINVAL;
+  const spy_post_hook *none = NULL;
+  if (atomic_compare_exchange_strong(&t->hook, &none, h))
+    return 0;
+  return none == h ? SPY_EEXIST : SPY_EBUSY;
+}
+
+int spy_transport_clear_hook(spy_transport *t, const spy_post_hook *h) {
+  if (!t || !h)
+    return SPY_ENOENT;
+  const spy_post_hook *cur = h;
+  if (!atomic_compare_exchange_strong(&t->hook, &cur, NULL))
+    return SPY_ENOENT;
+  /* Sequentially consistent on both sides (the store above, the count and
+   * re-load in post_hooked): either a post saw NULL, or it is counted
+   * here. Waiting is the clearing thread's; posts never wait. */
+  for (int spins = 0; atomic_load(&t->hook_users) != 0; spins++) {
+    if (spins < 64)
+      spy__cpu_relax();
+    else
+      sched_yield();
+  }
+  return 0;
+}
+
+int spy__transport_post_hooked(spy_transport *t, spy_buffer *b, size_t len) {
+  atomic_fetch_add(&t->hook_users, 1);
+  const spy_post_hook *h = atomic_load(&t->hook);
+  if (!h) { /* cleared meanwhile */
+    atomic_fetch_sub_explicit(&t->hook_users, 1, memory_order_release);
+    return t->ops->post(t, b, len);
+  }
+  /* Read what the sample needs before posting: the buffer belongs to the
+   * transport (and may be reused by another thread) once post returns. */
+  spy_post_sample s = {.len = (uint32_t)len};
+  s.bad = !b || !b->data || len < SPY_FRAME_MIN || len > b->cap ||
+          spy_rd32(b->data) != len;
+  if (b && b->data && len >= 8 && len <= b->cap)
+    s.type = spy_rd32(b->data + 4);
+  s.encode_ns = b ? b->encode_ns : 0;
+  uint64_t t0 = spy__mono_ns();
+  s.rc = t->ops->post(t, b, len);
+  s.t_ns = spy__mono_ns();
+  s.post_ns = s.t_ns - t0;
+  h->on_post(h->ctx, &s);
+  atomic_fetch_sub_explicit(&t->hook_users, 1, memory_order_release);
+  return s.rc;
 }
 
 static const spy_transport_ops offload_ops = {

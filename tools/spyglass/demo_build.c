@@ -593,7 +593,7 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
     } else
       desc.writer = tr;
   }
-  if ((rc = spy_trace_create(&desc, &d.t)) < 0) {
+  if ((rc = spy_trace_create(&d.t, &desc)) < 0) {
     fprintf(stderr, "spyglass demo build: cannot start the %s trace: %s\n", tr,
             spy_strerror(rc));
     return rc;
