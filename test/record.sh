@@ -7,14 +7,14 @@
 # engine (@paulirish/trace_engine, installed from npm into a scratch dir).
 #
 # usage: record.sh SPYGLASS REC_PROVIDER [CASE…]
-#   cases: sqlite kill all pg export diff (default: all of them)
+#   cases: sqlite kill all pg export diff remote (default: all of them)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/trace_lib.sh"
 SPY=$1
 PROV=$2
 shift 2
-CASES=${*:-sqlite kill all pg export diff}
+CASES=${*:-sqlite kill all pg export diff remote}
 
 WORK=$(mktemp -d /tmp/spy-rec-XXXXXX)
 export SPYGLASS_DIR=$WORK/bus
@@ -340,6 +340,31 @@ case_diff() {
   "$SPY" diff "$WORK/base.db" "$WORK/slow.db" --threshold 5x 2>/dev/null
   [ $? = 2 ] || fail "a bad threshold: exit 2 wanted"
   sed -n '1,2p;/^zone work/p' "$WORK/diff.txt"
+}
+
+case_remote() {
+  echo "== remote: a provider recorded through \`spyglass serve\` (--connect)"
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$SPY" serve --listen "127.0.0.1:$port" >"$WORK/serve.log" 2>&1 &
+  local srv=$!
+  PIDS+=($srv)
+  "$PROV" rec-remote 6 100 300 100 0 >/dev/null &
+  local p=$!
+  PIDS+=($p)
+  wait_until 20 provider_up rec-remote || fail "rec-remote did not announce"
+  # another runtime directory: only the link reaches the provider
+  mkdir -m 700 "$WORK/elsewhere"
+  SPYGLASS_DIR=$WORK/elsewhere "$SPY" record --connect "127.0.0.1:$port" \
+    -o "$WORK/remote.db" -s 3 2>"$WORK/remote.log" || { cat "$WORK/remote.log"; fail "record --connect"; }
+  [ "$(q "$WORK/remote.db" "SELECT name FROM process")" = rec-remote ] || fail "remote: no process"
+  [ "$(q "$WORK/remote.db" "SELECT count(*) FROM slice")" -gt 50 ] || fail "remote: no slices"
+  check_contiguous "$WORK/remote.db"
+  "$SPY" record --all --connect "127.0.0.1:$port" -o "$WORK/x.db" 2>/dev/null
+  [ $? = 2 ] || fail "--all with --connect: exit 2 wanted"
+  kill $srv $p 2>/dev/null
+  wait $srv $p 2>/dev/null
+  echo "  $(q "$WORK/remote.db" "SELECT count(*) FROM frame") frames over the link"
 }
 
 for c in $CASES; do

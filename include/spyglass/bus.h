@@ -61,6 +61,7 @@ extern "C" {
 #endif
 
 typedef struct spy_channel spy_channel;
+struct spy_channel_ops;
 
 #define SPY_CHANNEL_NAME_MAX 128u
 #define SPY_DISCOVERY_CHANNEL "spyglass"
@@ -71,6 +72,11 @@ typedef struct spy_channel_desc {
                           64 KiB .. 256 MiB. The largest frame it can post
                           is ring_bytes / 4. */
   const char *dir;     /* runtime directory; NULL = the default above */
+  /* Another backend for this handle (e.g. a link to `spyglass serve`, see
+   * spyglass/net.h); NULL = the shared-memory bus. ops_arg is passed to
+   * its open (for a link: the connection). */
+  const struct spy_channel_ops *ops;
+  void *ops_arg;
 } spy_channel_desc;
 
 /* Opens (creating if needed) the channel and this opener's ring.
@@ -159,6 +165,41 @@ int spy_runtime_dir(const char *dir, char *buf, size_t cap);
  * runtime directory. spy_channel_open() does this already; exposed for
  * tools. Returns the number of rings removed or a negative error. */
 int spy_bus_sweep(const char *dir);
+
+/* ---- channel backends --------------------------------------------------
+ *
+ * A second backend under the same channel API: every spy_channel_*
+ * function on a handle opened with desc->ops calls the matching op with
+ * the backend's own handle (`impl`). The remote link (spyglass_net) is
+ * one; the shared-memory bus is the built-in default. Optional ops may be
+ * NULL (then the call returns SPY_ENOTSUP, or zero stats).
+ *
+ * link_open / link_close / link_clock are for a consumer that is given
+ * only an address (spy_consumer_desc.connect): they make and end the
+ * connection whose handle is then passed as ops_arg to every open, and
+ * run a clock sync over it (offset = server clock − ours, ns). */
+typedef struct spy_channel_ops {
+  const char *name; /* "link", … */
+  int (*open)(void *arg, const spy_channel_desc *desc, void **impl);
+  void (*close)(void *impl);
+  int (*post)(void *impl, const void *frame, size_t len);
+  int (*recv)(void *impl, void *buf, size_t cap, int timeout_ms,
+              spy_recv_info *info);
+  int (*wait)(void *impl, int timeout_ms);
+  int (*fd)(void *impl);
+  uint64_t (*id)(const void *impl);
+  void (*get_stats)(const void *impl, spy_channel_stats *out);
+  int (*link_open)(void **link, const char *addr, const char *token);
+  void (*link_close)(void *link);
+  int (*link_clock)(void *link, uint32_t rounds, int timeout_ms,
+                    int64_t *offset_ns, int64_t *rtt_ns);
+} spy_channel_ops;
+
+/* The remote backend a consumer uses for `connect` when its desc names
+ * none: set by spyglass_net (spy_net_register, also run when libspyglass_net
+ * is loaded as a shared library). NULL until then. Thread-safe (atomic). */
+void spy_channel_set_remote(const spy_channel_ops *ops);
+const spy_channel_ops *spy_channel_remote(void);
 
 #ifdef __cplusplus
 }

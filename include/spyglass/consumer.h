@@ -55,6 +55,7 @@ extern "C" {
 #endif
 
 typedef struct spy_consumer spy_consumer;
+struct spy_channel_ops;
 
 typedef enum spy_conn {
   SPY_CONN_SEARCHING = 0,   /* no provider chosen yet */
@@ -253,6 +254,17 @@ typedef struct spy_consumer_desc {
    * (default 16) and spans kept per thread (default 65536, rounded up to
    * a power of two). */
   uint32_t zone_frames, zone_spans;
+  /* Remote: reach the providers of another host through its bridge
+   * (`spyglass serve`, or a provider's in-process server) at "HOST:PORT"
+   * instead of this host's bus; everything above the channels is the
+   * same. token: the bridge's (needed off its loopback). The link backend
+   * is `remote`, else the process's registered one (spyglass/net.h
+   * spy_net_register); with neither, create fails with SPY_ENOTSUP. The
+   * clock is then synced over the link (median-RTT round of clock_rounds)
+   * with the bridge's host, which is the provider's. */
+  const char *connect;
+  const char *token;
+  const struct spy_channel_ops *remote;
   /* Recordings: called on the polling thread with every DATA frame from
    * the provider, right after it was applied to the state (the frame's
    * bytes are valid only during the call). NULL: none. */

@@ -101,7 +101,28 @@ typedef struct spy_provider_desc {
   /* CPU zones (zones.h): bytes of each thread's zone ring, rounded up to a
    * power of two; default 1 MiB (65536 zones), at least 4 KiB. */
   uint32_t zone_buffer_bytes;
+  /* In-process server: "ADDR:PORT" (port 0: any free one) serves this
+   * provider only over TCP / WebSocket, as `spyglass serve` does, on a
+   * thread of its own (never the frame thread). It needs spyglass_net
+   * (its spy_net_register installs the hook); without it create fails
+   * with SPY_ENOTSUP. listen_token: as --token-file (NULL: generated,
+   * loopback only). */
+  const char *listen;
+  const char *listen_token;
 } spy_provider_desc;
+
+/* How the core starts an in-process server without linking the net
+ * layer: spyglass_net registers these (spy_net_register). start returns
+ * 0 and the server handle, or a negative error; port gives its port. */
+typedef struct spy_listen_hook {
+  int (*start)(void **server, const char *listen, const char *token,
+               uint64_t provider_id, const char *dir);
+  void (*stop)(void *server);
+  int (*port)(const void *server);
+} spy_listen_hook;
+void spy_provider_set_listen_hook(const spy_listen_hook *hook);
+/* The in-process server's port, or 0 without one. */
+int spy_provider_listen_port(const spy_provider *p);
 
 /* Creates a provider, opens its channels and announces it. *out receives
  * it; free with spy_provider_destroy(). Everything the hot path needs is

@@ -49,7 +49,12 @@ typedef struct spy_recorder_desc {
   const char *args;    /* the command line, kept in the recording row */
   uint32_t queue_rows; /* queue capacity in rows (~220 B each); default
                           131072 */
-  int all;             /* 1: spy_recorder_step adds new providers */
+  int all;             /* 1: spy_recorder_step adds new providers (this
+                          host's bus only) */
+  /* Remote: a provider of another host through its bridge (consumer.h
+   * spy_consumer_desc.connect / token / remote). NULL: this host's bus. */
+  const char *connect, *token;
+  const struct spy_channel_ops *remote;
 } spy_recorder_desc;
 
 typedef struct spy_recorder_stats {

@@ -113,7 +113,38 @@ struct spy_channel {
   _Atomic int watcher_stop;
   _Atomic uint32_t armed; /* 1: the app drained; the watcher may signal */
   pthread_mutex_t lock;   /* fd mode: recv vs the watcher's peek */
+  /* Another backend (bus.h spy_channel_ops): every call goes to it. */
+  const spy_channel_ops *ops;
+  void *impl;
 };
+
+/* ---- backend dispatch (bus.h "channel backends") ------------------------ */
+
+static _Atomic(const spy_channel_ops *) remote_ops;
+void spy_channel_set_remote(const spy_channel_ops *ops) {
+  atomic_store(&remote_ops, ops);
+}
+const spy_channel_ops *spy_channel_remote(void) {
+  return atomic_load(&remote_ops);
+}
+
+static int open_backend(spy_channel **out, const spy_channel_desc *desc) {
+  if (!desc->ops->open || !desc->ops->close || !desc->ops->post ||
+      !desc->ops->recv)
+    return SPY_EINVAL;
+  spy_channel *ch = calloc(1, sizeof *ch);
+  if (!ch)
+    return SPY_ENOMEM;
+  int rc = desc->ops->open(desc->ops_arg, desc, &ch->impl);
+  if (rc < 0) {
+    free(ch);
+    return rc;
+  }
+  ch->ops = desc->ops;
+  ch->dfd = ch->ring_fd = ch->efd = ch->entry_fd = ch->ctl_fd = -1;
+  *out = ch;
+  return 0;
+}
 
 /* ---- directory helpers -------------------------------------------------- */
 
@@ -693,6 +724,8 @@ int spy_channel_open(spy_channel **out, const spy_channel_desc *desc) {
   *out = NULL;
   if (!desc || !spy__channel_name_ok(desc->name))
     return SPY_EINVAL;
+  if (desc->ops)
+    return open_backend(out, desc);
   uint32_t rb = desc->ring_bytes ? desc->ring_bytes : 1u << 20;
   if (rb < (64u << 10) || rb > (256u << 20) || (rb & (rb - 1)))
     return SPY_EINVAL;
@@ -732,6 +765,11 @@ static void stop_watcher(spy_channel *ch);
 void spy_channel_close(spy_channel *ch) {
   if (!ch)
     return;
+  if (ch->ops) {
+    ch->ops->close(ch->impl);
+    free(ch);
+    return;
+  }
   stop_watcher(ch);
   for (int i = 0; i < ch->npeers; i++)
     unmap_peer(&ch->peers[i]);
@@ -770,6 +808,8 @@ void spy_channel_close(spy_channel *ch) {
 /* ---- post / receive ----------------------------------------------------- */
 
 int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
+  if (ch->ops)
+    return ch->ops->post(ch->impl, frame, len);
   if (!frame || len == 0 || len > SPY_FRAME_MAX)
     return SPY_EINVAL;
   int rc = spy__ring_write(&ch->w, frame, (uint32_t)len);
@@ -927,6 +967,8 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
 }
 
 int spy_channel_wait(spy_channel *ch, int timeout_ms) {
+  if (ch->ops)
+    return ch->ops->wait ? ch->ops->wait(ch->impl, timeout_ms) : SPY_ENOTSUP;
   uint64_t deadline =
       timeout_ms > 0 ? spy__mono_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
   /* The caller's receives found nothing after we last said there was
@@ -967,6 +1009,8 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms) {
 
 int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
                      spy_recv_info *info) {
+  if (ch->ops)
+    return ch->ops->recv(ch->impl, buf, cap, timeout_ms, info);
   if (ch->efd < 0)
     return recv_locked(ch, buf, cap, timeout_ms, info);
   /* fd mode: the watcher thread reads the peer list too. */
@@ -1017,6 +1061,8 @@ static void *watch(void *arg) {
 }
 
 int spy_channel_fd(spy_channel *ch) {
+  if (ch->ops)
+    return ch->ops->fd ? ch->ops->fd(ch->impl) : SPY_ENOTSUP;
   if (ch->efd >= 0)
     return ch->efd;
   int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1056,14 +1102,24 @@ static void stop_watcher(spy_channel *ch) {
 }
 
 int spy_channel_recreated(spy_channel *ch) {
-  if (ch->st.recreated == ch->recreated_seen)
+  if (ch->ops || ch->st.recreated == ch->recreated_seen)
     return 0;
   ch->recreated_seen = ch->st.recreated;
   return 1;
 }
 
-uint64_t spy_channel_id(const spy_channel *ch) { return ch->id; }
+uint64_t spy_channel_id(const spy_channel *ch) {
+  if (ch->ops)
+    return ch->ops->id ? ch->ops->id(ch->impl) : 0;
+  return ch->id;
+}
 
 void spy_channel_get_stats(const spy_channel *ch, spy_channel_stats *out) {
+  if (ch->ops) {
+    memset(out, 0, sizeof *out);
+    if (ch->ops->get_stats)
+      ch->ops->get_stats(ch->impl, out);
+    return;
+  }
   *out = ch->st;
 }

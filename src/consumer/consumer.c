@@ -52,6 +52,9 @@ struct spy_consumer {
   uint64_t clk_deadline_ms;
   uint64_t clk_auto_provider; /* provider already synced on connect */
   int clk_rc;                 /* last outcome; 1 while pending */
+  /* remote (desc.connect): the link every channel goes through */
+  const spy_channel_ops *remote;
+  void *link;
 };
 
 static uint64_t now_ms(void) { return spy__mono_ns() / 1000000ull; }
@@ -166,8 +169,19 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   c->st.registry_filter = c->d.registry_filter;
   c->st.registry_names = (const char *const *)c->reg;
   c->st.n_registry_names = c->reg ? c->d.n_registry : 0;
-  spy_channel_desc cd = {
-      .name = SPY_DISCOVERY_CHANNEL, .ring_bytes = 256u << 10, .dir = c->d.dir};
+  if (rc == 0 && c->d.connect) {
+    c->remote = c->d.remote ? c->d.remote : spy_channel_remote();
+    if (!c->remote || !c->remote->link_open)
+      rc = SPY_ENOTSUP; /* spyglass_net not linked (or not registered) */
+    else
+      rc = c->remote->link_open(&c->link, c->d.connect, c->d.token);
+  }
+  c->d.connect = c->d.token = NULL; /* not kept: the link has them */
+  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL,
+                         .ring_bytes = 256u << 10,
+                         .dir = c->d.dir,
+                         .ops = c->link ? c->remote : NULL,
+                         .ops_arg = c->link};
   if (rc == 0)
     rc = spy_channel_open(&c->disc, &cd);
   if (rc < 0) {
@@ -190,6 +204,8 @@ void spy_consumer_destroy(spy_consumer *c) {
     spy_channel_close(c->data);
   }
   spy_channel_close(c->disc);
+  if (c->link)
+    c->remote->link_close(c->link);
   for (uint32_t i = 0; c->reg && i < c->d.n_registry; i++)
     free(c->reg[i]);
   free(c->reg);
@@ -243,11 +259,44 @@ static void clock_end(spy_consumer *c, int rc) {
   }
 }
 
+/* Remote: the shared segment cannot cross machines; rounds go over the
+ * link to the bridge, whose clock is the provider's host's. */
+static int clock_over_link(spy_consumer *c) {
+  int64_t off = 0, rtt = 0;
+  int rc = c->remote->link_clock
+               ? c->remote->link_clock(c->link, c->d.clock_rounds,
+                                       (int)c->d.clock_timeout_ms, &off, &rtt)
+               : SPY_ENOTSUP;
+  c->clk_rc = rc < 0 ? rc : 0;
+  if (rc < 0) {
+    c->st.clock_failures++;
+    c->st.clock_error = rc;
+    return rc;
+  }
+  c->st.clock_offset_ns = off; /* server − ours, as the state keeps it */
+  c->st.clock_rtt_ns = rtt;
+  c->st.clock_rounds = (uint32_t)rc;
+  c->st.clock_synced = 1;
+  c->st.clock_synced_ms = now_ms();
+  c->st.clock_syncs++;
+  c->st.clock_error = 0;
+  spy_clock_msg m = {.op = SPY_CLOCK_OP_RESULT,
+                     .rounds = (uint8_t)rc,
+                     .provider = c->st.provider.id,
+                     .consumer = c->id,
+                     .offset_ns = -off,
+                     .rtt_ns = (uint64_t)rtt};
+  post_msg(c, c->data, SPY_MSG_CLOCK, &m);
+  return 0;
+}
+
 /* Creates the segment and asks the provider to serve a sync on it. */
 static int clock_start(spy_consumer *c) {
   if (!c->data || c->st.conn != SPY_CONN_CONNECTED)
     return SPY_EGONE;
   clock_end(c, SPY_ECANCELED); /* an older request is abandoned */
+  if (c->link)
+    return clock_over_link(c);
   char name[SPY_CLOCK_NAME_MAX + 1];
   int rc = spy_clock_segment_name(c->st.provider.id, c->id, name, sizeof name);
   if (rc >= 0)
@@ -307,6 +356,15 @@ static int clock_op_for_us(const spy_consumer *c, const spy_frame *f) {
       m.provider != c->st.provider.id)
     return 0;
   return m.op;
+}
+
+/* A clock READY, whoever it is for (only the provider sends READY). */
+static int clock_ready_any(const spy_frame *f) {
+  spy_section s;
+  spy_clock_msg m;
+  return f->type == SPY_MSG_CLOCK &&
+         spy_frame_find_section(f, SPY_SEC_CLOCK, &s) &&
+         spy_get_clock(&s, &m) == 0 && m.op == SPY_CLOCK_OP_READY;
 }
 
 int spy_consumer_clock_sync(spy_consumer *c) {
@@ -369,7 +427,11 @@ static int subscribe_to(spy_consumer *c, const candidate *p) {
   uint32_t ring = 64u << 10; /* room for 4 of our largest frames */
   while (ring < 4 * c->ctl_cap && ring < (256u << 20))
     ring <<= 1;
-  spy_channel_desc cd = {.name = name, .ring_bytes = ring, .dir = c->d.dir};
+  spy_channel_desc cd = {.name = name,
+                         .ring_bytes = ring,
+                         .dir = c->d.dir,
+                         .ops = c->link ? c->remote : NULL,
+                         .ops_arg = c->link};
   int rc = spy_channel_open(&c->data, &cd);
   if (rc < 0)
     return rc;
@@ -470,10 +532,13 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
   /* Frames from the provider are numbered; other consumers' frames on the
    * channel (subscribe, ack) are not ours to check. */
   int clock_op = clock_op_for_us(c, &f);
-  int from_provider =
-      f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
-      f.type == SPY_MSG_SUBSCRIBE_ACK || f.type == SPY_MSG_BUFFER_RAW ||
-      f.type == SPY_MSG_BUFFER_CHUNK || clock_op == SPY_CLOCK_OP_READY;
+  /* A READY for another consumer is the provider's too: it carries the
+   * provider's sequence number, and skipping it would look like a gap. */
+  int from_provider = f.type == SPY_MSG_DATA || f.type == SPY_MSG_PING ||
+                      f.type == SPY_MSG_SUBSCRIBE_ACK ||
+                      f.type == SPY_MSG_BUFFER_RAW ||
+                      f.type == SPY_MSG_BUFFER_CHUNK ||
+                      clock_op == SPY_CLOCK_OP_READY || clock_ready_any(&f);
   if (!from_provider)
     return;
   c->st.last_msg_ms = now;

@@ -138,6 +138,8 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
                                  d.simulate_worker_failure};
     rc = spy_transport_create(&p->tr, &td);
   }
+  if (rc == 0 && d.listen)
+    rc = spy__listen_start(p);
   if (rc < 0) {
     spy_provider_destroy(p);
     return rc;
@@ -161,6 +163,7 @@ void spy_provider_destroy(spy_provider *p) {
   spy_profiler_destroy(p->prof); /* its transport is gone */
   if (p->disc)
     spy__announce(p, SPY_MSG_PROVIDER_GONE);
+  spy__listen_stop(p);
   spy_channel_close(p->data);
   spy_channel_close(p->disc);
   for (int i = 0; i < p->nsubs; i++) {

@@ -227,6 +227,8 @@ struct spy_provider {
 
   /* CPU zones (zones.c) -------------------------------------------------- */
   spy__zones zones;
+  /* in-process server (listen.c) */
+  void *server;
 };
 
 /* service.c */
@@ -256,5 +258,9 @@ int spy__clock_next_ready(spy_provider *p, uint64_t *consumer);
 void spy__clock_stop(spy_provider *p);
 
 uint64_t spy__provider_wall_ms(void);
+
+/* listen.c: the in-process server, through the net layer's hook. */
+int spy__listen_start(spy_provider *p);
+void spy__listen_stop(spy_provider *p);
 
 #endif

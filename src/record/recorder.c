@@ -842,6 +842,9 @@ int spy_recorder_add(spy_recorder *r, const char *want) {
   cd.want = s->has_want ? s->want : NULL;
   cd.features = r->d.features;
   cd.dir = r->d.dir;
+  cd.connect = r->d.connect;
+  cd.token = r->d.token;
+  cd.remote = r->d.remote;
   cd.history = 64;
   cd.zone_frames = SPY_ZONE_FRAMES_MAX - 1;
   cd.zone_spans = 1u << 18;
@@ -941,7 +944,7 @@ int spy_recorder_step(spy_recorder *r, int wait_ms) {
 /* ---- create / destroy ---------------------------------------------------- */
 int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
   *out = NULL;
-  if (!d || !d->db || !*d->db)
+  if (!d || !d->db || !*d->db || (d->all && d->connect))
     return SPY_EINVAL;
   spy_recorder *r = calloc(1, sizeof *r);
   if (!r)

@@ -22,6 +22,10 @@ static const struct {
      "demo build untraced vs each trace writer vs the naive baseline"},
     {"zones", bench_zones,
      "one CPU zone: unsubscribed, streaming live vs two clock reads"},
+    {"serve", bench_serve,
+     "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
+    {"dashboard", bench_dashboard,
+     "the browser dashboard in headless Chromium: busy %, JS vs C decode"},
     {"record", bench_record,
      "recorder rows per CPU second vs a plain SQLite loop, loss, export"},
 };

@@ -9,10 +9,13 @@
 #include "json.h"
 #include "opts.h"
 #include "overlay.h"
+#include "remote.h"
+#include "spyglass/net.h"
 
 static void help(FILE *f) {
   fprintf(f,
-          "usage: spyglass ls [--json] [--wait MS] [--dir DIR]\n\n"
+          "usage: spyglass ls [--json] [--wait MS] [--dir DIR]\n"
+          "                   [--connect HOST:PORT [--token-file F]]\n\n"
           "Lists the live providers on this host: asks on the discovery\n"
           "channel and collects the answers for MS milliseconds (default\n"
           "300). Columns: id, name, kind (user or system), pid, uptime and\n"
@@ -20,7 +23,12 @@ static void help(FILE *f) {
           "  --json      one JSON object: {\"providers\": [...]}\n"
           "  --wait MS   how long to collect answers (0..60000)\n"
           "  --dir DIR   runtime directory (default $SPYGLASS_DIR, else\n"
-          "              $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n\n"
+          "              $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n"
+          "  --connect HOST:PORT  the providers of another host, through its\n"
+          "              `spyglass serve` (default $SPYGLASS_CONNECT);\n"
+          "              tls://HOST:PORT for a server with TLS (CA file:\n"
+          "              $SPYGLASS_CA, else the system's)\n"
+          "  --token-file F  the server's token (default $SPYGLASS_TOKEN)\n\n"
           "exit codes: 0 listed (possibly none), 1 the bus cannot be opened,\n"
           "            2 bad usage\n");
 }
@@ -32,7 +40,10 @@ static const char *kind_name(uint8_t kind) {
 int cmd_ls(int argc, char **argv) {
   int as_json = 0, wait_ms = 300;
   const char *dir = NULL;
+  tool_remote rem = {0};
   const cli_opt opts[] = {
+      {"--connect", CLI_STR, &rem.connect, 0, 0, 0, "HOST:PORT"},
+      {"--token-file", CLI_STR, &rem.token_file, 0, 0, 0, "a file"},
       {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
       {"--wait", CLI_INT, &wait_ms, 0, 60000, 0, "a number of milliseconds"},
       {"--dir", CLI_STR, &dir, 0, 0, 0, "a directory"},
@@ -41,8 +52,22 @@ int cmd_ls(int argc, char **argv) {
                      0, NULL, help);
   if (rc)
     return rc == 1 ? EXIT_OK : EXIT_USAGE;
+  if (remote_resolve("ls", &rem) < 0)
+    return EXIT_USAGE;
+  void *link = NULL;
+  const spy_channel_ops *ops = spy_net_channel_ops();
+  if (rem.connect) {
+    rc = ops->link_open(&link, rem.connect, remote_token(&rem));
+    if (rc < 0)
+      return remote_fail("ls", &rem, rc);
+    discover_via(ops, link);
+  }
   found_provider ps[DISCOVER_MAX];
   int n = discover(dir, wait_ms, NULL, ps, DISCOVER_MAX);
+  if (link) {
+    discover_via(NULL, NULL);
+    ops->link_close(link);
+  }
   if (n < 0) {
     fprintf(stderr, "spyglass ls: cannot open the bus: %s\n", spy_strerror(n));
     return EXIT_FAIL;

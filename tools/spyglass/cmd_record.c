@@ -11,6 +11,8 @@
 
 #include "cli.h"
 #include "opts.h"
+#include "remote.h"
+#include "spyglass/net.h"
 #include "spyglass/record.h"
 #include "spyglass/wire.h"
 
@@ -25,7 +27,7 @@ static void help(FILE *f) {
       f,
       "usage: spyglass record [ID|NAME|--all] [-o FILE.db | --db URI]\n"
       "                       [-s SECONDS] [--features LIST] [--dir DIR]\n"
-      "                       [--connect HOST:PORT]\n\n"
+      "                       [--connect HOST:PORT [--token-file F]]\n\n"
       "Records what a provider sends into a SQLite file (-o, a new file)\n"
       "or a PostgreSQL database (--db postgres://…, a `recording` row per\n"
       "run, many recorders may share it): per-frame stats (frame), counters\n"
@@ -46,8 +48,10 @@ static void help(FILE *f) {
       "  --features LIST  comma list of stats,env,registry,buffers,health,\n"
       "                   msgprof,zones (default: all but buffers)\n"
       "  --dir DIR        bus runtime directory\n"
-      "  --connect H:P    a remote provider through `spyglass serve` (not\n"
-      "                   in this build yet: refused)\n\n"
+      "  --connect H:P    a provider of another host, through its bridge\n"
+      "                   (`spyglass serve`; default $SPYGLASS_CONNECT;\n"
+      "                   not with --all)\n"
+      "  --token-file F   the bridge's token (default $SPYGLASS_TOKEN)\n\n"
       "SIGINT / SIGTERM stop cleanly, everything committed. Rows are written\n"
       "by a writer thread in batches (<= 100 ms): a killed recorder loses at\n"
       "most the batch in progress. A provider that exits ends its tracks;\n"
@@ -96,7 +100,9 @@ static double now_s(void) {
 int cmd_record(int argc, char **argv) {
   int all = 0;
   const char *out = NULL, *out_short = NULL, *db = NULL, *features = NULL,
-             *dir = NULL, *connect = NULL;
+             *dir = NULL;
+  tool_remote rem;
+  memset(&rem, 0, sizeof rem);
   double seconds = 0, seconds_short = 0;
   const cli_opt opts[] = {
       {"--all", CLI_FLAG, &all, 0, 0, 0, NULL},
@@ -107,7 +113,8 @@ int cmd_record(int argc, char **argv) {
       {"-s", CLI_DOUBLE, &seconds_short, 0.01, 1e7, 0, "a number of seconds"},
       {"--features", CLI_STR, &features, 0, 0, 0, "a feature list"},
       {"--dir", CLI_STR, &dir, 0, 0, 0, "a directory"},
-      {"--connect", CLI_STR, &connect, 0, 0, 0, "HOST:PORT"},
+      {"--connect", CLI_STR, &rem.connect, 0, 0, 0, "HOST:PORT"},
+      {"--token-file", CLI_STR, &rem.token_file, 0, 0, 0, "a file"},
   };
   const char *pos[1] = {NULL};
   int npos = 0;
@@ -127,9 +134,11 @@ int cmd_record(int argc, char **argv) {
     fprintf(stderr, "spyglass record: give -o FILE or --db URI, not both\n");
     return EXIT_USAGE;
   }
-  if (connect) {
-    fprintf(stderr, "spyglass record: --connect: remote consumers are not in "
-                    "this build yet\n");
+  if (remote_resolve("record", &rem) < 0)
+    return EXIT_USAGE;
+  if (rem.connect && all) {
+    fprintf(stderr, "spyglass record: --all records this host's providers; "
+                    "with --connect name one (or none: the first)\n");
     return EXIT_USAGE;
   }
   spy_recorder_desc d = {0};
@@ -139,6 +148,11 @@ int cmd_record(int argc, char **argv) {
   d.pg = db != NULL;
   d.dir = dir;
   d.all = all;
+  if (rem.connect) {
+    d.connect = rem.connect;
+    d.token = remote_token(&rem);
+    d.remote = spy_net_channel_ops();
+  }
   char args[1024];
   size_t o = 0;
   args[0] = 0;
@@ -166,9 +180,11 @@ int cmd_record(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   if (!all && (rc = spy_recorder_add(r, npos ? pos[0] : NULL)) < 0) {
+    spy_recorder_destroy(r);
+    if (rem.connect)
+      return remote_fail("record", &rem, rc);
     fprintf(stderr, "spyglass record: cannot open the bus: %s\n",
             spy_strerror(rc));
-    spy_recorder_destroy(r);
     return EXIT_FAIL;
   }
   int tty = isatty(STDERR_FILENO);

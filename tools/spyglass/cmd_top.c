@@ -26,6 +26,8 @@
 #include "json.h"
 #include "opts.h"
 #include "overlay.h"
+#include "remote.h"
+#include "spyglass/net.h"
 #include "state_json.h"
 #include "top_view.h"
 
@@ -35,7 +37,8 @@ static void help(FILE *f) {
   fprintf(
       f,
       "usage: spyglass top [ID|NAME] [--interval MS] [--once] [--json]\n"
-      "                    [--wait MS] [--ascii] [--dir DIR]\n\n"
+      "                    [--wait MS] [--ascii] [--dir DIR]\n"
+      "                    [--connect HOST:PORT [--token-file F]]\n\n"
       "Shows a provider's stats overlay full screen: FPS, CPU and GPU time\n"
       "in green / yellow / red (FPS from 55 / from 30 / below; ms under 8 /\n"
       "under 16 / above), a sparkline of the last 60 CPU times against the\n"
@@ -56,7 +59,12 @@ static void help(FILE *f) {
       "                 (default 2000)\n"
       "  --ascii        no Unicode characters in the sparkline\n"
       "  --dir DIR      runtime directory (default $SPYGLASS_DIR, else\n"
-      "                 $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n\n"
+      "                 $XDG_RUNTIME_DIR/spyglass, else a per-user one)\n"
+      "  --connect HOST:PORT  a provider of another host, through its\n"
+      "                 `spyglass serve` (default $SPYGLASS_CONNECT);\n"
+      "                 tls://HOST:PORT for a server with TLS (CA file:\n"
+      "                 $SPYGLASS_CA, else the system's)\n"
+      "  --token-file F the server's token (default $SPYGLASS_TOKEN)\n\n"
       "keys: q quit, p pick another provider, z zones view (subscribes to\n"
       "      CPU zones while open), up/down/PgUp/PgDn/Home/End\n"
       "      scroll the named values\n"
@@ -70,6 +78,7 @@ static void help(FILE *f) {
 typedef struct top_opts {
   const char *want, *dir;
   int interval, once, json, wait, ascii;
+  tool_remote rem;
 } top_opts;
 
 static volatile sig_atomic_t stop;
@@ -88,6 +97,7 @@ typedef struct session {
   int had_provider;
   char status[256];
   int zones; /* the zones view is open: subscribe to SPY_FEAT_ZONES too */
+  const tool_remote *rem; /* --connect: through a bridge */
 } session;
 
 static int session_open(session *s) {
@@ -95,6 +105,11 @@ static int session_open(session *s) {
   if (s->zones) /* zones cost the provider only while someone looks */
     d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
                  SPY_FEAT_HEALTH | SPY_FEAT_ZONES;
+  if (s->rem && s->rem->connect) {
+    d.connect = s->rem->connect;
+    d.token = remote_token(s->rem);
+    d.remote = spy_net_channel_ops();
+  }
   return spy_consumer_create(&s->c, &d);
 }
 
@@ -123,7 +138,8 @@ static int session_check(session *s) {
     snprintf(s->last_name, sizeof s->last_name, "%.63s", st->provider_name);
     overlay_sanitize(s->last_name, 0);
     s->last_pid = st->provider.pid;
-    if (pid_gone(st->provider.pid) &&
+    int remote = s->rem && s->rem->connect; /* its pid is not ours */
+    if (!remote && pid_gone(st->provider.pid) &&
         tool_mono_ms() - st->last_msg_ms > DEAD_SILENCE_MS) {
       session_close(s);
       int rc = session_open(s);
@@ -355,6 +371,8 @@ static int parse(int argc, char **argv, top_opts *o) {
        "a number of milliseconds"},
       {"--wait", CLI_INT, &o->wait, 0, 600000, 0, "a number of milliseconds"},
       {"--dir", CLI_STR, &o->dir, 0, 0, 0, "a directory"},
+      {"--connect", CLI_STR, &o->rem.connect, 0, 0, 0, "HOST:PORT"},
+      {"--token-file", CLI_STR, &o->rem.token_file, 0, 0, 0, "a file"},
   };
   int npos = 0;
   int rc = cli_parse("top", argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -382,9 +400,23 @@ int cmd_top(int argc, char **argv) {
     fprintf(stderr, "'spyglass top --help' for usage\n");
     return EXIT_USAGE;
   }
+  if (remote_resolve("top", &o.rem) < 0)
+    return EXIT_USAGE;
   if (o.want) {
+    void *link = NULL;
+    const spy_channel_ops *ops = spy_net_channel_ops();
+    if (o.rem.connect) {
+      int lrc = ops->link_open(&link, o.rem.connect, remote_token(&o.rem));
+      if (lrc < 0)
+        return remote_fail("top", &o.rem, lrc);
+      discover_via(ops, link);
+    }
     found_provider ps[DISCOVER_MAX];
     int n = discover(o.dir, o.wait, o.want, ps, DISCOVER_MAX);
+    if (link) {
+      discover_via(NULL, NULL);
+      ops->link_close(link);
+    }
     if (n < 0) {
       fprintf(stderr, "spyglass top: cannot open the bus: %s\n",
               spy_strerror(n));
@@ -404,8 +436,11 @@ int cmd_top(int argc, char **argv) {
   session s;
   memset(&s, 0, sizeof s);
   s.dir = o.dir;
+  s.rem = &o.rem;
   snprintf(s.want, sizeof s.want, "%s", o.want ? o.want : "");
   int rc = session_open(&s);
+  if (rc < 0 && o.rem.connect)
+    return remote_fail("top", &o.rem, rc);
   if (rc < 0) {
     fprintf(stderr, "spyglass top: cannot start a consumer: %s\n",
             spy_strerror(rc));

@@ -61,11 +61,21 @@ static int forget(found_provider *out, int n, uint64_t id) {
   return n;
 }
 
+static const spy_channel_ops *via_ops;
+static void *via_link;
+void discover_via(const spy_channel_ops *ops, void *link) {
+  via_ops = ops;
+  via_link = link;
+}
+
 int discover(const char *dir, int wait_ms, const char *until,
              found_provider *out, int max) {
   spy_channel *ch;
-  spy_channel_desc cd = {
-      .name = SPY_DISCOVERY_CHANNEL, .ring_bytes = 64u << 10, .dir = dir};
+  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL,
+                         .ring_bytes = 64u << 10,
+                         .dir = dir,
+                         .ops = via_ops,
+                         .ops_arg = via_link};
   int rc = spy_channel_open(&ch, &cd);
   if (rc < 0)
     return rc;

@@ -25,6 +25,11 @@ typedef struct found_provider {
 int discover(const char *dir, int wait_ms, const char *until,
              found_provider *out, int max);
 
+/* Discovery through a link instead of this host's bus (ls/top
+ * --connect): channel backend and its link; NULL = the local bus. */
+struct spy_channel_ops;
+void discover_via(const struct spy_channel_ops *ops, void *link);
+
 /* True if p is what `want` names: its id as 16 hex digits, or its name. */
 int found_matches(const found_provider *p, const char *want);
 

@@ -19,6 +19,9 @@ static const struct {
     {"bench", cmd_bench,
      "run a benchmark (wire, bus, provider, clock, msgprof, trace)"},
     {"trace", cmd_trace, "summarise a recorded trace (trace summary STORE)"},
+    {"serve", cmd_serve,
+     "carry this host's bus to other machines (TCP, "
+     "WebSocket)"},
     {"record", cmd_record, "record providers into SQLite or PostgreSQL"},
     {"export", cmd_export, "a recording as a Perfetto or Chrome trace"},
     {"diff", cmd_diff, "compare two recordings' frame and zone times (CI)"},
