@@ -320,6 +320,11 @@ typedef struct spy_consumer_desc {
   const char *connect;
   const char *token;
   const struct spy_channel_ops *remote;
+  /* Recordings: called on the polling thread with every DATA frame from
+   * the provider, right after it was applied to the state (the frame's
+   * bytes are valid only during the call). NULL: none. */
+  void (*on_data)(void *user, const spy_frame *f, const spy_state *s);
+  void *on_data_user;
 } spy_consumer_desc;
 
 /* Creates a consumer and starts searching. Errors: SPY_EINVAL,

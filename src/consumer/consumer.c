@@ -584,6 +584,8 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
     }
     if (spy_state_apply(&c->st, &f, now) < 0)
       c->st.malformed++;
+    if (c->d.on_data)
+      c->d.on_data(c->d.on_data_user, &f, &c->st);
   } else if (f.type == SPY_MSG_BUFFER_RAW || f.type == SPY_MSG_BUFFER_CHUNK) {
     if (spy_state_apply_pixels(&c->st, &f, now) < 0)
       c->st.malformed++;

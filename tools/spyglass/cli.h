@@ -18,6 +18,9 @@ int cmd_ls(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_snap(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* Options are parsed with cli_parse (opts.h), the same for every command. */
 

@@ -28,6 +28,8 @@ static const struct {
      "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
     {"dashboard", bench_dashboard,
      "the browser dashboard in headless Chromium: busy %, JS vs C decode"},
+    {"record", bench_record,
+     "recorder rows per CPU second vs a plain SQLite loop, loss, export"},
 };
 
 static void help(FILE *f) {

@@ -26,6 +26,9 @@ static const struct {
     {"serve", cmd_serve,
      "carry this host's bus to other machines (TCP, "
      "WebSocket)"},
+    {"record", cmd_record, "record providers into SQLite or PostgreSQL"},
+    {"export", cmd_export, "a recording as a Perfetto or Chrome trace"},
+    {"diff", cmd_diff, "compare two recordings' frame and zone times (CI)"},
 };
 
 int cli_is_help(const char *arg) {

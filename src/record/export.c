@@ -1,0 +1,568 @@
+/* export.c — a SQLite recording as a Perfetto trace (protobuf `Trace`,
+ * hand-encoded: the few TracePacket / TrackDescriptor / TrackEvent /
+ * InternedData fields it needs) or as Chrome trace-event JSON.
+ *
+ * Streaming: rows are read with ORDER BY on the recording's indexes and
+ * each packet / event is written as it is read. What is held in memory is
+ * bounded by the recording's shape, not its length: the interned names
+ * (one per distinct slice name and process) and, per track, the ends of
+ * the slices still open at the row being read (at most the nesting
+ * depth).
+ *
+ * Perfetto layout: one trusted_packet_sequence_id per process (each
+ * provider is one writer); its first packet clears the incremental state
+ * and describes the process track; threads get thread tracks, counters
+ * (stats counters, numeric values, health, frame cpu / gpu / fps) counter
+ * tracks under their process; slices are SLICE_BEGIN / SLICE_END pairs
+ * with interned names. Timestamps: the recording's CLOCK_MONOTONIC ns. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "record/rec.h"
+
+/* ---- protobuf encoding ----------------------------------------------- */
+typedef struct pb {
+  uint8_t *b;
+  size_t n, cap;
+  int oom;
+} pb;
+
+static void pb_raw(pb *p, const void *d, size_t n) {
+  if (p->n + n > p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 256;
+    while (cap < p->n + n)
+      cap *= 2;
+    uint8_t *b = realloc(p->b, cap);
+    if (!b) {
+      p->oom = 1;
+      return;
+    }
+    p->b = b;
+    p->cap = cap;
+  }
+  memcpy(p->b + p->n, d, n);
+  p->n += n;
+}
+static void pb_varint(pb *p, uint64_t v) {
+  uint8_t t[10];
+  int n = 0;
+  do {
+    t[n] = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    if (v)
+      t[n] |= 0x80;
+    n++;
+  } while (v);
+  pb_raw(p, t, (size_t)n);
+}
+static void pb_u(pb *p, uint32_t field, uint64_t v) {
+  pb_varint(p, (uint64_t)field << 3);
+  pb_varint(p, v);
+}
+static void pb_d(pb *p, uint32_t field, double v) {
+  pb_varint(p, (uint64_t)field << 3 | 1);
+  uint8_t t[8];
+  memcpy(t, &v, 8); /* little-endian host */
+  pb_raw(p, t, 8);
+}
+static void pb_bytes(pb *p, uint32_t field, const void *d, size_t n) {
+  pb_varint(p, (uint64_t)field << 3 | 2);
+  pb_varint(p, n);
+  pb_raw(p, d, n);
+}
+static void pb_str(pb *p, uint32_t field, const char *s) {
+  pb_bytes(p, field, s ? s : "", s ? strlen(s) : 0);
+}
+static void pb_msg(pb *p, uint32_t field, const pb *m) {
+  pb_bytes(p, field, m->b, m->n);
+}
+
+/* TracePacket / TrackDescriptor / TrackEvent field numbers
+ * (perfetto/protos/perfetto/trace/…) */
+enum {
+  TRACE_PACKET = 1,
+  TP_TIMESTAMP = 8,
+  TP_SEQ_ID = 10,
+  TP_TRACK_EVENT = 11,
+  TP_INTERNED = 12,
+  TP_SEQ_FLAGS = 13,
+  TP_TRACK_DESC = 60,
+  TD_UUID = 1,
+  TD_NAME = 2,
+  TD_PROCESS = 3,
+  TD_THREAD = 4,
+  TD_PARENT = 5,
+  TD_COUNTER = 8,
+  PD_PID = 1,
+  PD_NAME = 6,
+  THD_PID = 1,
+  THD_TID = 2,
+  THD_NAME = 5,
+  TE_TYPE = 9,
+  TE_NAME_IID = 10,
+  TE_TRACK = 11,
+  TE_DOUBLE_VALUE = 44,
+  ID_EVENT_NAMES = 2,
+  EN_IID = 1,
+  EN_NAME = 2,
+  SEQ_CLEARED = 1,
+  SEQ_NEEDS = 2,
+  TYPE_BEGIN = 1,
+  TYPE_END = 2,
+  TYPE_COUNTER = 4
+};
+
+/* ---- interned names: (sequence, name) -> iid ----------------------------- */
+typedef struct iname {
+  char *s;
+  uint32_t seq;
+  uint64_t iid;
+} iname;
+typedef struct itab {
+  iname *e;
+  size_t cap, n;
+  uint64_t next[65];
+} itab;
+
+static uint64_t hash(const char *s, uint32_t seq) {
+  uint64_t h = 1469598103934665603ull ^ seq;
+  for (; *s; s++)
+    h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Returns the iid and whether it is new (*fresh). 0 on OOM. */
+static uint64_t intern(itab *t, uint32_t seq, const char *s, int *fresh) {
+  if (t->n * 2 >= t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 256;
+    iname *e = calloc(cap, sizeof *e);
+    if (!e)
+      return 0;
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->e[i].s) {
+        size_t j = hash(t->e[i].s, t->e[i].seq) & (cap - 1);
+        while (e[j].s)
+          j = (j + 1) & (cap - 1);
+        e[j] = t->e[i];
+      }
+    free(t->e);
+    t->e = e;
+    t->cap = cap;
+  }
+  size_t j = hash(s, seq) & (t->cap - 1);
+  while (t->e[j].s) {
+    if (t->e[j].seq == seq && strcmp(t->e[j].s, s) == 0) {
+      *fresh = 0;
+      return t->e[j].iid;
+    }
+    j = (j + 1) & (t->cap - 1);
+  }
+  char *c = strdup(s);
+  if (!c)
+    return 0;
+  t->e[j] = (iname){c, seq, ++t->next[seq % 65]};
+  t->n++;
+  *fresh = 1;
+  return t->e[j].iid;
+}
+
+static void itab_free(itab *t) {
+  for (size_t i = 0; i < t->cap; i++)
+    free(t->e[i].s);
+  free(t->e);
+}
+
+/* ---- reading ------------------------------------------------------------- */
+typedef struct ex {
+  sqlite3 *db;
+  FILE *out;
+  int chrome;
+  int64_t from, to; /* ns, inclusive range of slice / counter starts */
+  int64_t rec_id;
+  int first_event; /* chrome: no comma before the first */
+  pb pkt, sub, sub2;
+  itab names;
+  int err;
+} ex;
+
+static int prep(ex *x, const char *q, sqlite3_stmt **st) {
+  if (sqlite3_prepare_v2(x->db, q, -1, st, NULL) != SQLITE_OK) {
+    fprintf(stderr, "spyglass export: %s\n", sqlite3_errmsg(x->db));
+    x->err = SPY_EIO;
+    return -1;
+  }
+  return 0;
+}
+
+/* seq id of a process: its upid (small numbers in one file) */
+static uint32_t seq_of(int64_t upid) { return (uint32_t)upid; }
+static uint64_t uuid_proc(int64_t upid) {
+  return (1ull << 40) + (uint64_t)upid;
+}
+static uint64_t uuid_track(int64_t id) { return (2ull << 40) + (uint64_t)id; }
+static uint64_t uuid_frame(int64_t upid, int k) {
+  return (3ull << 40) + (uint64_t)upid * 4 + (uint64_t)k;
+}
+
+static void put_packet(ex *x) {
+  pb frame = {0};
+  pb_msg(&frame, TRACE_PACKET, &x->pkt);
+  if (frame.oom || x->pkt.oom)
+    x->err = SPY_ENOMEM;
+  else if (fwrite(frame.b, 1, frame.n, x->out) != frame.n)
+    x->err = SPY_EIO;
+  free(frame.b);
+  x->pkt.n = 0;
+}
+
+static void chrome_sep(ex *x) {
+  fputs(x->first_event ? "\n" : ",\n", x->out);
+  x->first_event = 0;
+}
+
+static void json_s(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
+static const char *col_text(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? (const char *)t : "";
+}
+
+static void processes(ex *x) {
+  sqlite3_stmt *st;
+  if (prep(x,
+           "SELECT upid, pid, name FROM process WHERE recording_id = ?1 "
+           "ORDER BY upid",
+           &st))
+    return;
+  sqlite3_bind_int64(st, 1, x->rec_id);
+  static const char *const fnames[3] = {"frame.cpu_ms", "frame.gpu_ms",
+                                        "frame.fps"};
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int64_t upid = sqlite3_column_int64(st, 0);
+    int64_t pid = sqlite3_column_int64(st, 1);
+    const char *name = col_text(st, 2);
+    if (x->chrome) {
+      chrome_sep(x);
+      fprintf(x->out,
+              "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRId64
+              ",\"tid\":0,\"args\":{\"name\":",
+              pid);
+      json_s(x->out, name);
+      fputs("}}", x->out);
+      continue;
+    }
+    x->sub.n = x->sub2.n = 0;
+    pb_u(&x->sub2, PD_PID, (uint64_t)pid);
+    pb_str(&x->sub2, PD_NAME, name);
+    pb_u(&x->sub, TD_UUID, uuid_proc(upid));
+    pb_msg(&x->sub, TD_PROCESS, &x->sub2);
+    pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
+    pb_u(&x->pkt, TP_SEQ_FLAGS, SEQ_CLEARED);
+    pb_msg(&x->pkt, TP_TRACK_DESC, &x->sub);
+    put_packet(x);
+    for (int k = 0; k < 3; k++) {
+      x->sub.n = x->sub2.n = 0;
+      pb_u(&x->sub, TD_UUID, uuid_frame(upid, k));
+      pb_str(&x->sub, TD_NAME, fnames[k]);
+      pb_u(&x->sub, TD_PARENT, uuid_proc(upid));
+      pb_msg(&x->sub, TD_COUNTER, &x->sub2); /* empty CounterDescriptor */
+      pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
+      pb_msg(&x->pkt, TP_TRACK_DESC, &x->sub);
+      put_packet(x);
+    }
+  }
+  sqlite3_finalize(st);
+}
+
+static void tracks(ex *x) {
+  sqlite3_stmt *st;
+  if (prep(x,
+           "SELECT t.id, t.name, t.type, t.upid, p.pid, th.tid, th.name "
+           "FROM track t JOIN process p ON p.recording_id = t.recording_id "
+           "AND p.upid = t.upid LEFT JOIN thread th ON th.recording_id = "
+           "t.recording_id AND th.utid = t.utid WHERE t.recording_id = ?1 "
+           "ORDER BY t.id",
+           &st))
+    return;
+  sqlite3_bind_int64(st, 1, x->rec_id);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int64_t id = sqlite3_column_int64(st, 0),
+            upid = sqlite3_column_int64(st, 3);
+    int64_t pid = sqlite3_column_int64(st, 4),
+            tid = sqlite3_column_int64(st, 5);
+    const char *name = col_text(st, 1), *type = col_text(st, 2);
+    int thread = strcmp(type, "thread") == 0;
+    if (x->chrome) {
+      if (!thread)
+        continue;
+      chrome_sep(x);
+      fprintf(x->out,
+              "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRId64
+              ",\"tid\":%" PRId64 ",\"args\":{\"name\":",
+              pid, tid);
+      json_s(x->out, sqlite3_column_type(st, 6) == SQLITE_NULL
+                         ? name
+                         : col_text(st, 6));
+      fputs("}}", x->out);
+      continue;
+    }
+    x->sub.n = x->sub2.n = 0;
+    pb_u(&x->sub, TD_UUID, uuid_track(id));
+    pb_u(&x->sub, TD_PARENT, uuid_proc(upid));
+    if (thread) {
+      pb_u(&x->sub2, THD_PID, (uint64_t)pid);
+      pb_u(&x->sub2, THD_TID, (uint64_t)tid);
+      pb_str(&x->sub2, THD_NAME, name);
+      pb_msg(&x->sub, TD_THREAD, &x->sub2);
+    } else {
+      pb_str(&x->sub, TD_NAME, name);
+      pb_msg(&x->sub, TD_COUNTER, &x->sub2);
+    }
+    pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
+    pb_msg(&x->pkt, TP_TRACK_DESC, &x->sub);
+    put_packet(x);
+  }
+  sqlite3_finalize(st);
+}
+
+static void slice_end(ex *x, int64_t ts, int64_t track, int64_t upid,
+                      int64_t pid, int64_t tid) {
+  (void)pid;
+  (void)tid;
+  if (x->chrome)
+    return; /* X events carry their duration */
+  x->sub.n = 0;
+  pb_u(&x->sub, TE_TYPE, TYPE_END);
+  pb_u(&x->sub, TE_TRACK, uuid_track(track));
+  pb_u(&x->pkt, TP_TIMESTAMP, (uint64_t)ts);
+  pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
+  pb_u(&x->pkt, TP_SEQ_FLAGS, SEQ_NEEDS);
+  pb_msg(&x->pkt, TP_TRACK_EVENT, &x->sub);
+  put_packet(x);
+}
+
+#define STACK_MAX 1100
+static void slices(ex *x) {
+  sqlite3_stmt *st;
+  if (prep(x,
+           "SELECT s.ts, s.dur, s.track_id, s.name, t.upid, p.pid, th.tid "
+           "FROM slice s JOIN track t ON t.recording_id = s.recording_id AND "
+           "t.id = s.track_id JOIN process p ON p.recording_id = "
+           "s.recording_id AND p.upid = t.upid LEFT JOIN thread th ON "
+           "th.recording_id = s.recording_id AND th.utid = t.utid "
+           "WHERE s.recording_id = ?1 AND s.ts >= ?2 AND s.ts <= ?3 "
+           "ORDER BY s.track_id, s.ts, s.depth",
+           &st))
+    return;
+  sqlite3_bind_int64(st, 1, x->rec_id);
+  sqlite3_bind_int64(st, 2, x->from);
+  sqlite3_bind_int64(st, 3, x->to);
+  int64_t ends[STACK_MAX];
+  int depth = 0;
+  int64_t cur_track = -1, cur_upid = 0, cur_pid = 0, cur_tid = 0;
+  while (!x->err && sqlite3_step(st) == SQLITE_ROW) {
+    int64_t ts = sqlite3_column_int64(st, 0), dur = sqlite3_column_int64(st, 1);
+    int64_t track = sqlite3_column_int64(st, 2);
+    int64_t upid = sqlite3_column_int64(st, 4);
+    int64_t pid = sqlite3_column_int64(st, 5),
+            tid = sqlite3_column_int64(st, 6);
+    const char *name = col_text(st, 3);
+    if (dur < 0)
+      dur = 0;
+    if (track != cur_track) {
+      while (depth > 0)
+        slice_end(x, ends[--depth], cur_track, cur_upid, cur_pid, cur_tid);
+      cur_track = track;
+      cur_upid = upid;
+      cur_pid = pid;
+      cur_tid = tid;
+    }
+    while (depth > 0 && ends[depth - 1] <= ts)
+      slice_end(x, ends[--depth], track, upid, pid, tid);
+    if (x->chrome) {
+      chrome_sep(x);
+      fprintf(x->out,
+              "{\"ph\":\"X\",\"cat\":\"zone\",\"pid\":%" PRId64
+              ",\"tid\":%" PRId64 ",\"ts\":%.3f,\"dur\":%.3f,\"name\":",
+              pid, tid, ts / 1e3, dur / 1e3);
+      json_s(x->out, name);
+      fputc('}', x->out);
+      continue;
+    }
+    int fresh = 0;
+    uint64_t iid = intern(&x->names, seq_of(upid), name, &fresh);
+    if (!iid) {
+      x->err = SPY_ENOMEM;
+      break;
+    }
+    x->sub.n = x->sub2.n = 0;
+    pb_u(&x->sub, TE_TYPE, TYPE_BEGIN);
+    pb_u(&x->sub, TE_TRACK, uuid_track(track));
+    pb_u(&x->sub, TE_NAME_IID, iid);
+    pb_u(&x->pkt, TP_TIMESTAMP, (uint64_t)ts);
+    pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
+    pb_u(&x->pkt, TP_SEQ_FLAGS, SEQ_NEEDS);
+    pb_msg(&x->pkt, TP_TRACK_EVENT, &x->sub);
+    if (fresh) {
+      pb en = {0};
+      pb_u(&en, EN_IID, iid);
+      pb_str(&en, EN_NAME, name);
+      pb_msg(&x->sub2, ID_EVENT_NAMES, &en);
+      free(en.b);
+      pb_msg(&x->pkt, TP_INTERNED, &x->sub2);
+    }
+    put_packet(x);
+    /* children end before their parent; a child that claims to outlast
+     * it (clock jitter) is clipped to the parent's end */
+    int64_t end = ts + dur;
+    if (depth > 0 && end > ends[depth - 1])
+      end = ends[depth - 1];
+    if (depth < STACK_MAX)
+      ends[depth++] = end;
+  }
+  while (depth > 0)
+    slice_end(x, ends[--depth], cur_track, cur_upid, cur_pid, cur_tid);
+  sqlite3_finalize(st);
+}
+
+static void counter_event(ex *x, int64_t ts, uint64_t uuid, int64_t upid,
+                          int64_t pid, const char *name, double v) {
+  if (x->chrome) {
+    chrome_sep(x);
+    fprintf(x->out,
+            "{\"ph\":\"C\",\"pid\":%" PRId64 ",\"ts\":%.3f,\"name\":", pid,
+            ts / 1e3);
+    json_s(x->out, name);
+    fprintf(x->out, ",\"args\":{\"value\":%.17g}}", isfinite(v) ? v : 0.0);
+    return;
+  }
+  x->sub.n = 0;
+  pb_u(&x->sub, TE_TYPE, TYPE_COUNTER);
+  pb_u(&x->sub, TE_TRACK, uuid);
+  pb_d(&x->sub, TE_DOUBLE_VALUE, v);
+  pb_u(&x->pkt, TP_TIMESTAMP, (uint64_t)ts);
+  pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
+  pb_u(&x->pkt, TP_SEQ_FLAGS, SEQ_NEEDS);
+  pb_msg(&x->pkt, TP_TRACK_EVENT, &x->sub);
+  put_packet(x);
+}
+
+static void counters(ex *x) {
+  sqlite3_stmt *st;
+  if (prep(x,
+           "SELECT c.ts, c.value, c.track_id, t.upid, p.pid, t.name FROM "
+           "counter c JOIN track t ON t.recording_id = c.recording_id AND "
+           "t.id = c.track_id JOIN process p ON p.recording_id = "
+           "c.recording_id AND p.upid = t.upid WHERE c.recording_id = ?1 AND "
+           "c.ts >= ?2 AND c.ts <= ?3 ORDER BY c.track_id, c.ts",
+           &st))
+    return;
+  sqlite3_bind_int64(st, 1, x->rec_id);
+  sqlite3_bind_int64(st, 2, x->from);
+  sqlite3_bind_int64(st, 3, x->to);
+  while (!x->err && sqlite3_step(st) == SQLITE_ROW)
+    counter_event(x, sqlite3_column_int64(st, 0),
+                  uuid_track(sqlite3_column_int64(st, 2)),
+                  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                  col_text(st, 5), sqlite3_column_double(st, 1));
+  sqlite3_finalize(st);
+  if (prep(x,
+           "SELECT f.ts, f.upid, p.pid, f.cpu_ms, f.gpu_ms, f.fps FROM frame f "
+           "JOIN process p ON p.recording_id = f.recording_id AND p.upid = "
+           "f.upid WHERE f.recording_id = ?1 AND f.ts >= ?2 AND f.ts <= ?3 "
+           "ORDER BY f.upid, f.frame",
+           &st))
+    return;
+  sqlite3_bind_int64(st, 1, x->rec_id);
+  sqlite3_bind_int64(st, 2, x->from);
+  sqlite3_bind_int64(st, 3, x->to);
+  static const char *const fnames[3] = {"frame.cpu_ms", "frame.gpu_ms",
+                                        "frame.fps"};
+  while (!x->err && sqlite3_step(st) == SQLITE_ROW) {
+    int64_t ts = sqlite3_column_int64(st, 0),
+            upid = sqlite3_column_int64(st, 1);
+    for (int k = 0; k < 3; k++)
+      if (sqlite3_column_type(st, 3 + k) != SQLITE_NULL)
+        counter_event(x, ts, uuid_frame(upid, k), upid,
+                      sqlite3_column_int64(st, 2), fnames[k],
+                      sqlite3_column_double(st, 3 + k));
+  }
+  sqlite3_finalize(st);
+}
+
+int spy_record_export(const char *path, const char *fmt, FILE *out,
+                      double from_s, double to_s) {
+  ex x;
+  memset(&x, 0, sizeof x);
+  if (strcmp(fmt, "perfetto") == 0)
+    x.chrome = 0;
+  else if (strcmp(fmt, "chrome") == 0)
+    x.chrome = 1;
+  else
+    return SPY_EINVAL;
+  if (sqlite3_open_v2(path, &x.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    fprintf(stderr, "spyglass export: cannot open %s: %s\n", path,
+            x.db ? sqlite3_errmsg(x.db) : "out of memory");
+    sqlite3_close(x.db);
+    return SPY_EIO;
+  }
+  x.out = out;
+  sqlite3_stmt *st;
+  if (prep(&x, "SELECT id, started_ns FROM recording ORDER BY id LIMIT 1",
+           &st)) {
+    sqlite3_close(x.db);
+    fprintf(stderr, "spyglass export: %s is not a recording\n", path);
+    return SPY_EIO;
+  }
+  int64_t t0 = 0;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    x.rec_id = sqlite3_column_int64(st, 0);
+    t0 = sqlite3_column_int64(st, 1);
+  } else {
+    x.err = SPY_EIO;
+    fprintf(stderr, "spyglass export: %s holds no recording\n", path);
+  }
+  sqlite3_finalize(st);
+  x.from = t0 + (int64_t)(from_s * 1e9);
+  x.to = to_s < 0 ? INT64_MAX : t0 + (int64_t)(to_s * 1e9);
+  x.first_event = 1;
+  if (!x.err) {
+    if (x.chrome)
+      fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", out);
+    processes(&x);
+    if (!x.err)
+      tracks(&x);
+    if (!x.err)
+      slices(&x);
+    if (!x.err)
+      counters(&x);
+    if (x.chrome)
+      fputs("\n]}\n", out);
+  }
+  if (fflush(out) != 0 || ferror(out)) {
+    fprintf(stderr, "spyglass export: write failed\n");
+    x.err = SPY_EIO;
+  }
+  free(x.pkt.b);
+  free(x.sub.b);
+  free(x.sub2.b);
+  itab_free(&x.names);
+  sqlite3_close(x.db);
+  return x.err;
+}

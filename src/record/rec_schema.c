@@ -1,0 +1,113 @@
+/* rec_schema.c — the tables of a recording and the one statement per row
+ * kind, shared by the SQLite and PostgreSQL backends. Tables follow
+ * Perfetto's trace processor where they fit (process, thread, track,
+ * slice, counter, args), plus frame, value, zone_loc, msgprof, loss, and
+ * chunk for buffers (encoded chunks or raw frames: a blob or a path beside
+ * the database). Every table carries recording_id so that many recordings
+ * share one PostgreSQL database. The same DDL serves both: SQLite takes
+ * BIGINT / DOUBLE PRECISION / BYTEA as INTEGER / REAL / BLOB affinities. */
+#include "record/rec.h"
+
+static const char *const sql[S_COUNT] = {
+    [S_PROCESS] = "INSERT INTO process(recording_id, upid, pid, provider_id, "
+                  "name, start_ts, clock_offset_ns, arg_set_id) "
+                  "VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+    [S_PROCESS_END] = "UPDATE process SET end_ts = $2 "
+                      "WHERE recording_id = $1 AND upid = $3",
+    [S_THREAD] = "INSERT INTO thread(recording_id, utid, upid, tid, "
+                 "thread_no, name) VALUES($1,$2,$3,$4,$5,$6) "
+                 "ON CONFLICT(recording_id, utid) DO UPDATE SET "
+                 "name = excluded.name",
+    [S_THREAD_END] = "UPDATE thread SET end_ts = $2 "
+                     "WHERE recording_id = $1 AND utid = $3",
+    [S_TRACK] = "INSERT INTO track(recording_id, id, name, type, upid, utid, "
+                "unit) VALUES($1,$2,$3,$4,$5,$6,$7)",
+    [S_SLICE] = "INSERT INTO slice(recording_id, id, ts, dur, track_id, name, "
+                "depth, parent_id, loc_id, flags) "
+                "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+    [S_COUNTER] = "INSERT INTO counter(recording_id, ts, track_id, value) "
+                  "VALUES($1,$2,$3,$4)",
+    [S_ARG] = "INSERT INTO args(recording_id, arg_set_id, key, int_value, "
+              "real_value, string_value) VALUES($1,$2,$3,$4,$5,$6)",
+    [S_FRAME] = "INSERT INTO frame(recording_id, upid, frame, ts, cpu_ms, "
+                "gpu_ms, fps) VALUES($1,$2,$3,$4,$5,$6,$7)",
+    [S_VALUE] = "INSERT INTO value(recording_id, upid, ts, source, name, "
+                "kind, state, int_value, real_value, string_value) "
+                "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+    [S_ZONE_LOC] = "INSERT INTO zone_loc(recording_id, upid, loc_id, name, "
+                   "function, file, line, color) "
+                   "VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+    [S_MSGPROF] = "INSERT INTO msgprof(recording_id, upid, ts, type, count, "
+                  "errors, bytes, msgs_per_s, bytes_per_s, encode_p50_ns, "
+                  "encode_p99_ns, post_p50_ns, post_p99_ns) "
+                  "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
+    [S_LOSS] = "INSERT INTO loss(recording_id, upid, ts, what, count) "
+               "VALUES($1,$2,$3,$4,$5)",
+    [S_PROCESS_CLOCK] = "UPDATE process SET clock_offset_ns = $2 "
+                        "WHERE recording_id = $1 AND upid = $3",
+};
+
+const char *spy__rec_sql(int s) {
+  return s >= 0 && s < S_COUNT ? sql[s] : NULL;
+}
+
+/* recording is created by each backend (its id column differs). */
+static const char ddl[] =
+    "CREATE TABLE IF NOT EXISTS process(recording_id BIGINT NOT NULL,"
+    " upid BIGINT NOT NULL, pid BIGINT, provider_id TEXT, name TEXT,"
+    " start_ts BIGINT, end_ts BIGINT, clock_offset_ns BIGINT,"
+    " arg_set_id BIGINT, PRIMARY KEY(recording_id, upid));\n"
+    "CREATE TABLE IF NOT EXISTS thread(recording_id BIGINT NOT NULL,"
+    " utid BIGINT NOT NULL, upid BIGINT, tid BIGINT, thread_no BIGINT,"
+    " name TEXT, end_ts BIGINT, PRIMARY KEY(recording_id, utid));\n"
+    "CREATE TABLE IF NOT EXISTS track(recording_id BIGINT NOT NULL,"
+    " id BIGINT NOT NULL, name TEXT, type TEXT, upid BIGINT, utid BIGINT,"
+    " unit TEXT, PRIMARY KEY(recording_id, id));\n"
+    "CREATE TABLE IF NOT EXISTS slice(recording_id BIGINT NOT NULL,"
+    " id BIGINT NOT NULL, ts BIGINT, dur BIGINT, track_id BIGINT, name TEXT,"
+    " depth BIGINT, parent_id BIGINT, loc_id BIGINT, flags BIGINT);\n"
+    "CREATE TABLE IF NOT EXISTS counter(recording_id BIGINT NOT NULL,"
+    " ts BIGINT, track_id BIGINT, value DOUBLE PRECISION);\n"
+    "CREATE TABLE IF NOT EXISTS args(recording_id BIGINT NOT NULL,"
+    " arg_set_id BIGINT, key TEXT, int_value BIGINT,"
+    " real_value DOUBLE PRECISION, string_value TEXT);\n"
+    "CREATE TABLE IF NOT EXISTS frame(recording_id BIGINT NOT NULL,"
+    " upid BIGINT, frame BIGINT, ts BIGINT, cpu_ms DOUBLE PRECISION,"
+    " gpu_ms DOUBLE PRECISION, fps DOUBLE PRECISION);\n"
+    "CREATE TABLE IF NOT EXISTS value(recording_id BIGINT NOT NULL,"
+    " upid BIGINT, ts BIGINT, source TEXT, name TEXT, kind TEXT, state TEXT,"
+    " int_value BIGINT, real_value DOUBLE PRECISION, string_value TEXT);\n"
+    "CREATE TABLE IF NOT EXISTS zone_loc(recording_id BIGINT NOT NULL,"
+    " upid BIGINT, loc_id BIGINT, name TEXT, function TEXT, file TEXT,"
+    " line BIGINT, color BIGINT);\n"
+    "CREATE TABLE IF NOT EXISTS msgprof(recording_id BIGINT NOT NULL,"
+    " upid BIGINT, ts BIGINT, type BIGINT, count BIGINT, errors BIGINT,"
+    " bytes BIGINT, msgs_per_s DOUBLE PRECISION,"
+    " bytes_per_s DOUBLE PRECISION, encode_p50_ns BIGINT,"
+    " encode_p99_ns BIGINT, post_p50_ns BIGINT, post_p99_ns BIGINT);\n"
+    "CREATE TABLE IF NOT EXISTS loss(recording_id BIGINT NOT NULL,"
+    " upid BIGINT, ts BIGINT, what TEXT, count BIGINT);\n"
+    /* Buffers (issue 14): one row per encoded chunk or raw frame; the
+     * bytes inline (data) or in a file beside the database (path: an IVF
+     * stream per buffer, PNG per raw frame), offset/len inside it. */
+    "CREATE TABLE IF NOT EXISTS chunk(recording_id BIGINT NOT NULL,"
+    " upid BIGINT, ts BIGINT, buffer TEXT, codec TEXT, width BIGINT,"
+    " height BIGINT, frame BIGINT, keyframe BIGINT, path TEXT,"
+    " file_offset BIGINT, len BIGINT, data BYTEA);\n";
+
+const char *spy__rec_ddl(int pg) {
+  (void)pg;
+  return ddl;
+}
+
+static const char index_ddl[] =
+    "CREATE INDEX IF NOT EXISTS slice_track_ts ON slice(recording_id,"
+    " track_id, ts);\n"
+    "CREATE INDEX IF NOT EXISTS slice_parent ON slice(recording_id,"
+    " parent_id);\n"
+    "CREATE INDEX IF NOT EXISTS counter_track_ts ON counter(recording_id,"
+    " track_id, ts);\n"
+    "CREATE INDEX IF NOT EXISTS frame_upid ON frame(recording_id, upid,"
+    " frame);\n";
+
+const char *spy__rec_index_ddl(void) { return index_ddl; }

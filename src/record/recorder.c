@@ -1,0 +1,1029 @@
+/* recorder.c — `spyglass record`'s engine: one receiving thread per
+ * provider (a consumer whose on_data hook turns frames into rows), one
+ * bounded row queue, one writer thread (record.h for the rules).
+ *
+ * What becomes which row, per DATA frame:
+ *   STATS     -> frame rows (cpu, gpu, fps) + counter rows per counter;
+ *                a jump in frame numbers -> a loss row ("samples")
+ *   ENV, REGISTRY, BUFFERS -> value rows (every change, with its state);
+ *                numeric registry values also counter rows ("typed series")
+ *   HEALTH    -> counter rows on health.* tracks
+ *   MSGPROF   -> msgprof rows (when the summary changed)
+ *   ZONES     -> slice rows, read back from the consumer state's spans as
+ *                they close (ids given in begin order, so a parent's id is
+ *                known before its children end); zone_loc rows
+ * Bus overruns and sequence gaps (frames_lost) become loss rows ("frames").
+ * A provider that goes away ends its process and threads (end_ts). */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "record/rec.h"
+#include "spyglass/bus.h"
+#include "spyglass/consumer.h"
+
+#define BATCH_MS 100
+#define BATCH_ROWS 16384
+#define MAX_SOURCES 64
+#define MAX_PENDING 4096 /* open spans waiting for their end, per thread */
+#define MAX_NAMES 4096   /* counter tracks per source */
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- per-thread zone bookkeeping -------------------------------------- */
+typedef struct pend {
+  uint64_t abs; /* absolute span index in the state's ring */
+  int64_t id, parent;
+} pend;
+
+typedef struct zthr {
+  uint32_t thread;
+  int64_t utid, track;
+  char name[64];
+  int ended;
+  uint64_t next; /* next span index not yet visited */
+  int64_t stack[SPY_ZONE_DEPTH_MAX];
+  pend *pending;
+  uint32_t npend;
+} zthr;
+
+typedef struct named_track {
+  char *name;
+  int64_t id;
+} named_track;
+
+typedef struct source {
+  struct spy_recorder *r;
+  spy_consumer *c;
+  char want[SPY_NAME_MAX + 1];
+  int has_want;
+  pthread_t thread;
+  int started;
+  _Atomic int done;      /* thread finished (provider gone in --all) */
+  _Atomic int connected; /* for the progress line (read by the caller) */
+  /* the provider being recorded */
+  uint64_t provider_id;
+  int64_t upid;
+  int live;
+  uint64_t last_frame;
+  int have_frame;
+  uint64_t frames_lost_seen;
+  uint64_t msgprof_seen;
+  uint32_t n_locs_seen;
+  uint8_t *loc_seen; /* by loc id */
+  zthr *thr;
+  uint32_t nthr;
+  named_track *tracks;
+  uint32_t ntracks;
+  uint64_t health_last[SPY_HEALTH_FIELD_COUNT];
+  uint64_t clock_seen; /* clock_syncs when last recorded */
+  int64_t args_set;
+} source;
+
+struct spy_recorder {
+  spy_recorder_desc d;
+  const rec_backend_ops *ops;
+  void *db;
+  int64_t rec_id, start_ns;
+  /* queue */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  rec_row *q;
+  uint32_t cap, head, n; /* ring */
+  int stop_writer;
+  pthread_t writer;
+  int writer_started;
+  /* ids, given by receivers */
+  _Atomic int64_t next_id;
+  /* stats */
+  _Atomic uint64_t frames, rows, rows_lost, batches, bytes, samples_lost,
+      frames_lost;
+  _Atomic int error;
+  _Atomic int stop;
+  source *src[MAX_SOURCES];
+  uint32_t nsrc;
+  uint64_t seen_ids[MAX_SOURCES * 4];
+  uint32_t nseen;
+  spy_channel *disc;
+  uint8_t *disc_buf;
+  uint64_t next_query_ns;
+};
+
+/* ---- rows --------------------------------------------------------------- */
+static void cint(rec_row *r, int64_t v) {
+  r->c[r->n].t = C_INT;
+  r->c[r->n++].v.i = v;
+}
+static void cdbl(rec_row *r, double v) {
+  if (isfinite(v)) {
+    r->c[r->n].t = C_REAL;
+    r->c[r->n++].v.r = v;
+  } else {
+    r->c[r->n++].t = C_NULL;
+  }
+}
+static void cnull(rec_row *r) { r->c[r->n++].t = C_NULL; }
+static void ctextn(rec_row *r, const char *s, size_t len) {
+  char *t = s ? malloc(len + 1) : NULL;
+  if (t) {
+    memcpy(t, s, len);
+    t[len] = 0;
+    r->c[r->n].t = C_TEXT;
+    r->c[r->n++].v.s = t;
+  } else {
+    r->c[r->n++].t = C_NULL;
+  }
+}
+static void ctext(rec_row *r, const char *s) {
+  ctextn(r, s, s ? strlen(s) : 0);
+}
+
+static void row_free(rec_row *r) {
+  for (int i = 0; i < r->n; i++)
+    if (r->c[i].t == C_TEXT)
+      free(r->c[i].v.s);
+  r->n = 0;
+}
+
+static void row_init(rec_row *r, int stmt) {
+  memset(r, 0, sizeof *r);
+  r->stmt = (uint8_t)stmt;
+}
+
+/* Queues a row; never waits. A full queue drops it (counted). */
+static void push(struct spy_recorder *rc, rec_row *r) {
+  pthread_mutex_lock(&rc->mu);
+  if (rc->n == rc->cap) {
+    pthread_mutex_unlock(&rc->mu);
+    row_free(r);
+    rc->rows_lost++;
+    return;
+  }
+  rc->q[(rc->head + rc->n) % rc->cap] = *r;
+  rc->n++;
+  if (rc->n == rc->cap / 4)
+    pthread_cond_signal(&rc->cv);
+  pthread_mutex_unlock(&rc->mu);
+}
+
+static int64_t new_id(struct spy_recorder *r) {
+  return atomic_fetch_add(&r->next_id, 1);
+}
+
+/* ---- the writer thread -------------------------------------------------- */
+static void *writer_main(void *arg) {
+  struct spy_recorder *r = arg;
+  rec_row *batch = malloc(BATCH_ROWS * sizeof *batch);
+  if (!batch) {
+    r->error = SPY_ENOMEM;
+    return NULL;
+  }
+  pthread_mutex_lock(&r->mu);
+  for (;;) {
+    if (r->n == 0 && !r->stop_writer) {
+      struct timespec dl;
+      clock_gettime(CLOCK_REALTIME, &dl);
+      dl.tv_nsec += BATCH_MS * 1000000L;
+      if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&r->cv, &r->mu, &dl);
+    }
+    if (r->n == 0 && r->stop_writer)
+      break;
+    if (r->n < BATCH_ROWS && !r->stop_writer) {
+      /* let a batch gather (bounded latency) */
+      struct timespec dl;
+      clock_gettime(CLOCK_REALTIME, &dl);
+      dl.tv_nsec += BATCH_MS * 1000000L;
+      if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&r->cv, &r->mu, &dl);
+    }
+    uint32_t k = r->n < BATCH_ROWS ? r->n : BATCH_ROWS;
+    for (uint32_t i = 0; i < k; i++)
+      batch[i] = r->q[(r->head + i) % r->cap];
+    r->head = (r->head + k) % r->cap;
+    r->n -= k;
+    pthread_mutex_unlock(&r->mu);
+    if (k) {
+      int rc = r->ops->begin(r->db);
+      for (uint32_t i = 0; i < k; i++) {
+        if (!rc && r->ops->row(r->db, &batch[i]) < 0)
+          rc = SPY_EIO;
+        row_free(&batch[i]);
+      }
+      if (r->ops->commit(r->db) < 0)
+        rc = SPY_EIO;
+      if (rc) {
+        r->rows_lost += k;
+        int z = 0;
+        atomic_compare_exchange_strong(&r->error, &z, rc);
+      } else {
+        r->rows += k;
+        r->batches++;
+      }
+    }
+    pthread_mutex_lock(&r->mu);
+  }
+  pthread_mutex_unlock(&r->mu);
+  free(batch);
+  return NULL;
+}
+
+/* ---- from frames to rows ----------------------------------------------- */
+static int64_t track_for(source *s, const char *name, const char *type,
+                         const char *unit) {
+  for (uint32_t i = 0; i < s->ntracks; i++)
+    if (strcmp(s->tracks[i].name, name) == 0)
+      return s->tracks[i].id;
+  if (s->ntracks == MAX_NAMES)
+    return 0;
+  if (!s->tracks) {
+    s->tracks = calloc(MAX_NAMES, sizeof *s->tracks);
+    if (!s->tracks)
+      return 0;
+  }
+  char *copy = strdup(name);
+  if (!copy)
+    return 0;
+  int64_t id = new_id(s->r);
+  s->tracks[s->ntracks++] = (named_track){copy, id};
+  rec_row r;
+  row_init(&r, S_TRACK);
+  cint(&r, id);
+  ctext(&r, name);
+  ctext(&r, type);
+  cint(&r, s->upid);
+  cnull(&r);
+  ctext(&r, unit);
+  push(s->r, &r);
+  return id;
+}
+
+static void counter_row(source *s, int64_t ts, int64_t track, double v) {
+  if (!track)
+    return;
+  rec_row r;
+  row_init(&r, S_COUNTER);
+  cint(&r, ts);
+  cint(&r, track);
+  cdbl(&r, v);
+  push(s->r, &r);
+}
+
+static void loss_row(source *s, int64_t ts, const char *what, uint64_t n) {
+  rec_row r;
+  row_init(&r, S_LOSS);
+  cint(&r, s->upid);
+  cint(&r, ts);
+  ctext(&r, what);
+  cint(&r, (int64_t)n);
+  push(s->r, &r);
+}
+
+static void arg_row(source *s, int64_t set, const char *key, int64_t i,
+                    const char *str) {
+  rec_row r;
+  row_init(&r, S_ARG);
+  cint(&r, set);
+  ctext(&r, key);
+  if (str) {
+    cnull(&r);
+    cnull(&r);
+    ctext(&r, str);
+  } else {
+    cint(&r, i);
+    cnull(&r);
+    cnull(&r);
+  }
+  push(s->r, &r);
+}
+
+static void slice_row(source *s, const spy_state *st, zthr *z,
+                      const spy_zone_span *sp, int64_t id, int64_t parent);
+
+/* Zones still open when a provider's recording ends are written as cut
+ * at the newest time seen (their children point at them). */
+static void close_open(source *s, const spy_state *st) {
+  const spy_zone_state *zs = &st->zones;
+  for (uint32_t i = 0; i < s->nthr; i++) {
+    zthr *z = &s->thr[i];
+    const spy_zone_thread *t = NULL;
+    for (uint32_t k = 0; k < zs->n_threads && !t; k++)
+      if (zs->threads[k].thread == z->thread)
+        t = &zs->threads[k];
+    for (uint32_t k = 0; t && k < z->npend; k++) {
+      const spy_zone_span *sp =
+          z->pending[k].abs >= t->first
+              ? spy_zone_thread_span(t,
+                                     (uint32_t)(z->pending[k].abs - t->first))
+              : NULL;
+      if (!sp)
+        continue;
+      spy_zone_span cut = *sp;
+      if (!cut.end_ns) {
+        cut.end_ns =
+            zs->latest_ns > cut.start_ns ? zs->latest_ns : cut.start_ns;
+        cut.flags |= SPY_ZONE_SPAN_CUT;
+      }
+      slice_row(s, st, z, &cut, z->pending[k].id, z->pending[k].parent);
+    }
+    z->npend = 0;
+  }
+}
+
+static void end_source(source *s, int64_t now) {
+  if (!s->live)
+    return;
+  close_open(s, spy_consumer_state(s->c));
+  rec_row r;
+  for (uint32_t i = 0; i < s->nthr; i++) {
+    if (s->thr[i].ended)
+      continue;
+    s->thr[i].ended = 1;
+    row_init(&r, S_THREAD_END);
+    cint(&r, now);
+    cint(&r, s->thr[i].utid);
+    push(s->r, &r);
+  }
+  row_init(&r, S_PROCESS_END);
+  cint(&r, now);
+  cint(&r, s->upid);
+  push(s->r, &r);
+  s->live = 0;
+}
+
+static void reset_provider(source *s) {
+  for (uint32_t i = 0; i < s->nthr; i++)
+    free(s->thr[i].pending);
+  free(s->thr);
+  s->thr = NULL;
+  s->nthr = 0;
+  for (uint32_t i = 0; i < s->ntracks; i++)
+    free(s->tracks[i].name);
+  s->ntracks = 0;
+  free(s->loc_seen);
+  s->loc_seen = NULL;
+  s->have_frame = 0;
+  s->msgprof_seen = 0;
+  memset(s->health_last, 0xff, sizeof s->health_last);
+}
+
+static void begin_provider(source *s, const spy_state *st, int64_t now) {
+  /* a provider that replaced another (no ID given): the state holds the
+   * new one's spans now, the old one's open zones are lost */
+  for (uint32_t i = 0; i < s->nthr; i++)
+    s->thr[i].npend = 0;
+  end_source(s, now);
+  reset_provider(s);
+  s->provider_id = st->provider.id;
+  s->upid = new_id(s->r);
+  s->live = 1;
+  s->frames_lost_seen = st->frames_lost;
+  int64_t set = new_id(s->r);
+  s->args_set = set;
+  s->clock_seen = st->clock_syncs;
+  char idhex[20];
+  snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)st->provider.id);
+  rec_row r;
+  row_init(&r, S_PROCESS);
+  cint(&r, s->upid);
+  cint(&r, st->provider.pid);
+  ctext(&r, idhex);
+  ctext(&r, st->provider_name);
+  cint(&r, now);
+  cint(&r, st->clock_offset_ns);
+  cint(&r, set);
+  push(s->r, &r);
+  arg_row(s, set, "provider.kind", st->provider.kind, NULL);
+  arg_row(s, set, "provider.start_ms", (int64_t)st->provider.start_ms, NULL);
+  arg_row(s, set, "clock.synced", st->clock_synced, NULL);
+  arg_row(s, set, "clock.rtt_ns", st->clock_rtt_ns, NULL);
+}
+
+static double value_real(const spy_value *v, int *ok) {
+  *ok = 1;
+  switch (v->kind) {
+  case SPY_VAL_FLOAT:
+  case SPY_VAL_FLOAT2:
+  case SPY_VAL_FLOAT3:
+  case SPY_VAL_FLOAT4: return v->v.f[0];
+  case SPY_VAL_UINT:
+  case SPY_VAL_BITS: return (double)v->v.u;
+  case SPY_VAL_INT: return (double)v->v.i;
+  case SPY_VAL_BOOL: return v->v.b;
+  default: *ok = 0; return 0;
+  }
+}
+
+static void on_delta(source *s, const spy_section *sec, const char *src,
+                     int64_t now) {
+  spy_delta_iter it;
+  if (spy_get_delta(sec, &it) < 0)
+    return;
+  spy_delta_entry e;
+  while (spy_delta_next(&it, &e)) {
+    rec_row r;
+    row_init(&r, S_VALUE);
+    cint(&r, s->upid);
+    cint(&r, now);
+    ctext(&r, src);
+    ctextn(&r, e.key, e.key_len);
+    ctext(&r, spy_value_kind_name(e.value.kind));
+    ctext(&r, e.state == SPY_DELTA_SET       ? "set"
+              : e.state == SPY_DELTA_CLEARED ? "cleared"
+                                             : "meta");
+    const spy_value *v = &e.value;
+    int ok;
+    double x = value_real(v, &ok);
+    if (e.state != SPY_DELTA_SET)
+      ok = 0;
+    char buf[128];
+    if (e.state == SPY_DELTA_SET &&
+        (v->kind == SPY_VAL_UINT || v->kind == SPY_VAL_BITS))
+      cint(&r, (int64_t)v->v.u);
+    else if (e.state == SPY_DELTA_SET && v->kind == SPY_VAL_INT)
+      cint(&r, v->v.i);
+    else if (e.state == SPY_DELTA_SET && v->kind == SPY_VAL_BOOL)
+      cint(&r, v->v.b);
+    else
+      cnull(&r);
+    if (ok)
+      cdbl(&r, x);
+    else
+      cnull(&r);
+    if (e.state == SPY_DELTA_SET &&
+        (v->kind == SPY_VAL_STRING || v->kind == SPY_VAL_BLOB)) {
+      ctextn(&r, v->v.s.ptr, v->v.s.len);
+    } else if (e.state == SPY_DELTA_SET && v->kind >= SPY_VAL_FLOAT2 &&
+               v->kind <= SPY_VAL_FLOAT4) {
+      int k = v->kind - SPY_VAL_FLOAT2 + 2;
+      int o = 0;
+      for (int i = 0; i < k; i++)
+        o += snprintf(buf + o, sizeof buf - (size_t)o, "%s%.9g", i ? "," : "",
+                      v->v.f[i]);
+      ctext(&r, buf);
+    } else {
+      cnull(&r);
+    }
+    push(s->r, &r);
+    if (ok && strcmp(src, "registry") == 0) {
+      char tn[SPY_KEY_MAX + 16];
+      int k = v->kind >= SPY_VAL_FLOAT2 && v->kind <= SPY_VAL_FLOAT4
+                  ? v->kind - SPY_VAL_FLOAT2 + 2
+                  : 1;
+      for (int i = 0; i < k; i++) {
+        if (k == 1)
+          snprintf(tn, sizeof tn, "%.*s", (int)e.key_len, e.key);
+        else
+          snprintf(tn, sizeof tn, "%.*s.%c", (int)e.key_len, e.key, "xyzw"[i]);
+        counter_row(s, now, track_for(s, tn, "counter", NULL),
+                    k == 1 ? x : v->v.f[i]);
+      }
+    }
+  }
+}
+
+static const char *const health_names[SPY_HEALTH_FIELD_COUNT] = {
+    "health.frames_posted",   "health.bytes_posted",
+    "health.flushes_dropped", "health.samples_dropped",
+    "health.frames_lost",     "health.subscribers",
+    "health.pool_small_free", "health.pool_medium_free",
+    "health.pool_large_free"};
+
+/* The time of frame `frame`: its zone frame marker if the state has it,
+ * else back from now by the frames after it at their fps. */
+static int64_t frame_ts(const spy_state *st, uint64_t frame, int64_t est) {
+  for (uint32_t age = 0; age < st->zones.n_frames; age++) {
+    uint64_t f, start, end;
+    if (!spy_state_zone_frame(st, age, &f, &start, &end))
+      break;
+    if (f == frame)
+      return spy_state_zone_local_ns(st, start);
+    if (f < frame)
+      break;
+  }
+  return est;
+}
+
+static void on_stats(source *s, const spy_section *sec, const spy_state *st,
+                     int64_t now) {
+  spy_stats_batch b;
+  if (spy_get_stats(sec, &b) < 0 || b.count == 0)
+    return;
+  if (s->have_frame && b.start_frame > s->last_frame + 1) {
+    uint64_t gap = b.start_frame - s->last_frame - 1;
+    s->r->samples_lost += gap;
+    loss_row(s, now, "samples", gap);
+  }
+  int64_t est = now;
+  int64_t ts[SPY_STATS_MAX_SAMPLES];
+  for (uint32_t k = b.count; k-- > 0;) {
+    ts[k] = est;
+    double fps = spy_stats_fps_x10(&b, k) / 10.0;
+    est -= fps > 0.5 ? (int64_t)(1e9 / fps) : 16666667;
+  }
+  uint32_t nc = b.n_counters < SPY_STATS_MAX_COUNTERS ? b.n_counters
+                                                      : SPY_STATS_MAX_COUNTERS;
+  int64_t ctrack[SPY_STATS_MAX_COUNTERS];
+  for (uint32_t c = 0; c < nc; c++) {
+    char tn[SPY_KEY_MAX + 16];
+    if (c < st->n_counters && st->counter_names[c][0])
+      snprintf(tn, sizeof tn, "%s", st->counter_names[c]);
+    else
+      snprintf(tn, sizeof tn, "counter%u", c);
+    ctrack[c] = track_for(s, tn, "counter", "count");
+  }
+  for (uint32_t i = 0; i < b.count; i++) {
+    uint64_t fno = b.start_frame + i;
+    if (s->have_frame && fno <= s->last_frame)
+      continue; /* a resent sample */
+    int64_t t = frame_ts(st, fno, ts[i]);
+    rec_row r;
+    row_init(&r, S_FRAME);
+    cint(&r, s->upid);
+    cint(&r, (int64_t)fno);
+    cint(&r, t);
+    cdbl(&r, spy_stats_cpu_x100(&b, i) / 100.0);
+    uint16_t g = spy_stats_gpu_x100(&b, i);
+    if (g == SPY_GPU_NONE)
+      cnull(&r);
+    else
+      cdbl(&r, g / 100.0);
+    cdbl(&r, spy_stats_fps_x10(&b, i) / 10.0);
+    push(s->r, &r);
+    for (uint32_t c = 0; c < nc; c++)
+      counter_row(s, t, ctrack[c], spy_stats_counter(&b, c, i));
+    s->last_frame = fno;
+    s->have_frame = 1;
+  }
+}
+
+static zthr *thread_for(source *s, const spy_zone_thread *t) {
+  for (uint32_t i = 0; i < s->nthr; i++)
+    if (s->thr[i].thread == t->thread)
+      return &s->thr[i];
+  zthr *n = realloc(s->thr, (s->nthr + 1) * sizeof *n);
+  if (!n)
+    return NULL;
+  s->thr = n;
+  zthr *z = &s->thr[s->nthr++];
+  memset(z, 0, sizeof *z);
+  z->thread = t->thread;
+  z->utid = new_id(s->r);
+  z->next = t->first;
+  snprintf(z->name, sizeof z->name, "%s", t->name);
+  rec_row r;
+  row_init(&r, S_THREAD);
+  cint(&r, z->utid);
+  cint(&r, s->upid);
+  cint(&r, t->os_tid);
+  cint(&r, t->thread);
+  ctext(&r, t->name[0] ? t->name : NULL);
+  push(s->r, &r);
+  z->track = new_id(s->r);
+  row_init(&r, S_TRACK);
+  cint(&r, z->track);
+  ctext(&r, t->name[0] ? t->name : "thread");
+  ctext(&r, "thread");
+  cint(&r, s->upid);
+  cint(&r, z->utid);
+  cnull(&r);
+  push(s->r, &r);
+  return z;
+}
+
+static void slice_row(source *s, const spy_state *st, zthr *z,
+                      const spy_zone_span *sp, int64_t id, int64_t parent) {
+  const spy_zone_location *l = spy_state_zone_loc(st, sp->loc);
+  rec_row r;
+  row_init(&r, S_SLICE);
+  cint(&r, id);
+  cint(&r, spy_state_zone_local_ns(st, sp->start_ns));
+  cint(&r, (int64_t)(sp->end_ns - sp->start_ns));
+  cint(&r, z->track);
+  ctext(&r, l && l->name ? l->name : "?");
+  cint(&r, sp->depth);
+  if (parent)
+    cint(&r, parent);
+  else
+    cnull(&r);
+  cint(&r, sp->loc);
+  cint(&r, sp->flags);
+  push(s->r, &r);
+}
+
+static void on_zones(source *s, const spy_state *st, int64_t now) {
+  const spy_zone_state *zs = &st->zones;
+  /* new locations */
+  if (zs->n_locs > s->n_locs_seen || !s->loc_seen) {
+    uint8_t *seen = realloc(s->loc_seen, zs->n_locs + 1);
+    if (!seen)
+      return;
+    if (!s->loc_seen)
+      s->n_locs_seen = 0;
+    memset(seen + s->n_locs_seen, 0, zs->n_locs + 1 - s->n_locs_seen);
+    s->loc_seen = seen;
+    s->n_locs_seen = zs->n_locs;
+  }
+  for (uint32_t i = 0; i < zs->n_locs; i++) {
+    const spy_zone_location *l = zs->locs[i];
+    if (!l || s->loc_seen[i])
+      continue;
+    s->loc_seen[i] = 1;
+    rec_row r;
+    row_init(&r, S_ZONE_LOC);
+    cint(&r, s->upid);
+    cint(&r, l->id);
+    ctext(&r, l->name);
+    ctext(&r, l->function);
+    ctext(&r, l->file);
+    cint(&r, l->line);
+    cint(&r, l->color);
+    push(s->r, &r);
+  }
+  for (uint32_t ti = 0; ti < zs->n_threads; ti++) {
+    const spy_zone_thread *t = &zs->threads[ti];
+    zthr *z = thread_for(s, t);
+    if (!z)
+      continue;
+    if (t->name[0] && strcmp(z->name, t->name) != 0) {
+      snprintf(z->name, sizeof z->name, "%s", t->name);
+      rec_row r;
+      row_init(&r, S_THREAD);
+      cint(&r, z->utid);
+      cint(&r, s->upid);
+      cint(&r, t->os_tid);
+      cint(&r, t->thread);
+      ctext(&r, t->name);
+      push(s->r, &r);
+    }
+    /* spans that were open last time */
+    for (uint32_t i = 0; i < z->npend;) {
+      pend *p = &z->pending[i];
+      const spy_zone_span *sp =
+          p->abs >= t->first
+              ? spy_zone_thread_span(t, (uint32_t)(p->abs - t->first))
+              : NULL;
+      if (!sp || sp->end_ns) {
+        if (sp)
+          slice_row(s, st, z, sp, p->id, p->parent);
+        else
+          loss_row(s, now, "spans", 1); /* left the ring while open */
+        z->pending[i] = z->pending[--z->npend];
+      } else {
+        i++;
+      }
+    }
+    if (z->next < t->first) {
+      loss_row(s, now, "spans", t->first - z->next);
+      z->next = t->first;
+    }
+    for (; z->next < t->first + t->n; z->next++) {
+      const spy_zone_span *sp =
+          spy_zone_thread_span(t, (uint32_t)(z->next - t->first));
+      if (!sp)
+        break;
+      int64_t id = new_id(s->r);
+      uint32_t d =
+          sp->depth < SPY_ZONE_DEPTH_MAX ? sp->depth : SPY_ZONE_DEPTH_MAX - 1;
+      int64_t parent = d ? z->stack[d - 1] : 0;
+      z->stack[d] = id;
+      if (sp->end_ns) {
+        slice_row(s, st, z, sp, id, parent);
+      } else {
+        if (!z->pending)
+          z->pending = malloc(MAX_PENDING * sizeof *z->pending);
+        if (z->pending && z->npend < MAX_PENDING)
+          z->pending[z->npend++] = (pend){z->next, id, parent};
+        else
+          loss_row(s, now, "spans", 1);
+      }
+    }
+    if (t->gone && !z->ended && z->npend == 0) {
+      z->ended = 1;
+      rec_row r;
+      row_init(&r, S_THREAD_END);
+      cint(&r, now);
+      cint(&r, z->utid);
+      push(s->r, &r);
+    }
+  }
+}
+
+static void on_msgprof(source *s, const spy_state *st, int64_t now) {
+  const spy_state_msgprof *m = &st->msgprof;
+  if (!m->updated_ms || m->updated_ms == s->msgprof_seen)
+    return;
+  s->msgprof_seen = m->updated_ms;
+  for (uint32_t i = 0; i < m->n; i++) {
+    const spy_state_msgprof_row *w = &m->rows[i];
+    rec_row r;
+    row_init(&r, S_MSGPROF);
+    cint(&r, s->upid);
+    cint(&r, now);
+    cint(&r, w->type);
+    cint(&r, (int64_t)w->count);
+    cint(&r, (int64_t)w->errors);
+    cint(&r, (int64_t)w->bytes);
+    cdbl(&r, w->msgs_per_s);
+    cdbl(&r, w->bytes_per_s);
+    cint(&r, (int64_t)w->encode.p50_ns);
+    cint(&r, (int64_t)w->encode.p99_ns);
+    cint(&r, (int64_t)w->post.p50_ns);
+    cint(&r, (int64_t)w->post.p99_ns);
+    push(s->r, &r);
+  }
+}
+
+static void on_data(void *user, const spy_frame *f, const spy_state *st) {
+  source *s = user;
+  int64_t now = mono_ns();
+  if (!s->live || st->provider.id != s->provider_id)
+    begin_provider(s, st, now);
+  s->r->frames++;
+  s->r->bytes += f->len;
+  if (st->clock_syncs != s->clock_seen && st->clock_synced) {
+    /* a sync finished after the process row: its offset, and the round
+     * trip it came from */
+    s->clock_seen = st->clock_syncs;
+    rec_row r;
+    row_init(&r, S_PROCESS_CLOCK);
+    cint(&r, st->clock_offset_ns);
+    cint(&r, s->upid);
+    push(s->r, &r);
+    arg_row(s, s->args_set, "clock.synced_rtt_ns", st->clock_rtt_ns, NULL);
+  }
+  if (st->frames_lost > s->frames_lost_seen) {
+    uint64_t n = st->frames_lost - s->frames_lost_seen;
+    s->r->frames_lost += n;
+    loss_row(s, now, "frames", n);
+    s->frames_lost_seen = st->frames_lost;
+  }
+  size_t cur = 0;
+  spy_section sec;
+  while (spy_frame_next_section(f, &cur, &sec) == 1) {
+    switch (sec.id) {
+    case SPY_SEC_STATS: on_stats(s, &sec, st, now); break;
+    case SPY_SEC_ENV: on_delta(s, &sec, "env", now); break;
+    case SPY_SEC_REGISTRY: on_delta(s, &sec, "registry", now); break;
+    case SPY_SEC_BUFFERS: on_delta(s, &sec, "buffers", now); break;
+    case SPY_SEC_HEALTH: {
+      uint64_t h[SPY_HEALTH_FIELD_COUNT];
+      memset(h, 0, sizeof h);
+      if (spy_get_health(&sec, h, SPY_HEALTH_FIELD_COUNT) < 0)
+        break;
+      for (int i = 0; i < SPY_HEALTH_FIELD_COUNT; i++) {
+        if (h[i] == s->health_last[i])
+          continue;
+        s->health_last[i] = h[i];
+        counter_row(s, now, track_for(s, health_names[i], "counter", NULL),
+                    (double)h[i]);
+      }
+      break;
+    }
+    default: break;
+    }
+  }
+  if (spy_frame_find_section(f, SPY_SEC_ZONES, &sec))
+    on_zones(s, st, now);
+  if (spy_frame_find_section(f, SPY_SEC_MSGPROF, &sec))
+    on_msgprof(s, st, now);
+}
+
+/* ---- sources ------------------------------------------------------------ */
+static void *source_main(void *arg) {
+  source *s = arg;
+  while (!s->r->stop) {
+    int rc = spy_consumer_poll(s->c, 50);
+    const spy_state *st = spy_consumer_state(s->c);
+    s->connected = st->conn == SPY_CONN_CONNECTED;
+    if (rc < 0)
+      usleep(50000); /* a channel error: do not spin */
+    if (rc < 0 || (s->live && (st->conn == SPY_CONN_LOST ||
+                               st->conn == SPY_CONN_SEARCHING))) {
+      end_source(s, mono_ns());
+      if (s->r->d.all)
+        break; /* that provider is gone; discovery adds new ones */
+    }
+  }
+  end_source(s, mono_ns());
+  s->connected = 0;
+  s->done = 1;
+  return NULL;
+}
+
+int spy_recorder_add(spy_recorder *r, const char *want) {
+  if (r->nsrc == MAX_SOURCES)
+    return SPY_ENOSPC;
+  source *s = calloc(1, sizeof *s);
+  if (!s)
+    return SPY_ENOMEM;
+  s->r = r;
+  if (want) {
+    snprintf(s->want, sizeof s->want, "%s", want);
+    s->has_want = 1;
+  }
+  memset(s->health_last, 0xff, sizeof s->health_last);
+  spy_consumer_desc cd = {0};
+  cd.want = s->has_want ? s->want : NULL;
+  cd.features = r->d.features;
+  cd.dir = r->d.dir;
+  cd.connect = r->d.connect;
+  cd.token = r->d.token;
+  cd.remote = r->d.remote;
+  cd.history = 64;
+  cd.zone_frames = SPY_ZONE_FRAMES_MAX - 1;
+  cd.zone_spans = 1u << 18;
+  cd.recv_bytes = SPY_FRAME_MAX;
+  cd.on_data = on_data;
+  cd.on_data_user = s;
+  int rc = spy_consumer_create(&s->c, &cd);
+  if (rc < 0) {
+    free(s);
+    return rc;
+  }
+  if (pthread_create(&s->thread, NULL, source_main, s) != 0) {
+    spy_consumer_destroy(s->c);
+    free(s);
+    return SPY_ENOMEM;
+  }
+  s->started = 1;
+  r->src[r->nsrc++] = s;
+  return 0;
+}
+
+static void source_free(source *s) {
+  if (!s)
+    return;
+  if (s->started)
+    pthread_join(s->thread, NULL);
+  spy_consumer_destroy(s->c);
+  reset_provider(s);
+  free(s->tracks);
+  free(s);
+}
+
+/* ---- discovery for --all ------------------------------------------------ */
+static int seen_id(spy_recorder *r, uint64_t id) {
+  for (uint32_t i = 0; i < r->nseen; i++)
+    if (r->seen_ids[i] == id)
+      return 1;
+  return 0;
+}
+
+static int post_query(spy_recorder *r) {
+  uint8_t buf[64];
+  spy_frame_writer w;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int rc = spy_frame_start(&w, buf, sizeof buf, SPY_MSG_PROVIDER_QUERY,
+                           (uint64_t)ts.tv_sec * 1000u, 0, 0);
+  if (rc < 0)
+    return rc;
+  spy_put_peer(&w, (uint64_t)mono_ns() ^ ((uint64_t)getpid() << 40), 0);
+  rc = spy_frame_finish(&w);
+  if (rc < 0)
+    return rc;
+  return spy_channel_post(r->disc, buf, (size_t)rc);
+}
+
+int spy_recorder_step(spy_recorder *r, int wait_ms) {
+  if (!r->d.all) {
+    usleep((useconds_t)wait_ms * 1000u);
+    return 0;
+  }
+  if (!r->disc) {
+    spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .dir = r->d.dir};
+    int rc = spy_channel_open(&r->disc, &cd);
+    if (rc < 0)
+      return rc;
+    r->disc_buf = malloc(4096);
+    if (!r->disc_buf)
+      return SPY_ENOMEM;
+  }
+  int64_t now = mono_ns();
+  if (now >= (int64_t)r->next_query_ns) {
+    post_query(r); /* announces answer it; new providers announce too */
+    r->next_query_ns = (uint64_t)now + 2000000000ull;
+  }
+  spy_recv_info info;
+  int n = spy_channel_recv(r->disc, r->disc_buf, 4096, wait_ms, &info);
+  while (n > 0 || n == SPY_ENOBUFS) {
+    spy_frame f;
+    spy_section sec;
+    spy_provider_info p;
+    if (n > 0 && spy_frame_decode(r->disc_buf, (size_t)n, &f, NULL) == 0 &&
+        f.type == SPY_MSG_PROVIDER_ANNOUNCE &&
+        spy_frame_find_section(&f, SPY_SEC_PROVIDER, &sec) &&
+        spy_get_provider(&sec, &p) == 0 && !seen_id(r, p.id) &&
+        r->nseen < sizeof r->seen_ids / sizeof r->seen_ids[0]) {
+      r->seen_ids[r->nseen++] = p.id;
+      char idhex[20];
+      snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)p.id);
+      spy_recorder_add(r, idhex);
+    }
+    n = spy_channel_recv(r->disc, r->disc_buf, 4096, 0, &info);
+  }
+  return 0;
+}
+
+/* ---- create / destroy ---------------------------------------------------- */
+int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
+  *out = NULL;
+  if (!d || !d->db || !*d->db || (d->all && d->connect))
+    return SPY_EINVAL;
+  spy_recorder *r = calloc(1, sizeof *r);
+  if (!r)
+    return SPY_ENOMEM;
+  r->d = *d;
+  if (!r->d.features)
+    r->d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
+                    SPY_FEAT_HEALTH | SPY_FEAT_MSGPROF | SPY_FEAT_ZONES;
+  r->cap = d->queue_rows ? d->queue_rows : 131072;
+  int pg = d->pg || strncmp(d->db, "postgres://", 11) == 0 ||
+           strncmp(d->db, "postgresql://", 13) == 0;
+  r->ops = pg ? &spy__rec_pg : &spy__rec_sqlite;
+  r->next_id = 1;
+  r->q = malloc((size_t)r->cap * sizeof *r->q);
+  if (!r->q) {
+    free(r);
+    return SPY_ENOMEM;
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+  r->start_ns = mono_ns();
+  r->db = r->ops->open(d->db, d->args, r->start_ns, &r->rec_id);
+  if (!r->db) {
+    free(r->q);
+    free(r);
+    return pg ? SPY_EIO : (access(d->db, F_OK) == 0 ? SPY_EEXIST : SPY_EIO);
+  }
+  if (pthread_create(&r->writer, NULL, writer_main, r) != 0) {
+    r->ops->close(r->db, 0);
+    free(r->q);
+    free(r);
+    return SPY_ENOMEM;
+  }
+  r->writer_started = 1;
+  *out = r;
+  return 0;
+}
+
+void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *o) {
+  memset(o, 0, sizeof *o);
+  o->frames = r->frames;
+  o->rows = r->rows;
+  o->rows_lost = r->rows_lost;
+  o->batches = r->batches;
+  o->bytes = r->bytes;
+  o->samples_lost = r->samples_lost;
+  o->frames_lost = r->frames_lost;
+  o->sources = r->nsrc;
+  for (uint32_t i = 0; i < r->nsrc; i++)
+    if (r->src[i]->connected)
+      o->connected++;
+  o->recording_id = r->rec_id;
+  o->error = r->error;
+}
+
+int spy_recorder_destroy(spy_recorder *r) {
+  if (!r)
+    return 0;
+  r->stop = 1;
+  for (uint32_t i = 0; i < r->nsrc; i++)
+    source_free(r->src[i]);
+  pthread_mutex_lock(&r->mu);
+  r->stop_writer = 1;
+  pthread_cond_signal(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  if (r->writer_started)
+    pthread_join(r->writer, NULL);
+  int rc = r->error;
+  int crc = r->ops->close(r->db, mono_ns());
+  if (!rc)
+    rc = crc;
+  for (uint32_t i = 0; i < r->n; i++)
+    row_free(&r->q[(r->head + i) % r->cap]);
+  if (r->disc)
+    spy_channel_close(r->disc);
+  free(r->disc_buf);
+  free(r->q);
+  pthread_mutex_destroy(&r->mu);
+  pthread_cond_destroy(&r->cv);
+  free(r);
+  return rc;
+}

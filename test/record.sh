@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# record.sh — `spyglass record`, `export` and `diff` against real processes:
+# `spyglass demo --headless` and test/rec_provider recorded into SQLite
+# files and into a PostgreSQL server this script starts (trace_lib.sh);
+# exports decoded with protoc against Perfetto's published
+# perfetto_trace.proto (test/fixtures) and read by Chrome DevTools' trace
+# engine (@paulirish/trace_engine, installed from npm into a scratch dir).
+#
+# usage: record.sh SPYGLASS REC_PROVIDER [CASE…]
+#   cases: sqlite kill all pg export diff remote (default: all of them)
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/trace_lib.sh"
+SPY=$1
+PROV=$2
+shift 2
+CASES=${*:-sqlite kill all pg export diff remote}
+
+WORK=$(mktemp -d /tmp/spy-rec-XXXXXX)
+export SPYGLASS_DIR=$WORK/bus
+mkdir -m 700 "$SPYGLASS_DIR"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  pg_cleanup
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+q() { sqlite3 -batch -noheader "$1" "$2"; }
+
+# wait_until SECONDS CMD…: polls CMD every 0.1 s until it succeeds
+wait_until() {
+  local t=$1 end
+  shift
+  end=$(($(date +%s) + t))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || return 1
+    sleep 0.1
+  done
+}
+
+provider_up() { # NAME: an `ls` line names it
+  "$SPY" ls --wait 200 | grep -q -- "$1"
+}
+
+TABLES="recording process thread track slice counter args frame value zone_loc msgprof"
+
+check_tables() { # DB: every table has rows
+  local t n
+  for t in $TABLES; do
+    n=$(q "$1" "SELECT count(*) FROM $t")
+    [ "$n" -gt 0 ] || fail "$1: table $t is empty"
+  done
+}
+
+check_contiguous() { # DB: frame numbers contiguous per process except loss
+  local bad
+  bad=$(q "$1" "SELECT p.upid FROM process p WHERE
+      (SELECT max(frame) - min(frame) + 1 - count(*) FROM frame f
+        WHERE f.upid = p.upid) >
+      (SELECT coalesce(sum(count), 0) FROM loss l
+        WHERE l.upid = p.upid AND l.what = 'samples')")
+  [ -z "$bad" ] || fail "$1: frame numbers have gaps without loss (upid $bad)"
+}
+
+case_sqlite() {
+  echo "== sqlite: demo recorded; tables, frames, values as a consumer saw them"
+  "$SPY" demo --headless --seconds 12 --name rec-demo >"$WORK/demo.log" 2>&1 &
+  local demo=$!
+  PIDS+=($demo)
+  wait_until 20 provider_up rec-demo || fail "demo did not announce"
+  "$SPY" record rec-demo -o "$WORK/run.db" -s 5 2>"$WORK/rec.log" &
+  local rec=$!
+  # a consumer in the same run, after the recorder has started
+  wait_until 20 test -s "$WORK/run.db" || fail "no recording file"
+  sleep 1.5
+  "$SPY" top rec-demo --once --json >"$WORK/top.json" || fail "top --once"
+  wait $rec || { cat "$WORK/rec.log"; fail "record exited $?"; }
+  check_tables "$WORK/run.db"
+  check_contiguous "$WORK/run.db"
+  [ "$(q "$WORK/run.db" "PRAGMA integrity_check")" = ok ] || fail "integrity"
+  # the consumer's view against the recording
+  python3 - "$WORK/top.json" "$WORK/run.db" <<'EOF' || fail "values differ"
+import json, sqlite3, sys
+top = json.load(open(sys.argv[1]))
+db = sqlite3.connect(sys.argv[2])
+pid, = db.execute("SELECT provider_id FROM process").fetchone()
+assert pid == top["provider"]["id"], (pid, top["provider"]["id"])
+f = top["last_frame"]
+row = db.execute("SELECT cpu_ms, fps FROM frame WHERE frame = ?", (f,)).fetchone()
+assert row, f"frame {f} not recorded"
+assert abs(row[0] - top["cpu_history"][-1]) < 1e-6, (row, top["cpu_history"][-1])
+assert abs(row[1] - top["fps"]) < 0.051, (row, top["fps"])
+for name, v in top["counters"].items():
+    r = db.execute("""SELECT c.value FROM counter c JOIN track t ON t.id =
+        c.track_id JOIN frame fr ON fr.ts = c.ts AND fr.upid = t.upid
+        WHERE t.name = ? AND fr.frame = ?""", (name, f)).fetchone()
+    assert r and r[0] == v, (name, r, v)
+for name, v in top["env"].items():
+    if name.startswith("memory."):
+        continue  # sampled: changes during the run
+    r = db.execute("""SELECT kind, int_value, real_value, string_value FROM
+        value WHERE source = 'env' AND name = ? ORDER BY ts DESC LIMIT 1""",
+        (name,)).fetchone()
+    assert r, name
+    got = {"string": r[3], "bool": bool(r[1]) if r[1] is not None else None,
+           "uint": r[1], "int": r[1], "float": r[2]}.get(r[0], r[3])
+    assert got == v, (name, got, v)
+n = db.execute("SELECT count(*) FROM slice WHERE parent_id IS NOT NULL AND "
+               "parent_id NOT IN (SELECT id FROM slice)").fetchone()[0]
+assert n == 0, f"{n} slices with a parent that is not recorded"
+n = db.execute("""SELECT count(*) FROM slice c JOIN slice p ON p.id =
+    c.parent_id WHERE c.depth != p.depth + 1 OR c.ts < p.ts OR
+    c.ts + c.dur > p.ts + p.dur""").fetchone()[0]
+assert n == 0, f"{n} children outside their parent"
+print("  consumer and recording agree on frame", f)
+EOF
+  cp "$WORK/run.db" "$WORK/demo.db"
+  kill $demo 2>/dev/null
+  wait $demo 2>/dev/null # (the next cases record every provider)
+}
+
+frames_over() { # DB N: more than N frames committed
+  local n
+  [ -f "$1" ] || return 1 # (the sqlite3 shell would create it)
+  n=$(sqlite3 -readonly "$1" "SELECT count(*) FROM frame" 2>/dev/null)
+  [ "${n:-0}" -gt "$2" ]
+}
+
+case_kill() {
+  echo "== kill: SIGKILL of the recorder keeps every committed batch"
+  "$SPY" demo --headless --seconds 20 --name rec-kill >/dev/null 2>&1 &
+  local demo=$!
+  PIDS+=($demo)
+  wait_until 20 provider_up rec-kill || fail "demo did not announce"
+  "$SPY" record rec-kill -o "$WORK/kill.db" 2>/dev/null &
+  local rec=$!
+  wait_until 30 frames_over "$WORK/kill.db" 100 || fail "no frames committed"
+  sleep 1
+  local seen
+  seen=$(q "$WORK/kill.db" "SELECT count(*) FROM frame")
+  kill -KILL $rec
+  wait $rec 2>/dev/null
+  [ "$(q "$WORK/kill.db" "PRAGMA integrity_check")" = ok ] || fail "integrity after SIGKILL"
+  local after
+  after=$(q "$WORK/kill.db" "SELECT count(*) FROM frame")
+  [ "$after" -ge "$seen" ] || fail "committed frames lost: $seen before, $after after"
+  echo "  $seen frames seen committed before the kill, $after in the file"
+  # SIGINT / SIGTERM: a clean stop, everything committed, the file whole
+  local sig
+  for sig in INT TERM; do
+    "$SPY" record rec-kill -o "$WORK/$sig.db" 2>"$WORK/$sig.log" &
+    rec=$!
+    wait_until 30 frames_over "$WORK/$sig.db" 50 || fail "SIG$sig: no frames"
+    kill -$sig $rec
+    wait $rec || { cat "$WORK/$sig.log"; fail "SIG$sig: exit $?"; }
+    [ ! -e "$WORK/$sig.db-wal" ] || fail "SIG$sig: WAL left beside the file"
+    [ "$(q "$WORK/$sig.db" "SELECT count(*) FROM recording WHERE ended_ns > started_ns")" = 1 ] ||
+      fail "SIG$sig: recording not ended"
+    [ "$(q "$WORK/$sig.db" "SELECT count(*) FROM process WHERE end_ts IS NULL")" = 0 ] ||
+      fail "SIG$sig: process track not ended"
+    [ "$(q "$WORK/$sig.db" "PRAGMA integrity_check")" = ok ] || fail "SIG$sig: integrity"
+  done
+  # usage errors exit 2 naming the problem
+  "$SPY" record -o "$WORK/INT.db" -s 1 2>"$WORK/exists.log"
+  [ $? = 2 ] && grep -q exists "$WORK/exists.log" || fail "an existing file: exit 2 naming it"
+  "$SPY" record --features stats,bogus -s 1 -o "$WORK/x.db" 2>"$WORK/feat.log"
+  [ $? = 2 ] && grep -q bogus "$WORK/feat.log" || fail "a bad feature: exit 2 naming it"
+  "$SPY" export "$WORK/INT.db" -f svg -o "$WORK/x.svg" 2>/dev/null
+  [ $? = 2 ] || fail "export -f svg: exit 2 wanted"
+  kill $demo 2>/dev/null
+  wait $demo 2>/dev/null
+}
+
+case_all() {
+  echo "== all: two providers (one joins later, one dies mid-recording)"
+  "$PROV" rec-a 9 100 300 100 0 >/dev/null &
+  PIDS+=($!)
+  wait_until 20 provider_up rec-a || fail "rec-a did not announce"
+  # (nothing else of this script is running now: --all takes every one)
+  "$SPY" record --all -o "$WORK/all.db" -s 6 2>"$WORK/all.log" &
+  local rec=$!
+  sleep 1
+  "$PROV" rec-b 2 100 300 100 250 >/dev/null &
+  PIDS+=($!)
+  wait $rec || { cat "$WORK/all.log"; fail "record --all exited $?"; }
+  check_contiguous "$WORK/all.db"
+  local names
+  names=$(q "$WORK/all.db" "SELECT group_concat(name, ',') FROM (SELECT name FROM process ORDER BY name)")
+  [ "$names" = "rec-a,rec-b" ] || fail "processes: '$names'"
+  local u
+  for u in rec-a rec-b; do
+    [ "$(q "$WORK/all.db" "SELECT count(*) FROM slice s JOIN track t ON t.id = s.track_id JOIN process p ON p.upid = t.upid WHERE p.name = '$u'")" -gt 50 ] ||
+      fail "$u has no slices"
+  done
+  # rec-b answers clock syncs 250 ms ahead (its test hook)
+  local off
+  off=$(q "$WORK/all.db" "SELECT clock_offset_ns FROM process WHERE name = 'rec-b'")
+  [ "$off" -gt 200000000 ] && [ "$off" -lt 300000000 ] || fail "rec-b offset $off"
+  # rec-b ended mid-recording; rec-a went on after it
+  q "$WORK/all.db" "SELECT 1 FROM process b, frame f JOIN process a ON a.upid = f.upid
+      WHERE b.name = 'rec-b' AND a.name = 'rec-a' AND b.end_ts IS NOT NULL AND
+      f.ts > b.end_ts + 1000000000 LIMIT 1" | grep -q 1 ||
+    fail "rec-b's end or rec-a's frames after it missing"
+  echo "  both providers in one file, offsets $(q "$WORK/all.db" "SELECT group_concat(name || '=' || clock_offset_ns, ' ') FROM process")"
+}
+
+case_pg() {
+  echo "== pg: two recorders into one PostgreSQL database"
+  pg_start || fail "postgres did not start"
+  "$PROV" rec-pg 8 100 300 100 0 >/dev/null &
+  PIDS+=($!)
+  wait_until 20 provider_up rec-pg || fail "rec-pg did not announce"
+  "$SPY" record rec-pg --db "$PG_URI" -s 3 2>"$WORK/pg1.log" &
+  local r1=$!
+  "$SPY" record rec-pg --db "$PG_URI" -s 3 2>"$WORK/pg2.log" &
+  local r2=$!
+  wait $r1 || { cat "$WORK/pg1.log"; fail "pg recorder 1"; }
+  wait $r2 || { cat "$WORK/pg2.log"; fail "pg recorder 2"; }
+  [ "$(pg_sql "SELECT count(*) FROM recording WHERE ended_ns IS NOT NULL")" = 2 ] ||
+    fail "two ended recording rows wanted"
+  local t
+  for t in process thread track slice counter args frame value zone_loc msgprof; do
+    [ "$(pg_sql "SELECT count(DISTINCT recording_id) FROM $t")" = 2 ] ||
+      fail "pg table $t lacks rows of both recordings"
+  done
+  local gaps
+  gaps=$(pg_sql "SELECT recording_id FROM frame GROUP BY recording_id, upid
+      HAVING max(frame) - min(frame) + 1 - count(*) >
+      (SELECT coalesce(sum(count), 0) FROM loss l WHERE l.recording_id = frame.recording_id AND l.what = 'samples')")
+  [ -z "$gaps" ] || fail "pg frames have gaps without loss"
+  echo "  $(pg_sql "SELECT count(*) FROM slice") slices, $(pg_sql "SELECT count(*) FROM frame") frames in 2 recordings"
+}
+
+case_export() {
+  echo "== export: Perfetto decodes with protoc, Chrome JSON reads in DevTools' engine"
+  [ -f "$WORK/demo.db" ] || case_sqlite
+  command -v protoc >/dev/null || fail "protoc missing (scripts/deps.sh)"
+  "$SPY" export "$WORK/demo.db" -f perfetto -o "$WORK/t.pftrace" || fail "export perfetto"
+  protoc --proto_path="$HERE/fixtures" --decode=perfetto.protos.Trace \
+    perfetto_trace.proto <"$WORK/t.pftrace" >"$WORK/t.txt" || fail "protoc cannot decode the trace"
+  local slices begins ends counters
+  slices=$(q "$WORK/demo.db" "SELECT count(*) FROM slice")
+  begins=$(grep -c "type: TYPE_SLICE_BEGIN" "$WORK/t.txt")
+  ends=$(grep -c "type: TYPE_SLICE_END" "$WORK/t.txt")
+  counters=$(grep -c "type: TYPE_COUNTER" "$WORK/t.txt")
+  [ "$begins" = "$slices" ] && [ "$ends" = "$slices" ] ||
+    fail "perfetto: $begins begins, $ends ends for $slices slices"
+  local crows
+  crows=$(q "$WORK/demo.db" "SELECT (SELECT count(*) FROM counter) + (SELECT count(cpu_ms) + count(gpu_ms) + count(fps) FROM frame)")
+  [ "$counters" = "$crows" ] || fail "perfetto: $counters counter events for $crows values"
+  grep -q 'thread_name: "frame"' "$WORK/t.txt" || fail "perfetto: no frame thread"
+  grep -q 'process_name: "rec-demo"' "$WORK/t.txt" || fail "perfetto: no process"
+  [ "$(grep -c 'event_names {' "$WORK/t.txt")" = "$(q "$WORK/demo.db" "SELECT count(DISTINCT name) FROM slice")" ] ||
+    fail "perfetto: each slice name interned once per sequence wanted"
+  # --from/--to: a window holds fewer slices
+  "$SPY" export "$WORK/demo.db" -f perfetto -o "$WORK/w.pftrace" --from 1 --to 2 || fail "export window"
+  [ "$(stat -c %s "$WORK/w.pftrace")" -lt "$(stat -c %s "$WORK/t.pftrace")" ] || fail "window not smaller"
+  echo "  perfetto: $begins slices, $counters counter values decoded"
+
+  "$SPY" export "$WORK/demo.db" -f chrome -o "$WORK/t.json" || fail "export chrome"
+  local npmdir=$WORK/npm
+  mkdir -p "$npmdir"
+  (cd "$npmdir" && npm install --no-audit --no-fund --silent \
+    @paulirish/trace_engine@0.0.65 >"$npmdir/log" 2>&1) || { cat "$npmdir/log"; fail "npm install"; }
+  local frame_slices
+  frame_slices=$(q "$WORK/demo.db" "SELECT count(*) FROM slice s JOIN track t ON t.id = s.track_id WHERE t.name = 'frame'")
+  cat >"$npmdir/read.mjs" <<'EOF'
+// Reads a Chrome trace with DevTools' trace engine and prints what it saw.
+const [file, engine] = process.argv.slice(2);
+const {analyzeTrace} = await import(engine + '/analyze-trace.mjs');
+const {parsedTrace} = await analyzeTrace(file);
+const r = parsedTrace.data.Renderer;
+const threads = {};
+for (const p of r.processes.values())
+  for (const t of p.threads.values())
+    threads[t.name] = t.entries.length;
+const counters = new Set(parsedTrace.traceEvents.filter(e => e.ph === 'C')
+  .map(e => e.name));
+console.log(JSON.stringify({threads, counters: [...counters].sort()}));
+EOF
+  local got
+  got=$(cd "$npmdir" && node read.mjs "$WORK/t.json" "$npmdir/node_modules/@paulirish/trace_engine" 2>"$npmdir/err") ||
+    { cat "$npmdir/err"; fail "trace engine could not read the Chrome JSON"; }
+  python3 - "$got" "$frame_slices" <<'EOF' || fail "trace engine saw other slices/counters: $got"
+import json, sys
+got = json.loads(sys.argv[1])
+assert got["threads"].get("frame") == int(sys.argv[2]), got["threads"]
+assert "device" in got["threads"], got["threads"]
+for c in ("frame.cpu_ms", "frame.fps", "draws", "health.frames_posted"):
+    assert c in got["counters"], c
+EOF
+  echo "  chrome: trace engine read $got"
+}
+
+case_diff() {
+  echo "== diff: a slowed zone is a regression, the same run is not"
+  # base: one run recorded twice at the same time (two recordings of the
+  # same run: the same zones, whatever the load on the machine)
+  "$PROV" rec-base 5 100 400 200 0 >/dev/null &
+  local p=$!
+  PIDS+=($p)
+  wait_until 20 provider_up rec-base || fail "rec-base did not announce"
+  "$SPY" record rec-base -o "$WORK/base.db" -s 3.5 --features stats,zones 2>/dev/null &
+  local r1=$!
+  "$SPY" record rec-base -o "$WORK/base2.db" -s 3.5 --features stats,zones 2>/dev/null &
+  local r2=$!
+  wait $r1 || fail "record base"
+  wait $r2 || fail "record base2"
+  wait $p
+  # the same program with its `work` zone six times slower
+  "$PROV" rec-slow 5 100 2400 200 0 >/dev/null &
+  p=$!
+  PIDS+=($p)
+  wait_until 20 provider_up rec-slow || fail "rec-slow did not announce"
+  "$SPY" record rec-slow -o "$WORK/slow.db" -s 3.5 --features stats,zones 2>/dev/null || fail "record slow"
+  wait $p
+  local rc
+  "$SPY" diff "$WORK/base.db" "$WORK/slow.db" >"$WORK/diff.txt"
+  rc=$?
+  [ $rc = 1 ] || { cat "$WORK/diff.txt"; fail "slowdown: exit $rc, 1 wanted"; }
+  grep -E "^zone work +p50 .*REGRESSED" "$WORK/diff.txt" >/dev/null ||
+    { cat "$WORK/diff.txt"; fail "zone work not named"; }
+  "$SPY" diff "$WORK/base.db" "$WORK/base.db" >/dev/null
+  rc=$?
+  [ $rc = 0 ] || fail "the same recording twice: exit $rc"
+  "$SPY" diff "$WORK/base.db" "$WORK/base2.db" >"$WORK/diff2.txt"
+  rc=$?
+  [ $rc = 0 ] || { cat "$WORK/diff2.txt"; fail "two recordings of the same run: exit $rc"; }
+  "$SPY" diff "$WORK/base.db" "$WORK/slow.db" --json >"$WORK/diff.json"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['regressions'] >= 1" "$WORK/diff.json" ||
+    fail "diff --json"
+  "$SPY" diff "$WORK/base.db" "$WORK/missing.db" 2>/dev/null
+  [ $? = 2 ] || fail "a missing file: exit 2 wanted"
+  echo "not a database" >"$WORK/bad.db"
+  "$SPY" diff "$WORK/base.db" "$WORK/bad.db" 2>/dev/null
+  [ $? = 2 ] || fail "a non-recording: exit 2 wanted"
+  "$SPY" diff "$WORK/base.db" "$WORK/slow.db" --threshold 5x 2>/dev/null
+  [ $? = 2 ] || fail "a bad threshold: exit 2 wanted"
+  sed -n '1,2p;/^zone work/p' "$WORK/diff.txt"
+}
+
+case_remote() {
+  echo "== remote: a provider recorded through \`spyglass serve\` (--connect)"
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$SPY" serve --listen "127.0.0.1:$port" >"$WORK/serve.log" 2>&1 &
+  local srv=$!
+  PIDS+=($srv)
+  "$PROV" rec-remote 6 100 300 100 0 >/dev/null &
+  local p=$!
+  PIDS+=($p)
+  wait_until 20 provider_up rec-remote || fail "rec-remote did not announce"
+  # another runtime directory: only the link reaches the provider
+  mkdir -m 700 "$WORK/elsewhere"
+  SPYGLASS_DIR=$WORK/elsewhere "$SPY" record --connect "127.0.0.1:$port" \
+    -o "$WORK/remote.db" -s 3 2>"$WORK/remote.log" || { cat "$WORK/remote.log"; fail "record --connect"; }
+  [ "$(q "$WORK/remote.db" "SELECT name FROM process")" = rec-remote ] || fail "remote: no process"
+  [ "$(q "$WORK/remote.db" "SELECT count(*) FROM slice")" -gt 50 ] || fail "remote: no slices"
+  check_contiguous "$WORK/remote.db"
+  "$SPY" record --all --connect "127.0.0.1:$port" -o "$WORK/x.db" 2>/dev/null
+  [ $? = 2 ] || fail "--all with --connect: exit 2 wanted"
+  kill $srv $p 2>/dev/null
+  wait $srv $p 2>/dev/null
+  echo "  $(q "$WORK/remote.db" "SELECT count(*) FROM frame") frames over the link"
+}
+
+for c in $CASES; do
+  "case_$c"
+done
+echo "record.sh: all passed ($CASES)"

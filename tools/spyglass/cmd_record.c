@@ -1,0 +1,221 @@
+/* cmd_record.c — `spyglass record`: records one provider (or every
+ * provider on the host, --all) into a SQLite file or a PostgreSQL
+ * database until the time is up or SIGINT / SIGTERM; a progress line on a
+ * terminal. The engine is src/record (record.h). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "opts.h"
+#include "remote.h"
+#include "spyglass/net.h"
+#include "spyglass/record.h"
+#include "spyglass/wire.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+static void help(FILE *f) {
+  fprintf(
+      f,
+      "usage: spyglass record [ID|NAME|--all] [-o FILE.db | --db URI]\n"
+      "                       [-s SECONDS] [--features LIST] [--dir DIR]\n"
+      "                       [--connect HOST:PORT [--token-file F]]\n\n"
+      "Records what a provider sends into a SQLite file (-o, a new file)\n"
+      "or a PostgreSQL database (--db postgres://…, a `recording` row per\n"
+      "run, many recorders may share it): per-frame stats (frame), counters\n"
+      "and numeric values (counter on a track), every value change (value),\n"
+      "health, the message profile (msgprof), CPU zones as slices with\n"
+      "depth and parent (slice, zone_loc), threads and processes; loss is\n"
+      "counted (loss). Query it with plain SQL, e.g.\n"
+      "  sqlite3 run.db 'SELECT name, count(*), avg(dur) FROM slice GROUP BY "
+      "1'\n\n"
+      "  ID|NAME          the provider (16-hex id or name; default: the\n"
+      "                   first found)\n"
+      "  --all            every provider on the host, and new ones as they\n"
+      "                   appear, into one recording (one process each)\n"
+      "  -o, --output F   SQLite file to create (default run.db)\n"
+      "  --db URI         PostgreSQL: postgres://user@host:port/db or a\n"
+      "                   libpq conninfo (\"host=… dbname=…\")\n"
+      "  -s, --seconds N  stop after N seconds (default: until Ctrl-C)\n"
+      "  --features LIST  comma list of stats,env,registry,buffers,health,\n"
+      "                   msgprof,zones (default: all but buffers)\n"
+      "  --dir DIR        bus runtime directory\n"
+      "  --connect H:P    a provider of another host, through its bridge\n"
+      "                   (`spyglass serve`; default $SPYGLASS_CONNECT;\n"
+      "                   not with --all)\n"
+      "  --token-file F   the bridge's token (default $SPYGLASS_TOKEN)\n\n"
+      "SIGINT / SIGTERM stop cleanly, everything committed. Rows are written\n"
+      "by a writer thread in batches (<= 100 ms): a killed recorder loses at\n"
+      "most the batch in progress. A provider that exits ends its tracks;\n"
+      "the recording goes on.\n\n"
+      "exit codes: 0 recorded, 1 database or bus failure, 2 bad usage\n");
+}
+
+static int parse_features(const char *list, uint32_t *out) {
+  static const struct {
+    const char *n;
+    uint32_t f;
+  } names[] = {{"stats", SPY_FEAT_STATS},       {"env", SPY_FEAT_ENV},
+               {"registry", SPY_FEAT_REGISTRY}, {"buffers", SPY_FEAT_BUFFERS},
+               {"health", SPY_FEAT_HEALTH},     {"msgprof", SPY_FEAT_MSGPROF},
+               {"zones", SPY_FEAT_ZONES}};
+  *out = 0;
+  const char *p = list;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    int found = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (strlen(names[i].n) == n && strncmp(p, names[i].n, n) == 0) {
+        *out |= names[i].f;
+        found = 1;
+      }
+    if (!found) {
+      fprintf(stderr,
+              "spyglass record: --features: unknown feature '%.*s' (stats, "
+              "env, registry, buffers, health, msgprof, zones)\n",
+              (int)n, p);
+      return -1;
+    }
+    p += n;
+    if (*p == ',')
+      p++;
+  }
+  return *out ? 0 : -1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int cmd_record(int argc, char **argv) {
+  int all = 0;
+  const char *out = NULL, *out_short = NULL, *db = NULL, *features = NULL,
+             *dir = NULL;
+  tool_remote rem;
+  memset(&rem, 0, sizeof rem);
+  double seconds = 0, seconds_short = 0;
+  const cli_opt opts[] = {
+      {"--all", CLI_FLAG, &all, 0, 0, 0, NULL},
+      {"--output", CLI_STR, &out, 0, 0, 0, "a file name"},
+      {"-o", CLI_STR, &out_short, 0, 0, 0, "a file name"},
+      {"--db", CLI_STR, &db, 0, 0, 0, "a PostgreSQL URI"},
+      {"--seconds", CLI_DOUBLE, &seconds, 0.01, 1e7, 0, "a number of seconds"},
+      {"-s", CLI_DOUBLE, &seconds_short, 0.01, 1e7, 0, "a number of seconds"},
+      {"--features", CLI_STR, &features, 0, 0, 0, "a feature list"},
+      {"--dir", CLI_STR, &dir, 0, 0, 0, "a directory"},
+      {"--connect", CLI_STR, &rem.connect, 0, 0, 0, "HOST:PORT"},
+      {"--token-file", CLI_STR, &rem.token_file, 0, 0, 0, "a file"},
+  };
+  const char *pos[1] = {NULL};
+  int npos = 0;
+  int rc = cli_parse("record", argc, argv, opts, sizeof opts / sizeof opts[0],
+                     pos, 1, &npos, help);
+  if (rc)
+    return rc == 1 ? EXIT_OK : EXIT_USAGE;
+  if (out_short)
+    out = out_short;
+  if (seconds_short > 0)
+    seconds = seconds_short;
+  if (all && npos) {
+    fprintf(stderr, "spyglass record: give a provider or --all, not both\n");
+    return EXIT_USAGE;
+  }
+  if (out && db) {
+    fprintf(stderr, "spyglass record: give -o FILE or --db URI, not both\n");
+    return EXIT_USAGE;
+  }
+  if (remote_resolve("record", &rem) < 0)
+    return EXIT_USAGE;
+  if (rem.connect && all) {
+    fprintf(stderr, "spyglass record: --all records this host's providers; "
+                    "with --connect name one (or none: the first)\n");
+    return EXIT_USAGE;
+  }
+  spy_recorder_desc d = {0};
+  if (features && parse_features(features, &d.features) < 0)
+    return EXIT_USAGE;
+  d.db = db ? db : out ? out : "run.db";
+  d.pg = db != NULL;
+  d.dir = dir;
+  d.all = all;
+  if (rem.connect) {
+    d.connect = rem.connect;
+    d.token = remote_token(&rem);
+    d.remote = spy_net_channel_ops();
+  }
+  char args[1024];
+  size_t o = 0;
+  args[0] = 0;
+  /* the command line goes into the recording row, without the database
+   * address (it may hold a password) */
+  for (int i = 0; i < argc && o < sizeof args - 1; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--db=", 5) == 0)
+      a = "--db=(address)";
+    else if (i > 0 && strcmp(argv[i - 1], "--db") == 0)
+      a = "(address)";
+    o += (size_t)snprintf(args + o, sizeof args - o, "%s%s", i ? " " : "", a);
+  }
+  d.args = args;
+  spy_recorder *r;
+  rc = spy_recorder_create(&r, &d);
+  if (rc < 0) {
+    if (rc == SPY_EINVAL || rc == SPY_EEXIST)
+      return EXIT_USAGE;
+    return EXIT_FAIL;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  if (!all && (rc = spy_recorder_add(r, npos ? pos[0] : NULL)) < 0) {
+    spy_recorder_destroy(r);
+    if (rem.connect)
+      return remote_fail("record", &rem, rc);
+    fprintf(stderr, "spyglass record: cannot open the bus: %s\n",
+            spy_strerror(rc));
+    return EXIT_FAIL;
+  }
+  int tty = isatty(STDERR_FILENO);
+  double start = now_s(), next_line = start;
+  while (!stop_requested && (seconds <= 0 || now_s() - start < seconds)) {
+    spy_recorder_step(r, 100);
+    if (tty && now_s() >= next_line) {
+      spy_recorder_stats st;
+      spy_recorder_get_stats(r, &st);
+      fprintf(stderr,
+              "\r%7.1fs  %u/%u providers  frames %llu  rows %llu  %.1f MB  "
+              "lost %llu ",
+              now_s() - start, st.connected, st.sources,
+              (unsigned long long)st.frames, (unsigned long long)st.rows,
+              (double)st.bytes / 1e6,
+              (unsigned long long)(st.rows_lost + st.samples_lost +
+                                   st.frames_lost));
+      next_line = now_s() + 0.5;
+    }
+  }
+  spy_recorder_stats st;
+  spy_recorder_get_stats(r, &st);
+  rc = spy_recorder_destroy(r);
+  spy_recorder_stats fin = st;
+  fprintf(stderr,
+          "%sspyglass record: %s: recording %lld, %llu frames, %llu rows "
+          "before close, lost: %llu rows, %llu samples, %llu bus frames%s\n",
+          tty ? "\n" : "", d.db == out || !db ? d.db : "postgres",
+          (long long)fin.recording_id, (unsigned long long)fin.frames,
+          (unsigned long long)fin.rows, (unsigned long long)fin.rows_lost,
+          (unsigned long long)fin.samples_lost,
+          (unsigned long long)fin.frames_lost, rc ? " (database errors)" : "");
+  return rc ? EXIT_FAIL : EXIT_OK;
+}
