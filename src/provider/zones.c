@@ -25,7 +25,9 @@
  *
  * Clock: ticks map to the provider's CLOCK_MONOTONIC nanoseconds through
  * an anchor re-read every second and the tick rate measured since the
- * provider started (finer than the 5 ms start-up calibration).
+ * provider started (finer than the 5 ms start-up calibration); the
+ * mapping is continuous and monotonic (a slew, never a step), so nesting
+ * survives the conversion.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -330,6 +332,13 @@ int spy_thread_name(spy_provider *p, const char *name) {
 
 /* ---- provider lifetime ------------------------------------------------- */
 
+/* ns = mono_a + (ticks - tick_a) * npt, in 32.32 fixed point. */
+static inline uint64_t to_ns(const spy__zones *z, uint64_t ticks) {
+  __int128 d = (__int128)(int64_t)(ticks - z->tick_a) * z->mult;
+  __int128 ns = (__int128)z->mono_a + (d >> 32);
+  return ns < 0 ? 0 : (uint64_t)ns;
+}
+
 static void anchor(spy__zones *z, int first) {
   /* The tightest of three (mono, ticks, mono) readings. */
   uint64_t best = UINT64_MAX, t = 0, m = 0;
@@ -349,9 +358,22 @@ static void anchor(spy__zones *z, int first) {
   }
   if (m - z->mono0 > 500000000ull && t > z->tick0)
     z->npt = (double)(m - z->mono0) / (double)(t - z->tick0);
+  /* Continuous, never a step: the new segment starts where the current
+   * mapping is at t, and its rate takes in the error to the true clock
+   * over the next second (a slew, as NTP does). A step would reorder
+   * nested zones whose begin and end are converted on either side of it
+   * (a child ending after its parent). Only a large error (a first
+   * estimate far off, a suspended machine) is corrected at once. */
+  int64_t cur = (int64_t)to_ns(z, t);
+  int64_t err = (int64_t)m - cur;
+  double rate = z->npt;
+  if (err > -1000000 && err < 1000000) {
+    rate += (double)err * z->npt / 1e9; /* err ns spread over ~1 s */
+    m = (uint64_t)cur;
+  }
   z->tick_a = t;
   z->mono_a = m;
-  z->mult = (int64_t)(z->npt * 4294967296.0);
+  z->mult = (int64_t)(rate * 4294967296.0);
 }
 
 int spy__zones_init(spy_provider *p) {
@@ -504,13 +526,6 @@ static inline uint64_t unwrap(zone_buf *b, uint64_t t48) {
     c -= 1ull << 48;
   b->w_ticks = c;
   return c;
-}
-
-/* ns = mono_a + (ticks - tick_a) * npt, in 32.32 fixed point. */
-static inline uint64_t to_ns(const spy__zones *z, uint64_t ticks) {
-  __int128 d = (__int128)(int64_t)(ticks - z->tick_a) * z->mult;
-  __int128 ns = (__int128)z->mono_a + (d >> 32);
-  return ns < 0 ? 0 : (uint64_t)ns;
 }
 
 /* spy_zones_put_event for the drain's common case, inline: the caller has
@@ -669,8 +684,6 @@ void spy__zones_service(spy_provider *p) {
     z->full = 1; /* late joiners and lost frames: names again */
     z->next_checkpoint_ms = now_ms + p->desc.checkpoint_ms;
   }
-  if (now_ms - z->mono_a / 1000000ull >= 1000)
-    anchor(z, 0);
 
   zone_buf *v[SPY_ZONE_THREADS_MAX];
   uint64_t heads[SPY_ZONE_THREADS_MAX];
@@ -724,4 +737,8 @@ void spy__zones_service(spy_provider *p) {
     ok = drain_ring(&e, v[k], heads[k], dead[k]);
   enc_post(&e);
   release_dead(p, v, n, 1);
+  /* After the drain: what is left in the rings was written after it, so
+   * hardly any record is converted by a segment that began after it. */
+  if (now_ms - z->mono_a / 1000000ull >= 1000)
+    anchor(z, 0);
 }
