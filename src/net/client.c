@@ -30,6 +30,7 @@
 #define CONNECT_MS 5000
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 2000
+#define SPIN_NS 20000 /* a receive watches this long before it sleeps */
 
 typedef struct qnode {
   struct qnode *next;
@@ -679,11 +680,22 @@ static int ch_recv(void *impl, void *buf, size_t cap, int timeout_ms,
   l->direct.info = info;
   l->direct.got = 0;
   uint64_t end = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  int spun = 0;
   for (;;) {
     if (l->direct.got || c->head)
       break;
     uint64_t now = now_ms();
     int left = timeout_ms < 0 ? 100 : now >= end ? 0 : (int)(end - now);
+    /* Like the bus: watch the socket a few microseconds before sleeping
+     * (a reply in flight usually lands within that; no wake-up then). */
+    if (left > 0 && l->fd >= 0 && !spun) {
+      spun = 1;
+      uint64_t spin_end = spy__net_mono_ns() + SPIN_NS;
+      while (!l->direct.got && !c->head && l->fd >= 0 &&
+             spy__net_mono_ns() < spin_end)
+        read_some(l, 0);
+      continue;
+    }
     pump(l, left);
     if (l->direct.got || c->head || (timeout_ms >= 0 && now_ms() >= end))
       break;
