@@ -21,7 +21,8 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	@$(BUILD)/spyglass demo
+	@echo "spyglass: the dashboard is at http://127.0.0.1:7420/ while the demo runs"
+	@$(BUILD)/spyglass demo --serve
 
 test:
 	@scripts/deps.sh test

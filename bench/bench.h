@@ -60,6 +60,7 @@ int bench_msgprof(int argc, char **argv);
 int bench_trace(int argc, char **argv);
 int bench_zones(int argc, char **argv);
 int bench_serve(int argc, char **argv);
+int bench_dashboard(int argc, char **argv);
 
 /* Appends bench wire's stats flush (240 samples x (fps, cpu, gpu, 8
  * counters) + a 50-entry registry delta, provider path) to a started

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# reader_pg.sh TOOL TEST_READER — the reader against all three stores with
-# a real PostgreSQL server started here (trace_lib.sh): every test_reader
-# case with SPY_TEST_PG set, then a build over a tree holding Latin-1
+# reader_pg.sh TOOL TEST_READER [TEST_TRACE_QUERY] — the reader against all
+# three stores with a real PostgreSQL server started here (trace_lib.sh):
+# every test_reader case (and test_trace_query's) with SPY_TEST_PG set, then a build over a tree holding Latin-1
 # bytes traced into each store: the JSON-lines files pass a strict parser
 # line by line, the summary counts the replaced bytes, the SQL stores
 # count none, and the three summaries agree on everything else; a cut
@@ -9,6 +9,7 @@
 set -euo pipefail
 tool=$1
 test_reader=$2
+test_trace_query=${3:-}
 . "$(dirname "$0")/trace_lib.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 work=$(mktemp -d /tmp/spy-reader-pg-XXXXXX)
@@ -22,6 +23,10 @@ PG_URI=${PG_URI/connect_timeout=2/connect_timeout=20}
 
 echo "== every reader case, postgres included"
 SPY_TEST_PG="$PG_CONNINFO" "$test_reader"
+if [ -n "$test_trace_query" ]; then
+  echo "== trace builds/hooks/module/source, postgres included"
+  SPY_TEST_PG="$PG_CONNINFO" "$test_trace_query"
+fi
 
 echo "== a Latin-1 tree through each store"
 gen_tree "$work/src" 3 4

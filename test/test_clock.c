@@ -236,47 +236,74 @@ static int write_file(const char *path, const void *p, size_t n) {
   return w == (ssize_t)n ? 0 : -1;
 }
 
+/* The pointer file's layout (clock_seg.c): magic "SPYK", version, the
+ * creator's pid and memfd. */
+static int write_pointer(const char *path, uint32_t magic, uint32_t pid,
+                         int32_t fd) {
+  uint32_t p[4] = {magic, 1, pid, (uint32_t)fd};
+  return write_file(path, p, sizeof p);
+}
+
+/* Opens the creator's segment memory the way a hostile process of the
+ * same user could: through the pointer file and /proc. */
+static int open_segment_memory(const char *path) {
+  uint32_t p[4];
+  int fd = open(path, O_RDONLY);
+  if (fd < 0 || read(fd, p, sizeof p) != (ssize_t)sizeof p)
+    return -1;
+  close(fd);
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/%u/fd/%d", p[2], (int)p[3]);
+  return open(proc, O_RDWR);
+}
+
 TEST(malformed_segments_are_rejected) {
   make_dir();
   CHECK(dir[0]);
   char path[256];
   spy_clock_seg *seg;
   CHECK_EQ(spy_clock_open(&seg, "absent", dir), SPY_ENOENT);
-  /* A good header to corrupt field by field. */
+  snprintf(path, sizeof path, "%s/bad.clock", dir);
+  /* A plain file holding a well-formed segment: it could be truncated
+   * under the mapping, so it is refused. */
   uint8_t good[SPY_CLOCK_SEG_BYTES] = {0};
   spy_wr32(good, SPY_CLOCK_MAGIC);
   spy_wr16(good + 4, SPY_CLOCK_VERSION);
   spy_wr16(good + 6, SPY_CLOCK_SEG_BYTES);
-  snprintf(path, sizeof path, "%s/bad.clock", dir);
   CHECK_OK(write_file(path, good, sizeof good));
-  CHECK_OK(spy_clock_open(&seg, "bad", dir));
-  spy_clock_close(seg);
-  uint8_t b[SPY_CLOCK_SEG_BYTES];
-  memcpy(b, good, sizeof b);
-  b[0] ^= 0xff; /* magic */
-  CHECK_OK(write_file(path, b, sizeof b));
   CHECK_EQ(spy_clock_open(&seg, "bad", dir), SPY_EBADSEGMENT);
-  memcpy(b, good, sizeof b);
-  spy_wr16(b + 4, 99); /* version */
-  CHECK_OK(write_file(path, b, sizeof b));
+  /* Pointers that are wrong in each way. */
+  CHECK_OK(write_pointer(path, 0x12345678, (uint32_t)getpid(), 0));
+  CHECK_EQ(spy_clock_open(&seg, "bad", dir), SPY_EBADSEGMENT); /* magic */
+  int plain = open(path, O_RDONLY); /* a regular file, not a sealed memfd */
+  CHECK(plain >= 0);
+  CHECK_OK(write_pointer(path, 0x4b595053, (uint32_t)getpid(), plain));
   CHECK_EQ(spy_clock_open(&seg, "bad", dir), SPY_EBADSEGMENT);
-  memcpy(b, good, sizeof b);
-  spy_wr16(b + 6, 40); /* size field */
-  CHECK_OK(write_file(path, b, sizeof b));
+  close(plain);
+  CHECK_OK(write_pointer(path, 0x4b595053, 999999999, 3)); /* no process */
   CHECK_EQ(spy_clock_open(&seg, "bad", dir), SPY_EBADSEGMENT);
-  CHECK_OK(write_file(path, good, 40)); /* file too short */
+  CHECK_OK(write_file(path, good, 12)); /* too short */
   CHECK_EQ(spy_clock_open(&seg, "bad", dir), SPY_EBADSEGMENT);
   unlink(path);
-  /* Corrupted while in use: every call on it says so. */
+  /* A FIFO named like a segment: refused at once, never blocks. */
+  CHECK_OK(mkfifo(path, 0600));
+  CHECK_EQ(spy_clock_open(&seg, "bad", dir), SPY_EBADSEGMENT);
+  unlink(path);
+  /* A good segment opens; its memory cannot be shrunk under the mapping
+   * (no SIGBUS for anyone mapping it): it is still mapped and intact. */
   spy_clock_seg *peer;
   CHECK_OK(spy_clock_create(&seg, "inuse", dir));
   CHECK_OK(spy_clock_open(&peer, "inuse", dir));
   snprintf(path, sizeof path, "%s/inuse.clock", dir);
-  int fd = open(path, O_WRONLY);
-  CHECK(fd >= 0);
+  int mem = open_segment_memory(path);
+  CHECK(mem >= 0);
+  CHECK(ftruncate(mem, 0) < 0);
+  spy_clock_result none;
+  CHECK_EQ(spy_clock_read_offset(peer, &none), SPY_ENOENT); /* mapped, intact */
+  /* Corrupted while in use: every call on it says so. */
   uint32_t junk = 0xdeadbeef;
-  CHECK_EQ(pwrite(fd, &junk, 4, 0), 4);
-  close(fd);
+  CHECK_EQ(pwrite(mem, &junk, 4, 0), 4);
+  close(mem);
   spy_clock_result r;
   spy_clock_opts o = {.timeout_ms = 50};
   CHECK_EQ(spy_clock_sync(seg, &o, &r), SPY_EBADSEGMENT);
@@ -308,7 +335,7 @@ TEST(names_and_runtime_directory_are_checked) {
   snprintf(path, sizeof path, "%s/viaenv.clock", env_dir);
   struct stat st;
   CHECK_OK(stat(path, &st));
-  CHECK_EQ(st.st_size, SPY_CLOCK_SEG_BYTES);
+  CHECK_EQ(st.st_size, 16); /* the pointer to the sealed memfd */
   CHECK_OK(stat(env_dir, &st));
   CHECK_EQ(st.st_mode & 0777, 0700);
   spy_clock_close(seg);

@@ -1144,13 +1144,24 @@ TEST(sql_tables_are_derived_from_the_catalog) {
                "BY hook_type");
   CHECK(strncmp(calls, want, strlen(want)) == 0);
   CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls"), "4");
-  /* the common questions use the indexes */
+  /* the common questions use the indexes: the live view its tables',
+   * hook_calls (a table since the close) its own */
+  CHECK_STR(q1(db, "SELECT type FROM sqlite_master WHERE name='hook_calls'"),
+            "table");
+  CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls_live"), "4");
   const char *plan =
-      qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls WHERE "
+      qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls_live WHERE "
                "session_id='x' AND build_id=1 AND module_id='main.c' AND "
                "plugin_name='p1'");
   CHECK(strstr(plan, "hook_transform_call_start_module") != NULL);
   CHECK(strstr(plan, "hook_transform_call_end_call") != NULL);
+  plan = qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls WHERE "
+                  "build_id=1 AND module_id='main.c'");
+  CHECK(strstr(plan, "hook_calls_module") != NULL);
+  plan = qall(db, "EXPLAIN QUERY PLAN SELECT plugin_name, hook_type, "
+                  "count(*), sum(ended_at - started_at) FROM hook_calls GROUP "
+                  "BY 1, 2");
+  CHECK(strstr(plan, "COVERING INDEX hook_calls_plugin") != NULL);
   plan = qall(db, "EXPLAIN QUERY PLAN SELECT * FROM module_imports WHERE "
                   "session_id='x' AND build_id=1");
   CHECK(strstr(plan, "module_graph_ready__modules_parent") != NULL);

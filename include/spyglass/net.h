@@ -151,6 +151,26 @@ void spy_server_get_stats(const spy_server *s, spy_server_stats *out);
 int spy_server_thread_start(spy_server **out, const spy_server_desc *desc);
 void spy_server_thread_stop(spy_server *s);
 
+/* ---- static pages ------------------------------------------------------ */
+
+/* Files a bridge serves over HTTP besides /link and /healthz (the browser
+ * dashboard: web/, embedded in the `spyglass` tool at build time). GET of
+ * `path` answers `data` with Content-Type `type`; `/` answers the asset
+ * "/index.html" when there is one. These are the page's code, the same for
+ * everyone: they are served without the token (the Host check still
+ * applies); the bus itself (/link, /healthz) keeps every check. */
+typedef struct spy_web_asset {
+  const char *path; /* "/index.html", "/wire.js", … */
+  const char *type; /* "text/html; charset=utf-8", … */
+  const unsigned char *data;
+  size_t len;
+} spy_web_asset;
+
+/* Sets the assets every server of this process serves (NULL, 0: none).
+ * The array is used in place and must outlive the servers; call it before
+ * starting them. */
+void spy_server_set_web(const spy_web_asset *assets, size_t n);
+
 /* ---- remote channels --------------------------------------------------- */
 
 /* The link backend: with spy_channel_desc.ops = spy_net_channel_ops() and

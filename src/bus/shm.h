@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "platform/platform.h" /* spy__shm_create, spy__shm_open_peer */
+
 #define SPY_ENTRY_MAGIC 0x45595053u /* "SPYE" */
 #define SPY_ENTRY_VERSION 1u
 
@@ -36,16 +38,6 @@ typedef struct spy_bus_entry {
   uint64_t ctl_id;     /* also in the control page */
   uint64_t check;      /* FNV-1a of the bytes above */
 } spy_bus_entry;
-
-/* Creates a sealed memfd of `bytes`, allocated in full. Returns the fd or
- * SPY_ENOSPC / SPY_ENOMEM (the memory cannot be reserved) / a system
- * error. */
-int spy__shm_create(const char *name, size_t bytes);
-/* Opens another process's sealed memfd through /proc and checks it is a
- * regular file of this user, of exactly `bytes`, sealed against shrinking
- * and growing. Returns the fd or a negative error (SPY_EBADSEGMENT when
- * the checks fail). Never blocks. */
-int spy__shm_open_peer(uint32_t pid, int32_t fd, size_t bytes, int writable);
 
 /* Fills e->check. */
 void spy__entry_seal(spy_bus_entry *e);

@@ -407,6 +407,40 @@ static void http_reply(conn *c, int code, const char *reason, const char *type,
   c->close_when_sent = 1;
 }
 
+/* The page's files (spy_server_set_web): process-wide, set before any
+ * server starts. */
+static const spy_web_asset *web_assets;
+static size_t web_n;
+
+void spy_server_set_web(const spy_web_asset *assets, size_t n) {
+  web_assets = assets;
+  web_n = assets ? n : 0;
+}
+
+static const spy_web_asset *web_find(const char *path) {
+  if (strcmp(path, "/") == 0)
+    path = "/index.html";
+  for (size_t i = 0; i < web_n; i++)
+    if (strcmp(web_assets[i].path, path) == 0)
+      return &web_assets[i];
+  return NULL;
+}
+
+static void web_reply(conn *c, const spy_web_asset *a) {
+  char head[512];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 200 OK\r\nContent-Type: %s\r\n"
+                   "Content-Length: %zu\r\nCache-Control: no-store\r\n"
+                   "X-Content-Type-Options: nosniff\r\n"
+                   "Content-Security-Policy: default-src 'self'; "
+                   "connect-src 'self' ws: wss:; img-src 'self' data:; "
+                   "style-src 'self' 'unsafe-inline'\r\n"
+                   "Connection: close\r\n\r\n",
+                   a->type, a->len);
+  out_append(c, head, (size_t)n, a->data, a->len);
+  c->close_when_sent = 1;
+}
+
 static void refuse(conn *c, int code, const char *reason, const char *why) {
   spy_server *s = c->srv;
   if (code == 403)
@@ -593,6 +627,12 @@ static void on_http(conn *c, size_t n) {
     snprintf(why, sizeof why, "Host '%.200s' is not allowed (--allow-host)",
              r.has_host ? r.host : "");
     refuse(c, 403, "Forbidden", why);
+    return;
+  }
+  const spy_web_asset *page = web_find(r.path);
+  if (page) { /* the page's code is public: the token guards the bus, and
+                 the page itself says when its token is wrong */
+    web_reply(c, page);
     return;
   }
   int token = r.has_token && token_ok(s, r.token, strlen(r.token));

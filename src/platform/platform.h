@@ -22,6 +22,19 @@ uint64_t spy__random_u64(void);
 int spy__futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 int spy__futex_wake(uint32_t *addr, int count);
 
+/* Sealed shared memory (src/platform/shm.c). A memfd of `bytes`,
+ * allocated in full and sealed against shrinking and growing, so a mapping
+ * of it never faults for lack of backing whoever else holds it.
+ * spy__shm_create returns the fd or SPY_ENOSPC / SPY_ENOMEM / -errno.
+ * spy__shm_open_peer opens another process's such memfd through
+ * /proc/<pid>/fd/<fd> (allowed by the kernel only to processes that may
+ * ptrace-read it: same user, dumpable) and checks it is a regular file of
+ * this user of exactly `bytes`, sealed; returns the fd, SPY_EBADSEGMENT
+ * when a check fails, or -errno. Never blocks. */
+#include <stddef.h>
+int spy__shm_create(const char *name, size_t bytes);
+int spy__shm_open_peer(uint32_t pid, int32_t fd, size_t bytes, int writable);
+
 /* The frame clock: a calibrated cycle counter, or CLOCK_MONOTONIC in ns.
  * Call spy__ticks_init() once before the first spy__ticks(). */
 void spy__ticks_init(void);

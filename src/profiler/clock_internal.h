@@ -32,6 +32,7 @@ _Static_assert(sizeof(struct spy__clock_shm) == SPY_CLOCK_SEG_BYTES,
 struct spy_clock_seg {
   struct spy__clock_shm *shm;
   int owner;           /* created by name: unlink on close */
+  int fd;              /* the creator's sealed memfd, or -1 */
   char path[PATH_MAX]; /* named segments */
 };
 

@@ -1,12 +1,21 @@
 /* clock_seg.c — the clock-sync segment's memory: an anonymous shared
- * mapping, or a named file mapped by two processes (Linux).
+ * mapping, or, between processes, a sealed memfd found through a small
+ * file in the runtime directory (Linux).
  *
- * A named segment is created under a unique temporary name, initialised,
- * then renamed into place, so an opener sees either nothing or a complete
- * segment; the opener still checks size, owner, magic and version, since
- * anything could have put a file there. Segments live in the bus's
- * runtime directory, resolved (created and checked) through the bus's
- * public API, spy_runtime_dir(); names follow the rule of channel names.
+ * The segment itself is never a file of the directory: a file can be
+ * truncated under a mapping, and touching the lost page would kill the
+ * process (SIGBUS) — the provider, the user's program, among them. It is
+ * a memfd allocated in full and sealed against shrinking (platform.h's
+ * spy__shm_create), owned by the creator, which keeps it open. The file
+ * <name>.clock only says where it is (the creator's pid and fd); it is
+ * written under a unique temporary name and renamed into place, so an
+ * opener sees either nothing or a complete pointer. The opener treats it
+ * as untrusted: a regular file of this user of the exact size, opened
+ * without following links or blocking, then the memfd through /proc,
+ * checked for size, owner and seals, then the segment's magic, version
+ * and size. The directory is the bus's runtime directory, resolved
+ * (created and checked) through bus.h's spy_runtime_dir(); names follow
+ * the rule of channel names.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,8 +26,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "platform/platform.h"
 #include "profiler/clock_internal.h"
 #include "spyglass/bus.h"
+
+#define POINTER_MAGIC 0x4b595053u /* "SPYK": where a named segment is */
+#define POINTER_VERSION 1u
+
+/* The contents of <name>.clock. */
+typedef struct seg_pointer {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t pid; /* the creator */
+  int32_t fd;   /* its memfd, in the creator's process */
+} seg_pointer;
 
 /* [A-Za-z0-9._:-]{1,SPY_CHANNEL_NAME_MAX}, not starting with '.': a file
  * name in the runtime directory, never a path or a hidden file. */
@@ -73,6 +94,7 @@ int spy_clock_create(spy_clock_seg **out, const char *name, const char *dir) {
   spy_clock_seg *s = calloc(1, sizeof *s);
   if (!s)
     return SPY_ENOMEM;
+  s->fd = -1;
   if (!name) {
     void *p = mmap(NULL, SPY_CLOCK_SEG_BYTES, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -95,32 +117,61 @@ int spy_clock_create(spy_clock_seg **out, const char *name, const char *dir) {
     free(s);
     return rc;
   }
-  /* A unique temporary (mode 0600), renamed into place once initialised. */
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) {
-    rc = -errno;
+  int mfd = spy__shm_create("spyglass-clock", SPY_CLOCK_SEG_BYTES);
+  if (mfd < 0 || !(s->shm = map_fd(mfd))) {
+    rc = mfd < 0 ? mfd : -errno;
+    if (mfd >= 0)
+      close(mfd);
     free(s);
     return rc;
   }
-  if (ftruncate(fd, SPY_CLOCK_SEG_BYTES) < 0 || !(s->shm = map_fd(fd))) {
-    rc = -errno;
-    close(fd);
-    unlink(tmp);
-    free(s);
-    return rc;
-  }
-  close(fd);
+  s->fd = mfd;
   init_shm(s->shm);
-  if (rename(tmp, s->path) < 0) {
+  /* The pointer: a unique temporary (mode 0600), renamed into place. */
+  seg_pointer ptr = {POINTER_MAGIC, POINTER_VERSION, (uint32_t)getpid(), mfd};
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0)
     rc = -errno;
+  else {
+    if (write(fd, &ptr, sizeof ptr) != (ssize_t)sizeof ptr)
+      rc = errno ? -errno : SPY_EIO;
+    close(fd);
+    if (rc == 0 && rename(tmp, s->path) < 0)
+      rc = -errno;
+    if (rc < 0)
+      unlink(tmp);
+  }
+  if (rc < 0) {
     munmap(s->shm, SPY_CLOCK_SEG_BYTES);
-    unlink(tmp);
+    close(mfd);
     free(s);
     return rc;
   }
   s->owner = 1;
   *out = s;
   return 0;
+}
+
+/* Reads the pointer file at path: SPY_EBADSEGMENT unless it is a regular
+ * file of the right size and contents (a FIFO or device is refused
+ * without blocking), SPY_EOWNER when another user's. */
+static int read_pointer(const char *path, seg_pointer *ptr) {
+  int fd =
+      open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0)
+    return -errno;
+  struct stat st;
+  int rc = 0;
+  if (fstat(fd, &st) < 0)
+    rc = -errno;
+  else if (st.st_uid != geteuid())
+    rc = SPY_EOWNER;
+  else if (!S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof *ptr ||
+           pread(fd, ptr, sizeof *ptr, 0) != (ssize_t)sizeof *ptr ||
+           ptr->magic != POINTER_MAGIC || ptr->version != POINTER_VERSION)
+    rc = SPY_EBADSEGMENT;
+  close(fd);
+  return rc;
 }
 
 int spy_clock_open(spy_clock_seg **out, const char *name, const char *dir) {
@@ -130,17 +181,17 @@ int spy_clock_open(spy_clock_seg **out, const char *name, const char *dir) {
   spy_clock_seg *s = calloc(1, sizeof *s);
   if (!s)
     return SPY_ENOMEM;
+  s->fd = -1;
   int rc = seg_path(name, dir, s->path, sizeof s->path);
+  seg_pointer ptr;
+  if (rc == 0)
+    rc = read_pointer(s->path, &ptr);
   int fd = -1;
-  if (rc == 0 && (fd = open(s->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
-    rc = -errno;
-  struct stat st;
-  if (rc == 0 && fstat(fd, &st) < 0)
-    rc = -errno;
-  if (rc == 0 && st.st_uid != geteuid())
-    rc = SPY_EOWNER;
-  if (rc == 0 && (!S_ISREG(st.st_mode) || st.st_size != SPY_CLOCK_SEG_BYTES))
-    rc = SPY_EBADSEGMENT;
+  if (rc == 0) {
+    fd = spy__shm_open_peer(ptr.pid, ptr.fd, SPY_CLOCK_SEG_BYTES, 1);
+    if (fd < 0) /* ENOENT here: a creator gone, not a missing segment */
+      rc = fd == -ENOENT ? SPY_EBADSEGMENT : fd;
+  }
   if (rc == 0 && !(s->shm = map_fd(fd)))
     rc = -errno;
   if (fd >= 0)
@@ -166,6 +217,8 @@ void spy_clock_close(spy_clock_seg *s) {
     munmap(s->shm, SPY_CLOCK_SEG_BYTES);
   if (s->owner)
     unlink(s->path);
+  if (s->fd >= 0)
+    close(s->fd);
   free(s);
 }
 

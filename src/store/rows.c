@@ -169,8 +169,8 @@ static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
 }
 
 /* hook_calls: every hook's Start joined to its End by call_id. */
-static void hook_calls_view(spy__buf *b, int pg) {
-  view_head(b, pg, "hook_calls", 10);
+static void hook_calls_view(spy__buf *b, int pg, const char *name) {
+  view_head(b, pg, name, strlen(name));
   for (const spy__hook *h = spy__hooks; h->hook; h++) {
     if (h != spy__hooks)
       spy__buf_puts(b, " UNION ALL SELECT x.session_id, ");
@@ -220,7 +220,19 @@ void spy__views_sql(spy__buf *b, int pg) {
     if (r == SPY_ROLE_MODULES || r == SPY_ROLE_CHUNKS || r == SPY_ROLE_ASSETS)
       graph_views(b, pg, spy_trace_kinds[i]);
   }
-  hook_calls_view(b, pg);
+  hook_calls_view(b, pg, "hook_calls");
+  /* SQLite: the same view under another name, which stays a view when
+   * the writer makes hook_calls a table at close */
+  if (!pg)
+    hook_calls_view(b, pg, "hook_calls_live");
+}
+
+void spy__hook_calls_table_sql(spy__buf *b) {
+  spy__buf_puts(b, "CREATE TABLE hook_calls AS SELECT * FROM hook_calls_live;\n"
+                   "CREATE INDEX hook_calls_plugin ON hook_calls(plugin_name, "
+                   "hook_type, started_at, ended_at);\n"
+                   "CREATE INDEX hook_calls_module ON hook_calls(module_id, "
+                   "build_id);\n");
 }
 
 static void add_index(spy__buf *b, const char *table, const char *what,

@@ -380,6 +380,36 @@ static uint64_t sq_lost(void *state) {
   return atomic_load(&((sqlw *)state)->lost);
 }
 
+/* Replaces hook_calls (the view, or the copy an earlier session of this
+ * store made) with a table copied from hook_calls_live, in one
+ * transaction; on failure the store keeps what it had. */
+static void hook_calls_table(sqlw *w) {
+  sqlite3_stmt *st;
+  const char *drop = NULL;
+  if (sqlite3_prepare_v2(w->db,
+                         "SELECT type FROM sqlite_master WHERE "
+                         "name='hook_calls'",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    drop = t && strcmp(t, "table") == 0 ? "DROP TABLE hook_calls"
+                                        : "DROP VIEW hook_calls";
+  }
+  sqlite3_finalize(st);
+  w->sql.len = 0;
+  spy__buf_puts(&w->sql, "BEGIN;\n");
+  if (drop) {
+    spy__buf_puts(&w->sql, drop);
+    spy__buf_puts(&w->sql, ";\n");
+  }
+  spy__hook_calls_table_sql(&w->sql);
+  spy__buf_puts(&w->sql, "COMMIT;");
+  spy__buf_putc(&w->sql, 0);
+  if (!w->sql.err && exec(w, w->sql.p) < 0 && !sqlite3_get_autocommit(w->db))
+    sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
 static int64_t sq_close(void *state) {
   sqlw *w = state;
   if (!w)
@@ -399,6 +429,7 @@ static int64_t sq_close(void *state) {
     spy__buf_putc(&w->sql, 0);
     if (!w->sql.err && exec(w, w->sql.p) < 0 && !sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    hook_calls_table(w);
     /* the last connection to close checkpoints and removes the WAL and
      * shared-memory files (unless another connection still reads) */
     sqlite3_db_config(w->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);

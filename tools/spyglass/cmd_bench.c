@@ -24,6 +24,8 @@ static const struct {
      "one CPU zone: unsubscribed, streaming live vs two clock reads"},
     {"serve", bench_serve,
      "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
+    {"dashboard", bench_dashboard,
+     "the browser dashboard in headless Chromium: busy %, JS vs C decode"},
 };
 
 static void help(FILE *f) {

@@ -20,6 +20,7 @@
 #include "opts.h"
 #include "spyglass/consumer.h"
 #include "spyglass/provider.h"
+#include "web.h"
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) {
@@ -33,6 +34,7 @@ typedef struct demo_opts {
   double fps_cap; /* 0 = none */
   int load;
   int headless;
+  int serve; /* --serve: the in-process bridge + dashboard on :7420 */
   uint32_t width, height;
   const char *dir;
 } demo_opts;
@@ -41,6 +43,7 @@ static void help(FILE *f) {
   fprintf(
       f, "usage: spyglass demo [--seconds N] [--name NAME] [--fps-cap N]\n"
          "                     [--load K] [--size WxH] [--headless] [--dir D]\n"
+         "                     [--serve]\n"
          "       spyglass demo build SRC_DIR …   (a traced build; see its "
          "--help)\n\n"
          "Runs an animated scene (spheres ray-marched by a device thread,\n"
@@ -51,7 +54,9 @@ static void help(FILE *f) {
          "  otherwise   watch it in-process: the overlay on a terminal, one\n"
          "              summary line per second when not on a terminal\n"
          "  --seconds N stop after N seconds (default: until q or Ctrl-C;\n"
-         "              10 when not on a terminal and not headless)\n\n"
+         "              10 when not on a terminal and not headless)\n"
+         "  --serve     also serve this provider and the browser dashboard\n"
+         "              at http://127.0.0.1:7420/ (in-process bridge)\n\n"
          "exit codes: 0 ran, 1 could not start, 2 bad usage\n");
 }
 
@@ -69,6 +74,7 @@ static int parse(int argc, char **argv, demo_opts *o) {
       {"--load", CLI_INT, &o->load, 1, 64, 0, "a work multiplier"},
       {"--size", CLI_SIZE, size, 8, 4096, 0, NULL},
       {"--headless", CLI_FLAG, &o->headless, 0, 0, 0, NULL},
+      {"--serve", CLI_FLAG, &o->serve, 0, 0, 0, NULL},
       {"--dir", CLI_STR, &o->dir, 0, 0, 0, "a directory"},
   };
   int rc = cli_parse("demo", argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -209,6 +215,10 @@ int cmd_demo(int argc, char **argv) {
 
   spy_provider *p;
   spy_provider_desc pd = {.name = o.name, .dir = o.dir};
+  if (o.serve) {
+    tool_web_install();
+    pd.listen = "127.0.0.1:7420";
+  }
   rc = spy_provider_create(&p, &pd);
   if (rc < 0) {
     fprintf(stderr, "spyglass demo: cannot create the provider: %s\n",
@@ -232,6 +242,9 @@ int cmd_demo(int argc, char **argv) {
   fprintf(stderr, "spyglass demo: provider %016llx \"%s\" (pid %d)%s\n",
           (unsigned long long)spy_provider_id(p), o.name, (int)getpid(),
           o.headless ? ": watch it with `spyglass top`" : "");
+  if (o.serve)
+    fprintf(stderr, "spyglass demo: dashboard http://127.0.0.1:%d/\n",
+            spy_provider_listen_port(p));
 
   watcher w = {.dir = o.dir};
   snprintf(w.want, sizeof w.want, "%016llx",

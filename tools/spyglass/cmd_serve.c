@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "opts.h"
 #include "spyglass/net.h"
+#include "web.h"
 
 #define MAX_ALLOW 32
 
@@ -23,7 +24,8 @@ static void help(FILE *f) {
       "                      [--dir DIR]\n\n"
       "Relays this host's bus to remote consumers (`spyglass top --connect\n"
       "HOST:PORT`) over TCP, and to browsers over WebSocket at /link, on one\n"
-      "port; `/` says what it is, `/healthz` answers JSON (clients, drops).\n\n"
+      "port; `/` is the browser dashboard, `/healthz` answers JSON (clients,\n"
+      "drops).\n\n"
       "  --listen ADDR:PORT  default 127.0.0.1 and [::1] port 7420; port 0\n"
       "                 picks a free one (printed). Any address other than\n"
       "                 loopback needs --token-file.\n"
@@ -101,6 +103,7 @@ int cmd_serve(int argc, char **argv) {
   }
   d.allow_origins = origins;
   d.allow_hosts = hosts;
+  tool_web_install();
   spy_server *s;
   int rc = spy_server_create(&s, &d);
   if (rc < 0) {
@@ -117,6 +120,21 @@ int cmd_serve(int argc, char **argv) {
     printf("spyglass serve: token %s (generated; pass it with --token-file "
            "or $SPYGLASS_TOKEN)\n",
            spy_server_token(s));
+  /* The dashboard: off loopback the page needs the token (it passes it
+   * on to the WebSocket), so the URL carries it. */
+  const char *lh = d.listen ? d.listen : "127.0.0.1:7420";
+  int loop = !d.listen || strncmp(lh, "127.", 4) == 0 ||
+             strncmp(lh, "[::1]", 5) == 0 || strncmp(lh, "localhost:", 10) == 0;
+  char host[300];
+  snprintf(host, sizeof host, "%.*s", (int)strcspn(lh, "]") + (lh[0] == '['),
+           lh);
+  if (lh[0] != '[')
+    host[strcspn(host, ":")] = 0;
+  if (!strcmp(host, "0.0.0.0") || !strcmp(host, "[::]"))
+    snprintf(host, sizeof host, "127.0.0.1");
+  printf("spyglass serve: dashboard %s://%s:%d/%s%s\n",
+         d.tls_cert ? "https" : "http", host, spy_server_port(s),
+         loop ? "" : "?token=", loop ? "" : spy_server_token(s));
   fflush(stdout);
   running = s;
   struct sigaction sa;

@@ -1,6 +1,7 @@
-/* cmd_trace.c — `spyglass trace summary STORE`: what a recorded trace holds
- * (any of the three stores): actions, builds, module and chunk counts, the
- * slowest hooks per plugin, bytes of source stored and saved by dedup, and
+/* cmd_trace.c — `spyglass trace`: dispatches builds / hooks / module /
+ * source (trace_query.c) and answers `summary STORE`: what a recorded trace
+ * holds (any of the three stores): actions, builds, module and chunk counts,
+ * the slowest hooks per plugin, bytes of source stored and saved by dedup, and
  * how many actions the writer could not store; bytes that were not UTF-8
  * (replaced in JSON-lines) when there were any, and on stderr what the
  * reader read past (a cut last line). */
@@ -12,6 +13,7 @@
 #include "json.h"
 #include "opts.h"
 #include "spyglass/trace.h"
+#include "trace_query.h"
 
 typedef struct plug {
   char name[128];
@@ -55,7 +57,14 @@ static int by_total(const void *x, const void *y) {
 }
 
 static void help(FILE *f) {
-  fprintf(f, "usage: spyglass trace summary STORE [--session ID] [--json]\n\n"
+  fprintf(f, "usage: spyglass trace summary STORE [--session ID] [--json]\n"
+             "       spyglass trace builds STORE\n"
+             "       spyglass trace hooks STORE [--build N] [--plugin P] "
+             "[--slowest N]\n"
+             "       spyglass trace module STORE MODULE [--build N] [--diff]\n"
+             "       spyglass trace source STORE ID\n"
+             "(each with --session ID and --json; `spyglass trace SUB --help`)"
+             "\n\n"
              "STORE is a session directory (JSON-lines or SQLite), a trace.db\n"
              "file, or a postgres:// URI. Prints actions and builds, module\n"
              "and chunk counts, the slowest hooks per plugin, bytes of source\n"
@@ -69,6 +78,14 @@ int cmd_trace(int argc, char **argv) {
     help(argc < 2 ? stderr : stdout);
     return argc < 2 ? EXIT_USAGE : EXIT_OK;
   }
+  if (strcmp(argv[1], "builds") == 0)
+    return trace_builds(argc - 1, argv + 1);
+  if (strcmp(argv[1], "hooks") == 0)
+    return trace_hooks(argc - 1, argv + 1);
+  if (strcmp(argv[1], "module") == 0)
+    return trace_module(argc - 1, argv + 1);
+  if (strcmp(argv[1], "source") == 0)
+    return trace_source(argc - 1, argv + 1);
   if (strcmp(argv[1], "summary") != 0) {
     fprintf(stderr, "spyglass trace: unknown subcommand '%s'\n", argv[1]);
     help(stderr);

@@ -14,9 +14,14 @@
  * thread. */
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,7 +39,21 @@ typedef struct module {
   char **requests;
   uint32_t *importers, nimporters, cap_importers;
   uint32_t chunk;
+  char *raw; /* watch mode: the source as loaded */
+  size_t rawlen;
+  int64_t mtime_ns, size;
+  uint64_t ino;
+  int dirty; /* watch mode: 1 changed, 2 an importer of a changed one */
 } module;
+
+typedef struct cached {
+  char *path, *raw, *code;
+  size_t rawlen, len;
+  int64_t mtime_ns, size;
+  uint64_t ino;
+  char **importers; /* paths owned by other entries */
+  uint32_t nimporters;
+} cached;
 
 typedef struct demo {
   const demo_build_opts *o;
@@ -49,6 +68,9 @@ typedef struct demo {
   uint32_t tcap;
   uint64_t calls, actions;
   spy__buf tmp;
+  cached *cache; /* watch mode: the last build's modules, by path */
+  uint32_t ncache;
+  int quiet; /* resolving a reused module's includes: not traced */
 } demo;
 
 /* ---- tracing: the session or the naive baseline ------------------------ */
@@ -110,7 +132,9 @@ static void naive_emit(demo *d, const spy_trace_kind *k, const void *act) {
       spy_emit_##snake((d)->t, &(spy_act_##snake){__VA_ARGS__});               \
   } while (0)
 
-static int tracing(const demo *d) { return d->naive || spy_trace_on(d->t); }
+static int tracing(const demo *d) {
+  return !d->quiet && (d->naive || spy_trace_on(d->t));
+}
 
 static spy_trace_text TX(const char *p, size_t n) {
   return (spy_trace_text){p, n};
@@ -443,6 +467,15 @@ static int process_module(demo *d, uint32_t i) {
     src = strdup("");
     n = 0;
   }
+  if (d->o->watch) { /* kept to resolve its includes in later builds */
+    m->raw = malloc(n + 1);
+    if (!m->raw) {
+      free(src);
+      return SPY_ENOMEM;
+    }
+    memcpy(m->raw, src, n + 1);
+    m->rawlen = n;
+  }
   if (tracing(d))
     EMIT(d, hook_load_call_end, .module_id = m->path, .content = TX(src, n),
          .plugin_name = plugins[0].name, .plugin_id = 0, .call_id = cid);
@@ -554,82 +587,208 @@ static double ms_since(const struct timespec *t0) {
          (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
-  memset(res, 0, sizeof *res);
-  demo d = {.o = o};
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  int rc = scan(&d, o->src_dir, "", 0);
+/* The modules of build n-1 that build n may reuse (watch mode): each one's
+ * loaded source and transformed code, and what its file looked like. */
+static int cmp_cached(const void *a, const void *b) {
+  return strcmp(((const cached *)a)->path, ((const cached *)b)->path);
+}
+
+static cached *find_cached(demo *d, const char *path) {
+  cached key = {.path = (char *)path};
+  return d->ncache
+             ? bsearch(&key, d->cache, d->ncache, sizeof *d->cache, cmp_cached)
+             : NULL;
+}
+
+static void free_cache(demo *d) {
+  for (uint32_t i = 0; i < d->ncache; i++) {
+    free(d->cache[i].path);
+    free(d->cache[i].raw);
+    free(d->cache[i].code);
+    free(d->cache[i].importers);
+  }
+  free(d->cache);
+  d->cache = NULL;
+  d->ncache = 0;
+}
+
+static void stat_module(demo *d, module *m) {
+  char path[8300];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/%s", d->o->src_dir, m->path);
+  if (stat(path, &sb) == 0) {
+    m->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    m->size = (int64_t)sb.st_size;
+    m->ino = (uint64_t)sb.st_ino;
+  }
+}
+
+/* Watch mode: marks the modules build n must load and transform again —
+ * new files, files whose mtime, size or inode changed, and the modules
+ * that include one of them (in the new graph, and in the old one for a
+ * file that is gone); reuses the rest. Builds the include graph without
+ * tracing it (the dirty modules' resolveId calls are traced when they are
+ * processed). */
+static int plan_rebuild(demo *d) {
+  int rc = 0;
+  for (uint32_t i = 0; i < d->nmods; i++) {
+    module *m = &d->mods[i];
+    stat_module(d, m);
+    cached *c = find_cached(d, m->path);
+    m->dirty = !c || c->mtime_ns != m->mtime_ns || c->size != m->size ||
+               c->ino != m->ino;
+  }
+  /* a file gone: the modules that included it */
+  for (uint32_t k = 0; k < d->ncache; k++) {
+    if (find_module(d, d->cache[k].path) >= 0)
+      continue;
+    for (uint32_t j = 0; j < d->cache[k].nimporters; j++) {
+      int i = find_module(d, d->cache[k].importers[j]);
+      if (i >= 0)
+        d->mods[i].dirty = 1;
+    }
+  }
+  /* the graph from the sources as they are now, silently */
+  d->quiet = 1;
+  for (uint32_t i = 0; i < d->nmods && rc == 0; i++) {
+    module *m = &d->mods[i];
+    cached *c = find_cached(d, m->path);
+    size_t n = 0;
+    char path[8300], *src;
+    snprintf(path, sizeof path, "%s/%s", d->o->src_dir, m->path);
+    if (!m->dirty && c)
+      rc = resolve_includes(d, i, c->raw, c->rawlen);
+    else if ((src = spy__slurp(path, &n))) {
+      rc = resolve_includes(d, i, src, n);
+      free(src);
+    }
+  }
+  d->quiet = 0;
+  for (uint32_t i = 0; i < d->nmods; i++) {
+    module *m = &d->mods[i];
+    if (m->dirty != 1)
+      continue;
+    for (uint32_t j = 0; j < m->nimporters; j++)
+      if (!d->mods[m->importers[j]].dirty)
+        d->mods[m->importers[j]].dirty = 2; /* an importer */
+  }
+  /* the graph is built again as the modules are processed */
+  for (uint32_t i = 0; i < d->nmods; i++) {
+    module *m = &d->mods[i];
+    for (uint32_t j = 0; j < m->nimports; j++)
+      free(m->requests[j]);
+    m->nimports = 0;
+    m->nimporters = 0;
+  }
+  return rc;
+}
+
+/* Keeps this build's modules for the next one (watch mode). */
+static int keep_modules(demo *d) {
+  free_cache(d);
+  d->cache = calloc(d->nmods ? d->nmods : 1, sizeof *d->cache);
+  if (!d->cache)
+    return SPY_ENOMEM;
+  for (uint32_t i = 0; i < d->nmods; i++) {
+    module *m = &d->mods[i];
+    cached *c = &d->cache[i];
+    *c = (cached){m->path,     m->raw,  m->code, m->rawlen, m->len,
+                  m->mtime_ns, m->size, m->ino,  NULL,      0};
+    m->path = m->raw = m->code = NULL;
+    d->ncache = i + 1;
+    c->importers = calloc(m->nimporters + 1, sizeof *c->importers);
+    if (!c->importers)
+      return SPY_ENOMEM;
+  }
+  /* cache index = module index: the importers' paths the cache owns */
+  for (uint32_t i = 0; i < d->nmods; i++) {
+    module *m = &d->mods[i];
+    for (uint32_t j = 0; j < m->nimporters; j++)
+      d->cache[i].importers[d->cache[i].nimporters++] =
+          d->cache[m->importers[j]].path;
+  }
+  return 0;
+}
+
+static void free_modules(demo *d) {
+  for (uint32_t i = 0; i < d->nmods; i++) {
+    module *m = &d->mods[i];
+    for (uint32_t j = 0; j < m->nimports; j++)
+      free(m->requests[j]);
+    free(m->requests);
+    free(m->imports);
+    free(m->importers);
+    free(m->code);
+    free(m->raw);
+    free(m->path);
+  }
+  free(d->mods);
+  free(d->table);
+  d->mods = NULL;
+  d->table = NULL;
+  d->nmods = d->cap_mods = 0;
+}
+
+/* One build of the session: scan, (watch: plan), load + transform,
+ * graphs, chunks, render, assets, each traced inside its own BuildStart /
+ * BuildEnd. */
+static int one_build(demo *d, demo_build_result *res,
+                     const struct timespec *start) {
+  const demo_build_opts *o = d->o;
+  struct timespec t0 = *start;
+  int rc = scan(d, o->src_dir, "", 0);
   if (rc < 0) {
     fprintf(stderr, "spyglass demo build: cannot read %s: %s\n", o->src_dir,
             spy_strerror(rc));
     return rc;
   }
-  qsort(d.mods, d.nmods, sizeof *d.mods, cmp_mod);
-  if ((rc = build_table(&d)) < 0)
+  qsort(d->mods, d->nmods, sizeof *d->mods, cmp_mod);
+  if ((rc = build_table(d)) < 0)
     return rc;
-
-  /* the trace session */
-  const char *tr = o->trace ? o->trace : "none";
-  spy_trace_desc desc = {0};
-  char naive_path[4100];
-  if (strcmp(tr, "naive") == 0) {
-    const char *dir = o->trace_dir ? o->trace_dir : o->out_dir;
-    spy__mkdirs(dir);
-    snprintf(naive_path, sizeof naive_path, "%s/naive.jsonl", dir);
-    d.naive = fopen(naive_path, "w");
-    if (!d.naive)
-      return -errno;
-    snprintf(res->trace_dir, sizeof res->trace_dir, "%s", naive_path);
-  } else if (strcmp(tr, "none") != 0) {
-    desc.enabled = 1;
-    desc.cwd = o->out_dir;
-    desc.dir = o->trace_dir;
-    desc.retry_bytes = o->retry_bytes;
-    desc.retry_ms = o->retry_ms;
-    if (strncmp(tr, "postgres", 8) == 0 || strchr(tr, '=')) {
-      desc.writer = "postgres";
-      desc.conninfo = tr;
-    } else
-      desc.writer = tr;
-  }
-  if ((rc = spy_trace_create(&d.t, &desc)) < 0) {
-    fprintf(stderr, "spyglass demo build: cannot start the %s trace: %s\n", tr,
-            spy_strerror(rc));
-    return rc;
-  }
-  if (spy_trace_on(d.t)) {
-    snprintf(res->session_id, sizeof res->session_id, "%s",
-             spy_trace_session_id(d.t));
-    if (spy_trace_dir(d.t))
-      snprintf(res->trace_dir, sizeof res->trace_dir, "%s", spy_trace_dir(d.t));
-  }
-  if (tracing(&d))
-    emit_session_meta(&d);
-  if (d.naive) {
-    d.actions++;
-    naive_emit(&d, &spy_kind_build_start, &(spy_act_build_start){0});
-  } else if (spy_trace_on(d.t)) {
-    d.actions++;
-    spy_trace_build_begin(d.t);
+  if (o->watch)
+    rc = plan_rebuild(d);
+  res->builds++;
+  res->retransformed = 0;
+  res->source_bytes = 0;
+  if (d->naive) {
+    d->actions++;
+    naive_emit(d, &spy_kind_build_start, &(spy_act_build_start){0});
+  } else if (spy_trace_on(d->t)) {
+    d->actions++;
+    spy_trace_build_begin(d->t);
   }
 
-  /* load, resolve, transform */
-  for (uint32_t i = 0; i < d.nmods && rc == 0; i++) {
-    rc = process_module(&d, i);
-    res->source_bytes += d.mods[i].len;
+  /* load, resolve, transform (watch: only what changed, and its
+   * importers; the rest as the last build left it) */
+  for (uint32_t i = 0; i < d->nmods && rc == 0; i++) {
+    module *m = &d->mods[i];
+    cached *c = o->watch && !m->dirty ? find_cached(d, m->path) : NULL;
+    if (c) {
+      m->raw = c->raw;
+      m->rawlen = c->rawlen;
+      m->code = c->code;
+      m->len = c->len;
+      c->raw = c->code = NULL;
+      d->quiet = 1;
+      rc = resolve_includes(d, i, m->raw, m->rawlen);
+      d->quiet = 0;
+    } else {
+      rc = process_module(d, i);
+      res->retransformed++;
+    }
+    res->source_bytes += m->len;
   }
-  if (rc == 0 && tracing(&d))
-    rc = emit_module_graph(&d);
+  if (rc == 0 && tracing(d))
+    rc = emit_module_graph(d);
 
   /* chunks: one per directory */
   chunk *cs = NULL;
   uint32_t nc = 0;
-  for (uint32_t i = 0; i < d.nmods && rc == 0; i++) {
-    const char *slash = strrchr(d.mods[i].path, '/');
-    size_t dl = slash ? (size_t)(slash - d.mods[i].path) : 0;
+  for (uint32_t i = 0; i < d->nmods && rc == 0; i++) {
+    const char *slash = strrchr(d->mods[i].path, '/');
+    size_t dl = slash ? (size_t)(slash - d->mods[i].path) : 0;
     if (!nc || strlen(cs[nc - 1].name) != (dl ? dl : 4) ||
-        memcmp(cs[nc - 1].name, dl ? d.mods[i].path : "root", dl ? dl : 4)) {
+        memcmp(cs[nc - 1].name, dl ? d->mods[i].path : "root", dl ? dl : 4)) {
       chunk *g = realloc(cs, (nc + 1) * sizeof *g);
       if (!g) {
         rc = SPY_ENOMEM;
@@ -637,7 +796,7 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
       }
       cs = g;
       cs[nc] = (chunk){0};
-      cs[nc].name = dl ? strndup(d.mods[i].path, dl) : strdup("root");
+      cs[nc].name = dl ? strndup(d->mods[i].path, dl) : strdup("root");
       nc++;
     }
     chunk *c = &cs[nc - 1];
@@ -651,9 +810,9 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
       c->mods = g;
     }
     c->mods[c->n++] = i;
-    d.mods[i].chunk = nc - 1;
+    d->mods[i].chunk = nc - 1;
   }
-  if (rc == 0 && tracing(&d)) {
+  if (rc == 0 && tracing(d)) {
     spy_rec_chunk *rc_ = calloc(nc ? nc : 1, sizeof *rc_);
     const char ***names = calloc(nc ? nc : 1, sizeof *names);
     spy_rec_chunk_import **cimps = calloc(nc ? nc : 1, sizeof *cimps);
@@ -663,10 +822,10 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
       uint8_t *seen = calloc(nc, 1);
       uint32_t ni = 0;
       for (uint32_t k = 0; names[c] && k < cs[c].n; k++) {
-        module *m = &d.mods[cs[c].mods[k]];
+        module *m = &d->mods[cs[c].mods[k]];
         names[c][k] = m->path;
         for (uint32_t j = 0; cimps[c] && seen && j < m->nimports; j++) {
-          uint32_t oc = d.mods[m->imports[j]].chunk;
+          uint32_t oc = d->mods[m->imports[j]].chunk;
           if (oc != c && !seen[oc]) {
             seen[oc] = 1;
             cimps[c][ni++] = (spy_rec_chunk_import){oc, "import-statement", 0};
@@ -685,7 +844,7 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
                                .imports = {cimps[c], ni}};
     }
     if (rc_ && names && cimps)
-      EMIT(&d, chunk_graph_ready, .chunks = {rc_, nc});
+      EMIT(d, chunk_graph_ready, .chunks = {rc_, nc});
     for (uint32_t c = 0; names && cimps && c < nc; c++) {
       free(names[c]);
       free(cimps[c]);
@@ -699,20 +858,20 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
   for (uint32_t c = 0; c < nc && rc == 0; c++) {
     spy__buf b = {0};
     for (uint32_t k = 0; k < cs[c].n; k++) {
-      module *m = &d.mods[cs[c].mods[k]];
+      module *m = &d->mods[cs[c].mods[k]];
       spy__buf_puts(&b, "/* ");
       spy__buf_puts(&b, m->path);
       spy__buf_puts(&b, " */\n");
       spy__buf_put(&b, m->code, m->len);
     }
     char cid[32];
-    call_id(&d, cid);
-    if (tracing(&d))
-      EMIT(&d, hook_render_chunk_start, .plugin_name = plugins[P_FOOTER].name,
+    call_id(d, cid);
+    if (tracing(d))
+      EMIT(d, hook_render_chunk_start, .plugin_name = plugins[P_FOOTER].name,
            .plugin_id = P_FOOTER, .call_id = cid,
            .content = TX(b.p ? b.p : "", b.len));
-    if (tracing(&d))
-      EMIT(&d, hook_render_chunk_end, .plugin_name = plugins[P_FOOTER].name,
+    if (tracing(d))
+      EMIT(d, hook_render_chunk_end, .plugin_name = plugins[P_FOOTER].name,
            .plugin_id = P_FOOTER, .call_id = cid, .content = TX(NULL, 0));
     if (b.err)
       rc = b.err;
@@ -744,30 +903,21 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
                         .size = (int64_t)cs[c].len,
                         .filename = fnames[c]};
   }
-  if (rc == 0 && tracing(&d))
-    EMIT(&d, assets_ready, .assets = {as, nc});
-  if (d.naive) {
-    d.actions++;
-    naive_emit(&d, &spy_kind_build_end, &(spy_act_build_end){0});
-  } else if (spy_trace_on(d.t)) {
-    d.actions++;
-    spy_trace_build_end(d.t);
+  if (rc == 0 && tracing(d))
+    EMIT(d, assets_ready, .assets = {as, nc});
+  if (d->naive) {
+    d->actions++;
+    naive_emit(d, &spy_kind_build_end, &(spy_act_build_end){0});
+  } else if (spy_trace_on(d->t)) {
+    d->actions++;
+    spy_trace_build_end(d->t);
   }
   res->build_ms = ms_since(&t0);
-
-  spy_trace_flush(d.t);
-  spy_trace_get_stats(d.t, &res->st);
-  res->not_stored = spy_trace_destroy(d.t);
-  if (d.naive)
-    fclose(d.naive);
-  res->wall_ms = ms_since(&t0);
-  res->modules = d.nmods;
+  res->modules = d->nmods;
   res->chunks = nc;
-  res->actions = d.actions;
-  res->naive_ns = d.naive_ns;
-  for (uint32_t i = 0; i < d.nmods; i++)
-    res->edges += d.mods[i].nimports;
-
+  res->edges = 0;
+  for (uint32_t i = 0; i < d->nmods; i++)
+    res->edges += d->mods[i].nimports;
   for (uint32_t c = 0; c < nc; c++) {
     free(cs[c].name);
     free(cs[c].mods);
@@ -776,20 +926,213 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
   free(cs);
   free(as);
   free(fnames);
-  for (uint32_t i = 0; i < d.nmods; i++) {
-    module *m = &d.mods[i];
-    for (uint32_t j = 0; j < m->nimports; j++)
-      free(m->requests[j]);
-    free(m->requests);
-    free(m->imports);
-    free(m->importers);
-    free(m->code);
-    free(m->path);
+  if (rc == 0 && o->watch)
+    rc = keep_modules(d);
+  free_modules(d);
+  return rc;
+}
+
+/* ---- watch mode ------------------------------------------------------
+ */
+
+/* Adds an inotify watch on every directory under the source tree (again
+ * before each wait: a directory made since is watched from then on). */
+static void watch_dirs(int fd, const char *root, const char *rel, int depth) {
+  char path[8300];
+  snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
+  if (inotify_add_watch(fd, path,
+                        IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_TO |
+                            IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB) < 0 ||
+      depth >= 32)
+    return;
+  DIR *dir = opendir(path);
+  if (!dir)
+    return;
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    if (e->d_name[0] == '.')
+      continue;
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+    snprintf(path, sizeof path, "%s/%s", root, sub);
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+      watch_dirs(fd, root, sub, depth + 1);
   }
-  free(d.mods);
-  free(d.table);
+  closedir(dir);
+}
+
+/* Reads what inotify has; returns 1 if anything happened to a module
+ * file (.c / .h) or a directory, 0 if not, -1 on error. */
+static int drain_events(int fd) {
+  char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+  int hit = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0)
+      return errno == EAGAIN ? hit : -1;
+    for (char *p = buf; p < buf + n;) {
+      const struct inotify_event *ev = (const struct inotify_event *)p;
+      size_t len = ev->len ? strlen(ev->name) : 0;
+      if ((ev->mask & (IN_ISDIR | IN_Q_OVERFLOW)) ||
+          (len > 2 && ev->name[0] != '.' && ev->name[len - 2] == '.' &&
+           (ev->name[len - 1] == 'c' || ev->name[len - 1] == 'h')))
+        hit = 1;
+      p += sizeof *ev + ev->len;
+    }
+  }
+}
+
+/* Rebuilds on every change until SIGINT or SIGTERM: waits for a change to
+ * a module file, then for the tree to be quiet for debounce_ms (rapid
+ * saves make one rebuild), then runs the next build of the same session.
+ * SIGINT and SIGTERM are blocked in every thread (demo_build_run blocks
+ * them before the trace session starts its threads) and read here from a
+ * signalfd, so a signal during a build ends the session after that build.
+ * Returns 0 (a signal ended it) or a negative code. */
+static int demo_watch(demo *d, demo_build_result *res) {
+  const demo_build_opts *o = d->o;
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+  int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  int rc = sfd < 0 || ifd < 0 ? -errno : 0;
+  if (rc == 0)
+    watch_dirs(ifd, o->src_dir, "", 0);
+  if (rc == 0 && !o->quiet) {
+    printf("build %u: %u modules, %u transformed, %.1f ms; watching %s "
+           "(Ctrl-C ends the session)\n",
+           res->builds, res->modules, res->retransformed, res->build_ms,
+           o->src_dir);
+    fflush(stdout);
+  }
+  uint32_t debounce = o->debounce_ms ? o->debounce_ms : 100;
+  while (rc == 0) {
+    struct pollfd pf[2] = {{sfd, POLLIN, 0}, {ifd, POLLIN, 0}};
+    int timeout = -1, changed = 0;
+    for (;;) { /* a change, then quiet for `debounce` ms */
+      int n = poll(pf, 2, timeout);
+      if (n < 0 && errno != EINTR) {
+        rc = -errno;
+        break;
+      }
+      if (pf[0].revents) { /* taken, so that unblocking it later is quiet */
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+          ;
+        goto stop;
+      }
+      if (n == 0 && changed)
+        break;
+      if (pf[1].revents) {
+        int h = drain_events(ifd);
+        if (h < 0) {
+          rc = -errno;
+          break;
+        }
+        if (h) {
+          changed = 1;
+          timeout = (int)debounce;
+        }
+      }
+    }
+    if (rc < 0)
+      break;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = one_build(d, res, &t0);
+    watch_dirs(ifd, o->src_dir, "", 0);
+    if (rc == 0 && !o->quiet) {
+      printf("build %u: %u modules, %u transformed, %.1f ms\n", res->builds,
+             res->modules, res->retransformed, res->build_ms);
+      fflush(stdout);
+    }
+  }
+stop:
+  if (sfd >= 0)
+    close(sfd);
+  if (ifd >= 0)
+    close(ifd);
+  return rc;
+}
+
+int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
+  memset(res, 0, sizeof *res);
+  demo d = {.o = o};
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = 0;
+  sigset_t sigs, old;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  /* watch: the session's threads inherit the mask (demo_watch) */
+  if (o->watch && pthread_sigmask(SIG_BLOCK, &sigs, &old) != 0)
+    return SPY_EIO;
+  /* the trace session */
+  const char *tr = o->trace ? o->trace : "none";
+  spy_trace_desc desc = {0};
+  char naive_path[4100];
+  if (strcmp(tr, "naive") == 0) {
+    const char *dir = o->trace_dir ? o->trace_dir : o->out_dir;
+    spy__mkdirs(dir);
+    snprintf(naive_path, sizeof naive_path, "%s/naive.jsonl", dir);
+    d.naive = fopen(naive_path, "w");
+    if (!d.naive) {
+      rc = -errno;
+      if (o->watch)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+      return rc;
+    }
+    snprintf(res->trace_dir, sizeof res->trace_dir, "%s", naive_path);
+  } else if (strcmp(tr, "none") != 0) {
+    desc.enabled = 1;
+    desc.cwd = o->out_dir;
+    desc.dir = o->trace_dir;
+    desc.retry_bytes = o->retry_bytes;
+    desc.retry_ms = o->retry_ms;
+    if (strncmp(tr, "postgres", 8) == 0 || strchr(tr, '=')) {
+      desc.writer = "postgres";
+      desc.conninfo = tr;
+    } else
+      desc.writer = tr;
+  }
+  if ((rc = spy_trace_create(&d.t, &desc)) < 0) {
+    fprintf(stderr, "spyglass demo build: cannot start the %s trace: %s\n", tr,
+            spy_strerror(rc));
+    if (o->watch)
+      pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+  }
+  if (spy_trace_on(d.t)) {
+    snprintf(res->session_id, sizeof res->session_id, "%s",
+             spy_trace_session_id(d.t));
+    if (spy_trace_dir(d.t))
+      snprintf(res->trace_dir, sizeof res->trace_dir, "%s", spy_trace_dir(d.t));
+  }
+  if (tracing(&d))
+    emit_session_meta(&d);
+
+  rc = one_build(&d, res, &t0);
+  if (rc == 0 && o->watch)
+    rc = demo_watch(&d, res);
+
+  spy_trace_flush(d.t);
+  spy_trace_get_stats(d.t, &res->st);
+  res->not_stored = spy_trace_destroy(d.t);
+  if (d.naive)
+    fclose(d.naive);
+  res->wall_ms = ms_since(&t0);
+  res->actions = d.actions;
+  res->naive_ns = d.naive_ns;
+  free_modules(&d);
+  free_cache(&d);
   spy__buf_free(&d.nbuf);
   spy_trace_arena_free(&d.narena);
+  if (o->watch)
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
   return rc;
 }
 
@@ -807,6 +1150,12 @@ static void help(FILE *f) {
           "--trace every hook call is recorded with its input and output\n"
           "source; the session lands in DIR/.spyglass/<session-id>/\n"
           "(PostgreSQL: in the database). DIR defaults to ./spyglass-out.\n\n"
+          "  --watch             keep watching SRC_DIR (inotify): each change\n"
+          "                      rebuilds, as a new build of the same trace\n"
+          "                      session, the changed modules and the ones\n"
+          "                      that include them; Ctrl-C / SIGTERM ends it\n"
+          "  --debounce-ms N     watch: a burst of saves ends after N ms of\n"
+          "                      quiet (default 100) and makes one rebuild\n"
           "  --hook-delay-us N   sleep N µs in each transform (tests)\n"
           "  --retry-bytes N     postgres: bytes buffered while away\n"
           "  --retry-ms N        postgres: how long to retry at the end\n");
@@ -814,9 +1163,12 @@ static void help(FILE *f) {
 
 int cmd_demo_build(int argc, char **argv) {
   demo_build_opts o = {.out_dir = "spyglass-out", .trace = "none"};
-  int delay_us = 0, retry_ms = 0;
+  int delay_us = 0, retry_ms = 0, debounce_ms = 100;
   uint64_t retry_bytes = 0;
   const cli_opt opts[] = {
+      {"--watch", CLI_FLAG, &o.watch, 0, 0, 0, NULL},
+      {"--debounce-ms", CLI_INT, &debounce_ms, 1, 60000, 0,
+       "a number of milliseconds"},
       {"--trace", CLI_STR, &o.trace, 0, 0, 0,
        "jsonl, sqlite, naive, none or a postgres:// URI"},
       {"--out", CLI_STR, &o.out_dir, 0, 0, 0, "a directory"},
@@ -832,6 +1184,7 @@ int cmd_demo_build(int argc, char **argv) {
   if (prc)
     return prc == 1 ? EXIT_OK : EXIT_USAGE;
   o.hook_delay_us = (uint32_t)delay_us;
+  o.debounce_ms = (uint32_t)debounce_ms;
   o.retry_bytes = (size_t)retry_bytes;
   o.retry_ms = (uint32_t)retry_ms;
   if (!o.src_dir) {
@@ -865,10 +1218,15 @@ int cmd_demo_build(int argc, char **argv) {
     fprintf(stderr, "spyglass demo build: failed: %s\n", spy_strerror(rc));
     return EXIT_FAIL;
   }
-  printf("built %u modules (%u include edges) into %u chunks in %.1f ms "
-         "(%.1f ms building, %.1f ms finishing the trace)\n",
-         r.modules, r.edges, r.chunks, r.wall_ms, r.build_ms,
-         r.wall_ms - r.build_ms);
+  if (o.watch)
+    printf("session ended after %u builds; the last built %u modules (%u "
+           "include edges) into %u chunks\n",
+           r.builds, r.modules, r.edges, r.chunks);
+  else
+    printf("built %u modules (%u include edges) into %u chunks in %.1f ms "
+           "(%.1f ms building, %.1f ms finishing the trace)\n",
+           r.modules, r.edges, r.chunks, r.wall_ms, r.build_ms,
+           r.wall_ms - r.build_ms);
   if (r.session_id[0]) {
     printf("trace: session %s, %llu actions, %llu written, %lld not stored, "
            "%llu queue waits\n",

@@ -18,10 +18,14 @@ typedef struct demo_build_opts {
   size_t retry_bytes;     /* postgres buffering budget (0 = default) */
   uint32_t retry_ms;      /* postgres retry on close (0 = default) */
   int quiet;
+  int watch;            /* rebuild on every change until SIGINT / SIGTERM */
+  uint32_t debounce_ms; /* watch: quiet time that ends a burst (0 = 100) */
 } demo_build_opts;
 
 typedef struct demo_build_result {
-  uint32_t modules, chunks, edges;
+  uint32_t modules, chunks, edges; /* of the last build */
+  uint32_t builds;                 /* builds run (watch mode: more than one) */
+  uint32_t retransformed; /* modules the last build loaded and transformed */
   uint64_t source_bytes, actions;
   double wall_ms;     /* build + trace drain */
   double build_ms;    /* the build alone (emitting included) */

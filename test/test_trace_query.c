@@ -1,0 +1,504 @@
+/* test_trace_query.c — `spyglass trace builds|hooks|module|source` over
+ * the three stores.
+ *
+ * One session is recorded into all three stores at once (a test writer
+ * that hands every action to the real JSON-lines, SQLite and PostgreSQL
+ * writers), so the stores hold the very same actions, timestamps
+ * included. Proves: every command's --json answer (and module --diff's
+ * text) is byte for byte the same from each store; builds lists each
+ * build of the session with its own counts; hooks filters by build and
+ * plugin and --slowest N gives the N longest calls of the full list;
+ * module gives the import edges both ways and the module's hook calls in
+ * order with bytes in → out, and --diff the lines each transform removed
+ * and added; source gives back exactly the bytes emitted (NUL bytes
+ * included), also for a payload stored as a delta of another; in the
+ * plain sqlite3 shell, libspyglass_sqlite's spy_source decodes delta rows
+ * and hook_calls is a table after close; bad
+ * ids and unknown modules are errors naming what was wrong.
+ *
+ * The PostgreSQL part needs SPY_TEST_PG (reader_pg.sh sets it); without
+ * it the two file stores are compared and the case ends as SKIP. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spyglass/trace.h"
+#include "testlib.h"
+#include "testutil.h"
+
+/* ---- a writer that tees to the three built-in writers -------------------
+ */
+
+enum { NW = 3 };
+static const char *const wnames[NW] = {"jsonl", "sqlite", "postgres"};
+
+typedef struct tee {
+  const spy_trace_writer_ops *ops[NW];
+  void *st[NW];
+  int n;
+} tee;
+
+static char g_dir[256], g_pg[1024];
+
+static int tee_open(void **state, const spy_trace_writer_cfg *cfg) {
+  tee *t = calloc(1, sizeof *t);
+  if (!t)
+    return SPY_ENOMEM;
+  *state = t;
+  for (int i = 0; i < NW; i++) {
+    if (i == 2 && !g_pg[0])
+      break;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", cfg->dir, wnames[i]);
+    if (i < 2 && mkdir(dir, 0755) != 0)
+      return SPY_EIO;
+    spy_trace_writer_cfg c = *cfg;
+    c.dir = i < 2 ? dir : NULL;
+    c.conninfo = i == 2 ? g_pg : NULL;
+    t->ops[i] = spy_trace_writer_find(wnames[i]);
+    int rc = t->ops[i]->open(&t->st[i], &c);
+    t->n = i + 1;
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int tee_source(void *state, const uint64_t hash[2], const char *p,
+                      size_t n) {
+  tee *t = state;
+  int rc = 0;
+  for (int i = 0; i < t->n; i++)
+    if (t->ops[i]->source) {
+      int r = t->ops[i]->source(t->st[i], hash, p, n);
+      rc = rc ? rc : r;
+    }
+  return rc;
+}
+
+static int tee_action(void *state, const spy_trace_record *r) {
+  tee *t = state;
+  int rc = 0;
+  for (int i = 0; i < t->n; i++) {
+    int x = t->ops[i]->action(t->st[i], r);
+    rc = rc ? rc : x;
+  }
+  return rc;
+}
+
+static int tee_commit(void *state) {
+  tee *t = state;
+  int rc = 0;
+  for (int i = 0; i < t->n; i++) {
+    int x = t->ops[i]->commit(t->st[i]);
+    rc = rc ? rc : x;
+  }
+  return rc;
+}
+
+static int64_t tee_close(void *state) {
+  tee *t = state;
+  int64_t lost = 0;
+  for (int i = 0; t && i < t->n; i++)
+    lost += t->ops[i]->close(t->st[i]);
+  free(t);
+  return lost;
+}
+
+static const spy_trace_writer_ops tee_ops = {.name = "tee",
+                                             .open = tee_open,
+                                             .source = tee_source,
+                                             .action = tee_action,
+                                             .commit = tee_commit,
+                                             .close = tee_close,
+                                             .flags = SPY_TRACE_WRITER_MKDIR};
+
+/* ---- the recorded session -----------------------------------------------
+ */
+
+static const char a_src[] = "// a.c\n#include \"b.h\"\n"
+                            "int a(void) { return 1; } // drop me\n"
+                            "int keep(void) { return 2; }\n"
+                            "int more(void) { return 3; } // drop me\n";
+static const char a_out[] = "// a.c\n#include \"b.h\"\n"
+                            "int a(void) { return 1; }\n"
+                            "int keep(void) { return 2; }\n"
+                            "int more(void) { return 3; }\n";
+/* a second version of a.c, a delta of the first, for build 2 */
+static const char a_src2[] = "// a.c\n#include \"b.h\"\n"
+                             "int a(void) { return 1; } // drop me\n"
+                             "int keep(void) { return 20; }\n"
+                             "int more(void) { return 3; } // drop me\n";
+/* b.h: NUL bytes and UTF-8 (exact in every store) */
+static const char b_src[] = "// b.h caf\xc3\xa9\n\0\0int b;\n\0end";
+#define B_LEN (sizeof b_src - 1)
+
+static void hook_load(spy_trace *t, const char *mod, const char *p, size_t n,
+                      int *cid) {
+  char id[32];
+  snprintf(id, sizeof id, "c%d", ++*cid);
+  spy_act_hook_load_call_start s = {mod, "resolver", 1, id, 0};
+  spy_emit_hook_load_call_start(t, &s);
+  usleep(200);
+  spy_act_hook_load_call_end e = {mod, {p, n}, "resolver", 1, id, 0};
+  spy_emit_hook_load_call_end(t, &e);
+}
+
+static void hook_transform(spy_trace *t, const char *plugin, int pid,
+                           const char *mod, const char *in, size_t nin,
+                           const char *out, size_t nout, int *cid) {
+  char id[32];
+  snprintf(id, sizeof id, "c%d", ++*cid);
+  spy_act_hook_transform_call_start s = {mod, {in, nin}, plugin, pid, id, 0};
+  spy_emit_hook_transform_call_start(t, &s);
+  usleep(100);
+  spy_act_hook_transform_call_end e = {mod, {out, nout}, plugin, pid, id, 0};
+  spy_emit_hook_transform_call_end(t, &e);
+}
+
+static void graph(spy_trace *t) {
+  spy_rec_module_import ia[] = {{"b.h", "import-statement", "b.h", 0}};
+  const char *imp_b[] = {"a.c"};
+  spy_rec_module mods[] = {
+      {"a.c", 0, {ia, 1}, {NULL, 0}, 0},
+      {"b.h", 0, {NULL, 0}, {imp_b, 1}, 0},
+  };
+  spy_act_module_graph_ready g = {{mods, 2}, 0};
+  spy_emit_module_graph_ready(t, &g);
+}
+
+static char g_sid[128];
+
+/* Records the session (two builds) into every store. 0 ok. */
+static int record(void) {
+  spy_trace *t = NULL;
+  spy_trace_desc d = {.enabled = 1, .dir = g_dir, .ops = &tee_ops};
+  if (spy_trace_create(&t, &d) < 0)
+    return -1;
+  snprintf(g_sid, sizeof g_sid, "%s", spy_trace_session_id(t));
+  int cid = 0;
+  spy_trace_build_begin(t);
+  hook_load(t, "a.c", a_src, sizeof a_src - 1, &cid);
+  hook_transform(t, "strip", 2, "a.c", a_src, sizeof a_src - 1, a_out,
+                 sizeof a_out - 1, &cid);
+  hook_transform(t, "noop", 3, "a.c", a_out, sizeof a_out - 1, NULL, 0, &cid);
+  hook_load(t, "b.h", b_src, B_LEN, &cid);
+  hook_transform(t, "strip", 2, "b.h", b_src, B_LEN, NULL, 0, &cid);
+  graph(t);
+  spy_trace_build_end(t);
+  /* build 2: a.c changed */
+  spy_trace_build_begin(t);
+  hook_load(t, "a.c", a_src2, sizeof a_src2 - 1, &cid);
+  hook_transform(t, "strip", 2, "a.c", a_src2, sizeof a_src2 - 1, a_out,
+                 sizeof a_out - 1, &cid);
+  graph(t);
+  spy_trace_build_end(t);
+  return spy_trace_destroy(t) == 0 ? 0 : -1;
+}
+
+/* ---- running the tool ---------------------------------------------------
+ */
+
+typedef struct out {
+  char *p;
+  size_t n;
+  int rc;
+} out;
+
+/* Runs `spyglass trace ARGS` against store w (0 jsonl, 1 sqlite, 2
+ * postgres); captures all of stdout. */
+static out run(int w, const char *args) {
+  char cmd[4096];
+  if (w == 2)
+    snprintf(cmd, sizeof cmd, "%s trace %s --session %s '%s'", SPY_TOOL_PATH,
+             args, g_sid, g_pg);
+  else
+    snprintf(cmd, sizeof cmd, "%s trace %s '%s/%s'", SPY_TOOL_PATH, args, g_dir,
+             wnames[w]);
+  out o = {NULL, 0, -1};
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return o;
+  size_t cap = 0;
+  for (;;) {
+    if (o.n + 4096 > cap) {
+      cap = cap ? 2 * cap : 65536;
+      char *g = realloc(o.p, cap + 1);
+      if (!g)
+        break;
+      o.p = g;
+    }
+    size_t r = fread(o.p + o.n, 1, cap - o.n, p);
+    if (!r)
+      break;
+    o.n += r;
+  }
+  if (o.p)
+    o.p[o.n] = 0;
+  int st = pclose(p);
+  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+static int nstores(void) { return g_pg[0] ? 3 : 2; }
+
+/* The answer of store 0 to args, checked equal in every other store. */
+static out same_everywhere(const char *args) {
+  out first = run(0, args);
+  for (int w = 1; w < nstores(); w++) {
+    out o = run(w, args);
+    if (o.rc != first.rc || o.n != first.n || memcmp(o.p, first.p, o.n)) {
+      fprintf(stderr, "  `trace %s`: %s differs from jsonl:\n%s\n---\n%s\n",
+              args, wnames[w], first.p ? first.p : "", o.p ? o.p : "");
+      first.rc = -2;
+    }
+    free(o.p);
+  }
+  return first;
+}
+
+/* Positional store argument: the tool's commands put it first; `run`
+ * appends it, which cli_parse accepts anywhere. For module and source the
+ * store must come before MODULE / ID, so those are built by hand. */
+static out run_pos(int w, const char *sub, const char *rest) {
+  char args[2048], store[1400];
+  if (w == 2)
+    snprintf(store, sizeof store, "'%s' --session %s", g_pg, g_sid);
+  else
+    snprintf(store, sizeof store, "'%s/%s'", g_dir, wnames[w]);
+  snprintf(args, sizeof args, "%s %s %s", sub, store, rest);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s trace %s", SPY_TOOL_PATH, args);
+  out o = {NULL, 0, -1};
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return o;
+  size_t cap = 0;
+  for (;;) {
+    if (o.n + 4096 > cap) {
+      cap = cap ? 2 * cap : 65536;
+      char *g = realloc(o.p, cap + 1);
+      if (!g)
+        break;
+      o.p = g;
+    }
+    size_t r = fread(o.p + o.n, 1, cap - o.n, p);
+    if (!r)
+      break;
+    o.n += r;
+  }
+  if (o.p)
+    o.p[o.n] = 0;
+  int st = pclose(p);
+  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+static out same_everywhere_pos(const char *sub, const char *rest) {
+  out first = run_pos(0, sub, rest);
+  for (int w = 1; w < nstores(); w++) {
+    out o = run_pos(w, sub, rest);
+    if (o.rc != first.rc || o.n != first.n || memcmp(o.p, first.p, o.n)) {
+      fprintf(stderr,
+              "  `trace %s … %s`: %s differs from jsonl:\n%s\n---\n%s\n", sub,
+              rest, wnames[w], first.p ? first.p : "", o.p ? o.p : "");
+      first.rc = -2;
+    }
+    free(o.p);
+  }
+  return first;
+}
+
+static void hex_of(const char *p, size_t n, char hex[33]) {
+  uint64_t h[2];
+  spy_trace_hash(p, n, h);
+  spy_trace_hash_hex(h, hex);
+}
+
+/* ---- the case -----------------------------------------------------------
+ */
+
+TEST(every_command_gives_the_same_answer_from_every_store) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/spy-tquery-XXXXXX");
+  CHECK(mkdtemp(g_dir) != NULL);
+  const char *pg = getenv("SPY_TEST_PG");
+  if (pg)
+    snprintf(g_pg, sizeof g_pg, "%s%s", pg,
+             strchr(pg, '=') && !strstr(pg, "://") ? " connect_timeout=20"
+                                                   : "");
+  CHECK_EQ(record(), 0);
+
+  /* builds */
+  out o = same_everywhere("builds --json");
+  CHECK_EQ(o.rc, 0);
+  json_error_t je;
+  json_t *j = json_loads(o.p, 0, &je);
+  CHECK(j != NULL);
+  json_t *bs = json_object_get(j, "builds");
+  CHECK_EQ(json_array_size(bs), 2);
+  CHECK_EQ(
+      json_integer_value(json_object_get(json_array_get(bs, 0), "modules")), 2);
+  CHECK_EQ(
+      json_integer_value(json_object_get(json_array_get(bs, 0), "hook_calls")),
+      5);
+  CHECK_EQ(
+      json_integer_value(json_object_get(json_array_get(bs, 1), "hook_calls")),
+      2);
+  json_decref(j);
+  free(o.p);
+  o = same_everywhere("builds");
+  CHECK_EQ(o.rc, 0);
+  free(o.p);
+
+  /* hooks: everything, then the slowest, then filtered */
+  o = same_everywhere("hooks --json");
+  CHECK_EQ(o.rc, 0);
+  j = json_loads(o.p, 0, &je);
+  CHECK(j != NULL);
+  json_t *hs = json_object_get(j, "hook_calls");
+  CHECK_EQ(json_array_size(hs), 7);
+  json_int_t maxd = -1;
+  for (size_t i = 0; i < json_array_size(hs); i++) {
+    json_int_t d = json_integer_value(
+        json_object_get(json_array_get(hs, i), "duration_us"));
+    if (d > maxd)
+      maxd = d;
+  }
+  free(o.p);
+  o = same_everywhere("hooks --slowest 1 --json");
+  CHECK_EQ(o.rc, 0);
+  json_t *s1 = json_loads(o.p, 0, &je);
+  CHECK(s1 != NULL);
+  json_t *top = json_object_get(s1, "hook_calls");
+  CHECK_EQ(json_array_size(top), 1);
+  CHECK_EQ(json_integer_value(
+               json_object_get(json_array_get(top, 0), "duration_us")),
+           maxd);
+  json_decref(s1);
+  json_decref(j);
+  free(o.p);
+  o = same_everywhere("hooks --build 2 --plugin strip --json");
+  CHECK_EQ(o.rc, 0);
+  j = json_loads(o.p, 0, &je);
+  CHECK(j != NULL);
+  hs = json_object_get(j, "hook_calls");
+  CHECK_EQ(json_array_size(hs), 1);
+  CHECK_STR(json_string_value(json_object_get(json_array_get(hs, 0), "module")),
+            "a.c");
+  json_decref(j);
+  free(o.p);
+
+  /* module: edges, calls in order with bytes, the diff */
+  o = same_everywhere_pos("module", "a.c --build 1 --json");
+  CHECK_EQ(o.rc, 0);
+  j = json_loads(o.p, 0, &je);
+  CHECK(j != NULL);
+  json_t *imps = json_object_get(j, "imports");
+  CHECK_EQ(json_array_size(imps), 1);
+  CHECK_STR(
+      json_string_value(json_object_get(json_array_get(imps, 0), "module")),
+      "b.h");
+  hs = json_object_get(j, "hook_calls");
+  CHECK_EQ(json_array_size(hs), 3);
+  static const char *const order[] = {"resolver", "strip", "noop"};
+  for (size_t i = 0; i < 3 && i < json_array_size(hs); i++)
+    CHECK_STR(
+        json_string_value(json_object_get(json_array_get(hs, i), "plugin")),
+        order[i]);
+  json_t *strip = json_array_get(hs, 1);
+  CHECK_EQ(json_integer_value(json_object_get(strip, "bytes_in")),
+           sizeof a_src - 1);
+  CHECK_EQ(json_integer_value(json_object_get(strip, "bytes_out")),
+           sizeof a_out - 1);
+  CHECK(json_is_true(json_object_get(strip, "changed")));
+  json_decref(j);
+  free(o.p);
+  o = same_everywhere_pos("module", "b.h --json");
+  CHECK_EQ(o.rc, 0);
+  j = json_loads(o.p, 0, &je);
+  CHECK(j != NULL);
+  json_t *ims = json_object_get(j, "importers");
+  CHECK_EQ(json_array_size(ims), 1);
+  /* without --build: the last build that called a hook on it (1) */
+  CHECK_EQ(json_integer_value(json_object_get(j, "build")), 1);
+  json_decref(j);
+  free(o.p);
+  o = same_everywhere_pos("module", "a.c --build 1 --diff");
+  CHECK_EQ(o.rc, 0);
+  CHECK(strstr(o.p, "-int a(void) { return 1; } // drop me\n"
+                    "-int keep(void) { return 2; }\n") == NULL);
+  CHECK(strstr(o.p, "@@ -1,5 +1,5 @@\n"
+                    " // a.c\n"
+                    " #include \"b.h\"\n"
+                    "-int a(void) { return 1; } // drop me\n"
+                    "+int a(void) { return 1; }\n"
+                    " int keep(void) { return 2; }\n"
+                    "-int more(void) { return 3; } // drop me\n"
+                    "+int more(void) { return 3; }\n") != NULL);
+  free(o.p);
+  o = same_everywhere_pos("module", "nosuch.c");
+  CHECK_EQ(o.rc, 1);
+  free(o.p);
+
+  /* source: exact bytes, a delta's too */
+  char hex[33], args[128];
+  hex_of(b_src, B_LEN, hex);
+  o = same_everywhere_pos("source", hex);
+  CHECK_EQ(o.rc, 0);
+  CHECK_EQ(o.n, B_LEN);
+  CHECK(o.n == B_LEN && memcmp(o.p, b_src, B_LEN) == 0);
+  free(o.p);
+  hex_of(a_src2, sizeof a_src2 - 1, hex);
+  o = same_everywhere_pos("source", hex);
+  CHECK_EQ(o.rc, 0);
+  CHECK_STR(o.p, a_src2);
+  free(o.p);
+  snprintf(args, sizeof args, "%s --json", hex);
+  o = same_everywhere_pos("source", args);
+  CHECK_EQ(o.rc, 0);
+  free(o.p);
+  o = same_everywhere_pos("source", "0123456789abcdef0123456789abcdef");
+  CHECK_EQ(o.rc, 1);
+  free(o.p);
+  o = run_pos(1, "source", "not-hex");
+  CHECK_EQ(o.rc, 2);
+  free(o.p);
+
+  /* the SQLite extension in the plain sqlite3 shell: spy_source decodes a
+   * delta chain; hook_calls is a table with its index after close */
+  char cmd[4096], buf[4096];
+  snprintf(cmd, sizeof cmd,
+           "sqlite3 '%s/sqlite/trace.db' '.load %s' "
+           "\"SELECT count(*) FROM sources WHERE codec=2 AND "
+           "spy_source(source_id) = CAST(spy_source(source_id) AS TEXT)\" "
+           "\"SELECT hex(spy_source('%s'))\" "
+           "\"SELECT type FROM sqlite_master WHERE name='hook_calls'\" "
+           "\"SELECT count(*) FROM hook_calls WHERE plugin_name='strip'\"",
+           g_dir, SPY_SQLITE_EXT, hex);
+  CHECK_EQ(tu_run_capture(cmd, buf, sizeof buf), 0);
+  char want[4096] = "", *w = want;
+  for (size_t i = 0; i < sizeof a_src2 - 1; i++)
+    w += sprintf(w, "%02X", (unsigned char)a_src2[i]);
+  char *line2 = strchr(buf, '\n');
+  CHECK(line2 != NULL);
+  CHECK(atoi(buf) >= 1); /* a_src2 and a_out are deltas */
+  CHECK(line2 && strncmp(line2 + 1, want, strlen(want)) == 0);
+  CHECK(strstr(buf, "\ntable\n3\n") != NULL);
+  snprintf(cmd, sizeof cmd,
+           "sqlite3 '%s/sqlite/trace.db' '.load %s' "
+           "\"SELECT spy_source('0123456789abcdef0123456789abcdef')\" 2>&1",
+           g_dir, SPY_SQLITE_EXT);
+  CHECK(tu_run_capture(cmd, buf, sizeof buf) != 0);
+  CHECK(strstr(buf, "no source 0123456789abcdef0123456789abcdef") != NULL);
+
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  CHECK_EQ(system(cmd), 0);
+  if (!g_pg[0])
+    SKIP("the postgres part did not run (no SPY_TEST_PG)");
+}
+
+TEST_MAIN(TEST_CASE(every_command_gives_the_same_answer_from_every_store))

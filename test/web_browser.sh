@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# web_browser.sh TOOL WEB_HELPER NPM_CACHE BUILD_DIR — the dashboard in a
+# real headless Chromium (Debian's chromium, scripts/deps.sh) driven by
+# playwright-core from npm (installed once into NPM_CACHE), against
+# `spyglass demo --headless`, deterministic providers and `spyglass serve`
+# in a private runtime directory. Saves BUILD_DIR/web_dashboard.png.
+set -euo pipefail
+tool=$1
+helper=$2
+cache=$3
+out=$(cd "$4" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+fail() { echo "web_browser: $*" >&2; exit 1; }
+command -v node >/dev/null || fail "node is not installed (scripts/deps.sh installs it)"
+[ -x /usr/bin/chromium ] || fail "chromium is not installed (scripts/deps.sh test installs it)"
+cache=$(cd "$(dirname "$cache")" && pwd)/$(basename "$cache")
+pw="$cache/node_modules/playwright-core"
+if [ ! -f "$pw/package.json" ]; then
+  mkdir -p "$cache"
+  timeout 150 npm install --prefix "$cache" --no-audit --no-fund --silent \
+    'playwright-core@^1.40.0' || fail "npm install playwright-core failed"
+fi
+rundir=$(mktemp -d /dev/shm/spy_web_XXXXXX 2>/dev/null || mktemp -d /tmp/spy_web_XXXXXX)
+chmod 700 "$rundir"
+trap 'rm -rf "$rundir"' EXIT
+SPYGLASS_DIR=$rundir SPY_TOOL=$tool SPY_HELPER=$helper SPY_PW=$pw SPY_OUT=$out \
+  timeout 170 node "$here/web_browser.mjs"

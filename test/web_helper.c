@@ -1,0 +1,628 @@
+/* web_helper.c — the C side of the dashboard's tests (test/web_*.mjs).
+ *
+ *   web_helper golden DIR        frames written by the C encoder, each as
+ *                                DIR/NAME.bin, with DIR/NAME.json: what the
+ *                                C decoder reads from it (or the error code
+ *                                and offset it rejects it with), for the
+ *                                JS codec to match field by field
+ *   web_helper provider NAME S   a provider with values known per frame
+ *                                (det.frame = the frame number, …) for S
+ *                                seconds (0: until killed)
+ *   web_helper truth NAME S OUT  a C consumer of provider NAME on this host's
+ *                                bus: every state it holds after a data
+ *                                frame (last frame key, registry values),
+ *                                one JSON line per state, for S seconds
+ *
+ * The provider's values, with n its own loop count (not the provider's
+ * frame key, which counts watched frames only): det.frame (float) = n,
+ * det.parity (bool) = n odd, det.neg (int) = −n, det.vec (float3) = (n,
+ * n/2, −1); counter draws = n mod 100. Every value changes every frame,
+ * and a data frame carries the values of its batch's last frame, so the
+ * state as of frame F is what the C consumer held after the last data
+ * frame whose batch ended at or before F.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spyglass/clock.h"
+#include "spyglass/consumer.h"
+#include "spyglass/profiler.h"
+#include "spyglass/provider.h"
+#include "spyglass/wire.h"
+
+static uint8_t buf[1 << 16];
+
+/* ---- golden frames ------------------------------------------------------ */
+
+static FILE *json;
+
+static void jstr(const char *s, uint32_t n) {
+  fputc('"', json);
+  for (uint32_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\')
+      fprintf(json, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(json, "\\u%04x", c);
+    else
+      fputc(c, json);
+  }
+  fputc('"', json);
+}
+
+static void jnum(double v) {
+  if (isnan(v))
+    fprintf(json, "null");
+  else
+    fprintf(json, "%.17g", v);
+}
+
+static void jvalue(const spy_value *v) {
+  switch (v->kind) {
+  case SPY_VAL_FLOAT: jnum(v->v.f[0]); break;
+  case SPY_VAL_UINT:
+  case SPY_VAL_BITS: fprintf(json, "%llu", (unsigned long long)v->v.u); break;
+  case SPY_VAL_INT: fprintf(json, "%lld", (long long)v->v.i); break;
+  case SPY_VAL_FLOAT2:
+  case SPY_VAL_FLOAT3:
+  case SPY_VAL_FLOAT4: {
+    int n = v->kind - SPY_VAL_FLOAT2 + 2;
+    fputc('[', json);
+    for (int i = 0; i < n; i++) {
+      if (i)
+        fputc(',', json);
+      jnum(v->v.f[i]);
+    }
+    fputc(']', json);
+    break;
+  }
+  case SPY_VAL_BOOL: fprintf(json, v->v.b ? "true" : "false"); break;
+  case SPY_VAL_STRING: jstr(v->v.s.ptr, v->v.s.len); break;
+  case SPY_VAL_BLOB:
+    fputc('[', json);
+    for (uint32_t i = 0; i < v->v.s.len; i++)
+      fprintf(json, "%s%u", i ? "," : "", (unsigned char)v->v.s.ptr[i]);
+    fputc(']', json);
+    break;
+  default: fprintf(json, "null");
+  }
+}
+
+static void jhex(uint64_t v) {
+  fprintf(json, "\"%016llx\"", (unsigned long long)v);
+}
+
+/* What the C decoder makes of one section, as JSON. */
+static int dump_section(const spy_frame *f, const spy_section *s) {
+  int rc = 0;
+  switch (s->id) {
+  case SPY_SEC_STATS: {
+    spy_stats_batch b;
+    if ((rc = spy_get_stats(s, &b)) < 0)
+      return rc;
+    fprintf(json,
+            "\"stats\":{\"startFrame\":%llu,\"count\":%u,\"nCounters\":%u,"
+            "\"flags\":%u,\"fps\":[",
+            (unsigned long long)b.start_frame, b.count, b.n_counters, b.flags);
+    for (uint32_t i = 0; i < b.count; i++)
+      fprintf(json, "%s%.17g", i ? "," : "", spy_stats_fps_x10(&b, i) / 10.0);
+    fprintf(json, "],\"cpu\":[");
+    for (uint32_t i = 0; i < b.count; i++)
+      fprintf(json, "%s%.17g", i ? "," : "", spy_stats_cpu_x100(&b, i) / 100.0);
+    fprintf(json, "],\"gpu\":[");
+    for (uint32_t i = 0; i < b.count; i++) {
+      uint16_t g = spy_stats_gpu_x100(&b, i);
+      fprintf(json, "%s", i ? "," : "");
+      jnum(g == SPY_GPU_NONE ? NAN : g / 100.0);
+    }
+    fprintf(json, "],\"counters\":[");
+    for (uint32_t c = 0; c < b.n_counters; c++) {
+      fprintf(json, "%s[", c ? "," : "");
+      for (uint32_t i = 0; i < b.count; i++)
+        fprintf(json, "%s%u", i ? "," : "", spy_stats_counter(&b, c, i));
+      fputc(']', json);
+    }
+    fprintf(json, "]}");
+    return 0;
+  }
+  case SPY_SEC_STATS_SCHEMA: {
+    spy_name_iter it;
+    if ((rc = spy_get_name_list(s, &it)) < 0)
+      return rc;
+    const char *n;
+    uint32_t len;
+    fprintf(json, "\"schema\":[");
+    for (int i = 0; spy_name_next(&it, &n, &len); i++) {
+      if (i)
+        fputc(',', json);
+      jstr(n, len);
+    }
+    fputc(']', json);
+    return 0;
+  }
+  case SPY_SEC_ENV:
+  case SPY_SEC_REGISTRY:
+  case SPY_SEC_BUFFERS: {
+    spy_delta_iter it;
+    if ((rc = spy_get_delta(s, &it)) < 0)
+      return rc;
+    fprintf(json, "\"%s\":{\"full\":%s,\"count\":%d,\"entries\":[",
+            spy_section_name(s->id),
+            it.flags & SPY_DELTA_FULL ? "true" : "false", rc);
+    spy_delta_entry e;
+    for (int i = 0; spy_delta_next(&it, &e); i++) {
+      fprintf(json, "%s{\"state\":%u,\"kind\":%u,\"key\":", i ? "," : "",
+              e.state, e.value.kind);
+      jstr(e.key, e.key_len);
+      fprintf(json, ",\"value\":");
+      if (e.state == SPY_DELTA_SET)
+        jvalue(&e.value);
+      else
+        fprintf(json, "null");
+      fputc('}', json);
+    }
+    fprintf(json, "]}");
+    return 0;
+  }
+  case SPY_SEC_HEALTH: {
+    uint64_t v[SPY_HEALTH_FIELD_COUNT];
+    if ((rc = spy_get_health(s, v, SPY_HEALTH_FIELD_COUNT)) < 0)
+      return rc;
+    fprintf(json, "\"health\":{\"n\":%d,\"values\":[", rc);
+    for (int i = 0; i < SPY_HEALTH_FIELD_COUNT; i++)
+      fprintf(json, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
+    fprintf(json, "]}");
+    return 0;
+  }
+  case SPY_SEC_PROVIDER: {
+    spy_provider_info p;
+    if ((rc = spy_get_provider(s, &p)) < 0)
+      return rc;
+    fprintf(json, "\"provider\":{\"id\":");
+    jhex(p.id);
+    fprintf(json,
+            ",\"startMs\":%llu,\"pid\":%u,\"kind\":%u,\"subscribers\":%u,"
+            "\"name\":",
+            (unsigned long long)p.start_ms, p.pid, p.kind, p.subscribers);
+    jstr(p.name, p.name_len);
+    fputc('}', json);
+    return 0;
+  }
+  case SPY_SEC_PEER: {
+    spy_peer_info p;
+    if ((rc = spy_get_peer(s, &p)) < 0)
+      return rc;
+    fprintf(json, "\"peer\":{\"id\":");
+    jhex(p.id);
+    fprintf(json, ",\"features\":%u}", p.features);
+    return 0;
+  }
+  case SPY_SEC_SUBSCRIPTION: {
+    spy_subscription sub;
+    if ((rc = spy_get_subscription(s, &sub)) < 0)
+      return rc;
+    fprintf(json, "\"subscription\":{\"consumer\":");
+    jhex(sub.consumer);
+    fprintf(json, ",\"features\":%u,\"flags\":%u,\"registry\":[", sub.features,
+            sub.flags);
+    const uint8_t *cur = NULL;
+    const char *n;
+    uint32_t len;
+    for (int i = 0; spy_subscription_next_registry(&sub, &cur, &n, &len); i++) {
+      if (i)
+        fputc(',', json);
+      jstr(n, len);
+    }
+    fprintf(json, "],\"buffers\":[");
+    cur = NULL;
+    spy_buffer_request br;
+    for (int i = 0; spy_subscription_next_buffer(&sub, &cur, &br); i++) {
+      fprintf(json, "%s{\"name\":", i ? "," : "");
+      jstr(br.name, br.name_len);
+      fprintf(json, ",\"mode\":%u,\"longEdge\":%u}", br.mode, br.long_edge);
+    }
+    fprintf(json, "]}");
+    return 0;
+  }
+  case SPY_SEC_MSGPROF: {
+    static spy_msgprof_summary m;
+    if ((rc = spy_get_msgprof(s, &m)) < 0)
+      return rc;
+    fprintf(json,
+            "\"msgprof\":{\"nTypes\":%u,\"flags\":%u,\"messages\":%llu,"
+            "\"errors\":%llu,\"elapsedNs\":%llu,\"types\":[",
+            m.n_types, m.flags, (unsigned long long)m.messages,
+            (unsigned long long)m.errors, (unsigned long long)m.elapsed_ns);
+    for (uint32_t i = 0; i < m.n_types; i++) {
+      const spy_msgprof_type *t = &m.types[i];
+      fprintf(json,
+              "%s{\"type\":%u,\"count\":%llu,\"errors\":%llu,"
+              "\"bytes\":%llu,\"encode\":{\"mean\":%llu,\"p50\":%llu,"
+              "\"p99\":%llu,\"max\":%llu},\"post\":{\"mean\":%llu,"
+              "\"p50\":%llu,\"p99\":%llu,\"max\":%llu}}",
+              i ? "," : "", t->type, (unsigned long long)t->count,
+              (unsigned long long)t->errors, (unsigned long long)t->bytes,
+              (unsigned long long)t->encode.mean_ns,
+              (unsigned long long)t->encode.p50_ns,
+              (unsigned long long)t->encode.p99_ns,
+              (unsigned long long)t->encode.max_ns,
+              (unsigned long long)t->post.mean_ns,
+              (unsigned long long)t->post.p50_ns,
+              (unsigned long long)t->post.p99_ns,
+              (unsigned long long)t->post.max_ns);
+    }
+    fprintf(json, "]}");
+    return 0;
+  }
+  case SPY_SEC_CLOCK: {
+    spy_clock_msg m;
+    if ((rc = spy_get_clock(s, &m)) < 0)
+      return rc;
+    fprintf(json, "\"clock\":{\"op\":%u,\"rounds\":%u,\"provider\":", m.op,
+            m.rounds);
+    jhex(m.provider);
+    fprintf(json, ",\"consumer\":");
+    jhex(m.consumer);
+    fprintf(json, ",\"offsetNs\":%lld,\"rttNs\":%lld}", (long long)m.offset_ns,
+            (long long)m.rtt_ns);
+    return 0;
+  }
+  default: (void)f; return 1; /* not ours: listed as unknown */
+  }
+}
+
+static const char *err_name(int rc) {
+  switch (rc) {
+  case SPY_ETRUNCATED: return "ETRUNCATED";
+  case SPY_ETOOBIG: return "ETOOBIG";
+  case SPY_EBADTYPE: return "EBADTYPE";
+  case SPY_EBADSECTION: return "EBADSECTION";
+  case SPY_EBADVERSION: return "EBADVERSION";
+  case SPY_EBADVALUE: return "EBADVALUE";
+  case SPY_EBADHEADER: return "EBADHEADER";
+  case SPY_ENOSECTION: return "ENOSECTION";
+  default: return "other";
+  }
+}
+
+/* Writes DIR/NAME.bin (n bytes) and DIR/NAME.json (the C decoding). */
+static int emit(const char *dir, const char *name, const uint8_t *p, size_t n) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+  FILE *b = fopen(path, "wb");
+  if (!b || fwrite(p, 1, n, b) != n) {
+    perror(path);
+    return -1;
+  }
+  fclose(b);
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
+  json = fopen(path, "w");
+  if (!json) {
+    perror(path);
+    return -1;
+  }
+  spy_frame f;
+  size_t off = 0;
+  int rc = spy_frame_decode(p, n, &f, &off);
+  if (rc < 0) {
+    fprintf(json, "{\"error\":\"%s\",\"offset\":%zu}\n", err_name(rc), off);
+    fclose(json);
+    return 0;
+  }
+  fprintf(json,
+          "{\"type\":%u,\"typeName\":\"%s\",\"ts\":%llu,\"version\":%u,"
+          "\"flags\":%u,\"seq\":%u,\"len\":%u,\"sections\":[",
+          f.type, spy_msg_type_name(f.type), (unsigned long long)f.ts_ms,
+          f.version, f.flags, f.seq, f.len);
+  size_t cur = 0;
+  spy_section s;
+  for (int i = 0; spy_frame_next_section(&f, &cur, &s); i++)
+    fprintf(json, "%s{\"id\":%u,\"len\":%u}", i ? "," : "", s.id, s.len);
+  fprintf(json, "],\"decoded\":{");
+  cur = 0;
+  int first = 1, sec_err = 0;
+  long pos = ftell(json);
+  while (spy_frame_next_section(&f, &cur, &s)) {
+    if (!first)
+      fputc(',', json);
+    long before = ftell(json);
+    rc = dump_section(&f, &s);
+    if (rc == 1) { /* unknown: nothing written, undo the comma */
+      fseek(json, first ? before : before - 1, SEEK_SET);
+      continue;
+    }
+    if (rc < 0) {
+      sec_err = rc;
+      break;
+    }
+    first = 0;
+  }
+  if (sec_err) { /* the whole frame is reported as the section's error */
+    fseek(json, pos, SEEK_SET);
+    fprintf(json, "},\"sectionError\":{\"id\":%u,\"error\":\"%s\"}}\n", s.id,
+            err_name(sec_err));
+  } else {
+    fprintf(json, "}}\n");
+  }
+  /* A rewind leaves stale bytes after the end: cut the file there. */
+  long end = ftell(json);
+  fflush(json);
+  if (ftruncate(fileno(json), end) != 0)
+    perror("ftruncate");
+  fclose(json);
+  return 0;
+}
+
+static int golden(const char *dir) {
+  spy_frame_writer w;
+  int n;
+  /* 1. A data frame with everything a provider sends. */
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 1764585600123ull, 41,
+                  SPY_FRAME_SNAPSHOT | SPY_FRAME_CHECKPOINT);
+  int16_t fps[5] = {600, 599, -5, 32767, 0};
+  uint16_t cpu[5] = {1667, 12, 0, 65535, 100};
+  uint16_t gpu[5] = {800, SPY_GPU_NONE, 0, 65534, 3};
+  uint32_t ctr[3][5] = {
+      {1, 2, 3, 4, 5}, {0, 4294967295u, 7, 8, 9}, {100, 200, 300, 400, 500}};
+  spy_stats_batch sb = {.start_frame = 9007199254740000ull,
+                        .count = 5,
+                        .n_counters = 3,
+                        .flags = 0,
+                        .fps_x10 = fps,
+                        .cpu_x100 = cpu,
+                        .gpu_x100 = gpu,
+                        .counters = ctr};
+  spy_put_stats(&w, &sb);
+  const char *names[3] = {"draws", "passes", "particles ünicode"};
+  spy_put_name_list(&w, SPY_SEC_STATS_SCHEMA, names, 3);
+  spy_delta_writer d;
+  spy_delta_begin(&d, &w, SPY_SEC_REGISTRY, SPY_DELTA_FULL);
+  spy_value v = {.kind = SPY_VAL_FLOAT, .v.f = {-1.5e-300}};
+  spy_delta_put(&d, SPY_DELTA_SET, "f", 1, &v);
+  v = (spy_value){.kind = SPY_VAL_UINT, .v.u = 9007199254740991ull};
+  spy_delta_put(&d, SPY_DELTA_SET, "u.max53", 7, &v);
+  v = (spy_value){.kind = SPY_VAL_INT, .v.i = -1234567890123ll};
+  spy_delta_put(&d, SPY_DELTA_SET, "int", 3, &v);
+  v = (spy_value){.kind = SPY_VAL_FLOAT2, .v.f = {1, 2}};
+  spy_delta_put(&d, SPY_DELTA_SET, "v2", 2, &v);
+  v = (spy_value){.kind = SPY_VAL_FLOAT3, .v.f = {0.1, -0.2, 3e10}};
+  spy_delta_put(&d, SPY_DELTA_SET, "camera.position", 15, &v);
+  v = (spy_value){.kind = SPY_VAL_FLOAT4, .v.f = {1, 0, 0, 1}};
+  spy_delta_put(&d, SPY_DELTA_SET, "v4", 2, &v);
+  v = (spy_value){.kind = SPY_VAL_BITS, .v.u = 0x5a5aull};
+  spy_delta_put(&d, SPY_DELTA_SET, "bits", 4, &v);
+  v = (spy_value){.kind = SPY_VAL_BOOL, .v.b = 1};
+  spy_delta_put(&d, SPY_DELTA_SET, "flag", 4, &v);
+  v = (spy_value){.kind = SPY_VAL_STRING, .v.s = {"héllo \"q\"", 10}};
+  spy_delta_put(&d, SPY_DELTA_SET, "str", 3, &v);
+  v = (spy_value){.kind = SPY_VAL_BLOB, .v.s = {"\x00\x01\xff", 3}};
+  spy_delta_put(&d, SPY_DELTA_SET, "blob", 4, &v);
+  v = (spy_value){.kind = SPY_VAL_FLOAT};
+  spy_delta_put(&d, SPY_DELTA_META, "hidden", 6, &v);
+  spy_delta_put(&d, SPY_DELTA_CLEARED, "gone", 4, NULL);
+  spy_delta_end(&d);
+  spy_delta_begin(&d, &w, SPY_SEC_ENV, 0);
+  v = (spy_value){.kind = SPY_VAL_STRING, .v.s = {"1920x1080", 9}};
+  spy_delta_put(&d, SPY_DELTA_SET, "resolution", 10, &v);
+  spy_delta_end(&d);
+  uint64_t health[SPY_HEALTH_FIELD_COUNT] = {10, 20000, 1, 2, 3, 4, 5, 6, 7};
+  spy_put_health(&w, health, SPY_HEALTH_FIELD_COUNT);
+  static spy_msgprof_summary m;
+  m.messages = 100;
+  m.errors = 1;
+  m.elapsed_ns = 2500000000ull;
+  m.n_types = 2;
+  m.types[0] = (spy_msgprof_type){.type = 1,
+                                  .count = 90,
+                                  .errors = 1,
+                                  .bytes = 123456,
+                                  .encode = {1000, 900, 5000, 9000},
+                                  .post = {200, 150, 900, 1200}};
+  m.types[1] = (spy_msgprof_type){.type = 3, .count = 10, .bytes = 400};
+  spy_put_msgprof(&w, &m);
+  spy_frame_section_begin(&w, 200); /* unknown: skipped by every reader */
+  spy_frame_put_u32(&w, 0xdeadbeef);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "data_full", buf, (size_t)n) < 0)
+    return 1;
+  /* 2. A small delta frame without stats. */
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 5, 42, 0);
+  spy_delta_begin(&d, &w, SPY_SEC_REGISTRY, 0);
+  v = (spy_value){.kind = SPY_VAL_FLOAT, .v.f = {2.25}};
+  spy_delta_put(&d, SPY_DELTA_SET, "f", 1, &v);
+  spy_delta_end(&d);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "data_delta", buf, (size_t)n) < 0)
+    return 1;
+  /* 3. Control messages. */
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_PROVIDER_ANNOUNCE, 7, 1, 0);
+  spy_provider_info pi = {.id = 0xfedcba9876543210ull,
+                          .start_ms = 1764585600000ull,
+                          .pid = 4242,
+                          .kind = SPY_PROVIDER_SYSTEM,
+                          .subscribers = 3,
+                          .name = "my-game"};
+  spy_put_provider(&w, &pi);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "announce", buf, (size_t)n) < 0)
+    return 1;
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_SUBSCRIBE, 8, 0, 0);
+  const char *reg[2] = {"camera.position", "scene.time"};
+  spy_buffer_request br[1] = {
+      {.name = "color", .mode = SPY_BUFFER_THUMBNAIL, .long_edge = 128}};
+  spy_subscription sub = {.consumer = 0x0123456789abcdefull,
+                          .features = SPY_FEAT_STATS | SPY_FEAT_REGISTRY,
+                          .flags = SPY_SUB_REGISTRY_FILTER,
+                          .n_registry = 2,
+                          .n_buffers = 1,
+                          .registry = reg,
+                          .buffers = br};
+  spy_put_subscription(&w, &sub);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "subscribe", buf, (size_t)n) < 0)
+    return 1;
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_ACK, 9, 0, 0);
+  spy_put_peer(&w, 0x8000000000000001ull, 0x104e);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "ack", buf, (size_t)n) < 0)
+    return 1;
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_CLOCK, 10, 77, 0);
+  spy_clock_msg cm = {.op = SPY_CLOCK_OP_RESULT,
+                      .rounds = 5,
+                      .provider = 1,
+                      .consumer = 2,
+                      .offset_ns = -123456789,
+                      .rtt_ns = 54321};
+  spy_put_clock(&w, &cm);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "clock", buf, (size_t)n) < 0)
+    return 1;
+  /* 4. Malformed frames: the JS decoder must refuse them as C does. */
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_PING, 11, 1, 0);
+  n = spy_frame_finish(&w);
+  uint8_t bad[64];
+  memcpy(bad, buf, (size_t)n);
+  spy_wr32(bad + 4, 99); /* unknown type */
+  if (emit(dir, "bad_type", bad, (size_t)n) < 0)
+    return 1;
+  memcpy(bad, buf, (size_t)n);
+  spy_wr16(bad + 24, 2); /* version */
+  if (emit(dir, "bad_version", bad, (size_t)n) < 0)
+    return 1;
+  memcpy(bad, buf, (size_t)n);
+  spy_wr32(bad, 30); /* not a multiple of 4, < 32 */
+  if (emit(dir, "bad_header", bad, (size_t)n) < 0)
+    return 1;
+  if (emit(dir, "truncated", buf, (size_t)n - 4) < 0)
+    return 1;
+  memcpy(bad, buf, (size_t)n);
+  spy_wr32(bad, SPY_FRAME_MAX + 4);
+  if (emit(dir, "too_big", bad, 16) < 0)
+    return 1;
+  /* A section that runs past the frame. */
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 12, 2, 0);
+  spy_put_health(&w, health, 2);
+  n = spy_frame_finish(&w);
+  memcpy(bad, buf, (size_t)n);
+  spy_wr32(bad + 36, 400);
+  if (emit(dir, "bad_section", bad, (size_t)n) < 0)
+    return 1;
+  /* A stats section whose length does not match its counts. */
+  memcpy(bad, buf, (size_t)n);
+  spy_wr32(bad + 32, SPY_SEC_STATS);
+  if (emit(dir, "bad_stats", bad, (size_t)n) < 0)
+    return 1;
+  printf("golden frames in %s\n", dir);
+  return 0;
+}
+
+/* ---- deterministic provider -----------------------------------------------
+ */
+
+static volatile sig_atomic_t stop;
+static void on_sig(int s) {
+  (void)s;
+  stop = 1;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int provider(const char *name, double seconds) {
+  spy_provider *p;
+  spy_provider_desc pd = {.name = name};
+  int rc = spy_provider_create(&p, &pd);
+  if (rc < 0) {
+    fprintf(stderr, "web_helper: provider: %s\n", spy_strerror(rc));
+    return 1;
+  }
+  spy_env_set_adapter(p, "web_helper deterministic adapter");
+  spy_env_set_resolution(p, 640, 360, 1.0);
+  spy_env_set_debug_mode(p, "wireframe");
+  printf("provider %016llx %s\n", (unsigned long long)spy_provider_id(p), name);
+  fflush(stdout);
+  signal(SIGINT, on_sig);
+  signal(SIGTERM, on_sig);
+  double end = mono_s() + seconds;
+  for (uint64_t frame = 0; !stop && (seconds <= 0 || mono_s() < end); frame++) {
+    spy_frame_begin(p);
+    spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)(frame % 100));
+    spy_counter_set(p, SPY_COUNTER_PARTICLES, 1000);
+    spy_value_set_f64(p, "det.frame", (double)frame);
+    spy_value_set_bool(p, "det.parity", frame & 1);
+    spy_value_set_i64(p, "det.neg", -(int64_t)frame);
+    double vec[3] = {(double)frame, (double)frame / 2, -1};
+    spy_value_set_vec(p, "det.vec", vec, 3);
+    spy_frame_end(p);
+    usleep(15000);
+  }
+  spy_provider_destroy(p);
+  return 0;
+}
+
+/* ---- the C consumer's truth ------------------------------------------------
+ */
+
+static int truth(const char *name, double seconds, const char *out) {
+  FILE *o = fopen(out, "w");
+  if (!o) {
+    perror(out);
+    return 1;
+  }
+  spy_consumer *c;
+  spy_consumer_desc d = {.want = name, .no_clock_sync = 1};
+  int rc = spy_consumer_create(&c, &d);
+  if (rc < 0) {
+    fprintf(stderr, "web_helper: consumer: %s\n", spy_strerror(rc));
+    return 1;
+  }
+  signal(SIGINT, on_sig);
+  signal(SIGTERM, on_sig);
+  uint64_t last = UINT64_MAX;
+  double end = mono_s() + seconds;
+  while (!stop && mono_s() < end) {
+    spy_consumer_poll(c, 2);
+    const spy_state *s = spy_consumer_state(c);
+    if (!s->samples || s->last_frame == last)
+      continue;
+    last = s->last_frame;
+    fprintf(o, "{\"frame\":%llu,\"values\":{", (unsigned long long)last);
+    json = o;
+    for (uint32_t i = 0; i < s->registry.n; i++) {
+      const spy_state_entry *e = &s->registry.e[i];
+      fprintf(o, "%s", i ? "," : "");
+      jstr(e->name, (uint32_t)strlen(e->name));
+      fputc(':', o);
+      if (e->has_value)
+        jvalue(&e->value);
+      else
+        fprintf(o, "null");
+    }
+    fprintf(o, "},\"draws\":%.0f}\n",
+            (double)spy_state_last(s, SPY_FIELD_COUNTER0 + SPY_COUNTER_DRAWS));
+    fflush(o);
+  }
+  spy_consumer_destroy(c);
+  fclose(o);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "golden"))
+    return golden(argv[2]);
+  if (argc == 4 && !strcmp(argv[1], "provider"))
+    return provider(argv[2], atof(argv[3]));
+  if (argc == 5 && !strcmp(argv[1], "truth"))
+    return truth(argv[2], atof(argv[3]), argv[4]);
+  fprintf(stderr, "usage: web_helper golden DIR | provider NAME SECONDS | "
+                  "truth NAME SECONDS OUT\n");
+  return 2;
+}

@@ -1,0 +1,782 @@
+/* trace_query.c — the questions `spyglass trace` answers about one
+ * recorded session, over any of the three stores (the reader gives the
+ * same action stream for each, so the answers are the same):
+ *   builds  STORE                       each build: start, duration,
+ *                                       modules, hook calls
+ *   hooks   STORE [--build N] [--plugin P] [--slowest N]
+ *                                       hook calls in start order, or the
+ *                                       N slowest
+ *   module  STORE MODULE [--build N] [--diff]
+ *                                       its import edges both ways and every
+ *                                       hook call on it in order, with bytes
+ *                                       in → out and (--diff) what each
+ *                                       transform changed
+ *   source  STORE ID                    a payload's exact bytes
+ * Every one takes --json and --session ID. */
+#include "trace_query.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "json.h"
+#include "line_diff.h"
+#include "opts.h"
+#include "spyglass/trace.h"
+
+/* ---- shared ------------------------------------------------------------- */
+
+static int open_store(const char *store, const char *session,
+                      spy_trace_reader **r) {
+  int rc = spy_trace_reader_open(store, session, r);
+  if (rc < 0) {
+    fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(*r),
+            spy_err_name(rc));
+    spy_trace_reader_close(*r);
+    *r = NULL;
+  }
+  return rc;
+}
+
+static int read_failed(spy_trace_reader *r, int rc) {
+  fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(r),
+          spy_err_name(rc));
+  spy_trace_reader_close(r);
+  return EXIT_FAIL;
+}
+
+static void warn_past(spy_trace_reader *r) {
+  if (spy_trace_reader_warning(r))
+    fprintf(stderr, "spyglass trace: warning: %s\n",
+            spy_trace_reader_warning(r));
+}
+
+static void fmt_time(char *out, size_t cap, uint64_t us) {
+  time_t s = (time_t)(us / 1000000);
+  struct tm tm;
+  gmtime_r(&s, &tm);
+  size_t n = strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
+  snprintf(out + n, cap - n, ".%03u", (unsigned)(us / 1000 % 1000));
+}
+
+/* A hook call, copied out of the reader's callback. */
+typedef struct call {
+  uint32_t build;
+  char *hook, *plugin, *module, *call_id;
+  uint64_t started_us, ended_us, order;
+  int has_input, has_output;
+  uint64_t input[2], output[2];
+} call;
+
+typedef struct calls {
+  call *v;
+  size_t n, cap;
+  /* filters: 0 / NULL = any */
+  uint32_t build;
+  const char *plugin, *module;
+  int oom;
+} calls;
+
+static uint64_t dur(const call *c) {
+  return c->ended_us > c->started_us ? c->ended_us - c->started_us : 0;
+}
+
+static int on_call(void *arg, const spy_trace_hook_call *h) {
+  calls *cs = arg;
+  uint64_t order = cs->n;
+  if ((cs->build && h->build != cs->build) ||
+      (cs->plugin && strcmp(cs->plugin, h->plugin)) ||
+      (cs->module && strcmp(cs->module, h->module)))
+    return 0;
+  if (cs->n == cs->cap) {
+    size_t cap = cs->cap ? 2 * cs->cap : 256;
+    call *g = realloc(cs->v, cap * sizeof *g);
+    if (!g) {
+      cs->oom = 1;
+      return 1;
+    }
+    cs->v = g;
+    cs->cap = cap;
+  }
+  call *c = &cs->v[cs->n];
+  *c = (call){h->build,
+              strdup(h->hook),
+              strdup(h->plugin),
+              strdup(h->module),
+              strdup(h->call_id),
+              h->started_us,
+              h->ended_us,
+              order,
+              h->has_input,
+              h->has_output,
+              {h->input[0], h->input[1]},
+              {h->output[0], h->output[1]}};
+  if (!c->hook || !c->plugin || !c->module || !c->call_id) {
+    free(c->hook);
+    free(c->plugin);
+    free(c->module);
+    free(c->call_id);
+    cs->oom = 1;
+    return 1;
+  }
+  cs->n++;
+  return 0;
+}
+
+static void calls_free(calls *cs) {
+  for (size_t i = 0; i < cs->n; i++) {
+    free(cs->v[i].hook);
+    free(cs->v[i].plugin);
+    free(cs->v[i].module);
+    free(cs->v[i].call_id);
+  }
+  free(cs->v);
+}
+
+/* Start order (ties: the order the calls ended in, the same in every
+ * store). */
+static int by_start(const void *x, const void *y) {
+  const call *a = x, *b = y;
+  if (a->started_us != b->started_us)
+    return a->started_us < b->started_us ? -1 : 1;
+  return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Slowest first (ties: start order). */
+static int by_slowest(const void *x, const void *y) {
+  const call *a = x, *b = y;
+  uint64_t da = dur(a), db = dur(b);
+  if (da != db)
+    return da > db ? -1 : 1;
+  return by_start(x, y);
+}
+
+static int collect(spy_trace_reader *r, calls *cs) {
+  int rc = spy_trace_reader_hook_calls(r, on_call, cs);
+  if (rc == 0 && cs->oom)
+    rc = SPY_ENOMEM;
+  return rc;
+}
+
+static void json_hash(json_out *j, const char *key, int has,
+                      const uint64_t h[2]) {
+  json_key(j, key);
+  if (!has) {
+    json_null(j);
+    return;
+  }
+  char hex[33];
+  spy_trace_hash_hex(h, hex);
+  json_str(j, hex);
+}
+
+/* ---- builds --------------------------------------------------------------
+ */
+
+typedef struct bstat {
+  uint64_t started, ended, modules, hook_calls, actions;
+  int seen;
+} bstat;
+
+static void help_builds(FILE *f) {
+  fprintf(f,
+          "usage: spyglass trace builds STORE [--session ID] [--json]\n\n"
+          "Lists the builds of the session: build number, start time (UTC),\n"
+          "duration, modules in its module graph, hook calls, actions.\n");
+}
+
+int trace_builds(int argc, char **argv) {
+  const char *store = NULL, *session = NULL;
+  int as_json = 0;
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--session", CLI_STR, &session, 0, 0, 0, "a session id"},
+  };
+  int prc =
+      cli_parse("trace builds", argc, argv, opts, sizeof opts / sizeof opts[0],
+                &store, 1, NULL, help_builds);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
+  if (!store) {
+    help_builds(stderr);
+    return EXIT_USAGE;
+  }
+  spy_trace_reader *r;
+  if (open_store(store, session, &r) < 0)
+    return EXIT_FAIL;
+  bstat *bs = NULL;
+  size_t nb = 0;
+  spy_trace_action a;
+  int rc;
+  while ((rc = spy_trace_reader_next(r, &a)) == 1) {
+    if (!a.build)
+      continue;
+    if (a.build > 1000000) {
+      rc = SPY_EBADVALUE;
+      fprintf(stderr, "spyglass trace: build number %u is out of range\n",
+              a.build);
+      break;
+    }
+    if (a.build > nb) {
+      bstat *g = realloc(bs, a.build * sizeof *g);
+      if (!g) {
+        rc = SPY_ENOMEM;
+        break;
+      }
+      memset(g + nb, 0, (a.build - nb) * sizeof *g);
+      bs = g;
+      nb = a.build;
+    }
+    bstat *b = &bs[a.build - 1];
+    b->actions++;
+    if (a.kind == &spy_kind_build_start) {
+      b->seen = 1;
+      b->started = a.ts_us;
+    } else if (a.kind == &spy_kind_build_end)
+      b->ended = a.ts_us;
+    else if (a.kind == &spy_kind_module_graph_ready) {
+      const spy_trace_val *m = spy_trace_get(&a, "modules");
+      b->modules = m ? m->n : 0;
+    } else if (a.kind && a.kind->role == SPY_ROLE_HOOK_END)
+      b->hook_calls++;
+  }
+  if (rc < 0) {
+    free(bs);
+    return read_failed(r, rc);
+  }
+  warn_past(r);
+  json_out j;
+  if (as_json) {
+    json_init(&j, stdout);
+    json_obj_begin(&j);
+    json_key(&j, "builds");
+    json_arr_begin(&j);
+  } else
+    printf("%-6s %-23s %12s %8s %10s %8s\n", "build", "started (UTC)",
+           "duration ms", "modules", "hook calls", "actions");
+  for (size_t i = 0; i < nb; i++) {
+    bstat *b = &bs[i];
+    if (!b->seen)
+      continue;
+    if (as_json) {
+      json_obj_begin(&j);
+      json_key(&j, "build");
+      json_uint(&j, i + 1);
+      json_key(&j, "started_us");
+      json_uint(&j, b->started);
+      json_key(&j, "ended_us");
+      if (b->ended)
+        json_uint(&j, b->ended);
+      else
+        json_null(&j);
+      json_key(&j, "modules");
+      json_uint(&j, b->modules);
+      json_key(&j, "hook_calls");
+      json_uint(&j, b->hook_calls);
+      json_key(&j, "actions");
+      json_uint(&j, b->actions);
+      json_obj_end(&j);
+    } else {
+      char t[64], d[32] = "unfinished";
+      fmt_time(t, sizeof t, b->started);
+      if (b->ended)
+        snprintf(d, sizeof d, "%.1f",
+                 (double)(b->ended > b->started ? b->ended - b->started : 0) /
+                     1e3);
+      printf("%-6zu %-23s %12s %8llu %10llu %8llu\n", i + 1, t, d,
+             (unsigned long long)b->modules, (unsigned long long)b->hook_calls,
+             (unsigned long long)b->actions);
+    }
+  }
+  if (as_json) {
+    json_arr_end(&j);
+    json_obj_end(&j);
+    json_newline(&j);
+  }
+  free(bs);
+  spy_trace_reader_close(r);
+  return EXIT_OK;
+}
+
+/* ---- hooks ---------------------------------------------------------------
+ */
+
+static void help_hooks(FILE *f) {
+  fprintf(f, "usage: spyglass trace hooks STORE [--build N] [--plugin P] "
+             "[--slowest N]\n"
+             "                            [--session ID] [--json]\n\n"
+             "Lists hook calls in the order they started (--slowest N: the N\n"
+             "longest, longest first): build, hook, plugin, duration in µs,\n"
+             "the module (or request) it was called on.\n");
+}
+
+int trace_hooks(int argc, char **argv) {
+  const char *store = NULL, *session = NULL, *plugin = NULL;
+  int as_json = 0, build = 0, slowest = 0;
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--session", CLI_STR, &session, 0, 0, 0, "a session id"},
+      {"--build", CLI_INT, &build, 1, 1000000, 0, "a build number"},
+      {"--plugin", CLI_STR, &plugin, 0, 0, 0, "a plugin name"},
+      {"--slowest", CLI_INT, &slowest, 1, 100000000, 0, "a number of calls"},
+  };
+  int prc =
+      cli_parse("trace hooks", argc, argv, opts, sizeof opts / sizeof opts[0],
+                &store, 1, NULL, help_hooks);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
+  if (!store) {
+    help_hooks(stderr);
+    return EXIT_USAGE;
+  }
+  spy_trace_reader *r;
+  if (open_store(store, session, &r) < 0)
+    return EXIT_FAIL;
+  calls cs = {.build = (uint32_t)build, .plugin = plugin};
+  int rc = collect(r, &cs);
+  if (rc < 0) {
+    calls_free(&cs);
+    return read_failed(r, rc);
+  }
+  warn_past(r);
+  qsort(cs.v, cs.n, sizeof *cs.v, slowest ? by_slowest : by_start);
+  size_t n = slowest && (size_t)slowest < cs.n ? (size_t)slowest : cs.n;
+  json_out j;
+  if (as_json) {
+    json_init(&j, stdout);
+    json_obj_begin(&j);
+    json_key(&j, "hook_calls");
+    json_arr_begin(&j);
+  } else
+    printf("%-6s %-13s %-28s %10s  %s\n", "build", "hook", "plugin", "µs",
+           "module");
+  for (size_t i = 0; i < n; i++) {
+    const call *c = &cs.v[i];
+    if (as_json) {
+      json_obj_begin(&j);
+      json_key(&j, "build");
+      json_uint(&j, c->build);
+      json_key(&j, "hook");
+      json_str(&j, c->hook);
+      json_key(&j, "plugin");
+      json_str(&j, c->plugin);
+      json_key(&j, "module");
+      json_str(&j, c->module);
+      json_key(&j, "call_id");
+      json_str(&j, c->call_id);
+      json_key(&j, "started_us");
+      json_uint(&j, c->started_us);
+      json_key(&j, "duration_us");
+      json_uint(&j, dur(c));
+      json_hash(&j, "input_source_id", c->has_input, c->input);
+      json_hash(&j, "output_source_id", c->has_output, c->output);
+      json_obj_end(&j);
+    } else
+      printf("%-6u %-13s %-28s %10llu  %s\n", c->build, c->hook, c->plugin,
+             (unsigned long long)dur(c), c->module);
+  }
+  if (as_json) {
+    json_arr_end(&j);
+    json_obj_end(&j);
+    json_newline(&j);
+  }
+  calls_free(&cs);
+  spy_trace_reader_close(r);
+  return EXIT_OK;
+}
+
+/* ---- module --------------------------------------------------------------
+ */
+
+typedef struct edge {
+  char *other, *kind;
+  int out; /* 1: MODULE imports other; 0: other imports MODULE */
+} edge;
+
+typedef struct edges {
+  const char *module;
+  edge *v;
+  size_t n, cap;
+  int oom, found;
+} edges;
+
+static int on_edge(void *arg, const char *from, const char *to,
+                   const char *kind) {
+  edges *es = arg;
+  int out = strcmp(from, es->module) == 0;
+  if (!out && strcmp(to, es->module) != 0)
+    return 0;
+  if (es->n == es->cap) {
+    size_t cap = es->cap ? 2 * es->cap : 16;
+    edge *g = realloc(es->v, cap * sizeof *g);
+    if (!g) {
+      es->oom = 1;
+      return 1;
+    }
+    es->v = g;
+    es->cap = cap;
+  }
+  edge *e = &es->v[es->n];
+  e->other = strdup(out ? to : from);
+  e->kind = strdup(kind);
+  e->out = out;
+  if (!e->other || !e->kind) {
+    free(e->other);
+    free(e->kind);
+    es->oom = 1;
+    return 1;
+  }
+  es->n++;
+  return 0;
+}
+
+static int on_module(void *arg, const char *module, int is_external) {
+  (void)is_external;
+  edges *es = arg;
+  if (strcmp(module, es->module) == 0) {
+    es->found = 1;
+    return 1;
+  }
+  return 0;
+}
+
+static void help_module(FILE *f) {
+  fprintf(f,
+          "usage: spyglass trace module STORE MODULE [--build N] [--diff]\n"
+          "                             [--session ID] [--json]\n\n"
+          "MODULE's import edges (what it imports, what imports it) and every\n"
+          "hook call on it in the order they started: hook, plugin, duration,\n"
+          "bytes in → out. --diff adds the unified diff of what each call\n"
+          "changed. Without --build: the last build that called a hook on\n"
+          "MODULE.\n"
+          "exit codes: 0 ok, 1 the store cannot be read or MODULE is not in\n"
+          "the build, 2 bad usage\n");
+}
+
+/* A payload's bytes, copied (the reader's buffer is reused). */
+static int fetch_copy(spy_trace_reader *r, int has, const uint64_t h[2],
+                      char **p, size_t *n) {
+  *p = NULL;
+  *n = 0;
+  if (!has)
+    return 0;
+  const char *s;
+  size_t len;
+  int rc = spy_trace_reader_source(r, h, &s, &len);
+  if (rc < 0)
+    return rc;
+  *p = malloc(len ? len : 1);
+  if (!*p)
+    return SPY_ENOMEM;
+  memcpy(*p, s, len);
+  *n = len;
+  return 0;
+}
+
+int trace_module(int argc, char **argv) {
+  const char *pos[2] = {NULL, NULL}, *session = NULL;
+  int as_json = 0, build = 0, diff = 0, npos = 0;
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--diff", CLI_FLAG, &diff, 0, 0, 0, NULL},
+      {"--session", CLI_STR, &session, 0, 0, 0, "a session id"},
+      {"--build", CLI_INT, &build, 1, 1000000, 0, "a build number"},
+  };
+  int prc = cli_parse("trace module", argc, argv, opts,
+                      sizeof opts / sizeof opts[0], pos, 2, &npos, help_module);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
+  if (npos != 2) {
+    help_module(stderr);
+    return EXIT_USAGE;
+  }
+  const char *module = pos[1];
+  spy_trace_reader *r;
+  if (open_store(pos[0], session, &r) < 0)
+    return EXIT_FAIL;
+  calls cs = {.build = (uint32_t)build, .module = module};
+  edges es = {.module = module};
+  int rc = collect(r, &cs);
+  uint32_t b = (uint32_t)build;
+  for (size_t i = 0; !build && i < cs.n; i++)
+    if (cs.v[i].build > b)
+      b = cs.v[i].build;
+  /* only the chosen build's calls */
+  size_t k = 0;
+  for (size_t i = 0; i < cs.n; i++) {
+    if (cs.v[i].build == b)
+      cs.v[k++] = cs.v[i];
+    else {
+      free(cs.v[i].hook);
+      free(cs.v[i].plugin);
+      free(cs.v[i].module);
+      free(cs.v[i].call_id);
+    }
+  }
+  cs.n = k;
+  if (rc == 0 && b)
+    rc = spy_trace_reader_modules(r, b, on_module, &es);
+  if (rc == 0 && b)
+    rc = spy_trace_reader_imports(r, b, on_edge, &es);
+  if (rc == 0 && es.oom)
+    rc = SPY_ENOMEM;
+  int ok = rc == 0;
+  if (ok && !cs.n && !es.found) {
+    if (b)
+      fprintf(stderr, "spyglass trace: module '%s' is not in build %u\n",
+              module, b);
+    else
+      fprintf(stderr, "spyglass trace: no hook call on module '%s'\n", module);
+    ok = 0;
+  }
+  if (ok) {
+    warn_past(r);
+    qsort(cs.v, cs.n, sizeof *cs.v, by_start);
+    json_out j;
+    if (as_json) {
+      json_init(&j, stdout);
+      json_obj_begin(&j);
+      json_key(&j, "module");
+      json_str(&j, module);
+      json_key(&j, "build");
+      json_uint(&j, b);
+      json_key(&j, "imports");
+      json_arr_begin(&j);
+      for (size_t i = 0; i < es.n; i++)
+        if (es.v[i].out) {
+          json_obj_begin(&j);
+          json_key(&j, "module");
+          json_str(&j, es.v[i].other);
+          json_key(&j, "kind");
+          json_str(&j, es.v[i].kind);
+          json_obj_end(&j);
+        }
+      json_arr_end(&j);
+      json_key(&j, "importers");
+      json_arr_begin(&j);
+      for (size_t i = 0; i < es.n; i++)
+        if (!es.v[i].out) {
+          json_obj_begin(&j);
+          json_key(&j, "module");
+          json_str(&j, es.v[i].other);
+          json_key(&j, "kind");
+          json_str(&j, es.v[i].kind);
+          json_obj_end(&j);
+        }
+      json_arr_end(&j);
+      json_key(&j, "hook_calls");
+      json_arr_begin(&j);
+    } else {
+      printf("module %s (build %u)\n\nimports:\n", module, b);
+      for (size_t i = 0; i < es.n; i++)
+        if (es.v[i].out)
+          printf("  -> %s (%s)\n", es.v[i].other, es.v[i].kind);
+      printf("imported by:\n");
+      for (size_t i = 0; i < es.n; i++)
+        if (!es.v[i].out)
+          printf("  <- %s (%s)\n", es.v[i].other, es.v[i].kind);
+      printf("\nhook calls:\n%-4s %-13s %-28s %10s  %s\n", "#", "hook",
+             "plugin", "µs", "bytes in -> out");
+    }
+    for (size_t i = 0; i < cs.n && rc == 0; i++) {
+      const call *c = &cs.v[i];
+      char *in = NULL, *out = NULL;
+      size_t nin = 0, nout = 0;
+      rc = fetch_copy(r, c->has_input, c->input, &in, &nin);
+      if (rc == 0)
+        rc = fetch_copy(r, c->has_output, c->output, &out, &nout);
+      if (rc < 0) {
+        free(in);
+        break;
+      }
+      if (as_json) {
+        json_obj_begin(&j);
+        json_key(&j, "hook");
+        json_str(&j, c->hook);
+        json_key(&j, "plugin");
+        json_str(&j, c->plugin);
+        json_key(&j, "call_id");
+        json_str(&j, c->call_id);
+        json_key(&j, "started_us");
+        json_uint(&j, c->started_us);
+        json_key(&j, "duration_us");
+        json_uint(&j, dur(c));
+        json_hash(&j, "input_source_id", c->has_input, c->input);
+        json_key(&j, "bytes_in");
+        if (c->has_input)
+          json_uint(&j, nin);
+        else
+          json_null(&j);
+        json_hash(&j, "output_source_id", c->has_output, c->output);
+        json_key(&j, "bytes_out");
+        if (c->has_output)
+          json_uint(&j, nout);
+        else
+          json_null(&j);
+        json_key(&j, "changed");
+        json_bool(&j, c->has_input && c->has_output &&
+                          (nin != nout || memcmp(in, out, nin) != 0));
+        json_obj_end(&j);
+      } else {
+        char bi[32] = "-", bo[32] = "-";
+        if (c->has_input)
+          snprintf(bi, sizeof bi, "%zu", nin);
+        if (c->has_output)
+          snprintf(bo, sizeof bo, "%zu", nout);
+        printf("%-4zu %-13s %-28s %10llu  %s -> %s\n", i + 1, c->hook,
+               c->plugin, (unsigned long long)dur(c), bi, bo);
+        if (diff && c->has_input && c->has_output) {
+          char an[512], bn[512];
+          snprintf(an, sizeof an, "%s (before %s)", module, c->plugin);
+          snprintf(bn, sizeof bn, "%s (after %s)", module, c->plugin);
+          fflush(stdout);
+          if (line_diff(stdout, an, in, nin, bn, out, nout) < 0)
+            rc = SPY_ENOMEM;
+        }
+      }
+      free(in);
+      free(out);
+    }
+    if (rc < 0)
+      fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(r),
+              spy_err_name(rc));
+    else if (as_json) {
+      json_arr_end(&j);
+      json_obj_end(&j);
+      json_newline(&j);
+    }
+  } else if (rc < 0)
+    fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(r),
+            spy_err_name(rc));
+  for (size_t i = 0; i < es.n; i++) {
+    free(es.v[i].other);
+    free(es.v[i].kind);
+  }
+  free(es.v);
+  calls_free(&cs);
+  spy_trace_reader_close(r);
+  return ok && rc == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ---- source --------------------------------------------------------------
+ */
+
+static void help_source(FILE *f) {
+  fprintf(f, "usage: spyglass trace source STORE ID [--session ID] [--json]\n\n"
+             "Writes the payload with content id ID (32 hex digits, as in\n"
+             "`trace hooks --json` or a *_source_id column) to stdout: its\n"
+             "exact bytes, delta chains resolved. --json: {id, size, text}\n"
+             "(bytes that are not UTF-8 shown as U+FFFD; text is exact when\n"
+             "\"utf8\" is true).\n"
+             "exit codes: 0 ok, 1 unreadable store or no such source, 2 bad "
+             "usage\n");
+}
+
+static int parse_id(const char *s, uint64_t h[2]) {
+  if (strlen(s) != 32)
+    return -1;
+  h[0] = h[1] = 0;
+  for (int i = 0; i < 32; i++) {
+    int c = s[i], v;
+    if (c >= '0' && c <= '9')
+      v = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      v = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      v = c - 'A' + 10;
+    else
+      return -1;
+    h[i / 16] = h[i / 16] << 4 | (uint64_t)v;
+  }
+  return 0;
+}
+
+/* True if p[0..n) is well-formed UTF-8. */
+static int is_utf8(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned c = p[i];
+    size_t len = c < 0x80                ? 1
+                 : c >= 0xc2 && c < 0xe0 ? 2
+                 : c >= 0xe0 && c < 0xf0 ? 3
+                 : c >= 0xf0 && c < 0xf5 ? 4
+                                         : 0;
+    if (!len || i + len > n)
+      return 0;
+    for (size_t k = 1; k < len; k++)
+      if ((p[i + k] & 0xc0) != 0x80)
+        return 0;
+    if (len == 3) {
+      unsigned cp = (c & 15u) << 12 | (p[i + 1] & 63u) << 6 | (p[i + 2] & 63u);
+      if (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))
+        return 0;
+    } else if (len == 4) {
+      unsigned cp = (c & 7u) << 18 | (p[i + 1] & 63u) << 12 |
+                    (p[i + 2] & 63u) << 6 | (p[i + 3] & 63u);
+      if (cp < 0x10000 || cp > 0x10ffff)
+        return 0;
+    }
+    i += len;
+  }
+  return 1;
+}
+
+int trace_source(int argc, char **argv) {
+  const char *pos[2] = {NULL, NULL}, *session = NULL;
+  int as_json = 0, npos = 0;
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--session", CLI_STR, &session, 0, 0, 0, "a session id"},
+  };
+  int prc = cli_parse("trace source", argc, argv, opts,
+                      sizeof opts / sizeof opts[0], pos, 2, &npos, help_source);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
+  if (npos != 2) {
+    help_source(stderr);
+    return EXIT_USAGE;
+  }
+  uint64_t h[2];
+  if (parse_id(pos[1], h) < 0) {
+    fprintf(stderr, "spyglass trace source: ID wants 32 hex digits, not '%s'\n",
+            pos[1]);
+    return EXIT_USAGE;
+  }
+  spy_trace_reader *r;
+  if (open_store(pos[0], session, &r) < 0)
+    return EXIT_FAIL;
+  const char *p;
+  size_t n;
+  int rc = spy_trace_reader_source(r, h, &p, &n);
+  if (rc == SPY_ENOENT) {
+    fprintf(stderr, "spyglass trace: no source %s in the store\n", pos[1]);
+    spy_trace_reader_close(r);
+    return EXIT_FAIL;
+  }
+  if (rc < 0)
+    return read_failed(r, rc);
+  if (as_json) {
+    char hex[33];
+    spy_trace_hash_hex(h, hex);
+    json_out j;
+    json_init(&j, stdout);
+    json_obj_begin(&j);
+    json_key(&j, "id");
+    json_str(&j, hex);
+    json_key(&j, "size");
+    json_uint(&j, n);
+    json_key(&j, "utf8");
+    json_bool(&j, is_utf8((const unsigned char *)p, n));
+    json_key(&j, "text");
+    json_strn(&j, p, n);
+    json_obj_end(&j);
+    json_newline(&j);
+  } else if (fwrite(p, 1, n, stdout) != n || fflush(stdout) != 0) {
+    fprintf(stderr, "spyglass trace: writing the source failed\n");
+    spy_trace_reader_close(r);
+    return EXIT_FAIL;
+  }
+  spy_trace_reader_close(r);
+  return EXIT_OK;
+}

@@ -1,0 +1,45 @@
+// health.js — bus health (the provider's HEALTH section), the link's own
+// counters, the clock offset / RTT over the link, and the live message
+// profile table (per type: count, bytes/s, encode and post p50 / p99).
+import { $, el, bytes, num, ns } from './dom.js';
+import { HEALTH_FIELDS, msgTypeName } from './wire.js';
+
+export class Health {
+  constructor(client, model) { this.client = client; this.model = model; }
+
+  render(v, force = false) {
+    const now = performance.now();
+    if (!force && now - (this.last ?? 0) < 1000) return; // 1 Hz is plenty
+    this.last = now;
+    const c = this.client, m = this.model;
+    const rows = [];
+    const h = v.health;
+    for (const k of HEALTH_FIELDS) {
+      const x = h ? h[k] : null;
+      rows.push([k.replace(/_/g, ' '), x === null ? '–' : k === 'bytes_posted' ? bytes(x) : num(x)]);
+    }
+    rows.push(['— link', '']);
+    rows.push(['frames received', c.stats.frames]);
+    rows.push(['frames lost (gaps)', c.stats.lost]);
+    rows.push(['resyncs sent', c.stats.resyncs]);
+    rows.push(['subscribes sent', c.stats.subscribes]);
+    rows.push(['snapshots applied', m.snapshots]);
+    rows.push(['samples lost', m.samplesLost]);
+    rows.push(['malformed', c.stats.malformed]);
+    rows.push(['link reconnects', c.stats.reconnects]);
+    rows.push(['frames / s', num(c.rate.framesPerS, 1)]);
+    const k = c.clock;
+    rows.push(['clock offset (bridge − page)', k ? ns(k.offsetNs) : '–']);
+    rows.push(['clock RTT', k ? `${ns(k.rttNs)} (median of ${k.rounds})` : '–']);
+    $('#health-table').replaceChildren(...rows.map(([a, b]) =>
+      el('tr', { 'data-k': a }, el('td', { text: a }), el('td', { text: String(b) }))));
+    const mp = m.msgprof;
+    const head = el('tr', {}, ...['type', 'count', 'msg/s', 'bytes/s', 'enc p50', 'enc p99', 'post p50', 'post p99']
+      .map((t) => el('th', { text: t })));
+    const body = mp ? mp.rows.map((r) => el('tr', {},
+      ...[r.type ? msgTypeName(r.type) ?? r.type : 'other', r.count, num(r.msgsPerS, 1), bytes(r.bytesPerS),
+        ns(r.encode.p50), ns(r.encode.p99), ns(r.post.p50), ns(r.post.p99)].map((t) => el('td', { text: String(t) }))))
+      : [el('tr', {}, el('td', { text: 'no profile yet', colspan: '8' }))];
+    $('#msgprof-table').replaceChildren(head, ...body);
+  }
+}
