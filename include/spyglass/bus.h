@@ -129,6 +129,9 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms);
  * only makes the next receive look at the rings. When all 64 slots are
  * armed by others, or the name is taken, a watcher thread does the
  * signalling instead (the old way: one more thread wake-up of latency).
+ * A poster in another network namespace cannot reach the abstract name:
+ * a loop that may serve such posters should also receive now and then
+ * (spyglass serve does, every 100 ms).
  * Returns the fd (owned by the channel) or a negative error. */
 int spy_channel_fd(spy_channel *ch);
 
