@@ -59,6 +59,7 @@ int bench_clock(int argc, char **argv);
 int bench_msgprof(int argc, char **argv);
 int bench_trace(int argc, char **argv);
 int bench_zones(int argc, char **argv);
+int bench_buffers(int argc, char **argv);
 int bench_serve(int argc, char **argv);
 int bench_dashboard(int argc, char **argv);
 

@@ -181,6 +181,50 @@ typedef struct spy_zone_state {
   uint64_t seen_lost; /* frames_lost when last looked at */
 } spy_zone_state;
 
+/* ---- images (buffer:raw / buffer:chunk; buffers.h, codec.h) ----------- *
+ * The latest display-ready RGBA8 image of each buffer the provider sent,
+ * with the provider frame it was read on. buffer:raw frames replace it;
+ * buffer:chunk frames are decoded with the registered codec (codec.h):
+ * after a join, a gap in the provider's frames or a decode error, chunks
+ * are skipped until a key frame. A payload sent in parts is put together
+ * first (a part missing: the payload is dropped and counted). Without a
+ * registered codec, chunks are counted in `undecodable` and skipped. */
+typedef struct spy_state_image {
+  char name[SPY_KEY_MAX + 1];
+  uint64_t frame;       /* provider frame of the image; valid if rgba */
+  uint64_t captured_ms; /* provider wall clock at the capture */
+  uint64_t updated_ms;  /* consumer monotonic ms */
+  uint32_t width, height;
+  uint16_t pixel_type; /* the source's spy_pixel_type */
+  uint8_t display;     /* spy_display_mode it was converted with */
+  uint16_t codec;      /* spy_codec it arrived in */
+  uint8_t *rgba;       /* width * height * 4 bytes, owned; NULL: none yet */
+  uint64_t images;     /* images completed */
+  uint64_t chunks, key_frames, skipped, decode_errors, parts_lost;
+  int waiting_key; /* stream: chunks skipped until the next key frame */
+  /* internal: the decoder and the payload being put together */
+  void *dec;
+  const void *dec_ops;
+  uint8_t *part;
+  uint32_t part_len, part_total, part_cap;
+  uint64_t part_frame;
+  uint32_t rgba_cap;
+} spy_state_image;
+
+/* ---- the batch list and pass tree (drawlist.h) ------------------------ *
+ * Each list as the provider last sent it (it sends one only when it
+ * changed); names cut to 63 bytes. */
+typedef struct spy_state_batch {
+  char kind[64], key[64];
+  uint32_t instances, draws;
+} spy_state_batch;
+typedef struct spy_state_pass {
+  char label[64];
+  uint16_t parent; /* SPY_PASS_ROOT or an earlier index */
+  uint32_t draws, triangles;
+  double cpu_ms;
+} spy_state_pass;
+
 typedef struct spy_state {
   spy_conn conn;
   spy_provider_info provider; /* name points into provider_name */
@@ -230,6 +274,17 @@ typedef struct spy_state {
   spy_state_msgprof msgprof;
   /* CPU zones (SPY_FEAT_ZONES). */
   spy_zone_state zones;
+  /* Images of buffers (buffer:raw, buffer:chunk). */
+  spy_state_image *images;
+  uint32_t n_images, images_cap;
+  uint64_t undecodable; /* chunks of a codec no one registered */
+  /* The batch list and pass tree (SPY_FEAT_BATCHES, SPY_FEAT_PASSES):
+   * versions as the provider numbered them, lists received. */
+  spy_state_batch *batches;
+  uint32_t n_batches, batches_version;
+  spy_state_pass *passes;
+  uint32_t n_passes, passes_version;
+  uint64_t batch_lists, pass_lists;
 } spy_state;
 
 typedef struct spy_consumer_desc {
@@ -338,6 +393,16 @@ void spy_state_free(spy_state *s);
  * error of the first malformed section (nothing of that section is
  * applied). now_ms stamps updated entries. */
 int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms);
+/* Applies one decoded buffer:raw or buffer:chunk frame to the images.
+ * Returns 0 or the decode error (SPY_EBADSECTION, SPY_EBADVALUE,
+ * SPY_ENOMEM); a chunk skipped while waiting for a key frame is 0. */
+int spy_state_apply_pixels(spy_state *s, const spy_frame *f, uint64_t now_ms);
+/* Frames were lost: every stream waits for its next key frame. */
+void spy_state_pixels_gap(spy_state *s);
+/* The image of a buffer, or NULL (none received). Valid until the next
+ * poll / apply. */
+const spy_state_image *spy_state_image_find(const spy_state *s,
+                                            const char *name);
 
 #ifdef __cplusplus
 }

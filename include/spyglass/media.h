@@ -17,8 +17,32 @@ typedef enum spy_pixel_type {
   SPY_PIXEL_RGBA32F = 2, /* float RGBA, 0..1 shown, clamped */
   SPY_PIXEL_R32F = 3,    /* one float channel (depth, masks): grey, the
                             image's own min..max stretched to 0..255 */
-  SPY_PIXEL_R8 = 4       /* one 8-bit channel: grey */
+  SPY_PIXEL_R8 = 4,      /* one 8-bit channel: grey */
+  SPY_PIXEL_RGBA16F = 5  /* half-float RGBA (IEEE binary16), like RGBA32F */
 } spy_pixel_type;
+#define SPY_PIXEL_TYPE_COUNT 6u
+
+/* How a buffer's values become colours (a subscription's display byte). */
+typedef enum spy_display_mode {
+  SPY_DISPLAY_DEFAULT = 0,   /* normalize for R32F, colors for the rest */
+  SPY_DISPLAY_COLORS = 1,    /* channels as they are, floats clamped 0..1 */
+  SPY_DISPLAY_NORMALIZE = 2, /* colour channels stretched from the image's
+                                own min..max (NaN / inf left out) */
+  SPY_DISPLAY_MONO = 3,      /* the first channel as grey */
+  SPY_DISPLAY_SIGNED = 4,    /* around 0, scaled by the image's largest
+                                |value|: one channel as a blue-white-red
+                                map, colour channels as 0.5 + 0.5 v */
+  SPY_DISPLAY_ALPHA = 5      /* the alpha channel as grey (255 without) */
+} spy_display_mode;
+
+/* The display mode a request resolves to for a type (never DEFAULT). */
+uint32_t spy_display_resolve(uint32_t type, uint32_t display);
+/* Short names: "rgba8", "bgra8", "rgba32f", "r32f", "r8", "rgba16f" and
+ * "default", "colors", "normalize", "mono", "signed", "alpha"; NULL for an
+ * unknown value. The parsers return the value or -1. */
+const char *spy_pixel_type_name(uint32_t type);
+const char *spy_display_name(uint32_t display);
+int spy_display_parse(const char *name);
 
 #define SPY_IMAGE_MAX_EDGE 16384u
 
@@ -35,6 +59,16 @@ void spy_thumbnail_size(uint32_t w, uint32_t h, uint32_t long_edge,
 int spy_image_to_rgba8(uint8_t *dst, uint32_t dst_w, uint32_t dst_h,
                        const void *src, uint32_t src_w, uint32_t src_h,
                        size_t stride, uint32_t type);
+/* The same in a display mode (spy_display_mode; DEFAULT resolves as
+ * spy_display_resolve says). Returns 0 or SPY_EINVAL (also for an unknown
+ * mode). Pure: any thread. */
+int spy_image_to_rgba8_mode(uint8_t *dst, uint32_t dst_w, uint32_t dst_h,
+                            const void *src, uint32_t src_w, uint32_t src_h,
+                            size_t stride, uint32_t type, uint32_t display);
+/* binary16 -> float (for RGBA16F sources and their producers' tests) and
+ * back (round to nearest even). */
+float spy_half_to_float(uint16_t h);
+uint16_t spy_float_to_half(float f);
 
 #ifdef __cplusplus
 }

@@ -86,8 +86,21 @@ typedef struct spy_convert_request {
   uint32_t width, height;
   uint16_t pixel_type; /* spy_pixel_type (media.h) */
   uint8_t mode;        /* spy_buffer_mode */
-  uint16_t long_edge;  /* thumbnail long edge */
+  uint16_t long_edge;  /* thumbnail long edge (0: 256); stream: 0 = full
+                          size, else downscaled to it */
+  uint8_t display;     /* spy_display_mode (media.h) */
+  /* Stream: a value different from the last request's for this buffer
+   * forces a key frame (the provider bumps it for a new subscriber or a
+   * resync). Key frames are also forced on the first frame of a size and
+   * at least every SPY_KEYFRAME_MS. */
+  uint32_t key_epoch;
+  /* The largest frame to post (the channel's limit); a payload larger
+   * than one frame is sent in parts (PIXELS flag part). 0 = 1 MiB. */
+  uint32_t max_frame;
+  uint16_t fps; /* the stream's rate, for the encoder; 0 = 4 */
 } spy_convert_request;
+
+#define SPY_KEYFRAME_MS 2000u /* a key frame at least this often */
 
 typedef struct spy_transport spy_transport;
 
@@ -105,10 +118,17 @@ typedef struct spy_transport_ops {
    * negative error (the frame is dropped and counted). */
   int (*post)(spy_transport *t, spy_buffer *b, size_t len);
   /* Converts and posts captured pixels as buffer:raw or buffer:chunk.
-   * Takes ownership of pixels. May be NULL (not supported). */
+   * Takes ownership of pixels (rows packed: width * bytes per pixel).
+   * Offload: the conversion, the encode and the posts run on the worker;
+   * the call only queues. Inline: all of it on the calling thread, raw
+   * only. Stream requests are encoded with the registered video codec
+   * (codec.h) when there is one (offload only), else sent raw. The worker
+   * keeps one encoder per buffer name and size. May be NULL (not
+   * supported). */
   int (*convert)(spy_transport *t, const spy_convert_request *req,
                  spy_buffer *pixels);
-  /* Codec support: -1 not known yet, 0 no VP9 (raw only), 1 VP9. */
+  /* Codec support: -1 not known yet, 0 no VP9 (raw only), 1 VP9 (a VP9
+   * codec is registered and this transport encodes: offload). */
   int (*codec_supported)(spy_transport *t);
   /* Returns an acquired buffer that will not be posted. */
   void (*release_unused)(spy_transport *t, spy_buffer *b);

@@ -80,7 +80,9 @@ typedef enum spy_section_id {
   SPY_SEC_TRACE = 11,       /* trace actions (store layer) */
   SPY_SEC_MSGPROF = 12,     /* message profiler summary */
   SPY_SEC_CLOCK = 13,       /* clock-sync timestamps */
-  SPY_SEC_ZONES = 14        /* CPU zones: per-thread begin/end events */
+  SPY_SEC_ZONES = 14,       /* CPU zones: per-thread begin/end events */
+  SPY_SEC_BATCHES = 15,     /* the batch list: what a frame drew */
+  SPY_SEC_PASSES = 16       /* the render-pass tree */
 } spy_section_id;
 
 /* Feature bits in a subscription: bit (1 << section id). */
@@ -93,6 +95,8 @@ typedef enum spy_section_id {
 #define SPY_FEAT_TRACE SPY_FEAT(SPY_SEC_TRACE)
 #define SPY_FEAT_MSGPROF SPY_FEAT(SPY_SEC_MSGPROF)
 #define SPY_FEAT_ZONES SPY_FEAT(SPY_SEC_ZONES)
+#define SPY_FEAT_BATCHES SPY_FEAT(SPY_SEC_BATCHES)
+#define SPY_FEAT_PASSES SPY_FEAT(SPY_SEC_PASSES)
 
 /* Frame flags (in the FRAME section). */
 #define SPY_FRAME_SNAPSHOT 0x0001u   /* every feature sent whole */
@@ -381,6 +385,7 @@ int spy_get_peer(const spy_section *s, spy_peer_info *out);
  * entry is sampled. */
 #define SPY_SUB_REGISTRY_FILTER 0x0001u
 #define SPY_SUB_MAX_NAMES 1024u
+#define SPY_SUB_DISPLAY_MAX 5u /* display modes 0..5 (media.h) */
 
 typedef enum spy_buffer_mode {
   SPY_BUFFER_THUMBNAIL = 1,
@@ -391,7 +396,10 @@ typedef struct spy_buffer_request {
   const char *name;
   uint32_t name_len;
   uint8_t mode;       /* spy_buffer_mode */
-  uint16_t long_edge; /* thumbnail long edge in px; 0 = 256 */
+  uint16_t long_edge; /* thumbnail long edge in px; 0 = 256 (stream: 0 =
+                         full size) */
+  uint8_t display;    /* spy_display_mode (media.h); 0 = the type's default.
+                         On the wire: the byte after mode (≤ 5). */
 } spy_buffer_request;
 
 typedef struct spy_subscription {
@@ -438,21 +446,32 @@ void spy_put_health(spy_frame_writer *w, const uint64_t *values, uint32_t n);
 int spy_get_health(const spy_section *s, uint64_t *out, uint32_t max);
 
 /* PIXELS section: u64 frame, u64 captured_ms, u32 width, u32 height,
- * u16 pixel_type, u8 display, u8 key_frame, u16 codec, u16 name_len,
- * u32 data_len, name, pad to 4, data. */
+ * u16 pixel_type, u8 display, u8 flags, u16 codec, u16 name_len,
+ * u32 data_len, name, pad to 4, data. flags: 0x1 key frame, 0x2 part (the
+ * data starts with u32 offset, u32 total: these bytes are
+ * [offset, offset + data_len - 8) of a payload of `total` bytes sent in
+ * consecutive frames, too big for one). */
 typedef enum spy_codec { SPY_CODEC_RGBA8 = 0, SPY_CODEC_VP9 = 1 } spy_codec;
+#define SPY_PIXELS_KEY 0x01u
+#define SPY_PIXELS_PART 0x02u
+#define SPY_PIXELS_PART_HEADER 8u
+#define SPY_PIXELS_TOTAL_MAX (64u * 1024u * 1024u) /* a payload, all parts */
 typedef struct spy_pixels {
   uint64_t frame;
   uint64_t captured_ms;
   uint32_t width, height;
   uint16_t pixel_type; /* source pixel type before conversion */
-  uint8_t display;
-  uint8_t key_frame;
-  uint16_t codec; /* spy_codec */
+  uint8_t display;     /* spy_display_mode served */
+  uint8_t key_frame;   /* 1: a key frame (RGBA8 frames always are) */
+  uint16_t codec;      /* spy_codec */
   const char *name;
   uint32_t name_len;
-  const void *data;
+  const void *data; /* this frame's bytes of the payload (after the part
+                       header) */
   uint32_t data_len;
+  /* Parts: part_total 0 = the whole payload is here. Else data is bytes
+   * [part_offset, part_offset + data_len) of part_total. */
+  uint32_t part_offset, part_total;
 } spy_pixels;
 void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px);
 /* Like spy_put_pixels, but reserves px->data_len bytes for the caller to
@@ -460,6 +479,33 @@ void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px);
  * The section closes at the next section or spy_frame_finish. */
 void *spy_put_pixels_reserve(spy_frame_writer *w, const spy_pixels *px);
 int spy_get_pixels(const spy_section *s, spy_pixels *out);
+
+/* ------------------------------------------------------------------------ */
+/* Buffer metadata: the value of a BUFFERS delta entry (key = buffer name)  */
+/*
+ * A BLOB of 48 bytes: u16 pixel_type, u8 mode served (0 none, else
+ * spy_buffer_mode), u8 display, u32 width, u32 height, u32 served_width,
+ * u32 served_height, u16 codec, u16 max_fps, u64 last_frame (provider frame
+ * of the last capture; 0 none), u64 captured (captures so far), u64
+ * dropped (captures dropped: no pool buffer, queue full).
+ */
+#define SPY_BUFFER_META_BYTES 48u
+typedef struct spy_buffer_meta {
+  uint16_t pixel_type;
+  uint8_t mode; /* 0: metadata only (nobody asked for pixels) */
+  uint8_t display;
+  uint32_t width, height;
+  uint32_t served_width, served_height; /* what is sent (0: nothing) */
+  uint16_t codec;                       /* spy_codec of what is sent */
+  uint16_t max_fps;
+  uint64_t last_frame, captured, dropped;
+} spy_buffer_meta;
+/* Writes the 48-byte form into out. */
+void spy_buffer_meta_encode(uint8_t out[SPY_BUFFER_META_BYTES],
+                            const spy_buffer_meta *m);
+/* Reads a BUFFERS entry's value; SPY_EBADVALUE if it is not a 48-byte
+ * BLOB. */
+int spy_buffer_meta_decode(const spy_value *v, spy_buffer_meta *out);
 
 /* ------------------------------------------------------------------------ */
 /* ZONES: CPU zones (docs/wire.md)                                           */
@@ -551,6 +597,48 @@ int spy_zones_next_loc(spy_zones_iter *it, spy_zone_loc_info *out);
 int spy_zones_next_thread(spy_zones_iter *it, spy_zone_thread_info *out,
                           spy_zone_event_iter *ev);
 int spy_zone_event_next(spy_zone_event_iter *ev, spy_zone_event *out);
+
+/* ------------------------------------------------------------------------ */
+/* BATCHES and PASSES: what a frame drew and its render-pass tree           */
+/*
+ * Each section is a whole list with a version, sent only when the list
+ * changed (and whole in a snapshot): u32 version, u32 count, then records
+ * padded to 4.
+ * BATCHES record: u16 kind_len, u16 key_len, u32 instances, u32 draws,
+ *   kind, key (each ≤ 255 bytes).
+ * PASSES record: u16 parent (index of an earlier pass, 0xFFFF a root),
+ *   u16 label_len, u32 draws, u32 triangles, u32 cpu_us, label (≤ 255).
+ */
+#define SPY_BATCHES_MAX 4096u
+#define SPY_PASSES_MAX 1024u
+#define SPY_PASS_ROOT 0xFFFFu
+typedef struct spy_batch_info {
+  const char *kind, *key;     /* decoded: views, not NUL-terminated */
+  uint32_t kind_len, key_len; /* encoding: 0 = strlen (cut to 255) */
+  uint32_t instances, draws;
+} spy_batch_info;
+typedef struct spy_pass_info {
+  const char *label;
+  uint32_t label_len;
+  uint16_t parent; /* SPY_PASS_ROOT or an earlier index */
+  uint32_t draws, triangles, cpu_us;
+} spy_pass_info;
+typedef struct spy_list_iter {
+  uint32_t version, count, left;
+  const uint8_t *p;
+} spy_list_iter;
+void spy_put_batches(spy_frame_writer *w, uint32_t version,
+                     const spy_batch_info *b, uint32_t n);
+void spy_put_passes(spy_frame_writer *w, uint32_t version,
+                    const spy_pass_info *p, uint32_t n);
+/* Validate a section whole and prepare iteration: the count, or
+ * SPY_EBADSECTION (lengths) / SPY_EBADVALUE (a bound, a parent that does
+ * not come before its child). */
+int spy_get_batches(const spy_section *s, spy_list_iter *it);
+int spy_get_passes(const spy_section *s, spy_list_iter *it);
+/* 1 with the next record (views into the frame), 0 at the end. */
+int spy_batches_next(spy_list_iter *it, spy_batch_info *out);
+int spy_passes_next(spy_list_iter *it, spy_pass_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* Little-endian helpers (inline: used by every decoder)                    */

@@ -552,6 +552,8 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
     c->st.resyncs++;
     post_ctl(c, c->data, SPY_MSG_RESYNC); /* the next flush is whole */
   }
+  if (gap)
+    spy_state_pixels_gap(&c->st); /* streams wait for a key frame */
   c->last_seq = f.seq;
   c->have_seq = 1;
   if (f.type == SPY_MSG_SUBSCRIBE_ACK) {
@@ -581,6 +583,9 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
        * own snapshot follows. */
     }
     if (spy_state_apply(&c->st, &f, now) < 0)
+      c->st.malformed++;
+  } else if (f.type == SPY_MSG_BUFFER_RAW || f.type == SPY_MSG_BUFFER_CHUNK) {
+    if (spy_state_apply_pixels(&c->st, &f, now) < 0)
       c->st.malformed++;
   }
 }

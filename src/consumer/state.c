@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "consumer/drawlist_state.h"
+#include "consumer/images.h"
 #include "consumer/zones_state.h"
 #include "spyglass/consumer.h"
 
@@ -41,6 +43,8 @@ void spy_state_free(spy_state *s) {
   table_clear(&s->registry);
   table_clear(&s->buffers);
   spy__state_zones_free(s);
+  spy__state_images_free(s);
+  spy__state_drawlist_free(s);
   s->rings = NULL;
 }
 
@@ -326,6 +330,8 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
     }
     case SPY_SEC_MSGPROF: rc = apply_msgprof(s, &sec, now_ms); break;
     case SPY_SEC_ZONES: rc = spy__state_zones_apply(s, &sec); break;
+    case SPY_SEC_BATCHES:
+    case SPY_SEC_PASSES: rc = spy__state_drawlist_apply(s, &sec); break;
     default: break; /* sections for other layers */
     }
   }

@@ -1,5 +1,13 @@
-/* convert.c — pixel formats to display-ready RGBA8 with a box-filter
- * downscale (see media.h). */
+/* convert.c — pixel formats to display-ready RGBA8 in a display mode,
+ * with an area-filter (box) downscale for thumbnails (see media.h).
+ *
+ * Every source texel is first read as four floats ("values": 8-bit types
+ * as v / 255, float types as they are), then mapped to display colours in
+ * 0..1 by the mode, and the colours of the source block that a destination
+ * pixel covers are averaged. Normalize and signed need the image's range:
+ * one pass over the source before the conversion. Same-size RGBA8, BGRA8
+ * and R8 in colors mode take copying fast paths (the common stream case).
+ */
 #include <math.h>
 #include <string.h>
 
@@ -13,8 +21,38 @@ uint32_t spy_pixel_bytes(uint32_t type) {
   case SPY_PIXEL_RGBA32F: return 16;
   case SPY_PIXEL_R32F: return 4;
   case SPY_PIXEL_R8: return 1;
+  case SPY_PIXEL_RGBA16F: return 8;
   default: return 0;
   }
+}
+
+static const char *const type_names[SPY_PIXEL_TYPE_COUNT] = {
+    "rgba8", "bgra8", "rgba32f", "r32f", "r8", "rgba16f"};
+static const char *const display_names[] = {"default", "colors", "normalize",
+                                            "mono",    "signed", "alpha"};
+#define N_DISPLAY (sizeof display_names / sizeof display_names[0])
+
+const char *spy_pixel_type_name(uint32_t type) {
+  return type < SPY_PIXEL_TYPE_COUNT ? type_names[type] : NULL;
+}
+const char *spy_display_name(uint32_t display) {
+  return display < N_DISPLAY ? display_names[display] : NULL;
+}
+int spy_display_parse(const char *name) {
+  for (uint32_t i = 0; name && i < N_DISPLAY; i++)
+    if (strcmp(name, display_names[i]) == 0)
+      return (int)i;
+  return -1;
+}
+
+static int one_channel(uint32_t type) {
+  return type == SPY_PIXEL_R32F || type == SPY_PIXEL_R8;
+}
+
+uint32_t spy_display_resolve(uint32_t type, uint32_t display) {
+  if (display != SPY_DISPLAY_DEFAULT)
+    return display;
+  return type == SPY_PIXEL_R32F ? SPY_DISPLAY_NORMALIZE : SPY_DISPLAY_COLORS;
 }
 
 void spy_thumbnail_size(uint32_t w, uint32_t h, uint32_t long_edge,
@@ -35,82 +73,284 @@ void spy_thumbnail_size(uint32_t w, uint32_t h, uint32_t long_edge,
     *th = 1;
 }
 
+float spy_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f,
+           m = h & 0x3ffu, bits;
+  if (e == 0) {
+    if (m == 0) {
+      bits = sign;
+    } else { /* subnormal: normalise */
+      e = 127 - 15 + 1;
+      while (!(m & 0x400u)) {
+        m <<= 1;
+        e--;
+      }
+      bits = sign | (e << 23) | ((m & 0x3ffu) << 13);
+    }
+  } else if (e == 31) {
+    bits = sign | 0x7f800000u | (m << 13);
+  } else {
+    bits = sign | ((e + 127 - 15) << 23) | (m << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t spy_float_to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t e = (x >> 23) & 0xff, m = x & 0x7fffffu;
+  if (e == 0xff)
+    return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0));
+  int ne = (int)e - 127 + 15;
+  if (ne >= 31)
+    return (uint16_t)(sign | 0x7c00u);
+  if (ne <= 0) {
+    if (ne < -10)
+      return sign;
+    m |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - ne);
+    uint32_t hm = m >> shift, rem = m & ((1u << shift) - 1),
+             half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (hm & 1)))
+      hm++;
+    return (uint16_t)(sign | hm);
+  }
+  uint32_t hm = m >> 13, rem = m & 0x1fffu;
+  uint32_t out = ((uint32_t)ne << 10) | hm;
+  if (rem > 0x1000u || (rem == 0x1000u && (hm & 1)))
+    out++; /* may carry into the exponent, which is right */
+  return (uint16_t)(sign | out);
+}
+
+/* One source texel's values. */
+static inline void values(const uint8_t *p, uint32_t type, float v[4]) {
+  switch (type) {
+  case SPY_PIXEL_RGBA8:
+    for (int i = 0; i < 4; i++)
+      v[i] = p[i] * (1.0f / 255.0f);
+    break;
+  case SPY_PIXEL_BGRA8:
+    v[0] = p[2] * (1.0f / 255.0f), v[1] = p[1] * (1.0f / 255.0f);
+    v[2] = p[0] * (1.0f / 255.0f), v[3] = p[3] * (1.0f / 255.0f);
+    break;
+  case SPY_PIXEL_RGBA32F: memcpy(v, p, 16); break;
+  case SPY_PIXEL_RGBA16F:
+    for (int i = 0; i < 4; i++)
+      v[i] = spy_half_to_float((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+    break;
+  case SPY_PIXEL_R32F:
+    memcpy(v, p, 4);
+    v[1] = v[2] = v[0];
+    v[3] = 1.0f;
+    break;
+  default: /* R8 */ v[0] = v[1] = v[2] = p[0] * (1.0f / 255.0f); v[3] = 1.0f;
+  }
+}
+
 static float clamp01(float v) {
   return v != v ? 0.0f : v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
 }
 
-/* One source pixel as RGBA in 0..255 floats. */
-static void texel(const uint8_t *p, uint32_t type, float lo, float scale,
-                  float out[4]) {
-  switch (type) {
-  case SPY_PIXEL_RGBA8:
-    out[0] = p[0], out[1] = p[1], out[2] = p[2], out[3] = p[3];
-    break;
-  case SPY_PIXEL_BGRA8:
-    out[0] = p[2], out[1] = p[1], out[2] = p[0], out[3] = p[3];
-    break;
-  case SPY_PIXEL_RGBA32F: {
-    float f[4];
-    memcpy(f, p, sizeof f);
-    for (int i = 0; i < 4; i++)
-      out[i] = clamp01(f[i]) * 255.0f;
-    break;
+typedef struct range {
+  float lo, scale; /* normalize: (v - lo) * scale */
+  float inv_abs;   /* signed: v * inv_abs in -1..1 */
+} range;
+
+/* Min, max and largest |v| of the colour channels (the one channel of a
+ * one-channel type), finite values only. */
+static range image_range(const uint8_t *s, uint32_t w, uint32_t h,
+                         size_t stride, uint32_t type) {
+  uint32_t bpp = spy_pixel_bytes(type);
+  int nc = one_channel(type) ? 1 : 3;
+  float mn = INFINITY, mx = -INFINITY;
+  for (uint32_t y = 0; y < h; y++)
+    for (uint32_t x = 0; x < w; x++) {
+      float v[4];
+      values(s + y * stride + (size_t)x * bpp, type, v);
+      for (int c = 0; c < nc; c++)
+        if (isfinite(v[c])) {
+          mn = v[c] < mn ? v[c] : mn;
+          mx = v[c] > mx ? v[c] : mx;
+        }
+    }
+  range r = {0.0f, 1.0f, 1.0f};
+  if (mx >= mn) {
+    r.lo = mn;
+    r.scale = mx > mn ? 1.0f / (mx - mn) : 0.0f;
+    float a = fabsf(mn) > fabsf(mx) ? fabsf(mn) : fabsf(mx);
+    r.inv_abs = a > 0.0f ? 1.0f / a : 0.0f;
   }
-  case SPY_PIXEL_R32F: {
-    float f;
-    memcpy(&f, p, 4);
-    out[0] = out[1] = out[2] = clamp01((f - lo) * scale) * 255.0f;
-    out[3] = 255.0f;
+  return r;
+}
+
+/* Values -> display colour in 0..1. */
+static inline void display(const float v[4], uint32_t type, uint32_t mode,
+                           const range *r, float out[4]) {
+  switch (mode) {
+  case SPY_DISPLAY_NORMALIZE:
+    for (int c = 0; c < 3; c++)
+      out[c] = isfinite(v[c]) ? clamp01((v[c] - r->lo) * r->scale) : 0.0f;
+    out[3] = 1.0f;
     break;
+  case SPY_DISPLAY_MONO:
+    out[0] = out[1] = out[2] = clamp01(v[0]);
+    out[3] = 1.0f;
+    break;
+  case SPY_DISPLAY_SIGNED:
+    if (one_channel(type)) {
+      float t = isfinite(v[0]) ? v[0] * r->inv_abs : 0.0f;
+      t = t < -1.0f ? -1.0f : t > 1.0f ? 1.0f : t;
+      if (t >= 0.0f) /* white to red */
+        out[0] = 1.0f, out[1] = out[2] = 1.0f - t;
+      else /* white to blue */
+        out[2] = 1.0f, out[0] = out[1] = 1.0f + t;
+    } else {
+      for (int c = 0; c < 3; c++)
+        out[c] =
+            isfinite(v[c]) ? clamp01(0.5f + 0.5f * v[c] * r->inv_abs) : 0.5f;
+    }
+    out[3] = 1.0f;
+    break;
+  case SPY_DISPLAY_ALPHA:
+    out[0] = out[1] = out[2] = one_channel(type) ? 1.0f : clamp01(v[3]);
+    out[3] = 1.0f;
+    break;
+  default: /* colors */
+    for (int c = 0; c < 4; c++)
+      out[c] = clamp01(v[c]);
   }
-  default: /* R8 */ out[0] = out[1] = out[2] = p[0]; out[3] = 255.0f;
+}
+
+/* Same size, colors: copies and swizzles without the float path. */
+static int fast_path(uint8_t *dst, const uint8_t *s, uint32_t w, uint32_t h,
+                     size_t stride, uint32_t type) {
+  for (uint32_t y = 0; y < h; y++) {
+    const uint8_t *row = s + y * stride;
+    uint8_t *d = dst + (size_t)y * w * 4;
+    if (type == SPY_PIXEL_RGBA8) {
+      memcpy(d, row, (size_t)w * 4);
+    } else if (type == SPY_PIXEL_BGRA8) {
+      for (uint32_t x = 0; x < w; x++, d += 4, row += 4)
+        d[0] = row[2], d[1] = row[1], d[2] = row[0], d[3] = row[3];
+    } else { /* R8 */
+      for (uint32_t x = 0; x < w; x++, d += 4)
+        d[0] = d[1] = d[2] = row[x], d[3] = 255;
+    }
   }
+  return 0;
+}
+
+/* The area filter of an 8-bit type in colors mode, in integers. */
+static int box8(uint8_t *dst, uint32_t dst_w, uint32_t dst_h, const uint8_t *s,
+                uint32_t src_w, uint32_t src_h, size_t stride, uint32_t type,
+                const uint32_t *xb) {
+  (void)src_w;
+  uint32_t bpp = spy_pixel_bytes(type);
+  int r = type == SPY_PIXEL_BGRA8 ? 2 : 0, b = type == SPY_PIXEL_BGRA8 ? 0 : 2;
+  for (uint32_t y = 0; y < dst_h; y++) {
+    uint32_t y0 = (uint32_t)((uint64_t)y * src_h / dst_h);
+    uint32_t y1 = (uint32_t)((uint64_t)(y + 1) * src_h / dst_h);
+    uint8_t *d = dst + (size_t)y * dst_w * 4;
+    for (uint32_t x = 0; x < dst_w; x++, d += 4) {
+      uint32_t x0 = xb[x], x1 = xb[x + 1], acc[4] = {0, 0, 0, 0};
+      for (uint32_t yy = y0; yy < y1; yy++) {
+        const uint8_t *p = s + yy * stride + (size_t)x0 * bpp;
+        if (bpp == 1) {
+          for (uint32_t xx = x0; xx < x1; xx++)
+            acc[0] += *p++;
+        } else {
+          for (uint32_t xx = x0; xx < x1; xx++, p += 4) {
+            acc[0] += p[r];
+            acc[1] += p[1];
+            acc[2] += p[b];
+            acc[3] += p[3];
+          }
+        }
+      }
+      uint32_t n = (x1 - x0) * (y1 - y0), h = n / 2;
+      if (!n)
+        n = 1;
+      if (bpp == 1) {
+        d[0] = d[1] = d[2] = (uint8_t)((acc[0] + h) / n);
+        d[3] = 255;
+      } else {
+        for (int k = 0; k < 4; k++)
+          d[k] = (uint8_t)((acc[k] + h) / n);
+      }
+    }
+  }
+  return 0;
+}
+
+int spy_image_to_rgba8_mode(uint8_t *dst, uint32_t dst_w, uint32_t dst_h,
+                            const void *src, uint32_t src_w, uint32_t src_h,
+                            size_t stride, uint32_t type, uint32_t disp) {
+  uint32_t bpp = spy_pixel_bytes(type);
+  if (!bpp || !dst || !src || !dst_w || !dst_h || dst_w > src_w ||
+      dst_h > src_h || src_w > SPY_IMAGE_MAX_EDGE ||
+      src_h > SPY_IMAGE_MAX_EDGE || stride < (size_t)src_w * bpp ||
+      disp > SPY_DISPLAY_ALPHA)
+    return SPY_EINVAL;
+  uint32_t mode = spy_display_resolve(type, disp);
+  const uint8_t *s = src;
+  if (mode == SPY_DISPLAY_COLORS && dst_w == src_w && dst_h == src_h &&
+      (type == SPY_PIXEL_RGBA8 || type == SPY_PIXEL_BGRA8 ||
+       type == SPY_PIXEL_R8))
+    return fast_path(dst, s, src_w, src_h, stride, type);
+  range r = {0.0f, 1.0f, 1.0f};
+  if (mode == SPY_DISPLAY_NORMALIZE || mode == SPY_DISPLAY_SIGNED)
+    r = image_range(s, src_w, src_h, stride, type);
+  /* Column bounds once per image, not two divisions per pixel. */
+  uint32_t xb[SPY_IMAGE_MAX_EDGE + 1];
+  for (uint32_t x = 0; x <= dst_w; x++)
+    xb[x] = (uint32_t)((uint64_t)x * src_w / dst_w);
+  int same = dst_w == src_w && dst_h == src_h;
+  if (mode == SPY_DISPLAY_COLORS && bpp <= 4 &&
+      (type == SPY_PIXEL_RGBA8 || type == SPY_PIXEL_BGRA8 ||
+       type == SPY_PIXEL_R8))
+    return box8(dst, dst_w, dst_h, s, src_w, src_h, stride, type, xb);
+  for (uint32_t y = 0; y < dst_h; y++) {
+    uint32_t y0 = (uint32_t)((uint64_t)y * src_h / dst_h);
+    uint32_t y1 = (uint32_t)((uint64_t)(y + 1) * src_h / dst_h);
+    uint8_t *d = dst + (size_t)y * dst_w * 4;
+    if (same) { /* one texel per pixel */
+      const uint8_t *row = s + y * stride;
+      for (uint32_t x = 0; x < dst_w; x++, d += 4) {
+        float v[4], c[4];
+        values(row + (size_t)x * bpp, type, v);
+        display(v, type, mode, &r, c);
+        for (int k = 0; k < 4; k++)
+          d[k] = (uint8_t)(c[k] * 255.0f + 0.5f);
+      }
+      continue;
+    }
+    for (uint32_t x = 0; x < dst_w; x++, d += 4) {
+      uint32_t x0 = xb[x], x1 = xb[x + 1];
+      float acc[4] = {0, 0, 0, 0}, v[4], c[4];
+      uint32_t n = 0;
+      for (uint32_t yy = y0; yy < y1; yy++) {
+        const uint8_t *p = s + yy * stride + (size_t)x0 * bpp;
+        for (uint32_t xx = x0; xx < x1; xx++, n++, p += bpp) {
+          values(p, type, v);
+          display(v, type, mode, &r, c);
+          for (int k = 0; k < 4; k++)
+            acc[k] += c[k];
+        }
+      }
+      float inv = 255.0f / (float)(n ? n : 1);
+      for (int k = 0; k < 4; k++)
+        d[k] = (uint8_t)(acc[k] * inv + 0.5f);
+    }
+  }
+  return 0;
 }
 
 int spy_image_to_rgba8(uint8_t *dst, uint32_t dst_w, uint32_t dst_h,
                        const void *src, uint32_t src_w, uint32_t src_h,
                        size_t stride, uint32_t type) {
-  uint32_t bpp = spy_pixel_bytes(type);
-  if (!bpp || !dst || !src || !dst_w || !dst_h || dst_w > src_w ||
-      dst_h > src_h || src_w > SPY_IMAGE_MAX_EDGE ||
-      src_h > SPY_IMAGE_MAX_EDGE || stride < (size_t)src_w * bpp)
-    return SPY_EINVAL;
-  const uint8_t *s = src;
-  float lo = 0.0f, scale = 1.0f;
-  if (type == SPY_PIXEL_R32F) { /* stretch the image's own range */
-    float mn = INFINITY, mx = -INFINITY;
-    for (uint32_t y = 0; y < src_h; y++)
-      for (uint32_t x = 0; x < src_w; x++) {
-        float f;
-        memcpy(&f, s + y * stride + (size_t)x * 4, 4);
-        if (f == f && isfinite(f)) {
-          mn = f < mn ? f : mn;
-          mx = f > mx ? f : mx;
-        }
-      }
-    if (mx > mn) {
-      lo = mn;
-      scale = 1.0f / (mx - mn);
-    }
-  }
-  for (uint32_t y = 0; y < dst_h; y++) {
-    uint32_t y0 = (uint32_t)((uint64_t)y * src_h / dst_h);
-    uint32_t y1 = (uint32_t)((uint64_t)(y + 1) * src_h / dst_h);
-    for (uint32_t x = 0; x < dst_w; x++) {
-      uint32_t x0 = (uint32_t)((uint64_t)x * src_w / dst_w);
-      uint32_t x1 = (uint32_t)((uint64_t)(x + 1) * src_w / dst_w);
-      float acc[4] = {0, 0, 0, 0}, t[4];
-      uint32_t n = 0;
-      for (uint32_t yy = y0; yy < y1; yy++)
-        for (uint32_t xx = x0; xx < x1; xx++, n++) {
-          texel(s + yy * stride + (size_t)xx * bpp, type, lo, scale, t);
-          for (int c = 0; c < 4; c++)
-            acc[c] += t[c];
-        }
-      uint8_t *d = dst + ((size_t)y * dst_w + x) * 4;
-      for (int c = 0; c < 4; c++)
-        d[c] = (uint8_t)(acc[c] / (float)(n ? n : 1) + 0.5f);
-    }
-  }
-  return 0;
+  return spy_image_to_rgba8_mode(dst, dst_w, dst_h, src, src_w, src_h, stride,
+                                 type, SPY_DISPLAY_DEFAULT);
 }

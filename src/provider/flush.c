@@ -112,6 +112,10 @@ void spy__flush(spy_provider *p, uint64_t now, uint32_t f) {
     update_local_env(p);
     spy__env_encode(&p->env, &w, snap);
   }
+  if (f & SPY_FEAT_BUFFERS)
+    spy__buffers_encode(p, &w, snap);
+  if (f & (SPY_FEAT_BATCHES | SPY_FEAT_PASSES))
+    spy__drawlist_encode(p, &w, snap, f);
   if (f & SPY_FEAT_HEALTH) {
     put_health(p, &w);
     atomic_fetch_add_explicit(&p->st_health_flushes, 1, memory_order_relaxed);

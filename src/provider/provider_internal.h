@@ -227,6 +227,13 @@ struct spy_provider {
 
   /* CPU zones (zones.c) -------------------------------------------------- */
   spy__zones zones;
+
+  /* Named image buffers (buffers.c): made by the first declare or buffer
+   * subscription, whichever comes first. */
+  _Atomic(struct spy__buffers *) buffers;
+  /* The batch list and pass tree (drawlist.c): made by the service when a
+   * subscriber first wants them. */
+  _Atomic(struct spy__drawlist *) drawlist;
   /* in-process server (listen.c) */
   void *server;
 };
@@ -259,6 +266,22 @@ void spy__clock_stop(spy_provider *p);
 
 uint64_t spy__provider_wall_ms(void);
 
+/* buffers.c: the service's side (subscribe / unsubscribe / resync, and a
+ * tick that makes the 16 MiB pool tier off the frame thread), the frame
+ * thread's BUFFERS section at a flush, and the teardown. */
+struct spy__buffers;
+void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub);
+void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer);
+void spy__buffers_keyframe(spy_provider *p);
+void spy__buffers_service(spy_provider *p);
+void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full);
+void spy__buffers_free(spy_provider *p);
+/* drawlist.c: the service makes the tables; the flush sends what changed. */
+struct spy__drawlist;
+void spy__drawlist_service(spy_provider *p);
+void spy__drawlist_encode(spy_provider *p, spy_frame_writer *w, int full,
+                          uint32_t features);
+void spy__drawlist_free(spy_provider *p);
 /* listen.c: the in-process server, through the net layer's hook. */
 int spy__listen_start(spy_provider *p);
 void spy__listen_stop(spy_provider *p);

@@ -142,6 +142,7 @@ static int find_sub(spy_provider *p, uint64_t id) {
 static void drop_sub(spy_provider *p, int i) {
   if (p->subs[i].clock_used) /* dead or gone: its segment must not stay */
     spy__clock_push(p, p->subs[i].id, 1);
+  spy__buffers_unsubscribe(p, p->subs[i].id);
   free_names(&p->subs[i]);
   p->subs[i] = p->subs[p->nsubs - 1];
   memset(&p->subs[p->nsubs - 1], 0, sizeof p->subs[0]);
@@ -176,6 +177,7 @@ static void on_subscribe(spy_provider *p, const spy_section *s, uint64_t now) {
   }
   recompute(p);
   apply_filters(p);
+  spy__buffers_subscribe(p, &sub);   /* its buffers map */
   atomic_store(&p->snapshot_req, 1); /* every collector starts whole */
   spy__zones_snapshot(p);
   post_ctl(p, SPY_MSG_SUBSCRIBE_ACK, sub.consumer, sub.features, NULL);
@@ -237,6 +239,7 @@ static void on_data_msg(spy_provider *p, const uint8_t *buf, int n,
       p->subs[i].last_ack_ms = now;
       atomic_store(&p->snapshot_req, 1);
       spy__zones_snapshot(p);
+      spy__buffers_keyframe(p); /* streams restart on a key frame */
     }
     break;
   case SPY_MSG_UNSUBSCRIBE:
@@ -322,4 +325,6 @@ void spy__service(void *ctx, int wait_ms) {
   clock_ready(p);
   spy__msgprof_tick(p, now);
   spy__zones_service(p); /* CPU zones: drain the threads' rings */
+  spy__buffers_service(p);
+  spy__drawlist_service(p);
 }

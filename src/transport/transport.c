@@ -13,16 +13,29 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "platform/platform.h"
+#include "spyglass/codec.h"
 #include "spyglass/media.h"
 #include "spyglass/transport.h"
 #include "spyglass/wire.h"
 #include "transport/mpmc.h"
 
 #define BUF_CONVERT 1 /* spy_buffer.reserved: holds pixels to convert */
+#define ENC_SLOTS 16  /* streamed buffer sizes with an open encoder */
+
+/* A video encoder kept by the worker for one buffer name and size. */
+typedef struct enc_slot {
+  char name[SPY_KEY_MAX + 1];
+  uint32_t w, h;
+  const spy_video_codec_ops *ops;
+  void *enc; /* NULL: free slot */
+  uint64_t last_key_ms, last_use_ms;
+  uint32_t epoch;
+} enc_slot;
 
 /* A convert request waiting in the post queue with its pixels buffer. */
 typedef struct convert_job {
@@ -52,6 +65,12 @@ typedef struct transport_impl {
   _Atomic uint32_t kick;
   void (*tick)(void *ctx, int wait_ms);
   void *tick_ctx;
+  /* convert (the posting thread): encoders, scratch images and frames,
+   * grown on first need and kept */
+  enc_slot enc[ENC_SLOTS];
+  uint8_t *cv_rgba, *cv_enc, *cv_frame;
+  size_t cv_rgba_cap, cv_enc_cap, cv_frame_cap;
+  _Atomic uint64_t encode_failed;
 } transport_impl;
 
 static const uint32_t tier_bytes[SPY_TIER_COUNT] = {
@@ -112,69 +131,197 @@ static void t_release(spy_transport *pub, spy_buffer *b) {
 }
 
 /* Stamps the sequence number and posts; on the posting thread only. */
-static int post_now(transport_impl *t, spy_buffer *b) {
-  if (b->len >= SPY_FRAME_MIN && spy_rd32(b->data + 16) == SPY_SEC_FRAME)
-    spy_wr32(b->data + 28, t->seq++);
-  int rc = spy_channel_post(t->ch, b->data, b->len);
+static int post_bytes(transport_impl *t, uint8_t *data, uint32_t len) {
+  if (len >= SPY_FRAME_MIN && spy_rd32(data + 16) == SPY_SEC_FRAME)
+    spy_wr32(data + 28, t->seq++);
+  int rc = spy_channel_post(t->ch, data, len);
   if (rc == 0) {
     atomic_fetch_add_explicit(&t->posted, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->bytes_posted, b->len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->bytes_posted, len, memory_order_relaxed);
   } else {
     atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
   }
+  return rc;
+}
+
+static int post_now(transport_impl *t, spy_buffer *b) {
+  int rc = post_bytes(t, b->data, b->len);
   t_release(&t->pub, b);
   return rc;
 }
 
-/* Converts the pixels in px to RGBA8 (thumbnail, or full size for a
- * stream without a codec), posts them as buffer:raw, and returns px to
- * the pool. On the posting thread. */
-static int convert_now(transport_impl *t, spy_buffer *px,
-                       const convert_job *j) {
-  const spy_convert_request *r = &j->req;
-  uint32_t ow, oh;
-  if (r->mode == SPY_BUFFER_STREAM)
-    ow = r->width, oh = r->height; /* no codec in this build: raw frames */
-  else
-    spy_thumbnail_size(r->width, r->height, r->long_edge, &ow, &oh);
-  size_t need = (size_t)ow * oh * 4 + 128 + SPY_KEY_MAX;
-  spy_tier tier =
-      need <= SPY_POOL_MEDIUM_BYTES ? SPY_TIER_MEDIUM : SPY_TIER_LARGE;
-  if (need > SPY_POOL_LARGE_BYTES) /* too big for a raw frame: a thumbnail */
-    spy_thumbnail_size(r->width, r->height, 1024, &ow, &oh);
-  spy_buffer *out = t_acquire(&t->pub, tier);
-  if (!out) {
-    t_release(&t->pub, px);
-    return SPY_EPOOLEMPTY;
-  }
-  spy_frame_writer w;
-  spy_frame_start(&w, out->data, out->cap, SPY_MSG_BUFFER_RAW, j->captured_ms,
-                  0, 0);
-  spy_pixels meta = {.frame = r->frame,
-                     .captured_ms = j->captured_ms,
-                     .width = ow,
-                     .height = oh,
-                     .pixel_type = r->pixel_type,
-                     .display = 1,
-                     .key_frame = 1,
-                     .codec = SPY_CODEC_RGBA8,
-                     .name = j->name,
-                     .data_len = ow * oh * 4};
-  uint8_t *d = spy_put_pixels_reserve(&w, &meta);
-  int rc =
-      d ? spy_image_to_rgba8(d, ow, oh, px->data, r->width, r->height,
-                             (size_t)r->width * spy_pixel_bytes(r->pixel_type),
-                             r->pixel_type)
-        : w.err;
-  t_release(&t->pub, px);
-  int len = rc == 0 ? spy_frame_finish(&w) : rc;
-  if (len < 0) {
+/* ---- convert: pixels to RGBA8, VP9 or raw, in frames (worker) -------- */
+
+/* Frame overhead of a PIXELS frame besides its data: header, FRAME
+ * section, PIXELS section header and fixed part, name, part header. */
+static uint32_t pixels_overhead(size_t name_len) {
+  return SPY_FRAME_MIN + SPY_SECTION_HEADER_BYTES + 36u +
+         (uint32_t)((name_len + 3u) & ~(size_t)3u) + SPY_PIXELS_PART_HEADER +
+         8u;
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t need) {
+  if (*cap >= need)
+    return 0;
+  uint8_t *n = realloc(*p, need);
+  if (!n)
+    return SPY_ENOMEM;
+  *p = n;
+  *cap = need;
+  return 0;
+}
+
+/* Posts a payload as one PIXELS frame, or in parts when it is larger than
+ * one frame allows. Each part that cannot be posted is counted. */
+static int post_payload(transport_impl *t, uint32_t type, spy_pixels meta,
+                        const uint8_t *data, uint32_t len, uint32_t max_frame) {
+  size_t nlen = strlen(meta.name);
+  uint32_t over = pixels_overhead(nlen);
+  if (!max_frame)
+    max_frame = 1u << 20;
+  if (max_frame > SPY_FRAME_MAX)
+    max_frame = SPY_FRAME_MAX;
+  if (max_frame < over + 64u)
+    return SPY_EINVAL;
+  uint32_t room = (max_frame - over) & ~3u;
+  int parts = len > room;
+  if (grow(&t->cv_frame, &t->cv_frame_cap,
+           (size_t)(parts ? room : len) + over)) {
     atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
-    t_release(&t->pub, out);
-    return len;
+    return SPY_ENOMEM;
   }
-  out->len = (uint32_t)len;
-  return post_now(t, out);
+  int rc = 0;
+  uint32_t off = 0;
+  do {
+    uint32_t n = len - off < room ? len - off : room;
+    spy_pixels px = meta;
+    px.data = data + off;
+    px.data_len = n;
+    px.part_offset = parts ? off : 0;
+    px.part_total = parts ? len : 0;
+    spy_frame_writer w;
+    spy_frame_start(&w, t->cv_frame, t->cv_frame_cap, type, meta.captured_ms, 0,
+                    0);
+    spy_put_pixels(&w, &px);
+    int flen = spy_frame_finish(&w);
+    int r = flen < 0 ? flen : post_bytes(t, t->cv_frame, (uint32_t)flen);
+    if (flen < 0)
+      atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
+    if (r && !rc)
+      rc = r;
+    off += n;
+  } while (off < len);
+  return rc;
+}
+
+/* The encoder slot for a buffer at a size: one per name and size; a slot
+ * of the same name at another size is closed (a resize starts over with a
+ * key frame). *fresh is set for a new encoder. */
+static enc_slot *enc_for(transport_impl *t, const spy_video_codec_ops *vc,
+                         const char *name, uint32_t w, uint32_t h, uint32_t fps,
+                         uint64_t now, int *fresh) {
+  enc_slot *free_slot = NULL, *lru = NULL;
+  *fresh = 0;
+  for (int i = 0; i < ENC_SLOTS; i++) {
+    enc_slot *e = &t->enc[i];
+    if (e->enc && strcmp(e->name, name) == 0) {
+      if (e->w == w && e->h == h && e->ops == vc) {
+        e->last_use_ms = now;
+        return e;
+      }
+      e->ops->encoder_destroy(e->enc);
+      e->enc = NULL;
+    }
+    if (!e->enc && !free_slot)
+      free_slot = e;
+    if (e->enc && (!lru || e->last_use_ms < lru->last_use_ms))
+      lru = e;
+  }
+  enc_slot *e = free_slot ? free_slot : lru;
+  if (e->enc)
+    e->ops->encoder_destroy(e->enc);
+  memset(e, 0, sizeof *e);
+  if (vc->encoder_create(&e->enc, w, h, fps ? fps : 4) < 0 || !e->enc)
+    return NULL;
+  e->ops = vc;
+  size_t nlen = strnlen(name, SPY_KEY_MAX);
+  memcpy(e->name, name, nlen);
+  e->name[nlen] = 0;
+  e->w = w;
+  e->h = h;
+  e->last_use_ms = now;
+  *fresh = 1;
+  return e;
+}
+
+/* Converts the pixels in px to RGBA8 (a thumbnail, or the stream's size),
+ * encodes a stream with the registered codec (offload only) and posts
+ * buffer:chunk, else buffer:raw; returns px to the pool. On the posting
+ * thread. */
+static int convert_now(transport_impl *t, spy_buffer *px,
+                       const convert_job *job) {
+  /* A copy: the job slot belongs to px, which goes back to the pool (and
+   * to the next capture) as soon as its pixels are converted. */
+  convert_job local = *job;
+  const convert_job *j = &local;
+  local.req.name = local.name;
+  const spy_convert_request *r = &local.req;
+  const spy_video_codec_ops *vc =
+      r->mode == SPY_BUFFER_STREAM && t->kind == SPY_TRANSPORT_OFFLOAD
+          ? spy_video_codec_get(SPY_CODEC_VP9)
+          : NULL;
+  uint32_t ow = r->width, oh = r->height;
+  if (r->mode != SPY_BUFFER_STREAM || r->long_edge)
+    spy_thumbnail_size(r->width, r->height, r->long_edge, &ow, &oh);
+  size_t img = (size_t)ow * oh * 4;
+  int rc = grow(&t->cv_rgba, &t->cv_rgba_cap, img);
+  if (rc == 0)
+    rc = spy_image_to_rgba8_mode(
+        t->cv_rgba, ow, oh, px->data, r->width, r->height,
+        (size_t)r->width * spy_pixel_bytes(r->pixel_type), r->pixel_type,
+        r->display);
+  t_release(&t->pub, px);
+  if (rc) {
+    atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
+    return rc;
+  }
+  spy_pixels meta = {
+      .frame = r->frame,
+      .captured_ms = j->captured_ms,
+      .width = ow,
+      .height = oh,
+      .pixel_type = r->pixel_type,
+      .display = (uint8_t)spy_display_resolve(r->pixel_type, r->display),
+      .key_frame = 1,
+      .codec = SPY_CODEC_RGBA8,
+      .name = j->name};
+  if (vc) {
+    uint64_t now = spy__mono_ns() / 1000000u;
+    int fresh;
+    enc_slot *e = enc_for(t, vc, j->name, ow, oh, r->fps, now, &fresh);
+    size_t len = 0;
+    int key = 0;
+    if (e && grow(&t->cv_enc, &t->cv_enc_cap, img + 65536) == 0) {
+      int force = fresh || e->epoch != r->key_epoch ||
+                  now - e->last_key_ms >= SPY_KEYFRAME_MS;
+      if (vc->encode(e->enc, t->cv_rgba, force, t->cv_enc, t->cv_enc_cap, &len,
+                     &key) == 0 &&
+          len > 0) {
+        if (key) {
+          e->last_key_ms = now;
+          e->epoch = r->key_epoch;
+        }
+        meta.codec = vc->codec;
+        meta.key_frame = (uint8_t)key;
+        return post_payload(t, SPY_MSG_BUFFER_CHUNK, meta, t->cv_enc,
+                            (uint32_t)len, r->max_frame);
+      }
+    }
+    atomic_fetch_add_explicit(&t->encode_failed, 1, memory_order_relaxed);
+    /* the codec failed: this frame goes raw, never silently lost */
+  }
+  return post_payload(t, SPY_MSG_BUFFER_RAW, meta, t->cv_rgba, (uint32_t)img,
+                      r->max_frame);
 }
 
 /* Checks a convert request against its pixels; fills the job. */
@@ -257,8 +404,9 @@ static int offload_post(spy_transport *pub, spy_buffer *b, size_t len) {
 }
 
 static int t_codec(spy_transport *pub) {
-  (void)pub;
-  return 0; /* no VP9 encoder in this build: buffer:raw RGBA8 only */
+  transport_impl *t = (transport_impl *)pub;
+  return t->kind == SPY_TRANSPORT_OFFLOAD &&
+         spy_video_codec_get(SPY_CODEC_VP9) != NULL;
 }
 
 static void t_stats(spy_transport *pub, spy_pool_stats *out) {
@@ -317,6 +465,12 @@ static void t_dispose(spy_transport *pub) {
     free(t->mem[i]);
   }
   spy__mpmc_free(&t->post_q);
+  for (int i = 0; i < ENC_SLOTS; i++)
+    if (t->enc[i].enc)
+      t->enc[i].ops->encoder_destroy(t->enc[i].enc);
+  free(t->cv_rgba);
+  free(t->cv_enc);
+  free(t->cv_frame);
   free(t);
 }
 

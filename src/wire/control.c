@@ -114,7 +114,7 @@ void spy_put_subscription(spy_frame_writer *w, const spy_subscription *s) {
     spy_frame_put_u16(w, (uint16_t)len);
     spy_frame_put(w, b->name, len);
     spy_frame_put_u8(w, b->mode);
-    spy_frame_put_u8(w, 0);
+    spy_frame_put_u8(w, b->display <= SPY_SUB_DISPLAY_MAX ? b->display : 0);
     spy_frame_put_u16(w, b->long_edge);
   }
   spy_frame_section_end(w);
@@ -149,7 +149,8 @@ int spy_get_subscription(const spy_section *s, spy_subscription *out) {
     if ((size_t)(end - q - 2) < (size_t)len + 4)
       return SPY_EBADSECTION;
     uint8_t mode = q[2 + len];
-    if (mode != SPY_BUFFER_THUMBNAIL && mode != SPY_BUFFER_STREAM)
+    if ((mode != SPY_BUFFER_THUMBNAIL && mode != SPY_BUFFER_STREAM) ||
+        q[3 + len] > SPY_SUB_DISPLAY_MAX)
       return SPY_EBADVALUE;
     q += 2 + len + 4;
   }
@@ -187,6 +188,7 @@ int spy_subscription_next_buffer(const spy_subscription *s,
   out->name_len = spy_rd16(q);
   out->name = (const char *)q + 2;
   out->mode = q[2 + out->name_len];
+  out->display = q[3 + out->name_len];
   out->long_edge = spy_rd16(q + 2 + out->name_len + 2);
   *cursor = q + 2 + out->name_len + 4;
   return 1;
@@ -229,13 +231,19 @@ static void *pixels_header(spy_frame_writer *w, const spy_pixels *px) {
   spy_frame_put_u32(w, px->height);
   spy_frame_put_u16(w, px->pixel_type);
   spy_frame_put_u8(w, px->display);
-  spy_frame_put_u8(w, px->key_frame);
+  spy_frame_put_u8(w, (uint8_t)((px->key_frame ? SPY_PIXELS_KEY : 0) |
+                                (px->part_total ? SPY_PIXELS_PART : 0)));
   spy_frame_put_u16(w, px->codec);
   spy_frame_put_u16(w, (uint16_t)nlen);
-  spy_frame_put_u32(w, px->data_len);
+  spy_frame_put_u32(w, px->data_len +
+                           (px->part_total ? SPY_PIXELS_PART_HEADER : 0));
   spy_frame_put(w, px->name, nlen);
   static const uint8_t zeros[4];
   spy_frame_put(w, zeros, PAD4(nlen) - nlen);
+  if (px->part_total) {
+    spy_frame_put_u32(w, px->part_offset);
+    spy_frame_put_u32(w, px->part_total);
+  }
   return spy_frame_reserve(w, px->data_len);
 }
 
@@ -247,13 +255,29 @@ int spy_get_pixels(const spy_section *s, spy_pixels *out) {
   uint32_t nlen = spy_rd16(p + 30), dlen = spy_rd32(p + 32);
   uint32_t width = spy_rd32(p + 16), height = spy_rd32(p + 20);
   uint16_t codec = spy_rd16(p + 28);
-  if (nlen == 0 || nlen > SPY_KEY_MAX || codec > SPY_CODEC_VP9)
+  uint8_t flags = p[27];
+  if (nlen == 0 || nlen > SPY_KEY_MAX || codec > SPY_CODEC_VP9 ||
+      (flags & ~(SPY_PIXELS_KEY | SPY_PIXELS_PART)))
     return SPY_EBADVALUE;
   if (width > 16384 || height > 16384)
     return SPY_EBADVALUE;
   if ((size_t)s->len != PIXELS_FIXED + PAD4(nlen) + (size_t)dlen)
     return SPY_EBADSECTION;
-  if (codec == SPY_CODEC_RGBA8 && (uint64_t)width * height * 4 != dlen)
+  const uint8_t *data = p + PIXELS_FIXED + PAD4(nlen);
+  uint32_t off = 0, total = 0;
+  if (flags & SPY_PIXELS_PART) {
+    if (dlen < SPY_PIXELS_PART_HEADER)
+      return SPY_EBADSECTION;
+    off = spy_rd32(data);
+    total = spy_rd32(data + 4);
+    data += SPY_PIXELS_PART_HEADER;
+    dlen -= SPY_PIXELS_PART_HEADER;
+    if (total == 0 || total > SPY_PIXELS_TOTAL_MAX || off > total ||
+        dlen > total - off)
+      return SPY_EBADVALUE;
+  }
+  uint64_t whole = total ? total : dlen;
+  if (codec == SPY_CODEC_RGBA8 && (uint64_t)width * height * 4 != whole)
     return SPY_EBADVALUE;
   out->frame = spy_rd64(p);
   out->captured_ms = spy_rd64(p + 8);
@@ -261,11 +285,13 @@ int spy_get_pixels(const spy_section *s, spy_pixels *out) {
   out->height = height;
   out->pixel_type = spy_rd16(p + 24);
   out->display = p[26];
-  out->key_frame = p[27];
+  out->key_frame = (flags & SPY_PIXELS_KEY) != 0;
   out->codec = codec;
   out->name = (const char *)p + PIXELS_FIXED;
   out->name_len = nlen;
-  out->data = p + PIXELS_FIXED + PAD4(nlen);
+  out->data = data;
   out->data_len = dlen;
+  out->part_offset = off;
+  out->part_total = total;
   return 0;
 }

@@ -44,6 +44,8 @@ const char *spy_section_name(uint32_t id) {
   case SPY_SEC_PEER: return "peer";
   case SPY_SEC_SUBSCRIPTION: return "subscription";
   case SPY_SEC_PIXELS: return "pixels";
+  case SPY_SEC_BATCHES: return "batches";
+  case SPY_SEC_PASSES: return "passes";
   case SPY_SEC_TRACE: return "trace";
   case SPY_SEC_MSGPROF: return "msgprof";
   case SPY_SEC_CLOCK: return "clock";

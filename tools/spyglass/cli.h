@@ -16,6 +16,7 @@ int cmd_demo_build(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_snap(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 /* Options are parsed with cli_parse (opts.h), the same for every command. */

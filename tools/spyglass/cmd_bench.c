@@ -22,6 +22,8 @@ static const struct {
      "demo build untraced vs each trace writer vs the naive baseline"},
     {"zones", bench_zones,
      "one CPU zone: unsubscribed, streaming live vs two clock reads"},
+    {"buffers", bench_buffers,
+     "buffer submit vs memcpy, conversion MB/s, VP9 fps and bytes"},
     {"serve", bench_serve,
      "bridge latency, throughput, CPU per MB, RSS with a stalled client"},
     {"dashboard", bench_dashboard,

@@ -18,7 +18,9 @@
 #include "cli.h"
 #include "demo_scene.h"
 #include "opts.h"
+#include "spyglass/buffers.h"
 #include "spyglass/consumer.h"
+#include "spyglass/drawlist.h"
 #include "spyglass/provider.h"
 #include "web.h"
 
@@ -162,6 +164,23 @@ static void frame_loop(frame_loop_ctx *fl) {
   demo_scene *scene = fl->scene;
   const demo_opts o = *fl->o;
   double start = now_s(), prev = start;
+  /* The render targets, as named buffers (buffers.h): sent only to a
+   * subscriber that asks for them (spyglass snap, the dashboard). */
+  uint32_t bw, bh;
+  demo_scene_pixels(scene, &bw, &bh);
+  int hb[3] = {
+      spy_buffer_declare(p, &(spy_buffer_desc){.name = "framebuffer",
+                                               .pixel_type = SPY_PIXEL_RGBA8,
+                                               .width = bw,
+                                               .height = bh}),
+      spy_buffer_declare(p, &(spy_buffer_desc){.name = "depth",
+                                               .pixel_type = SPY_PIXEL_R32F,
+                                               .width = bw,
+                                               .height = bh}),
+      spy_buffer_declare(p, &(spy_buffer_desc){.name = "normals",
+                                               .pixel_type = SPY_PIXEL_RGBA16F,
+                                               .width = bw,
+                                               .height = bh})};
   while (!stop_requested && (o.seconds <= 0 || now_s() - start < o.seconds)) {
     demo_scene_wait_ready(scene); /* not the frame's CPU time */
     double t = now_s();
@@ -173,7 +192,10 @@ static void frame_loop(frame_loop_ctx *fl) {
     for (int i = 0; i < n; i++)
       spy_gpu_resolved(p, res[i].gpu_frame, res[i].ms);
     demo_stats st;
+    spy_pass_begin(p, "frame");
+    spy_pass_begin(p, "update"); /* the CPU side: scene and particles */
     demo_scene_update(scene, dt > 0.1 ? 0.1 : dt, &st);
+    spy_pass_end(p, 0, 0);
     spy_counter_set(p, SPY_COUNTER_DRAWS, st.draws);
     spy_counter_set(p, SPY_COUNTER_PASSES, st.passes);
     spy_counter_set(p, SPY_COUNTER_MIPS, st.mips);
@@ -186,8 +208,24 @@ static void frame_loop(frame_loop_ctx *fl) {
     spy_value_set_f64(p, "scene.time", st.time);
     spy_value_set_i64(p, "scene.load", o.load);
     spy_value_set_bool(p, "fps.capped", o.fps_cap > 0);
+    spy_pass_begin(p, "submit"); /* the draw list to the device */
     uint64_t id = demo_scene_submit(scene);
+    spy_pass_end(p, st.draws, 0);
+    spy_pass_end(p, st.draws, 0);
+    /* what was drawn, by kind: the batch list */
+    spy_batch_add(p, "mesh", "sphere.sdf", st.objects, st.draws);
+    spy_batch_add(p, "points", "particles", st.particles, 1);
+    spy_batch_add(p, "effect", "glow", st.effect, st.effect ? 1 : 0);
     spy_gpu_issued(p, id);
+    if (spy__watched(p)) { /* the last finished frame's targets */
+      const uint8_t *fb;
+      const float *depth;
+      const uint16_t *normal;
+      demo_scene_buffers(scene, &fb, &depth, &normal);
+      spy_buffer_submit(p, hb[0], fb, (size_t)bw * 4);
+      spy_buffer_submit(p, hb[1], depth, (size_t)bw * 4);
+      spy_buffer_submit(p, hb[2], normal, (size_t)bw * 8);
+    }
     spy_frame_end(p);
     if (o.fps_cap > 0) {
       double next = t + 1.0 / o.fps_cap, left = next - now_s();

@@ -102,9 +102,12 @@ typedef struct session {
 
 static int session_open(session *s) {
   spy_consumer_desc d = {.want = s->want[0] ? s->want : NULL, .dir = s->dir};
+  /* BUFFERS: the buffer list (metadata only: top asks for no pixels) */
+  d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
+               SPY_FEAT_HEALTH | SPY_FEAT_BUFFERS | SPY_FEAT_BATCHES |
+               SPY_FEAT_PASSES;
   if (s->zones) /* zones cost the provider only while someone looks */
-    d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
-                 SPY_FEAT_HEALTH | SPY_FEAT_ZONES;
+    d.features |= SPY_FEAT_ZONES;
   if (s->rem && s->rem->connect) {
     d.connect = s->rem->connect;
     d.token = remote_token(s->rem);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "spyglass/media.h"
 #include "spyglass/zones.h"
 
 #define MAX_SPHERES 256
@@ -52,6 +53,8 @@ struct demo_scene {
   int stop;
   uint64_t next_id, submitted;
   uint8_t *fb[2];
+  float *depth[2];     /* R32F: distance along the ray (30 = sky) */
+  uint16_t *normal[2]; /* RGBA16F: surface normal, alpha 1 (sky: 0) */
   int front;
   demo_gpu_result results[RESULTS];
   int nres;
@@ -86,8 +89,8 @@ static float scene_sdf(const frame_cmd *c, float x, float y, float z,
   return d;
 }
 
-static void render(spy_provider *p, const frame_cmd *c, uint8_t *fb, uint32_t w,
-                   uint32_t h) {
+static void render(spy_provider *p, const frame_cmd *c, uint8_t *fb,
+                   float *depth, uint16_t *normal, uint32_t w, uint32_t h) {
   SPY_ZONE(p, "render");
   float aspect = (float)w / (float)h;
   static spy_zone_loc band = SPY_ZONE_LOC("rows", 0x6060c0);
@@ -139,6 +142,21 @@ static void render(spy_provider *p, const frame_cmd *c, uint8_t *fb, uint32_t w,
       px[1] = (uint8_t)fminf(255.0f, g * shade * 255.0f);
       px[2] = (uint8_t)fminf(255.0f, b * shade * 255.0f);
       px[3] = 255;
+      size_t k = (size_t)j * w + i;
+      depth[k] = hit == -2 ? 30.0f : t; /* the depth buffer */
+      float n[4] = {0, 0, 0, 0};        /* the normal buffer */
+      if (hit >= 0) {
+        const sphere *sp = &c->spheres[hit];
+        float ir = 1.0f / (sp->r > 0 ? sp->r : 1);
+        n[0] = (c->cam[0] + dx * t - sp->x) * ir;
+        n[1] = (c->cam[1] + dy * t - sp->y) * ir;
+        n[2] = (c->cam[2] + dz * t - sp->z) * ir;
+        n[3] = 1;
+      } else if (hit == -1) {
+        n[1] = n[3] = 1;
+      }
+      for (int q = 0; q < 4; q++)
+        normal[k * 4 + q] = spy_float_to_half(n[q]);
     }
   }
   if (h)
@@ -178,7 +196,7 @@ static void *device_main(void *arg) {
     int back = 1 - s->front; /* front changes only here, under mu */
     pthread_mutex_unlock(&s->mu);
     double t0 = now_s();
-    render(s->p, c, s->fb[back], s->w, s->h);
+    render(s->p, c, s->fb[back], s->depth[back], s->normal[back], s->w, s->h);
     double ms = (now_s() - t0) * 1000.0;
     pthread_mutex_lock(&s->mu);
     s->front = back;
@@ -215,7 +233,12 @@ demo_scene *demo_scene_create(uint32_t width, uint32_t height, int load,
   s->vy = malloc(s->np * sizeof(float));
   s->fb[0] = calloc((size_t)width * height, 4);
   s->fb[1] = calloc((size_t)width * height, 4);
-  if (!s->px || !s->py || !s->vx || !s->vy || !s->fb[0] || !s->fb[1]) {
+  for (int k = 0; k < 2; k++) {
+    s->depth[k] = calloc((size_t)width * height, sizeof(float));
+    s->normal[k] = calloc((size_t)width * height, 4 * sizeof(uint16_t));
+  }
+  if (!s->px || !s->py || !s->vx || !s->vy || !s->fb[0] || !s->fb[1] ||
+      !s->depth[0] || !s->depth[1] || !s->normal[0] || !s->normal[1]) {
     demo_scene_destroy(s);
     return NULL;
   }
@@ -263,6 +286,10 @@ void demo_scene_destroy(demo_scene *s) {
   free(s->vy);
   free(s->fb[0]);
   free(s->fb[1]);
+  for (int k = 0; k < 2; k++) {
+    free(s->depth[k]);
+    free(s->normal[k]);
+  }
   free(s);
 }
 
@@ -374,4 +401,13 @@ const uint8_t *demo_scene_pixels(demo_scene *s, uint32_t *w, uint32_t *h) {
   const uint8_t *fb = s->fb[s->front];
   pthread_mutex_unlock(&s->mu);
   return fb;
+}
+
+void demo_scene_buffers(demo_scene *s, const uint8_t **color,
+                        const float **depth, const uint16_t **normal) {
+  pthread_mutex_lock(&s->mu);
+  *color = s->fb[s->front];
+  *depth = s->depth[s->front];
+  *normal = s->normal[s->front];
+  pthread_mutex_unlock(&s->mu);
 }

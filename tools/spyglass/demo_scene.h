@@ -48,5 +48,9 @@ uint64_t demo_scene_submit(demo_scene *s);
 int demo_scene_poll_gpu(demo_scene *s, demo_gpu_result *out, int max);
 /* The last completed framebuffer (RGBA8, width*height*4), for previews. */
 const uint8_t *demo_scene_pixels(demo_scene *s, uint32_t *w, uint32_t *h);
+/* The last completed frame's render targets, width x height each: the
+ * RGBA8 framebuffer, its R32F depth and its RGBA16F normals. */
+void demo_scene_buffers(demo_scene *s, const uint8_t **color,
+                        const float **depth, const uint16_t **normal);
 
 #endif

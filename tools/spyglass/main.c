@@ -6,6 +6,9 @@
 
 #include "cli.h"
 #include "spyglass/spyglass.h"
+#ifdef SPY_HAVE_VPX
+#include "spyglass/vpx.h"
+#endif
 
 static const struct {
   const char *name;
@@ -19,6 +22,7 @@ static const struct {
     {"bench", cmd_bench,
      "run a benchmark (wire, bus, provider, clock, msgprof, trace)"},
     {"trace", cmd_trace, "summarise a recorded trace (trace summary STORE)"},
+    {"snap", cmd_snap, "write a provider's named buffer as a PNG"},
     {"serve", cmd_serve,
      "carry this host's bus to other machines (TCP, "
      "WebSocket)"},
@@ -66,6 +70,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+#ifdef SPY_HAVE_VPX
+  spy_vpx_register(); /* VP9 buffer streams (demo) and their decoding */
+#endif
   if (argc < 2) {
     usage(stderr);
     return EXIT_USAGE;

@@ -10,6 +10,7 @@
  * (overlay_chart_top), with the 16.7 ms line dashed across the cells no bar
  * reaches while it is on the scale. */
 #include "top_view.h"
+#include "spyglass/media.h"
 #include "top_zones.h"
 
 #include <curses.h>
@@ -374,6 +375,112 @@ static void adapter_line(int y, const spy_state *s, const top_view *v) {
   put(y, x, A_NORMAL, text);
 }
 
+/* The provider's named buffers (buffers.h), one line each: size, type,
+ * what is served and the capture rate (from the captured count over the
+ * last second or more). Returns the next free row. */
+static int buffers_block(int y, const spy_state *s, const top_view *v) {
+  static struct {
+    char name[64];
+    uint64_t captured, at_ms;
+    double rate;
+  } seen[32];
+  if (!s->buffers.n)
+    return y;
+  put(y++, 1, A_BOLD, "BUFFERS");
+  uint64_t now = tool_wall_ms();
+  for (uint32_t i = 0; i < s->buffers.n && i < 32; i++) {
+    const spy_state_entry *e = &s->buffers.e[i];
+    spy_buffer_meta m;
+    if (!e->has_value || spy_buffer_meta_decode(&e->value, &m) < 0)
+      continue;
+    char name[64];
+    snprintf(name, sizeof name, "%.63s", e->name);
+    if (strcmp(seen[i].name, name) != 0) {
+      snprintf(seen[i].name, sizeof seen[i].name, "%s", name);
+      seen[i].captured = m.captured;
+      seen[i].at_ms = now;
+      seen[i].rate = 0;
+    } else if (now - seen[i].at_ms >= 1000) {
+      seen[i].rate = (double)(m.captured - seen[i].captured) * 1000.0 /
+                     (double)(now - seen[i].at_ms);
+      seen[i].captured = m.captured;
+      seen[i].at_ms = now;
+    }
+    overlay_sanitize(name, v->ascii);
+    const char *type = spy_pixel_type_name(m.pixel_type);
+    const char *mode = !m.mode                       ? "metadata only"
+                       : m.mode == SPY_BUFFER_STREAM ? "stream"
+                                                     : "thumbnail";
+    int x = putf(y, 3, A_NORMAL, "%-16.16s %5ux%-5u %-8s", name, m.width,
+                 m.height, type ? type : "?");
+    if (m.mode)
+      x = putf(y, x + 1, A_NORMAL, "%s %ux%u %s %.1f/s", mode, m.served_width,
+               m.served_height, m.codec == SPY_CODEC_VP9 ? "vp9" : "raw",
+               seen[i].rate);
+    else
+      x = put(y, x + 1, A_DIM, mode);
+    if (m.dropped)
+      putf(y, x + 2, level_attr(LEVEL_WARN), "dropped %llu",
+           (unsigned long long)m.dropped);
+    y++;
+  }
+  return y;
+}
+
+/* The batch list grouped by kind (instances, draws) and the pass tree
+ * (indented, with a totals row), as far as rows allow. Returns the next
+ * free row. */
+static int drawlist_block(int y, int y_end, const spy_state *s) {
+  if (s->n_batches && y < y_end) {
+    int x = put(y, 1, A_BOLD, "BATCHES ");
+    char kinds[8][64];
+    uint64_t inst[8] = {0}, draws[8] = {0};
+    int nk = 0;
+    for (uint32_t i = 0; i < s->n_batches; i++) {
+      int k;
+      for (k = 0; k < nk && strcmp(kinds[k], s->batches[i].kind) != 0; k++)
+        ;
+      if (k == nk && nk < 8)
+        snprintf(kinds[nk++], sizeof kinds[0], "%s", s->batches[i].kind);
+      if (k < 8) {
+        inst[k] += s->batches[i].instances;
+        draws[k] += s->batches[i].draws;
+      }
+    }
+    for (int k = 0; k < nk; k++) {
+      overlay_sanitize(kinds[k], 1);
+      x = putf(y, x + 1, A_NORMAL, "%.16s %llu in %llu draws", kinds[k],
+               (unsigned long long)inst[k], (unsigned long long)draws[k]);
+    }
+    y++;
+  }
+  if (s->n_passes && y < y_end) {
+    uint64_t draws = 0, tris = 0;
+    double ms = 0;
+    for (uint32_t i = 0; i < s->n_passes; i++)
+      if (s->passes[i].parent == SPY_PASS_ROOT) {
+        draws += s->passes[i].draws;
+        tris += s->passes[i].triangles;
+        ms += s->passes[i].cpu_ms;
+      }
+    putf(y++, 1, A_BOLD, "PASSES %u   total %llu draws %llu tris %.2f ms",
+         s->n_passes, (unsigned long long)draws, (unsigned long long)tris, ms);
+    for (uint32_t i = 0; i < s->n_passes && y < y_end; i++) {
+      int depth = 0;
+      for (uint32_t q = s->passes[i].parent; q != SPY_PASS_ROOT && depth < 8;
+           q = s->passes[q].parent)
+        depth++;
+      char label[64];
+      snprintf(label, sizeof label, "%s", s->passes[i].label);
+      overlay_sanitize(label, 1);
+      putf(y++, 3 + 2 * depth, A_NORMAL, "%-20.20s %6u draws %8u tris %7.2f ms",
+           label, s->passes[i].draws, s->passes[i].triangles,
+           s->passes[i].cpu_ms);
+    }
+  }
+  return y;
+}
+
 void top_view_draw(top_view *v, const spy_consumer *c) {
   const spy_state *s = spy_consumer_state(c);
   erase();
@@ -391,7 +498,10 @@ void top_view_draw(top_view *v, const spy_consumer *c) {
   sparkline(7, s, v);
   int y = counters(7 + CHART_ROWS + 2, s);
   env_line(y, s);
+  y = buffers_block(y + 1, s, v) - 1;
   int footer = LINES - 3;
+  if (!v->zones)
+    y = drawlist_block(y + 1, footer - 4, s) - 1;
   if (v->zones)
     top_zones_draw(y + 2, footer, s);
   else

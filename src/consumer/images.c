@@ -1,0 +1,178 @@
+/* images.c — the consumer state's latest image per buffer: buffer:raw
+ * frames copied in, buffer:chunk frames put together from their parts and
+ * decoded with the registered video codec (codec.h), waiting for a key
+ * frame after a join, a gap or a decode error (consumer.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "consumer/images.h"
+#include "spyglass/codec.h"
+
+static spy_state_image *image_for(spy_state *s, const char *name,
+                                  uint32_t len) {
+  for (uint32_t i = 0; i < s->n_images; i++)
+    if (strlen(s->images[i].name) == len &&
+        memcmp(s->images[i].name, name, len) == 0)
+      return &s->images[i];
+  if (s->n_images == s->images_cap) {
+    uint32_t cap = s->images_cap ? s->images_cap * 2 : 4;
+    spy_state_image *n = realloc(s->images, cap * sizeof *n);
+    if (!n)
+      return NULL;
+    s->images = n;
+    s->images_cap = cap;
+  }
+  spy_state_image *im = &s->images[s->n_images++];
+  memset(im, 0, sizeof *im);
+  memcpy(im->name, name, len);
+  im->waiting_key = 1;
+  return im;
+}
+
+static int fit(uint8_t **p, uint32_t *cap, uint32_t need) {
+  if (*cap >= need)
+    return 0;
+  uint8_t *n = realloc(*p, need);
+  if (!n)
+    return SPY_ENOMEM;
+  *p = n;
+  *cap = need;
+  return 0;
+}
+
+static void close_decoder(spy_state_image *im) {
+  const spy_video_codec_ops *ops = im->dec_ops;
+  if (im->dec && ops && ops->decoder_destroy)
+    ops->decoder_destroy(im->dec);
+  im->dec = NULL;
+  im->dec_ops = NULL;
+}
+
+/* A whole payload: raw pixels or one encoded frame. */
+static int complete(spy_state *s, spy_state_image *im, const spy_pixels *px,
+                    const uint8_t *data, uint32_t len, uint64_t now_ms) {
+  /* Bounded before anything is allocated: a chunk says its size. */
+  if (!px->width || !px->height ||
+      (uint64_t)px->width * px->height * 4 > SPY_PIXELS_TOTAL_MAX)
+    return SPY_EBADVALUE;
+  uint32_t need = px->width * px->height * 4;
+  if (px->codec == SPY_CODEC_RGBA8) {
+    if (len != need)
+      return SPY_EBADVALUE;
+    if (fit(&im->rgba, &im->rgba_cap, need))
+      return SPY_ENOMEM;
+    memcpy(im->rgba, data, len);
+  } else {
+    im->chunks++;
+    const spy_video_codec_ops *ops = spy_video_codec_get(px->codec);
+    if (!ops) {
+      s->undecodable++;
+      return 0;
+    }
+    if (px->key_frame)
+      im->key_frames++;
+    if (im->waiting_key && !px->key_frame) {
+      im->skipped++;
+      return 0;
+    }
+    if (px->key_frame && im->dec_ops != ops)
+      close_decoder(im);
+    if (!im->dec) {
+      if (ops->decoder_create(&im->dec) < 0 || !im->dec)
+        return SPY_ENOMEM;
+      im->dec_ops = ops;
+    }
+    if (fit(&im->rgba, &im->rgba_cap, need))
+      return SPY_ENOMEM;
+    int rc = ops->decode(im->dec, data, len, im->rgba, px->width, px->height);
+    if (rc == SPY_EAGAIN)
+      return 0;
+    if (rc < 0) {
+      im->decode_errors++;
+      im->waiting_key = 1;
+      close_decoder(im); /* start over at the next key frame */
+      return 0;
+    }
+    im->waiting_key = 0;
+  }
+  im->frame = px->frame;
+  im->captured_ms = px->captured_ms;
+  im->width = px->width;
+  im->height = px->height;
+  im->pixel_type = px->pixel_type;
+  im->display = px->display;
+  im->codec = px->codec;
+  im->updated_ms = now_ms;
+  im->images++;
+  return 0;
+}
+
+int spy_state_apply_pixels(spy_state *s, const spy_frame *f, uint64_t now_ms) {
+  spy_section sec;
+  spy_pixels px;
+  if (!spy_frame_find_section(f, SPY_SEC_PIXELS, &sec))
+    return SPY_ENOSECTION;
+  int rc = spy_get_pixels(&sec, &px);
+  if (rc < 0)
+    return rc;
+  if ((f->type == SPY_MSG_BUFFER_RAW) != (px.codec == SPY_CODEC_RGBA8))
+    return SPY_EBADVALUE;
+  spy_state_image *im = image_for(s, px.name, px.name_len);
+  if (!im)
+    return SPY_ENOMEM;
+  if (!px.part_total)
+    return complete(s, im, &px, px.data, px.data_len, now_ms);
+  if (px.part_offset == 0) {
+    if (im->part_len && im->part_len < im->part_total)
+      im->parts_lost++; /* the one before never finished */
+    if (fit(&im->part, &im->part_cap, px.part_total))
+      return SPY_ENOMEM;
+    im->part_len = 0;
+    im->part_total = px.part_total;
+    im->part_frame = px.frame;
+  } else if (px.part_offset != im->part_len || px.frame != im->part_frame ||
+             px.part_total != im->part_total) {
+    if (im->part_len) /* a part went missing: drop the payload */
+      im->parts_lost++;
+    im->part_len = im->part_total = 0;
+    if (px.codec != SPY_CODEC_RGBA8)
+      im->waiting_key = 1;
+    return 0;
+  }
+  memcpy(im->part + im->part_len, px.data, px.data_len);
+  im->part_len += px.data_len;
+  if (im->part_len < im->part_total)
+    return 0;
+  im->part_len = im->part_total = 0;
+  return complete(s, im, &px, im->part, px.part_total, now_ms);
+}
+
+void spy_state_pixels_gap(spy_state *s) {
+  for (uint32_t i = 0; i < s->n_images; i++) {
+    spy_state_image *im = &s->images[i];
+    if (im->codec != SPY_CODEC_RGBA8 || im->dec)
+      im->waiting_key = 1;
+    if (im->part_len)
+      im->parts_lost++;
+    im->part_len = im->part_total = 0;
+  }
+}
+
+const spy_state_image *spy_state_image_find(const spy_state *s,
+                                            const char *name) {
+  for (uint32_t i = 0; name && i < s->n_images; i++)
+    if (strcmp(s->images[i].name, name) == 0)
+      return &s->images[i];
+  return NULL;
+}
+
+void spy__state_images_free(spy_state *s) {
+  for (uint32_t i = 0; i < s->n_images; i++) {
+    close_decoder(&s->images[i]);
+    free(s->images[i].rgba);
+    free(s->images[i].part);
+  }
+  free(s->images);
+  s->images = NULL;
+  s->n_images = s->images_cap = 0;
+}

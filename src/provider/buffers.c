@@ -1,0 +1,412 @@
+/* buffers.c — named image buffers (buffers.h): declaring them, the union
+ * of the subscriptions' buffer requests, the frame thread's one copy into
+ * a pooled buffer, and their metadata as BUFFERS deltas.
+ *
+ * Threads. The service (subscribe, unsubscribe, resync) keeps each
+ * subscriber's requests and publishes, per declared buffer, one atomic
+ * word `want` (mode | display << 8 | long_edge << 16; 0 = no pixels) and a
+ * key-frame epoch. Declaring a buffer (setup) and changing the requests
+ * take the table's mutex, so a buffer declared after a subscription still
+ * gets its request; the frame thread's submit reads only the atomics. The
+ * service also makes the transport's 16 MiB tier the first time pixels are
+ * wanted (acquire + release on its own thread), so the frame thread never
+ * allocates; until that is done a due capture is dropped and counted.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "platform/platform.h"
+#include "provider/provider_internal.h"
+#include "spyglass/buffers.h"
+#include "spyglass/codec.h"
+
+typedef struct buf_req {
+  char *name;
+  uint8_t mode, display;
+  uint16_t long_edge;
+} buf_req;
+
+typedef struct buf_sub {
+  uint64_t id; /* 0: free */
+  buf_req *req;
+  uint32_t n;
+} buf_sub;
+
+typedef struct buf_entry {
+  char name[SPY_KEY_MAX + 1]; /* immutable once published */
+  uint32_t name_len;
+  _Atomic uint32_t want;      /* service -> frame thread */
+  _Atomic uint32_t key_epoch; /* service -> frame thread */
+  /* frame thread */
+  uint32_t type, w, h, max_fps;
+  uint64_t interval_ticks, next_capture;
+  uint64_t last_frame, captured, dropped;
+  uint32_t last_want;
+  uint32_t version, sent_version;
+} buf_entry;
+
+struct spy__buffers {
+  pthread_mutex_t mu; /* declare vs the service's request changes */
+  buf_entry e[SPY_BUFFERS_MAX];
+  _Atomic uint32_t count;
+  buf_sub subs[MAX_SUBSCRIBERS]; /* under mu */
+  _Atomic uint32_t large_ready;  /* the service made the 16 MiB tier */
+  _Atomic uint32_t wanted;       /* buffers with want != 0 */
+  _Atomic uint64_t st_submits, st_captured, st_dropped, st_bytes;
+};
+
+#define RELAXED memory_order_relaxed
+#define BUMP(x, n) atomic_fetch_add_explicit(&(x), (n), RELAXED)
+
+static struct spy__buffers *get(const spy_provider *p) {
+  return atomic_load_explicit(&((spy_provider *)p)->buffers,
+                              memory_order_acquire);
+}
+
+/* The table, made on first need by whichever thread needs it first. */
+static struct spy__buffers *need(spy_provider *p) {
+  struct spy__buffers *b = get(p);
+  if (b)
+    return b;
+  b = calloc(1, sizeof *b);
+  if (!b)
+    return NULL;
+  pthread_mutex_init(&b->mu, NULL);
+  struct spy__buffers *expect = NULL;
+  if (!atomic_compare_exchange_strong(&p->buffers, &expect, b)) {
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    return expect;
+  }
+  return b;
+}
+
+/* The union of the requests for one buffer (under mu). */
+static uint32_t want_of(const struct spy__buffers *b, const buf_entry *e) {
+  uint32_t mode = 0, display = 0, edge = 0;
+  int stream_full = 0;
+  for (int s = 0; s < MAX_SUBSCRIBERS; s++) {
+    const buf_sub *x = &b->subs[s];
+    for (uint32_t k = 0; x->id && k < x->n; k++) {
+      const buf_req *r = &x->req[k];
+      if (strcmp(r->name, e->name) != 0)
+        continue;
+      if (r->mode > mode) { /* a stream wins over a thumbnail */
+        mode = r->mode;
+        edge = 0;
+        stream_full = 0;
+      }
+      if (r->mode != mode)
+        continue;
+      if (r->display)
+        display = r->display;
+      if (mode == SPY_BUFFER_STREAM && r->long_edge == 0)
+        stream_full = 1;
+      uint32_t le = r->long_edge ? r->long_edge : 256;
+      if (mode == SPY_BUFFER_THUMBNAIL ? le > edge : r->long_edge > edge)
+        edge = mode == SPY_BUFFER_THUMBNAIL ? le : r->long_edge;
+    }
+  }
+  if (!mode)
+    return 0;
+  if (stream_full)
+    edge = 0;
+  return mode | display << 8 | edge << 16;
+}
+
+static void publish_wants(struct spy__buffers *b) {
+  uint32_t n = atomic_load(&b->count), wanted = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t w = want_of(b, &b->e[i]);
+    atomic_store_explicit(&b->e[i].want, w, memory_order_release);
+    wanted += w != 0;
+  }
+  atomic_store(&b->wanted, wanted);
+}
+
+static int valid_size(uint32_t type, uint32_t w, uint32_t h) {
+  uint32_t bpp = spy_pixel_bytes(type);
+  return bpp && w && h && w <= SPY_IMAGE_MAX_EDGE && h <= SPY_IMAGE_MAX_EDGE &&
+         (uint64_t)w * h * bpp <= SPY_POOL_LARGE_BYTES;
+}
+
+int spy_buffer_declare(spy_provider *p, const spy_buffer_desc *d) {
+  size_t nlen = d && d->name ? strlen(d->name) : 0;
+  if (!p || !nlen || nlen > SPY_KEY_MAX ||
+      !valid_size(d->pixel_type, d->width, d->height))
+    return SPY_EINVAL;
+  struct spy__buffers *b = need(p);
+  if (!b)
+    return SPY_ENOMEM;
+  pthread_mutex_lock(&b->mu);
+  uint32_t n = atomic_load(&b->count), i;
+  for (i = 0; i < n && strcmp(b->e[i].name, d->name) != 0; i++)
+    ;
+  if (i == n && n == SPY_BUFFERS_MAX) {
+    pthread_mutex_unlock(&b->mu);
+    return SPY_ENOSPC;
+  }
+  buf_entry *e = &b->e[i];
+  if (i == n) {
+    memcpy(e->name, d->name, nlen + 1);
+    e->name_len = (uint32_t)nlen;
+  }
+  e->type = d->pixel_type;
+  e->w = d->width;
+  e->h = d->height;
+  e->max_fps = d->max_fps ? d->max_fps : 4;
+  e->interval_ticks =
+      (uint64_t)(1e9 / (double)e->max_fps / p->ns_per_tick + 0.5);
+  e->version++;
+  if (i == n)
+    atomic_store_explicit(&b->count, n + 1, memory_order_release);
+  publish_wants(b);
+  pthread_mutex_unlock(&b->mu);
+  return (int)i;
+}
+
+int spy_buffer_resize(spy_provider *p, int handle, uint32_t w, uint32_t h) {
+  struct spy__buffers *b = p ? get(p) : NULL;
+  if (!b || handle < 0 || (uint32_t)handle >= atomic_load(&b->count))
+    return SPY_EINVAL;
+  buf_entry *e = &b->e[handle];
+  if (!valid_size(e->type, w, h))
+    return SPY_EINVAL;
+  if (e->w != w || e->h != h) {
+    e->w = w;
+    e->h = h;
+    e->version++;
+  }
+  return 0;
+}
+
+void spy_buffer_get_stats(const spy_provider *p, spy_buffer_stats *out) {
+  memset(out, 0, sizeof *out);
+  struct spy__buffers *b = p ? get(p) : NULL;
+  if (!b)
+    return;
+  out->submits = atomic_load(&b->st_submits);
+  out->captured = atomic_load(&b->st_captured);
+  out->dropped = atomic_load(&b->st_dropped);
+  out->bytes_copied = atomic_load(&b->st_bytes);
+  out->wanted = atomic_load(&b->wanted);
+}
+
+/* The largest frame the data channel takes (a record is at most a quarter
+ * of the ring) and a consumer's default receive buffer holds. */
+static uint32_t max_frame(const spy_provider *p) {
+  uint32_t m = p->desc.ring_bytes / 4u - 64u;
+  return m < (1u << 20) ? m : (1u << 20);
+}
+
+int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
+                       size_t stride) {
+  struct spy__buffers *b = get(p);
+  if (!b || handle < 0 ||
+      (uint32_t)handle >= atomic_load_explicit(&b->count, RELAXED) || !pixels)
+    return SPY_EINVAL;
+  buf_entry *e = &b->e[handle];
+  uint32_t bpp = spy_pixel_bytes(e->type);
+  size_t row = (size_t)e->w * bpp;
+  if (stride < row)
+    return SPY_EINVAL;
+  BUMP(b->st_submits, 1);
+  uint32_t want = atomic_load_explicit(&e->want, memory_order_acquire);
+  if (want != e->last_want) {
+    e->last_want = want;
+    e->version++; /* the mode served changed */
+  }
+  if (!want)
+    return 0;
+  uint64_t now = spy__ticks();
+  if (now < e->next_capture)
+    return 0;
+  e->next_capture = now + e->interval_ticks;
+  if (!atomic_load_explicit(&b->large_ready, memory_order_acquire)) {
+    e->dropped++;
+    e->version++;
+    BUMP(b->st_dropped, 1);
+    return SPY_EPOOLEMPTY;
+  }
+  spy_buffer *px = spy_transport_acquire(p->tr, SPY_TIER_LARGE);
+  int rc = SPY_EPOOLEMPTY;
+  if (px && p->tr->ops->convert) {
+    const uint8_t *s = pixels;
+    if (stride == row) {
+      memcpy(px->data, s, row * e->h);
+    } else {
+      for (uint32_t y = 0; y < e->h; y++)
+        memcpy(px->data + row * y, s + stride * y, row);
+    }
+    spy_convert_request req = {.name = e->name,
+                               .frame = p->frame_no,
+                               .width = e->w,
+                               .height = e->h,
+                               .pixel_type = (uint16_t)e->type,
+                               .mode = (uint8_t)(want & 0xff),
+                               .display = (uint8_t)(want >> 8 & 0xff),
+                               .long_edge = (uint16_t)(want >> 16),
+                               .key_epoch =
+                                   atomic_load_explicit(&e->key_epoch, RELAXED),
+                               .max_frame = max_frame(p),
+                               .fps = (uint16_t)e->max_fps};
+    rc = p->tr->ops->convert(p->tr, &req, px);
+    if (rc == 0)
+      BUMP(b->st_bytes, row * e->h);
+  } else if (px) {
+    p->tr->ops->release_unused(p->tr, px);
+  }
+  e->version++;
+  if (rc < 0) {
+    e->dropped++;
+    BUMP(b->st_dropped, 1);
+    return rc == SPY_EINVAL ? rc : SPY_EPOOLEMPTY;
+  }
+  e->captured++;
+  e->last_frame = p->frame_no;
+  BUMP(b->st_captured, 1);
+  return 1;
+}
+
+/* ---- service thread ----------------------------------------------------- */
+
+static void free_sub(buf_sub *x) {
+  for (uint32_t k = 0; k < x->n; k++)
+    free(x->req[k].name);
+  free(x->req);
+  memset(x, 0, sizeof *x);
+}
+
+void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub) {
+  struct spy__buffers *b = get(p);
+  if (!b && !sub->n_buffers)
+    return;
+  if (!b && !(b = need(p)))
+    return;
+  pthread_mutex_lock(&b->mu);
+  buf_sub *x = NULL;
+  for (int s = 0; s < MAX_SUBSCRIBERS && !x; s++)
+    if (b->subs[s].id == sub->consumer)
+      x = &b->subs[s];
+  for (int s = 0; s < MAX_SUBSCRIBERS && !x; s++)
+    if (!b->subs[s].id)
+      x = &b->subs[s];
+  if (x) {
+    free_sub(x);
+    if (sub->n_buffers) {
+      x->req = calloc(sub->n_buffers, sizeof *x->req);
+      const uint8_t *cur = NULL;
+      spy_buffer_request r;
+      while (x->req && spy_subscription_next_buffer(sub, &cur, &r)) {
+        buf_req *q = &x->req[x->n];
+        if (!(q->name = strndup(r.name, r.name_len)))
+          break;
+        q->mode = r.mode;
+        q->display = r.display;
+        q->long_edge = r.long_edge;
+        x->n++;
+      }
+      x->id = sub->consumer;
+    }
+  }
+  publish_wants(b);
+  pthread_mutex_unlock(&b->mu);
+  spy__buffers_keyframe(p); /* the new subscriber starts on a key frame */
+}
+
+void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer) {
+  struct spy__buffers *b = get(p);
+  if (!b)
+    return;
+  pthread_mutex_lock(&b->mu);
+  for (int s = 0; s < MAX_SUBSCRIBERS; s++)
+    if (b->subs[s].id == consumer)
+      free_sub(&b->subs[s]);
+  publish_wants(b);
+  pthread_mutex_unlock(&b->mu);
+}
+
+void spy__buffers_keyframe(spy_provider *p) {
+  struct spy__buffers *b = get(p);
+  uint32_t n = b ? atomic_load(&b->count) : 0;
+  for (uint32_t i = 0; i < n; i++)
+    atomic_fetch_add(&b->e[i].key_epoch, 1);
+}
+
+void spy__buffers_service(spy_provider *p) {
+  struct spy__buffers *b = get(p);
+  if (!b || atomic_load_explicit(&b->large_ready, RELAXED) ||
+      !atomic_load(&b->wanted))
+    return;
+  /* Make the 16 MiB tier here, not on the frame thread's first capture. */
+  spy_buffer *x = spy_transport_acquire(p->tr, SPY_TIER_LARGE);
+  if (x) {
+    p->tr->ops->release_unused(p->tr, x);
+    atomic_store_explicit(&b->large_ready, 1, memory_order_release);
+  }
+}
+
+/* ---- frame thread: the BUFFERS section ---------------------------------- */
+
+void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
+  struct spy__buffers *b = get(p);
+  uint32_t n = b ? atomic_load_explicit(&b->count, memory_order_acquire) : 0;
+  int any = full;
+  for (uint32_t i = 0; !any && i < n; i++)
+    any = b->e[i].version != b->e[i].sent_version;
+  if (!any)
+    return;
+  spy_delta_writer d;
+  spy_delta_begin(&d, w, SPY_SEC_BUFFERS, full ? SPY_DELTA_FULL : 0);
+  int codec =
+      p->tr->ops->codec_supported ? p->tr->ops->codec_supported(p->tr) : 0;
+  for (uint32_t i = 0; i < n; i++) {
+    buf_entry *e = &b->e[i];
+    uint32_t want = atomic_load_explicit(&e->want, RELAXED);
+    if (want != e->last_want) {
+      e->last_want = want;
+      e->version++;
+    }
+    if (!full && e->version == e->sent_version)
+      continue;
+    spy_buffer_meta m = {.pixel_type = (uint16_t)e->type,
+                         .mode = (uint8_t)(want & 0xff),
+                         .width = e->w,
+                         .height = e->h,
+                         .max_fps = (uint16_t)e->max_fps,
+                         .last_frame = e->last_frame,
+                         .captured = e->captured,
+                         .dropped = e->dropped};
+    m.display = (uint8_t)spy_display_resolve(e->type, want >> 8 & 0xff);
+    if (m.mode) {
+      uint32_t edge = want >> 16;
+      m.served_width = e->w;
+      m.served_height = e->h;
+      if (m.mode != SPY_BUFFER_STREAM || edge)
+        spy_thumbnail_size(e->w, e->h, edge, &m.served_width, &m.served_height);
+      m.codec = (uint16_t)(m.mode == SPY_BUFFER_STREAM && codec == 1
+                               ? SPY_CODEC_VP9
+                               : SPY_CODEC_RGBA8);
+    }
+    uint8_t blob[SPY_BUFFER_META_BYTES];
+    spy_buffer_meta_encode(blob, &m);
+    spy_value v = {.kind = SPY_VAL_BLOB};
+    v.v.s.ptr = (const char *)blob;
+    v.v.s.len = sizeof blob;
+    spy_delta_put(&d, SPY_DELTA_SET, e->name, e->name_len, &v);
+    e->sent_version = e->version;
+  }
+  spy_delta_end(&d);
+}
+
+void spy__buffers_free(spy_provider *p) {
+  struct spy__buffers *b = get(p);
+  if (!b)
+    return;
+  for (int s = 0; s < MAX_SUBSCRIBERS; s++)
+    free_sub(&b->subs[s]);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+  atomic_store(&p->buffers, NULL);
+}
