@@ -43,6 +43,25 @@ err=$("$tool" serve --listen 0.0.0.0:0 2>&1 >/dev/null); rc=$?
 set -e
 [ $rc -eq 2 ] || fail "0.0.0.0 without a token: exit $rc"
 grep -q "listening on 0.0.0.0 needs --token-file" <<<"$err" || fail "message: $err"
+# serve parses with the one option parser (opts.c): bad values exit 2
+# naming the option; --allow-origin / --allow-host repeat, up to 32 each.
+bad() {
+  local want=$1; shift
+  set +e
+  err=$("$tool" serve "$@" 2>&1 >/dev/null); rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "serve $*: exit $rc, not 2"
+  grep -q -- "$want" <<<"$err" || fail "serve $*: message: $err"
+}
+bad "--max-clients wants a number of clients 1..4096, not '0'" --max-clients 0
+bad "--max-clients wants a number of clients 1..4096, not '12x'" --max-clients 12x
+bad "--allow-origin wants" --allow-origin
+bad "--allow-host wants" --allow-host=
+bad "unknown option '--bogus'" --bogus 1
+many=()
+for i in $(seq 33); do many+=(--allow-host "h$i.example"); done
+bad "--allow-host is given at most 32 times" "${many[@]}"
+bad "--tls-cert and --tls-key go together" --tls-cert x.pem
 
 echo "== top --connect through serve"
 "$tool" demo --headless >"$work/demo.log" 2>&1 &

@@ -282,6 +282,70 @@ TEST(event_loop_fd_becomes_readable_on_post_and_rearms) {
   spy_channel_close(thread_ch);
 }
 
+static void *noop(void *arg) { return arg; }
+static int thread_count(void) { return tu_count_entries("/proc/self/task"); }
+
+/* The fd is a doorbell the poster rings: no thread per handle. With more
+ * sleeping fd readers than the control page has slots, the extra ones
+ * fall back to a watcher thread, and every one still wakes on a post. */
+TEST(event_loop_fds_need_no_thread_and_fall_back_past_the_slots) {
+  fresh_dir();
+  enum { N = 66 }; /* 64 slots */
+  spy_channel *r[N];
+  int fds[N];
+  thread_ch = open_ch("many-fd", 0);
+  CHECK(thread_ch);
+  /* A sanitizer's runtime may start a thread of its own at the first
+   * pthread_create: have that happen before counting. */
+  pthread_t t;
+  pthread_create(&t, NULL, noop, NULL);
+  pthread_join(t, NULL);
+  int before = thread_count();
+  uint8_t f[64];
+  for (int i = 0; i < N; i++) {
+    r[i] = open_ch("many-fd", 0);
+    CHECK(r[i]);
+    fds[i] = spy_channel_fd(r[i]);
+    CHECK(fds[i] >= 0);
+    while (spy_channel_recv(r[i], f, sizeof f, 0, NULL) > 0) {
+    }
+    if (i == 63)
+      CHECK_EQ(thread_count(), before); /* 64 armed, no thread */
+  }
+  CHECK_EQ(thread_count(), before + (N - 64));
+  /* Later openers joining may have signalled the earlier ones (a new
+   * peer): drain all once more. */
+  for (int i = 0; i < N; i++)
+    while (spy_channel_recv(r[i], f, sizeof f, 0, NULL) > 0) {
+    }
+  for (int round = 0; round < 2; round++) {
+    struct pollfd p[N];
+    for (int i = 0; i < N; i++)
+      p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    CHECK_EQ(poll(p, N, 50), 0); /* nothing posted: none readable */
+    CHECK_OK(spy_channel_post(thread_ch, f, mk(f, 7, 20)));
+    double end = tu_now_s() + 10;
+    int ready = 0;
+    while (ready < N && tu_now_s() < end) {
+      for (int i = 0; i < N; i++) {
+        if (!p[i].fd || poll(&p[i], 1, 0) != 1)
+          continue;
+        uint32_t seq;
+        int n = spy_channel_recv(r[i], f, sizeof f, 0, NULL);
+        CHECK(check_frame(f, n, &seq) && seq == 7);
+        CHECK_EQ(spy_channel_recv(r[i], f, sizeof f, 0, NULL), SPY_EAGAIN);
+        p[i].fd = 0; /* done this round */
+        ready++;
+      }
+      usleep(1000);
+    }
+    CHECK_EQ(ready, N);
+  }
+  for (int i = 0; i < N; i++)
+    spy_channel_close(r[i]);
+  spy_channel_close(thread_ch);
+}
+
 TEST(idle_wait_sleeps_without_spinning_and_wakes_on_post) {
   fresh_dir();
   spy_channel *r = open_ch("idle", 0);
@@ -400,6 +464,7 @@ TEST(threads_in_one_process_are_separate_openers) {
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
       TEST_CASE(two_processes_exchange_frames_both_ways),
+      TEST_CASE(event_loop_fds_need_no_thread_and_fall_back_past_the_slots),
       TEST_CASE(eight_consumers_receive_every_frame),
       TEST_CASE(slow_reader_overruns_counts_loss_and_carries_on),
       TEST_CASE(foreign_owned_or_world_writable_runtime_dir_is_refused),

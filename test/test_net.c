@@ -334,6 +334,70 @@ TEST(two_remote_and_one_local_consumer_all_get_everything) {
   CHECK(ok);
 }
 
+/* The other openers of the discovery channel a local handle sees. */
+static uint32_t disc_peers(void) {
+  spy_channel *ch;
+  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .dir = dir};
+  if (spy_channel_open(&ch, &cd) < 0)
+    return 0;
+  uint8_t buf[4096];
+  spy_channel_recv(ch, buf, sizeof buf, 100, NULL); /* maps the peers */
+  spy_channel_stats st;
+  spy_channel_get_stats(ch, &st);
+  spy_channel_close(ch);
+  return st.peers;
+}
+
+/* Four remote consumers of one provider: the bridge holds one bus handle
+ * per channel name (not one per client), and all four get the data. */
+TEST(clients_of_one_channel_share_one_bus_handle) {
+  fresh_dir();
+  spawn_provider("net-app", 0);
+  spy_server_desc sd = {0};
+  spy_server *s = start_server(&sd);
+  CHECK(s);
+  int port = spy_server_port(s);
+  spy_consumer *c[4] = {0};
+  for (int i = 0; i < 4; i++)
+    CHECK_OK(remote_consumer(&c[i], port, NULL, 0));
+  int ok = POLL_ALL(c, 4, 20,
+                    connected(c[0]) && connected(c[1]) && connected(c[2]) &&
+                        connected(c[3]));
+  uint64_t start[4];
+  for (int i = 0; i < 4; i++)
+    start[i] = spy_consumer_state(c[i])->last_frame;
+  /* the provider and one bridge handle (it was 1 + 4 before sharing) */
+  uint32_t peers = disc_peers();
+  fprintf(stderr, "  discovery channel peers: %u\n", peers);
+  ok &= peers == 2;
+  int fresh = POLL_ALL(c, 4, 20,
+                       spy_consumer_state(c[0])->last_frame > start[0] &&
+                           spy_consumer_state(c[1])->last_frame > start[1] &&
+                           spy_consumer_state(c[2])->last_frame > start[2] &&
+                           spy_consumer_state(c[3])->last_frame > start[3]);
+  ok &= fresh;
+  /* One leaves: the others keep the shared handle and their data. */
+  spy_consumer_destroy(c[0]);
+  c[0] = NULL;
+  for (int i = 1; i < 4; i++)
+    start[i] = spy_consumer_state(c[i])->last_frame;
+  fresh = POLL_ALL(c + 1, 3, 20,
+                   spy_consumer_state(c[1])->last_frame > start[1] &&
+                       spy_consumer_state(c[2])->last_frame > start[2] &&
+                       spy_consumer_state(c[3])->last_frame > start[3]);
+  ok &= fresh;
+  for (int i = 1; i < 4; i++)
+    spy_consumer_destroy(c[i]);
+  /* All gone: the bridge closed the handle (the provider alone is left). */
+  double end = tu_now_s() + 10;
+  while ((peers = disc_peers()) != 1 && tu_now_s() < end)
+    ;
+  fprintf(stderr, "  after all left: %u\n", peers);
+  ok &= peers == 1;
+  spy_server_thread_stop(s);
+  CHECK(ok);
+}
+
 TEST(remote_consumer_of_a_killed_provider_picks_up_a_new_one) {
   fresh_dir();
   pid_t p1 = spawn_provider("net-app", 0);
@@ -834,6 +898,7 @@ TEST(in_process_server_serves_its_provider_only) {
 
 TEST_MAIN(TEST_CASE(link_records_round_trip_and_bad_ones_are_refused),
           TEST_CASE(two_remote_and_one_local_consumer_all_get_everything),
+          TEST_CASE(clients_of_one_channel_share_one_bus_handle),
           TEST_CASE(remote_consumer_of_a_killed_provider_picks_up_a_new_one),
           TEST_CASE(stalled_client_drops_alone_and_resyncs_to_the_exact_state),
           TEST_CASE(remote_client_cannot_announce_or_inject_data),

@@ -121,8 +121,18 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms);
 /* A file descriptor that becomes readable when frames may be waiting, for
  * an event loop (poll/epoll). After it polls readable, call
  * spy_channel_recv(…, 0, …) until SPY_EAGAIN: that drains the fd and
- * re-arms it. Implemented with a small watcher thread started on the first
- * call. Returns the fd (owned by the channel) or a negative error. */
+ * re-arms it. No thread: the fd is a datagram socket (an abstract Unix
+ * name made of the uid and this opener's id) and the SPY_EAGAIN arms a
+ * slot in the channel's control page; the next post by another opener
+ * clears the slot and sends the socket one byte (one system call, only
+ * while a reader is armed, like the futex wake). A byte from elsewhere
+ * only makes the next receive look at the rings. When all 64 slots are
+ * armed by others, or the name is taken, a watcher thread does the
+ * signalling instead (the old way: one more thread wake-up of latency).
+ * A poster in another network namespace cannot reach the abstract name:
+ * a loop that may serve such posters should also receive now and then
+ * (spyglass serve does, every 100 ms).
+ * Returns the fd (owned by the channel) or a negative error. */
 int spy_channel_fd(spy_channel *ch);
 
 /* 1 the first time it is called after this opener re-created its channel

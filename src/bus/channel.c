@@ -23,13 +23,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "bus/ctl.h"
@@ -106,8 +109,12 @@ struct spy_channel {
   int busy;              /* a peer read failed in the last pass */
   spy_channel_stats st;
   uint64_t recreated_seen; /* spy_channel_recreated */
-  /* spy_channel_fd's watcher */
+  /* spy_channel_fd: a datagram socket posters signal directly (efd_sock),
+   * else an eventfd; the watcher thread only as a fallback */
   int efd;
+  int efd_sock;  /* efd is our bound socket (the event-loop doorbell) */
+  int wake_slot; /* the ctl slot we last armed, -1 none */
+  int post_sock; /* unbound socket to signal readers with, -1 not yet */
   pthread_t watcher;
   int watcher_started;
   _Atomic int watcher_stop;
@@ -142,6 +149,7 @@ static int open_backend(spy_channel **out, const spy_channel_desc *desc) {
   }
   ch->ops = desc->ops;
   ch->dfd = ch->ring_fd = ch->efd = ch->entry_fd = ch->ctl_fd = -1;
+  ch->wake_slot = ch->post_sock = -1;
   *out = ch;
   return 0;
 }
@@ -739,6 +747,7 @@ int spy_channel_open(spy_channel **out, const spy_channel_desc *desc) {
   }
   spy_bus_sweep(desc->dir);
   ch->dfd = ch->ring_fd = ch->efd = ch->entry_fd = ch->ctl_fd = -1;
+  ch->wake_slot = ch->post_sock = -1;
   ch->id = spy__random_u64();
   ch->ring_bytes = rb;
   ch->created_ns = spy__mono_ns();
@@ -761,6 +770,8 @@ int spy_channel_open(spy_channel **out, const spy_channel_desc *desc) {
 }
 
 static void stop_watcher(spy_channel *ch);
+static void disarm(spy_channel *ch);
+static int start_watcher(spy_channel *ch);
 
 void spy_channel_close(spy_channel *ch) {
   if (!ch)
@@ -771,6 +782,7 @@ void spy_channel_close(spy_channel *ch) {
     return;
   }
   stop_watcher(ch);
+  disarm(ch);
   for (int i = 0; i < ch->npeers; i++)
     unmap_peer(&ch->peers[i]);
   if (ch->dfd >= 0 && ch->entry_fd >= 0) {
@@ -798,11 +810,128 @@ void spy_channel_close(spy_channel *ch) {
     munmap(ch->ctl, SPY_CTL_BYTES);
   for (int i = 0; i < ch->nretired; i++)
     munmap(ch->retired[i], SPY_CTL_BYTES);
-  int fds[] = {ch->ring_fd, ch->ctl_fd, ch->entry_fd, ch->dfd, ch->efd};
+  int fds[] = {ch->ring_fd, ch->ctl_fd, ch->entry_fd,
+               ch->dfd,     ch->efd,    ch->post_sock};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     if (fds[i] >= 0)
       close(fds[i]);
   free(ch);
+}
+
+/* ---- event-loop doorbell ------------------------------------------------
+ *
+ * A reader in fd mode (spy_channel_fd) has a datagram socket bound to an
+ * abstract name made of its uid and id; when it has drained the channel
+ * it arms a slot of the control page with its id (ctl.h) and re-checks
+ * the rings. A poster, after writing (the notify's seq_cst fence orders
+ * that before it reads the mask), clears every slot armed by another
+ * opener and sends that reader one byte: the reader's own poll wakes, with
+ * no thread in between. A byte from anyone else only costs the reader a
+ * look at the rings. More than SPY_CTL_WAKE_SLOTS sleeping at once, or no
+ * socket: the watcher thread does it as before. */
+
+static socklen_t wake_name(uint64_t id, struct sockaddr_un *a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1,
+                   "spyglass-wake-%u-%016llx", (unsigned)getuid(),
+                   (unsigned long long)id);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Signals the readers armed by others; returns how many. */
+static int ring_readers(spy_channel *ch) {
+  spy_ctl *c = ch->ctl;
+  uint64_t m = atomic_load_explicit(&c->wake_mask, memory_order_relaxed);
+  int n = 0;
+  while (m) {
+    int i = __builtin_ctzll(m);
+    m &= m - 1;
+    uint64_t id = atomic_load_explicit(&c->wake_id[i], memory_order_relaxed);
+    if (id == ch->id)
+      continue; /* our own: a handle does not receive its posts */
+    atomic_fetch_and(&c->wake_mask, ~(1ull << i));
+    id = atomic_exchange(&c->wake_id[i], 0);
+    if (!id || id == ch->id) {
+      if (id) { /* ours after all (re-armed in between): put it back */
+        atomic_store(&c->wake_id[i], id);
+        atomic_fetch_or(&c->wake_mask, 1ull << i);
+      }
+      continue;
+    }
+    if (ch->post_sock < 0)
+      ch->post_sock =
+          socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ch->post_sock < 0)
+      continue;
+    struct sockaddr_un a;
+    socklen_t al = wake_name(id, &a);
+    char b = 1;
+    /* Not there (it closed or died), or its queue is full (it is readable
+     * anyway): nothing to do. */
+    if (sendto(ch->post_sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+               (struct sockaddr *)&a, al) == 1)
+      n++;
+  }
+  return n;
+}
+
+/* Arms a slot with our id (keeps the one we hold). 1 armed, 0 all taken. */
+static int arm(spy_channel *ch) {
+  spy_ctl *c = ch->ctl;
+  int i = ch->wake_slot;
+  if (i < 0 || atomic_load(&c->wake_id[i]) != ch->id) {
+    i = -1;
+    for (int k = 0; k < (int)SPY_CTL_WAKE_SLOTS && i < 0; k++) {
+      uint64_t z = 0;
+      if (atomic_compare_exchange_strong(&c->wake_id[k], &z, ch->id))
+        i = k;
+    }
+    ch->wake_slot = i;
+    if (i < 0)
+      return 0;
+  }
+  atomic_fetch_or(&c->wake_mask, 1ull << i); /* seq_cst: then re-check */
+  return 1;
+}
+
+static void disarm(spy_channel *ch) {
+  if (ch->wake_slot < 0 || !ch->ctl)
+    return;
+  uint64_t id = ch->id;
+  atomic_compare_exchange_strong(&ch->ctl->wake_id[ch->wake_slot], &id, 0);
+  ch->wake_slot = -1;
+}
+
+/* Makes our own fd readable. */
+static void signal_self(spy_channel *ch) {
+  if (ch->efd_sock) {
+    struct sockaddr_un a;
+    socklen_t al = wake_name(ch->id, &a);
+    char b = 1;
+    if (sendto(ch->efd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+               (struct sockaddr *)&a, al) < 0) {
+      /* queue full: readable already */
+    }
+    return;
+  }
+  uint64_t one = 1;
+  if (write(ch->efd, &one, sizeof one) < 0) {
+    /* eventfd counter full: the fd is readable anyway */
+  }
+}
+
+static void drain_fd(spy_channel *ch) {
+  uint64_t v;
+  if (!ch->efd_sock) {
+    if (read(ch->efd, &v, sizeof v) < 0) {
+      /* not signalled: nothing to drain */
+    }
+    return;
+  }
+  char b[64];
+  while (recv(ch->efd, b, sizeof b, MSG_DONTWAIT) > 0)
+    ;
 }
 
 /* ---- post / receive ----------------------------------------------------- */
@@ -820,6 +949,7 @@ int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
   /* Wake sleeping readers, once for all of them, only if any registered:
    * the eventcount's fence orders our head store before its check. */
   ch->st.wakes += (uint64_t)spy__ec_notify(ch->ctl);
+  ch->st.wakes += (uint64_t)ring_readers(ch);
   return 0;
 }
 
@@ -1013,16 +1143,31 @@ int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
     return ch->ops->recv(ch->impl, buf, cap, timeout_ms, info);
   if (ch->efd < 0)
     return recv_locked(ch, buf, cap, timeout_ms, info);
-  /* fd mode: the watcher thread reads the peer list too. */
+  /* fd mode: a watcher thread, if any, reads the peer list too. */
   pthread_mutex_lock(&ch->lock);
-  int r = recv_locked(ch, buf, cap, timeout_ms, info);
-  if (r == SPY_EAGAIN) {
-    uint64_t v;
-    if (read(ch->efd, &v, sizeof v) < 0) {
-      /* not signalled: nothing to drain */
+  int r;
+  for (int tries = 0;; tries++) {
+    r = recv_locked(ch, buf, cap, timeout_ms, info);
+    if (r != SPY_EAGAIN)
+      break;
+    drain_fd(ch);
+    if (ch->efd_sock && arm(ch)) {
+      /* Armed; a post that landed before it would not signal us. */
+      if (!any_pending(ch))
+        break;
+      if (tries < 4)
+        continue;
+      signal_self(ch); /* data announced but unreadable: poll again */
+      break;
+    }
+    /* No slot free (or no socket): the watcher thread signals us. */
+    if (!ch->watcher_started && start_watcher(ch) < 0) {
+      signal_self(ch); /* poll again later rather than never */
+      break;
     }
     atomic_store(&ch->armed, 1);
     spy__futex_wake((uint32_t *)&ch->armed, 1);
+    break;
   }
   pthread_mutex_unlock(&ch->lock);
   return r;
@@ -1050,14 +1195,20 @@ static void *watch(void *arg) {
     pthread_mutex_lock(&ch->lock);
     pending = any_pending(ch);
     pthread_mutex_unlock(&ch->lock);
-    if (pending && atomic_exchange(&ch->armed, 0)) {
-      uint64_t one = 1;
-      if (write(ch->efd, &one, sizeof one) < 0) {
-        /* eventfd counter full: the fd is readable anyway */
-      }
-    }
+    if (pending && atomic_exchange(&ch->armed, 0))
+      signal_self(ch);
   }
   return NULL;
+}
+
+static int start_watcher(spy_channel *ch) {
+  atomic_store(&ch->armed, 0);
+  atomic_store(&ch->watcher_stop, 0);
+  int rc = pthread_create(&ch->watcher, NULL, watch, ch);
+  if (rc != 0)
+    return -rc;
+  ch->watcher_started = 1;
+  return 0;
 }
 
 int spy_channel_fd(spy_channel *ch) {
@@ -1065,25 +1216,33 @@ int spy_channel_fd(spy_channel *ch) {
     return ch->ops->fd ? ch->ops->fd(ch->impl) : SPY_ENOTSUP;
   if (ch->efd >= 0)
     return ch->efd;
-  int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (efd < 0)
+  /* The doorbell socket; if its name is taken (or no AF_UNIX), an eventfd
+   * and the watcher thread. */
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a;
+  socklen_t al = wake_name(ch->id, &a);
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, al) < 0) {
+    close(fd);
+    fd = -1;
+  }
+  ch->efd_sock = fd >= 0;
+  if (fd < 0)
+    fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0)
     return -errno;
-  /* Start readable: the app drains first, which arms the watcher. */
-  uint64_t one = 1;
-  if (write(efd, &one, sizeof one) < 0) {
-    /* cannot happen on a fresh eventfd */
-  }
   pthread_mutex_init(&ch->lock, NULL);
-  atomic_store(&ch->armed, 0);
-  ch->efd = efd;
-  int rc = pthread_create(&ch->watcher, NULL, watch, ch);
-  if (rc != 0) {
-    close(efd);
-    ch->efd = -1;
-    pthread_mutex_destroy(&ch->lock);
-    return -rc;
+  ch->efd = fd;
+  /* Start readable: the app drains first, which arms the doorbell. */
+  signal_self(ch);
+  if (!ch->efd_sock) {
+    int rc = start_watcher(ch);
+    if (rc < 0) {
+      close(fd);
+      ch->efd = -1;
+      pthread_mutex_destroy(&ch->lock);
+      return rc;
+    }
   }
-  ch->watcher_started = 1;
   return ch->efd;
 }
 

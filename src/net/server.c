@@ -3,10 +3,13 @@
  *
  * Each accepted connection is told apart by its first bytes: an HTTP
  * request (`/` and `/healthz`, or a WebSocket upgrade at `/link`) or a
- * link's HELLO record. A link client opens channels by name; for each the
- * bridge opens a bus channel of its own (its events through
- * spy_channel_fd in the same epoll set) and relays frames both ways as
- * they are, in link FRAME records (docs/wire.md, "Links").
+ * link's HELLO record. A link client opens channels by name. The bridge
+ * holds one bus handle per distinct name (a `bchan`, its events through
+ * spy_channel_fd in the same epoll set), shared by every client that
+ * opened that name: each bus frame is received once and sent as it is,
+ * in a link FRAME record (docs/wire.md, "Links"), to each of them; what
+ * clients post goes to the bus through the same handle. The handle is
+ * closed when its last client closes the channel.
  *
  * Never a stalled bus: bus frames are drained as soon as they arrive and
  * appended to the client's bounded send queue, or dropped and counted when
@@ -56,16 +59,30 @@ enum { K_LISTEN = 1, K_CONN = 2, K_BUS = 3, K_STOP = 4 };
 typedef struct ep {
   int kind;
   struct conn *c;
-  int chan;
+  struct bchan *b;
   int fd;
 } ep;
 
-typedef struct schan {
-  spy_channel *bus;
+typedef struct bsub {
+  struct conn *c;
+  int chan; /* the client's channel number for this name */
+} bsub;
+
+/* One bus handle, shared by every client that opened its name. */
+typedef struct bchan {
+  char name[SPY_CHANNEL_NAME_MAX + 1];
+  spy_channel *bus; /* NULL once closed (freed after the event batch) */
   ep ev;
   int is_disc;
+  int backlog; /* more to drain: revisit without waiting */
+  bsub *subs;
+  uint32_t nsubs, subcap;
+  struct bchan *next; /* s->bchans, or s->dead_b once closed */
+} bchan;
+
+typedef struct schan {
+  bchan *b;      /* NULL: this channel number is not open */
   uint32_t lost; /* dropped for this client since its last frame here */
-  int backlog;   /* more to drain: revisit without waiting */
 } schan;
 
 enum { S_TLS, S_NEW, S_HTTP, S_LINK, S_WS, S_CLOSING };
@@ -108,6 +125,7 @@ struct spy_server {
   conn **conns;
   uint32_t nconns;
   conn *dead;
+  bchan *bchans, *dead_b;
   uint8_t *rx; /* one bus frame at a time */
   uint8_t *scratch;
   uint64_t next_id;
@@ -185,19 +203,41 @@ static void set_events(conn *c, uint32_t ev) {
 
 /* ---- connection lifetime ------------------------------------------------ */
 
+/* Closes b's bus handle and unlists it. b itself is freed after this
+ * batch of events (one may still point at b->ev: it is skipped, b->bus
+ * being NULL). */
+static void bchan_release(spy_server *s, bchan *b) {
+  if (b->ev.fd >= 0)
+    epoll_ctl(s->ep, EPOLL_CTL_DEL, b->ev.fd, NULL);
+  spy_channel_close(b->bus);
+  b->bus = NULL;
+  b->ev.fd = -1;
+  for (bchan **pp = &s->bchans; *pp; pp = &(*pp)->next)
+    if (*pp == b) {
+      *pp = b->next;
+      break;
+    }
+  b->next = s->dead_b;
+  s->dead_b = b;
+}
+
+/* Drops client c's channel `chan` from b; the last one closes it. */
+static void bchan_unsub(spy_server *s, bchan *b, conn *c, int chan) {
+  for (uint32_t i = 0; i < b->nsubs; i++)
+    if (b->subs[i].c == c && b->subs[i].chan == chan) {
+      b->subs[i] = b->subs[--b->nsubs];
+      break;
+    }
+  if (!b->nsubs)
+    bchan_release(s, b);
+}
+
 static void close_chan(conn *c, int i) {
   schan *h = &c->ch[i];
-  if (!h->bus)
+  if (!h->b)
     return;
-  if (h->ev.fd >= 0)
-    epoll_ctl(c->srv->ep, EPOLL_CTL_DEL, h->ev.fd, NULL);
-  spy_channel_close(h->bus);
-  /* An event of this batch may still point at h->ev: keep it valid (its
-   * channel is gone, so it is skipped). */
-  ep ev = h->ev;
+  bchan_unsub(c->srv, h->b, c, i);
   memset(h, 0, sizeof *h);
-  h->ev = ev;
-  h->ev.fd = -1;
 }
 
 static void conn_kill(conn *c, const char *why) {
@@ -508,7 +548,7 @@ static void healthz(conn *c) {
       continue;
     int chans = 0;
     for (int j = 1; j < (int)SPY_LINK_CHANNELS_MAX; j++)
-      chans += k->ch[j].bus != NULL;
+      chans += k->ch[j].b != NULL;
     P("%s{\"id\":%llu,\"peer\":\"%s\",\"kind\":\"%s\",\"tls\":%s,"
       "\"channels\":%d,\"frames_sent\":%llu,\"bytes_sent\":%llu,"
       "\"dropped\":%llu,\"dropped_bytes\":%llu,\"queued_bytes\":%zu,"
@@ -722,6 +762,35 @@ static void refused_msg(conn *c, const char *why, uint32_t type) {
     conn_kill(c, "too many refused messages");
 }
 
+/* Opens the bus handle of `name` for the bridge (its fd in the epoll
+ * set) and lists it; no client yet. */
+static int bchan_open(spy_server *s, const char *name, int disc, bchan **out) {
+  bchan *b = calloc(1, sizeof *b);
+  if (!b)
+    return SPY_ENOMEM;
+  spy_channel_desc cd = {
+      .name = name, .ring_bytes = 64u << 10, .dir = s->d.dir};
+  int rc = spy_channel_open(&b->bus, &cd);
+  int fd = rc == 0 ? spy_channel_fd(b->bus) : rc;
+  if (rc == 0 && fd < 0) {
+    spy_channel_close(b->bus);
+    rc = fd;
+  }
+  if (rc < 0) {
+    free(b);
+    return rc;
+  }
+  snprintf(b->name, sizeof b->name, "%s", name);
+  b->is_disc = disc;
+  b->ev = (ep){.kind = K_BUS, .b = b, .fd = fd};
+  struct epoll_event e = {.events = EPOLLIN, .data.ptr = &b->ev};
+  epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e);
+  b->next = s->bchans;
+  s->bchans = b;
+  *out = b;
+  return 0;
+}
+
 static void open_chan(conn *c, const spy_link_rec *r) {
   spy_server *s = c->srv;
   uint8_t code[4];
@@ -730,21 +799,30 @@ static void open_chan(conn *c, const spy_link_rec *r) {
   memcpy(name, r->text, r->text_len);
   name[r->text_len] = 0;
   int rc = 0;
-  if (c->ch[r->chan].bus)
+  if (c->ch[r->chan].b)
     rc = SPY_EEXIST;
   else if (!name_allowed(s, name, r->text_len, &disc))
     rc = SPY_EACCES;
   schan *h = &c->ch[r->chan];
+  bchan *b = NULL;
   if (rc == 0) {
-    spy_channel_desc cd = {
-        .name = name, .ring_bytes = 64u << 10, .dir = s->d.dir};
-    rc = spy_channel_open(&h->bus, &cd);
+    b = s->bchans;
+    while (b && strcmp(b->name, name) != 0)
+      b = b->next;
   }
-  int fd = rc == 0 ? spy_channel_fd(h->bus) : rc;
-  if (rc == 0 && fd < 0) {
-    spy_channel_close(h->bus);
-    h->bus = NULL;
-    rc = fd;
+  if (rc == 0 && !b)
+    rc = bchan_open(s, name, disc, &b);
+  if (rc == 0 && b->nsubs == b->subcap) {
+    uint32_t cap = b->subcap ? b->subcap * 2 : 4;
+    bsub *ns = realloc(b->subs, cap * sizeof *ns);
+    if (ns) {
+      b->subs = ns;
+      b->subcap = cap;
+    } else {
+      rc = SPY_ENOMEM;
+      if (!b->nsubs) /* just opened for this client: undo */
+        bchan_release(s, b);
+    }
   }
   if (rc < 0) {
     spy_wr32(code, (uint32_t)rc);
@@ -753,13 +831,11 @@ static void open_chan(conn *c, const spy_link_rec *r) {
       refused_msg(c, "channel not served here", 0);
     return;
   }
-  h->is_disc = disc;
+  b->subs[b->nsubs++] = (bsub){.c = c, .chan = r->chan};
+  h->b = b;
   h->lost = 0;
-  h->ev = (ep){.kind = K_BUS, .c = c, .chan = r->chan, .fd = fd};
-  struct epoll_event e = {.events = EPOLLIN, .data.ptr = &h->ev};
-  epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e);
   uint8_t id[8];
-  spy_wr64(id, spy_channel_id(h->bus));
+  spy_wr64(id, spy_channel_id(b->bus));
   send_rec(c, SPY_LINK_OPENED, r->chan, id, 8, NULL, 0);
 }
 
@@ -817,16 +893,16 @@ static void on_client_rec(conn *c, const spy_link_rec *r) {
   }
   case SPY_LINK_FRAME: {
     schan *h = &c->ch[r->chan];
-    if (!h->bus) {
+    if (!h->b) {
       refused_msg(c, "channel not open", 0);
       break;
     }
-    const char *why = frame_refusal(r->frame, r->frame_len, h->is_disc);
+    const char *why = frame_refusal(r->frame, r->frame_len, h->b->is_disc);
     if (why) {
       refused_msg(c, why, spy_rd32(r->frame + 4));
       break;
     }
-    spy_channel_post(h->bus, r->frame, r->frame_len);
+    spy_channel_post(h->b->bus, r->frame, r->frame_len);
     break;
   }
   default:
@@ -1031,9 +1107,9 @@ static void on_readable(conn *c) {
 
 /* Discovery frames of other providers are not relayed by an in-process
  * server (it serves its own provider only). */
-static int relay_ok(const spy_server *s, const schan *h, const uint8_t *p,
+static int relay_ok(const spy_server *s, const bchan *b, const uint8_t *p,
                     int n) {
-  if (!s->d.only_provider || !h->is_disc)
+  if (!s->d.only_provider || !b->is_disc)
     return 1;
   spy_frame f;
   spy_section sec;
@@ -1043,45 +1119,62 @@ static int relay_ok(const spy_server *s, const schan *h, const uint8_t *p,
          spy_get_provider(&sec, &info) == 0 && info.id == s->d.only_provider;
 }
 
-static void on_bus(conn *c, int chan) {
-  spy_server *s = c->srv;
-  schan *h = &c->ch[chan];
-  h->backlog = 0;
+/* One bus frame to one client; full queue: this client loses it, alone. */
+static void relay_one(spy_server *s, const bsub *u, const spy_recv_info *info,
+                      int n) {
+  conn *c = u->c;
+  schan *h = &c->ch[u->chan];
+  uint8_t pre[8];
+  uint64_t lost = (uint64_t)h->lost + info->lost;
+  spy_wr32(pre, lost > UINT32_MAX ? UINT32_MAX : (uint32_t)lost);
+  spy_wr32(pre + 4, 0);
+  if (send_rec(c, SPY_LINK_FRAME, (uint16_t)u->chan, pre, 8, s->rx, (size_t)n) <
+      0) {
+    h->lost++;
+    c->dropped++;
+    c->dropped_bytes += (uint64_t)n;
+    s->st.dropped++;
+    return;
+  }
+  h->lost = 0;
+  c->frames_sent++;
+  c->bytes_sent += (uint64_t)n;
+  s->st.frames_relayed++;
+  s->st.bytes_relayed += (uint64_t)n;
+}
+
+/* Drains b's bus handle: each frame is received once and fanned out to
+ * every client that opened the name. */
+static void on_bus(spy_server *s, bchan *b) {
+  b->backlog = 0;
   for (int k = 0; k < BUS_BURST; k++) {
     spy_recv_info info;
-    int n = spy_channel_recv(h->bus, s->rx, SPY_FRAME_MAX, 0, &info);
+    int n = spy_channel_recv(b->bus, s->rx, SPY_FRAME_MAX, 0, &info);
     if (n == SPY_EAGAIN)
       break;
     if (n == SPY_ENOBUFS) {
-      h->lost++;
+      for (uint32_t i = 0; i < b->nsubs; i++)
+        b->subs[i].c->ch[b->subs[i].chan].lost++;
       continue;
     }
     if (n < 0)
       break;
-    if (!relay_ok(s, h, s->rx, n))
+    if (!relay_ok(s, b, s->rx, n))
       continue;
-    uint8_t pre[8];
-    uint64_t lost = (uint64_t)h->lost + info.lost;
-    spy_wr32(pre, lost > UINT32_MAX ? UINT32_MAX : (uint32_t)lost);
-    spy_wr32(pre + 4, 0);
-    if (send_rec(c, SPY_LINK_FRAME, (uint16_t)chan, pre, 8, s->rx, (size_t)n) <
-        0) {
-      h->lost++; /* full: this client loses it, alone */
-      c->dropped++;
-      c->dropped_bytes += (uint64_t)n;
-      s->st.dropped++;
-      continue;
-    }
-    h->lost = 0;
-    c->frames_sent++;
-    c->bytes_sent += (uint64_t)n;
-    s->st.frames_relayed++;
-    s->st.bytes_relayed += (uint64_t)n;
+    for (uint32_t i = 0; i < b->nsubs; i++)
+      relay_one(s, &b->subs[i], &info, n);
     if (k == BUS_BURST - 1)
-      h->backlog = 1;
+      b->backlog = 1;
   }
-  if (flush_out(c) < 0)
-    conn_kill(c, NULL);
+  /* A failed client leaves b->subs (swapping the last one in): walk
+   * down, so none is skipped; b may close with its last client. */
+  for (int i = (int)b->nsubs - 1; i >= 0; i--) {
+    if (i >= (int)b->nsubs)
+      continue;
+    conn *c = b->subs[i].c;
+    if (!c->dead && flush_out(c) < 0)
+      conn_kill(c, NULL);
+  }
 }
 
 /* ---- accept, timers ------------------------------------------------------ */
@@ -1144,8 +1237,6 @@ static void on_accept(spy_server *s, int lfd) {
                 sizeof port, NI_NUMERICHOST | NI_NUMERICSERV);
     snprintf(c->peer, sizeof c->peer,
              sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
-    for (int i = 0; i < (int)SPY_LINK_CHANNELS_MAX; i++)
-      c->ch[i].ev.fd = -1;
     c->last_rx_ns = spy__net_mono_ns();
     c->deadline_ns = c->last_rx_ns + (uint64_t)s->d.handshake_ms * 1000000ull;
     c->state = S_NEW;
@@ -1378,6 +1469,12 @@ static void free_dead(spy_server *s) {
     s->dead = c->next_dead;
     conn_free(c);
   }
+  while (s->dead_b) {
+    bchan *b = s->dead_b;
+    s->dead_b = b->next;
+    free(b->subs);
+    free(b);
+  }
 }
 
 int spy_server_run(spy_server *s, int timeout_ms) {
@@ -1392,13 +1489,19 @@ int spy_server_run(spy_server *s, int timeout_ms) {
       break;
     if (now >= next_sweep) {
       sweep(s);
+      /* A doorbell a poster could not ring (bus.h, spy_channel_fd) costs
+       * at most this long. */
+      for (bchan *b = s->bchans, *nx; b; b = nx) {
+        nx = b->next;
+        if (b->bus)
+          on_bus(s, b);
+      }
       free_dead(s);
       next_sweep = now + 100000000ull;
     }
     int backlog = 0;
-    for (uint32_t i = 0; i < s->nconns && !backlog; i++)
-      for (int j = 1; j < (int)SPY_LINK_CHANNELS_MAX; j++)
-        backlog |= s->conns[i]->ch[j].backlog;
+    for (bchan *b = s->bchans; b && !backlog; b = b->next)
+      backlog |= b->backlog;
     int wait = backlog ? 0 : 100;
     int n = epoll_wait(s->ep, evs, 64, wait);
     if (n < 0 && errno != EINTR)
@@ -1411,14 +1514,14 @@ int spy_server_run(spy_server *s, int timeout_ms) {
         on_accept(s, e->fd);
         continue;
       }
+      if (e->kind == K_BUS) {
+        if (e->b->bus)
+          on_bus(s, e->b);
+        continue;
+      }
       conn *c = e->c;
       if (!c || c->dead)
         continue;
-      if (e->kind == K_BUS) {
-        if (c->ch[e->chan].bus)
-          on_bus(c, e->chan);
-        continue;
-      }
       if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
         on_readable(c);
       if (!c->dead && (evs[i].events & EPOLLOUT)) {
@@ -1429,10 +1532,11 @@ int spy_server_run(spy_server *s, int timeout_ms) {
       }
     }
     if (backlog)
-      for (uint32_t i = 0; i < s->nconns; i++)
-        for (int j = 1; j < (int)SPY_LINK_CHANNELS_MAX; j++)
-          if (s->conns[i]->ch[j].backlog && s->conns[i]->ch[j].bus)
-            on_bus(s->conns[i], j);
+      for (bchan *b = s->bchans, *nx; b; b = nx) {
+        nx = b->next; /* b may close (and leave the list) in on_bus */
+        if (b->backlog && b->bus)
+          on_bus(s, b);
+      }
     free_dead(s);
   }
   return 0;

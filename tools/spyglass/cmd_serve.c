@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "spyglass/net.h"
 #include "web.h"
 
@@ -68,53 +69,28 @@ static int read_token(const char *file, char *buf, size_t cap) {
 int cmd_serve(int argc, char **argv) {
   spy_server_desc d = {0};
   const char *origins[MAX_ALLOW], *hosts[MAX_ALLOW];
+  cli_strs origin_list = {origins, 0}, host_list = {hosts, 0};
   const char *token_file = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (cli_is_help(a)) {
-      help(stdout);
-      return EXIT_OK;
-    }
-    if (!v || a[0] != '-' || a[1] != '-') {
-      fprintf(stderr, "spyglass serve: unknown or incomplete option '%s'\n", a);
-      help(stderr);
-      return EXIT_USAGE;
-    }
-    i++;
-    if (strcmp(a, "--listen") == 0) {
-      d.listen = v;
-    } else if (strcmp(a, "--token-file") == 0) {
-      token_file = v;
-    } else if (strcmp(a, "--allow-origin") == 0 ||
-               strcmp(a, "--allow-host") == 0) {
-      int origin = a[8] == 'o';
-      uint32_t *n = origin ? &d.n_allow_origins : &d.n_allow_hosts;
-      if (*n == MAX_ALLOW) {
-        fprintf(stderr, "spyglass serve: at most %d %s\n", MAX_ALLOW, a);
-        return EXIT_USAGE;
-      }
-      (origin ? origins : hosts)[(*n)++] = v;
-    } else if (strcmp(a, "--tls-cert") == 0) {
-      d.tls_cert = v;
-    } else if (strcmp(a, "--tls-key") == 0) {
-      d.tls_key = v;
-    } else if (strcmp(a, "--dir") == 0) {
-      d.dir = v;
-    } else if (strcmp(a, "--max-clients") == 0) {
-      char *end;
-      long n = strtol(v, &end, 10);
-      if (!*v || *end || n < 1 || n > 4096) {
-        fprintf(stderr, "spyglass serve: --max-clients wants 1..4096\n");
-        return EXIT_USAGE;
-      }
-      d.max_clients = (uint32_t)n;
-    } else {
-      fprintf(stderr, "spyglass serve: unknown option '%s'\n", a);
-      help(stderr);
-      return EXIT_USAGE;
-    }
-  }
+  int max_clients = 0;
+  const cli_opt opts[] = {
+      {"--listen", CLI_STR, &d.listen, 0, 0, 0, "ADDR:PORT"},
+      {"--token-file", CLI_STR, &token_file, 0, 0, 0, "a file"},
+      {"--allow-origin", CLI_STRS, &origin_list, 0, MAX_ALLOW, 0,
+       "an origin (scheme://host[:port])"},
+      {"--allow-host", CLI_STRS, &host_list, 0, MAX_ALLOW, 0, "a host name"},
+      {"--tls-cert", CLI_STR, &d.tls_cert, 0, 0, 0, "a PEM file"},
+      {"--tls-key", CLI_STR, &d.tls_key, 0, 0, 0, "a PEM file"},
+      {"--dir", CLI_STR, &d.dir, 0, 0, 0, "a directory"},
+      {"--max-clients", CLI_INT, &max_clients, 1, 4096, 0,
+       "a number of clients"},
+  };
+  int prc = cli_parse("serve", argc, argv, opts, sizeof opts / sizeof opts[0],
+                      NULL, 0, NULL, help);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
+  d.max_clients = (uint32_t)max_clients;
+  d.n_allow_origins = origin_list.n;
+  d.n_allow_hosts = host_list.n;
   if (!d.tls_cert != !d.tls_key) {
     fprintf(stderr, "spyglass serve: --tls-cert and --tls-key go together\n");
     return EXIT_USAGE;

@@ -25,6 +25,14 @@ static void refuse(const char *cmd, const cli_opt *o, const char *v) {
     snprintf(want, sizeof want, "WIDTHxHEIGHT, each %.0f..%.0f", o->min,
              o->max);
     break;
+  case CLI_STRS:
+    if (v && ((const cli_strs *)o->out)->n >= (uint32_t)o->max) {
+      fprintf(stderr, "spyglass %s: %s is given at most %.0f times\n", cmd,
+              o->name, o->max);
+      return;
+    }
+    snprintf(want, sizeof want, "%s", o->unit ? o->unit : "a value");
+    break;
   default: snprintf(want, sizeof want, "%s", o->unit ? o->unit : "a value");
   }
   if (v)
@@ -63,6 +71,13 @@ static int set_value(const cli_opt *o, const char *v) {
   long long i;
   switch (o->kind) {
   case CLI_STR: *(const char **)o->out = v; return 0;
+  case CLI_STRS: {
+    cli_strs *l = o->out;
+    if (l->n >= (uint32_t)o->max)
+      return -1;
+    l->v[l->n++] = v;
+    return 0;
+  }
   case CLI_INT:
     if (whole_ll(v, &i) < 0 || (double)i < o->min || (double)i > o->max)
       return -1;

@@ -23,8 +23,17 @@ typedef enum cli_opt_kind {
   CLI_INT,    /* int *: decimal integer in [min, max] */
   CLI_U64,    /* uint64_t *: decimal integer in [min, max] */
   CLI_DOUBLE, /* double *: finite number in [min, max] (or 0, zero_ok) */
-  CLI_SIZE    /* uint32_t[2]: WxH, each in [min, max] */
+  CLI_SIZE,   /* uint32_t[2]: WxH, each in [min, max] */
+  CLI_STRS    /* cli_strs *: repeatable; each value appended (not copied),
+                 at most `max` of them */
 } cli_opt_kind;
+
+/* The values of a repeatable string option (CLI_STRS), in order given.
+ * v has room for the option's `max` values. */
+typedef struct cli_strs {
+  const char **v;
+  uint32_t n;
+} cli_strs;
 
 typedef struct cli_opt {
   const char *name; /* with its dashes: "--seconds" */
