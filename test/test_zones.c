@@ -27,32 +27,7 @@
 #endif
 
 #ifndef SANITIZED
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-static _Thread_local volatile int counting;
-static _Atomic long allocs;
-void *malloc(size_t n) {
-  if (counting)
-    atomic_fetch_add(&allocs, 1);
-  return __libc_malloc(n);
-}
-void *calloc(size_t a, size_t b) {
-  if (counting)
-    atomic_fetch_add(&allocs, 1);
-  return __libc_calloc(a, b);
-}
-void *realloc(void *p, size_t n) {
-  if (counting)
-    atomic_fetch_add(&allocs, 1);
-  return __libc_realloc(p, n);
-}
-void free(void *p) {
-  if (counting && p)
-    atomic_fetch_add(&allocs, 1);
-  __libc_free(p);
-}
+#include "alloc_counter.h"
 #endif
 
 static char dir[256];
