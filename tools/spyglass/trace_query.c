@@ -172,6 +172,17 @@ static void json_hash(json_out *j, const char *key, int has,
   json_str(j, hex);
 }
 
+/* The fields `hooks` and `module` both print for a call, in this order. */
+static void put_call_timing(json_out *j, const call *c) {
+  json_key(j, "call_id");
+  json_str(j, c->call_id);
+  json_key(j, "started_us");
+  json_uint(j, c->started_us);
+  json_key(j, "duration_us");
+  json_uint(j, dur(c));
+  json_hash(j, "input_source_id", c->has_input, c->input);
+}
+
 /* ---- builds --------------------------------------------------------------
  */
 
@@ -364,13 +375,7 @@ int trace_hooks(int argc, char **argv) {
       json_str(&j, c->plugin);
       json_key(&j, "module");
       json_str(&j, c->module);
-      json_key(&j, "call_id");
-      json_str(&j, c->call_id);
-      json_key(&j, "started_us");
-      json_uint(&j, c->started_us);
-      json_key(&j, "duration_us");
-      json_uint(&j, dur(c));
-      json_hash(&j, "input_source_id", c->has_input, c->input);
+      put_call_timing(&j, c);
       json_hash(&j, "output_source_id", c->has_output, c->output);
       json_obj_end(&j);
     } else
@@ -597,13 +602,7 @@ int trace_module(int argc, char **argv) {
         json_str(&j, c->hook);
         json_key(&j, "plugin");
         json_str(&j, c->plugin);
-        json_key(&j, "call_id");
-        json_str(&j, c->call_id);
-        json_key(&j, "started_us");
-        json_uint(&j, c->started_us);
-        json_key(&j, "duration_us");
-        json_uint(&j, dur(c));
-        json_hash(&j, "input_source_id", c->has_input, c->input);
+        put_call_timing(&j, c);
         json_key(&j, "bytes_in");
         if (c->has_input)
           json_uint(&j, nin);
