@@ -272,6 +272,42 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
             (long long)m.rtt_ns);
     return 0;
   }
+  case SPY_SEC_ZONES: {
+    spy_zones_iter it;
+    if ((rc = spy_get_zones(s, &it)) < 0)
+      return rc;
+    fprintf(json, "\"zones\":{\"flags\":%u,\"baseNs\":%llu,\"locs\":[",
+            it.flags, (unsigned long long)it.base_ns);
+    spy_zone_loc_info l;
+    for (int i = 0; spy_zones_next_loc(&it, &l); i++) {
+      fprintf(json,
+              "%s{\"id\":%u,\"line\":%u,\"color\":%u,\"name\":", i ? "," : "",
+              l.id, l.line, l.color);
+      jstr(l.name, l.name_len);
+      fprintf(json, ",\"function\":");
+      jstr(l.function, l.function_len);
+      fprintf(json, ",\"file\":");
+      jstr(l.file, l.file_len);
+      fputc('}', json);
+    }
+    fprintf(json, "],\"threads\":[");
+    spy_zone_thread_info t;
+    spy_zone_event_iter ev;
+    for (int i = 0; spy_zones_next_thread(&it, &t, &ev); i++) {
+      fprintf(json, "%s{\"thread\":%u,\"osTid\":%u,\"flags\":%u,\"name\":",
+              i ? "," : "", t.thread, t.os_tid, t.flags);
+      jstr(t.name, t.name_len);
+      fprintf(json, ",\"dropped\":%llu,\"ev\":[",
+              (unsigned long long)t.dropped);
+      spy_zone_event e;
+      for (int k = 0; spy_zone_event_next(&ev, &e); k++)
+        fprintf(json, "%s%u,%llu,%llu", k ? "," : "", e.kind,
+                (unsigned long long)e.t_ns, (unsigned long long)e.value);
+      fprintf(json, "]}");
+    }
+    fprintf(json, "]}");
+    return 0;
+  }
   default: (void)f; return 1; /* not ours: listed as unknown */
   }
 }
@@ -355,6 +391,147 @@ static int emit(const char *dir, const char *name, const uint8_t *p, size_t n) {
   if (ftruncate(fileno(json), end) != 0)
     perror("ftruncate");
   fclose(json);
+  return 0;
+}
+
+/* ZONES golden frames (web/wire_zones.js): a full section, a delta one with
+ * two threads, and malformed ones refused as spy_get_zones refuses them. */
+static int golden_zones(const char *dir) {
+  spy_frame_writer w;
+  spy_zones_writer z;
+  const uint64_t base = 123456789012345ull;
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 13, 50,
+                  SPY_FRAME_CHECKPOINT);
+  spy_zones_begin(&z, &w, SPY_ZONES_FULL, base);
+  spy_zone_loc_info l1 = {.id = 16,
+                          .line = 42,
+                          .color = 0x3080ff,
+                          .name = "update",
+                          .name_len = 6,
+                          .function = "frame_update",
+                          .function_len = 12,
+                          .file = "demo/sim.c",
+                          .file_len = 10};
+  spy_zone_loc_info l2 = {.id = 17,
+                          .line = 7,
+                          .name = "substep ünï",
+                          .name_len = 13,
+                          .function = "f",
+                          .function_len = 1,
+                          .file = "a.c",
+                          .file_len = 3};
+  spy_zone_loc_info l3 = {.id = 65535,
+                          .line = 4000000000u,
+                          .name = "x",
+                          .name_len = 1,
+                          .function = "",
+                          .function_len = 0,
+                          .file = "",
+                          .file_len = 0};
+  spy_zones_put_loc(&z, &l1);
+  spy_zones_put_loc(&z, &l2);
+  spy_zones_put_loc(&z, &l3);
+  spy_zone_thread_info t = {.thread = 1,
+                            .os_tid = 4242,
+                            .flags =
+                                SPY_ZONES_THREAD_NAMED | SPY_ZONES_THREAD_RESET,
+                            .name = "frame",
+                            .name_len = 5,
+                            .dropped = 3};
+  spy_zones_thread_begin(&z, &t);
+  spy_zones_put_event(&z, SPY_ZONE_EV_FRAME, base + 10, 9007199254740000ull);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 10, 16);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 300, 17);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 5000300, 0);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 5000301, 65535);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 9000000000ull, 0);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 9000000001ull, 0);
+  spy_zones_thread_end(&z);
+  spy_zone_thread_info t2 = {
+      .thread = 2, .os_tid = 4243, .flags = 0, .dropped = 0};
+  spy_zones_thread_begin(&z, &t2); /* no events at all */
+  spy_zones_end(&z);
+  int n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "zones_full", buf, (size_t)n) < 0)
+    return 1;
+  size_t full_len = (size_t)n;
+  static uint8_t keep[4096];
+  memcpy(keep, buf, full_len);
+  /* A delta section: no locations, two threads, a gone one. */
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 14, 51, 0);
+  spy_zones_begin(&z, &w, 0, base + 50);
+  spy_zone_thread_info t3 = {.thread = 7,
+                             .os_tid = 1,
+                             .flags =
+                                 SPY_ZONES_THREAD_GONE | SPY_ZONES_THREAD_NAMED,
+                             .name = "device",
+                             .name_len = 6,
+                             .dropped = 9007199254740991ull};
+  spy_zones_thread_begin(&z, &t3);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 49, 0); /* clamped */
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 60, 300);
+  spy_zones_thread_end(&z);
+  spy_zones_thread_begin(&z, &t);
+  spy_zones_put_event(&z, SPY_ZONE_EV_FRAME, base + 1000000, 5);
+  spy_zones_end(&z);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "zones_delta", buf, (size_t)n) < 0)
+    return 1;
+  /* Malformed: find the section in the full frame (after the 32-byte
+   * frame header: id, len, then the section). */
+  const size_t sec = 40;
+  struct {
+    const char *name;
+    size_t at;
+    uint32_t v;
+    int width;
+  } bad[] = {
+      {"bad_zones_flags", sec, 2, 2},
+      {"bad_zones_reserved", sec + 12, 1, 4},
+      {"bad_zones_count", sec + 8, 1000, 4},
+      {"bad_zones_loc_id", sec + 24, 15, 4},
+      {"bad_zones_file", sec + 24 + 14, 2000, 2},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memcpy(buf, keep, full_len);
+    if (bad[i].width == 2)
+      spy_wr16(buf + bad[i].at, (uint16_t)bad[i].v);
+    else
+      spy_wr32(buf + bad[i].at, bad[i].v);
+    if (emit(dir, bad[i].name, buf, full_len) < 0)
+      return 1;
+  }
+  /* Event-level faults, in a one-thread section built by hand. */
+  static const struct {
+    const char *name;
+    uint8_t ev[40];
+    uint32_t n;
+  } evs[] = {
+      {"bad_zones_kind", {0x03}, 1},           /* kind 3 */
+      {"bad_zones_begin_id", {0x01, 0x05}, 2}, /* location id 5 */
+      {"bad_zones_varint", {0x81}, 1},         /* cut varint */
+      {"bad_zones_long",
+       {0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+       10},                  /* more than 64 bits */
+      {"bad_zones_overflow", /* four deltas of 2^62 - 1: past 2^64 */
+       {0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+       40},
+      {"zones_events_ok", {0x04, 0x11, 0x10, 0x00, 0x0a, 0x07}, 6},
+  };
+  for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
+    spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 15, 52, 0);
+    spy_zones_begin(&z, &w, 0, base);
+    spy_zone_thread_info t4 = {.thread = 3, .os_tid = 5};
+    spy_zones_thread_begin(&z, &t4);
+    spy_frame_put(&w, evs[i].ev, evs[i].n);
+    spy_zones_end(&z);
+    n = spy_frame_finish(&w);
+    if (n < 0 || emit(dir, evs[i].name, buf, (size_t)n) < 0)
+      return 1;
+  }
   return 0;
 }
 
@@ -516,6 +693,8 @@ static int golden(const char *dir) {
   memcpy(bad, buf, (size_t)n);
   spy_wr32(bad + 32, SPY_SEC_STATS);
   if (emit(dir, "bad_stats", bad, (size_t)n) < 0)
+    return 1;
+  if (golden_zones(dir))
     return 1;
   printf("golden frames in %s\n", dir);
   return 0;
