@@ -12,6 +12,15 @@
  *                                bus: every state it holds after a data
  *                                frame (last frame key, registry values),
  *                                one JSON line per state, for S seconds
+ *   web_helper zprovider NAME S  a provider whose thread "sim" opens a known
+ *                                zone sequence every frame (frame > update >
+ *                                3 substeps, draw > deep > deep > deep)
+ *   web_helper zcheck DIR        for every DIR/NAME.bin, one line "NAME
+ *                                RESULT": the frame decoder's or the ZONES
+ *                                decoder's error name, or "ok"
+ *   web_helper ztruth NAME S OUT a C consumer of its zones: per complete
+ *                                frame, the spans of thread "sim" (name,
+ *                                depth, start from the frame's, duration)
  *
  * The provider's values, with n its own loop count (not the provider's
  * frame key, which counts watched frames only): det.frame (float) = n,
@@ -21,6 +30,7 @@
  * state as of frame F is what the C consumer held after the last data
  * frame whose batch ended at or before F.
  */
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +44,7 @@
 #include "spyglass/profiler.h"
 #include "spyglass/provider.h"
 #include "spyglass/wire.h"
+#include "spyglass/zones.h"
 
 static uint8_t buf[1 << 16];
 
@@ -794,6 +805,165 @@ static int truth(const char *name, double seconds, const char *out) {
   return 0;
 }
 
+/* ---- a known zone sequence and the C consumer's spans of it ---------------
+ */
+
+static void spin_us(double us) {
+  double end = mono_s() + us / 1e6;
+  while (mono_s() < end) {
+  }
+}
+
+static int zprovider(const char *name, double seconds) {
+  static spy_zone_loc l_frame = {"frame", "zprovider", "web_helper.c",
+                                 1,       0x3080ff,    0};
+  static spy_zone_loc l_update = {"update", "zprovider", "web_helper.c",
+                                  2,        0,           0};
+  static spy_zone_loc l_sub = {"substep", "zprovider", "web_helper.c",
+                               3,         0x7fd962,    0};
+  static spy_zone_loc l_draw = {"draw", "zprovider", "web_helper.c", 4, 0, 0};
+  static spy_zone_loc l_deep = {"deep", "zprovider", "web_helper.c",
+                                5,      0xff6b6b,    0};
+  spy_provider *p;
+  spy_provider_desc pd = {.name = name};
+  int rc = spy_provider_create(&p, &pd);
+  if (rc < 0) {
+    fprintf(stderr, "web_helper: zprovider: %s\n", spy_strerror(rc));
+    return 1;
+  }
+  spy_thread_name(p, "sim");
+  printf("provider %016llx %s\n", (unsigned long long)spy_provider_id(p), name);
+  fflush(stdout);
+  signal(SIGINT, on_sig);
+  signal(SIGTERM, on_sig);
+  double end = mono_s() + seconds;
+  while (!stop && (seconds <= 0 || mono_s() < end)) {
+    spy_frame_begin(p);
+    spy_zone_begin(p, &l_frame);
+    spy_zone_begin(p, &l_update);
+    for (int i = 0; i < 3; i++) {
+      spy_zone_begin(p, &l_sub);
+      spin_us(100 + 50 * i);
+      spy_zone_end(p);
+    }
+    spy_zone_end(p);
+    spy_zone_begin(p, &l_draw);
+    for (int d = 0; d < 3; d++) {
+      spy_zone_begin(p, &l_deep);
+      spin_us(40);
+    }
+    for (int d = 0; d < 3; d++)
+      spy_zone_end(p);
+    spy_zone_end(p);
+    spy_zone_end(p);
+    spy_frame_end(p);
+    usleep(12000);
+  }
+  spy_provider_destroy(p);
+  return 0;
+}
+
+static int ztruth(const char *name, double seconds, const char *out) {
+  FILE *o = fopen(out, "w");
+  if (!o) {
+    perror(out);
+    return 1;
+  }
+  spy_consumer *c;
+  spy_consumer_desc d = {.want = name,
+                         .features = SPY_FEAT_STATS | SPY_FEAT_ZONES,
+                         .zone_frames = 64,
+                         .no_clock_sync = 1};
+  int rc = spy_consumer_create(&c, &d);
+  if (rc < 0) {
+    fprintf(stderr, "web_helper: consumer: %s\n", spy_strerror(rc));
+    return 1;
+  }
+  signal(SIGINT, on_sig);
+  signal(SIGTERM, on_sig);
+  uint64_t written = 0;
+  int any = 0;
+  double end = mono_s() + seconds;
+  while (!stop && mono_s() < end) {
+    spy_consumer_poll(c, 2);
+    const spy_state *s = spy_consumer_state(c);
+    const spy_zone_thread *t = NULL;
+    for (uint32_t i = 0; i < s->zones.n_threads; i++)
+      if (!strcmp(s->zones.threads[i].name, "sim"))
+        t = &s->zones.threads[i];
+    if (!t)
+      continue;
+    /* Frames two markers old are complete on every thread. */
+    for (uint32_t age = 8; age >= 2; age--) {
+      uint64_t fr, a, b;
+      if (!spy_state_zone_frame(s, age, &fr, &a, &b) || (any && fr <= written))
+        continue;
+      fprintf(o, "{\"frame\":%llu,\"spans\":[", (unsigned long long)fr);
+      int k = 0;
+      for (uint32_t i = 0; i < t->n; i++) {
+        const spy_zone_span *sp = spy_zone_thread_span(t, i);
+        if (sp->start_ns < a || sp->start_ns >= b || !sp->end_ns)
+          continue;
+        const spy_zone_location *l = spy_state_zone_loc(s, sp->loc);
+        fprintf(o, "%s[", k++ ? "," : "");
+        json = o;
+        if (l)
+          jstr(l->name, (uint32_t)strlen(l->name));
+        else
+          fprintf(o, "null");
+        fprintf(o, ",%u,%llu,%llu]", sp->depth,
+                (unsigned long long)(sp->start_ns - a),
+                (unsigned long long)(sp->end_ns - sp->start_ns));
+      }
+      fprintf(o, "]}\n");
+      written = fr;
+      any = 1;
+    }
+    fflush(o);
+  }
+  spy_consumer_destroy(c);
+  fclose(o);
+  return 0;
+}
+
+/* What the C decoders make of every DIR/NAME.bin (the JS differential fuzz
+ * in test/web_zones_state.test.mjs). */
+static int zcheck(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    perror(dir);
+    return 1;
+  }
+  static uint8_t in[1 << 16];
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t nl = strlen(e->d_name);
+    if (nl < 5 || strcmp(e->d_name + nl - 4, ".bin"))
+      continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+      continue;
+    size_t n = fread(in, 1, sizeof in, f);
+    fclose(f);
+    spy_frame fr;
+    size_t off = 0;
+    int rc = spy_frame_decode(in, n, &fr, &off);
+    if (rc == 0) {
+      size_t cur = 0;
+      spy_section s;
+      spy_zones_iter it;
+      while (rc == 0 && spy_frame_next_section(&fr, &cur, &s))
+        if (s.id == SPY_SEC_ZONES)
+          rc = spy_get_zones(&s, &it);
+    }
+    printf("%.*s %s\n", (int)(nl - 4), e->d_name, rc ? err_name(rc) : "ok");
+  }
+  closedir(d);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "golden"))
     return golden(argv[2]);
@@ -801,6 +971,12 @@ int main(int argc, char **argv) {
     return provider(argv[2], atof(argv[3]));
   if (argc == 5 && !strcmp(argv[1], "truth"))
     return truth(argv[2], atof(argv[3]), argv[4]);
+  if (argc == 3 && !strcmp(argv[1], "zcheck"))
+    return zcheck(argv[2]);
+  if (argc == 4 && !strcmp(argv[1], "zprovider"))
+    return zprovider(argv[2], atof(argv[3]));
+  if (argc == 5 && !strcmp(argv[1], "ztruth"))
+    return ztruth(argv[2], atof(argv[3]), argv[4]);
   fprintf(stderr, "usage: web_helper golden DIR | provider NAME SECONDS | "
                   "truth NAME SECONDS OUT\n");
   return 2;

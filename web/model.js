@@ -15,7 +15,6 @@ import { ZoneState } from './zones_state.js';
 
 const MAXC = 64;
 const HIST = 240; // points per value chart
-const ZONE_FRAMES = 300; // frames of zones the recorder keeps
 const ZONE_SPANS = 300000; // spans those frames may hold in all
 
 export const numeric = (kind) => kind >= KIND.FLOAT && kind <= KIND.BOOL;
@@ -192,7 +191,8 @@ export class Model {
   // overlapping it (references into the state, so zones still open when it
   // was stored get their end). A frame is stored once the marker two frames
   // later arrived (other threads' blocks may trail the frame thread's); at
-  // most ZONE_FRAMES frames and ZONE_SPANS spans are held, oldest out first.
+  // most `capacity` frames (the samples ring's) and ZONE_SPANS spans are
+  // held, oldest out first.
   resetZones() {
     this.zones = new ZoneState(16);
     this.zoneFrames = new Map(); // frame → {frame, start, end, threads, n}
@@ -205,7 +205,7 @@ export class Model {
     const zs = this.zones;
     zs.apply(z, this.zoneLost);
     if (this.held) return; // the recorder holds still while parked
-    for (let age = Math.min(zs.frames.length - 1, 8); age >= 2; age--) {
+    for (let age = Math.min(zs.frames.length, zs.keepFrames) - 1; age >= 2; age--) {
       const f = zs.frame(age);
       if (this.zoneFrames.has(f.frame) || f.frame <= (this.zoneNewest ?? -1)) continue;
       const threads = zs.overlapping(f.start, f.end);
@@ -215,7 +215,7 @@ export class Model {
       this.zoneSpansHeld += n;
     }
     for (const [k, v] of this.zoneFrames) {
-      if (this.zoneFrames.size <= ZONE_FRAMES && this.zoneSpansHeld <= ZONE_SPANS) break;
+      if (this.zoneFrames.size <= this.capacity && this.zoneSpansHeld <= ZONE_SPANS) break;
       this.zoneFrames.delete(k);
       this.zoneSpansHeld -= v.n;
     }

@@ -248,7 +248,7 @@ export class Zones {
     // The axis: page time, ms relative to the left edge's frame.
     g.fillStyle = '#7d8896';
     const ms = (hi - lo) / 1e6;
-    g.fillText(`${this.pageMs(lo).toFixed(1)} ms`, 2, AXIS_H / 2);
+    g.fillText(`${this.pageMs(lo).toFixed(1)} ms`, 2, AXIS_H / 2); // page clock
     g.textAlign = 'right';
     g.fillText(`+${ms.toFixed(ms < 1 ? 3 : 1)} ms`, w - 2, h - 8);
     g.textAlign = 'left';
