@@ -150,6 +150,7 @@ async function main() {
   const F = Number(await page.$eval('#rec-label', (e) => e.dataset.frame));
   await until('the panel on the parked frame', async () => Number(await page.$eval('#zones', (e) => e.dataset.frame)) === F);
   const want = await until('truth of the parked frame', () => truthAll().get(F));
+  await until('the parked frame in the zones store', () => js((fr) => !!window.spyglass.model.zonesAt(fr), F));
   assert.deepEqual(await pageSpans(F), want, `parked frame ${F}`);
   const drawn = await js(() => window.spyglass.zones.boxes.filter((b) => b.thread === 'sim').length);
   assert.equal(drawn, 9, 'the timeline draws the parked frame\'s 9 zones');
@@ -162,6 +163,7 @@ async function main() {
   // One more step back: another frame, its own zones.
   await page.keyboard.press('ArrowLeft');
   await until('the panel on frame F-1', async () => Number(await page.$eval('#zones', (e) => e.dataset.frame)) === F - 1);
+  await until('frame F-1 drawn', () => js(() => window.spyglass.zones.boxes.filter((b) => b.thread === 'sim').length === 9));
   assert.deepEqual(await pageSpans(F - 1), truthAll().get(F - 1), `parked frame ${F - 1}`);
   await page.keyboard.press('Escape');
   step(`parked on ${F} and ${F - 1}: timeline and table show those frames' zones`);

@@ -192,22 +192,25 @@ export class Model {
   // was stored get their end). A frame is stored once the marker two frames
   // later arrived (other threads' blocks may trail the frame thread's); at
   // most `capacity` frames (the samples ring's) and ZONE_SPANS spans are
-  // held, oldest out first.
+  // held, oldest out first (none while the recorder is parked).
   resetZones() {
     this.zones = new ZoneState(16);
     this.zoneFrames = new Map(); // frame → {frame, start, end, threads, n}
     this.zoneSpansHeld = 0;
     this.zoneNewest = -1;
-    this.zoneLost = this.zoneLost ?? 0; // the client's lost count (app.js)
+    this.zoneLost = this.zoneLost ?? 0; // the client's lost count (zones.js sets it)
   }
 
   applyZones(z) {
     const zs = this.zones;
     zs.apply(z, this.zoneLost);
-    if (this.held) return; // the recorder holds still while parked
+    // While parked nothing is evicted (the frame looked at stays), and
+    // frames still arriving are stored only while there is room.
+    const full = () => this.zoneFrames.size >= this.capacity || this.zoneSpansHeld >= ZONE_SPANS;
     for (let age = Math.min(zs.frames.length, zs.keepFrames) - 1; age >= 2; age--) {
       const f = zs.frame(age);
-      if (this.zoneFrames.has(f.frame) || f.frame <= (this.zoneNewest ?? -1)) continue;
+      if (this.zoneFrames.has(f.frame) || f.frame <= this.zoneNewest) continue;
+      if (this.held && full()) break;
       const threads = zs.overlapping(f.start, f.end);
       const n = threads.reduce((a, t) => a + t.spans.length, 0);
       this.zoneFrames.set(f.frame, { ...f, threads, n });
@@ -215,7 +218,7 @@ export class Model {
       this.zoneSpansHeld += n;
     }
     for (const [k, v] of this.zoneFrames) {
-      if (this.zoneFrames.size <= this.capacity && this.zoneSpansHeld <= ZONE_SPANS) break;
+      if (this.held || !full()) break;
       this.zoneFrames.delete(k);
       this.zoneSpansHeld -= v.n;
     }
