@@ -130,3 +130,15 @@ test('mutated ZONES frames: the JS decoder accepts and refuses exactly what C do
     rmSync(out, { recursive: true, force: true });
   }
 });
+
+test('a zone open for long stays in the spans overlapping a later range', () => {
+  const z = new ZoneState();
+  z.locs.set(16, { id: 16, name: 'long' });
+  const t = z.thread(1);
+  z.begin(t, 100, 16);
+  for (let i = 0; i < 200; i++) { z.begin(t, 1000 + i * 10, 16); z.end(t, 1005 + i * 10); }
+  const [o] = z.overlapping(50000, 0);
+  assert.deepEqual(o.spans.map((s) => s.start), [100]);
+  const [w] = z.overlapping(1000, 1020);
+  assert.deepEqual(w.spans.map((s) => [s.start, s.depth]), [[100, 0], [1000, 1], [1010, 1]]);
+});

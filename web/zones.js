@@ -145,7 +145,7 @@ export class Zones {
     const l = this.model.zones.locs.get(b.sp.loc);
     const dur = b.sp.end ? b.sp.end - b.sp.start : NaN;
     this.tip.textContent = `${l ? l.name : `#${b.sp.loc}`}\n${l ? `${l.function} · ${l.file}:${l.line}` : 'location not known yet'}\n` +
-      `duration ${b.sp.end ? ns(dur) : 'open'}${b.sp.flags & 1 ? ' (cut)' : ''}\nself ${ns(b.self)}\nthread ${b.thread}`;
+      `duration ${b.sp.end ? ns(dur) : 'open'}${b.sp.flags & 1 ? ' (cut)' : ''}\nself ${ns(b.self)}\nthread ${b.thread}, at ${this.pageMs(b.sp.start).toFixed(3)} ms (page clock)`;
     this.tip.hidden = false;
     this.tip.style.left = `${e.clientX + 12}px`;
     this.tip.style.top = `${e.clientY + 12}px`;

@@ -151,8 +151,11 @@ export class ZoneState {
     return { frame: f.frame, start: f.start, end: age ? this.frames[n - age].start : 0 };
   }
 
-  // Every thread's spans overlapping [start, end) (end 0: open-ended):
-  // [{thread, name, spans}], spans shared with the state (not copied).
+  // Every thread's spans overlapping [start, end) (end 0: open-ended), in
+  // begin order: [{thread, name, spans}], spans shared with the state (not
+  // copied). Walks back from the newest span until 64 in a row ended
+  // before `start`; zones still open are added from the thread's stack
+  // however old they are.
   overlapping(start, end) {
     const out = [];
     for (const t of this.threads.values()) {
@@ -165,7 +168,9 @@ export class ZoneState {
         if (sp.start >= start || !sp.end || sp.end > start) { spans.push(sp); miss = 0; }
         else miss++;
       }
-      spans.reverse();
+      const have = new Set(spans);
+      for (const sp of t.open) if (!have.has(sp) && (!end || sp.start < end)) spans.push(sp);
+      spans.sort((a, b) => a.start - b.start || a.depth - b.depth);
       out.push({ thread: t.thread, name: t.name, spans });
     }
     return out;
