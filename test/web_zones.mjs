@@ -165,10 +165,7 @@ async function main() {
   await until('the panel on frame F-1', async () => Number(await page.$eval('#zones', (e) => e.dataset.frame)) === F - 1);
   await until('frame F-1 drawn', () => js(() => window.spyglass.zones.boxes.filter((b) => b.thread === 'sim').length === 9));
   assert.deepEqual(await pageSpans(F - 1), truthAll().get(F - 1), `parked frame ${F - 1}`);
-  await page.keyboard.press('Escape');
-  step(`parked on ${F} and ${F - 1}: timeline and table show those frames' zones`);
-
-  // 5. Hover tooltip, then close: ZONES unsubscribed.
+  // The tooltip, on the parked view (a live one moves under the pointer).
   await until('boxes live', () => js(() => window.spyglass.zones.boxes.length > 0));
   const box = await js(() => { const b = window.spyglass.zones.boxes.find((x) => x.w > 4); return b && { x: b.x + b.w / 2, y: b.y + b.h / 2 }; });
   const cv = await page.$('#zones-canvas');
@@ -176,9 +173,13 @@ async function main() {
   await page.mouse.move(bb.x + box.x, bb.y + box.y);
   await until('the tooltip', async () => /duration .*\nself /.test(await page.textContent('#zones-tip')) &&
     !(await page.$eval('#zones-tip', (e) => e.hidden)));
+  await page.keyboard.press('Escape');
+  step(`parked on ${F} and ${F - 1}: timeline, table and tooltip show those frames' zones`);
+
+  // 5. Close the panel: ZONES unsubscribed.
   await page.keyboard.press('z');
   await until('ZONES out of the subscription', async () => ((await lastSubFeatures()) & ZBIT) === 0);
-  step('tooltip shown; panel closed: ZONES unsubscribed');
+  step('panel closed: ZONES unsubscribed');
   assert.deepEqual(errors, [], 'no page errors');
   await stop(truth); await stop(zp); await stop(demo);
 }
