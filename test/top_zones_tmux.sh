@@ -4,8 +4,7 @@
 # `spyglass demo --headless`, the test presses z and reads the screen
 # back (tmux capture-pane) until the table shows the demo's locations of
 # both threads (frame: update, scene, particles, substep, draw list,
-# submit; device: render,
-# rows) with calls > 0, and the threads line names both threads.
+# submit; device: render, rows) with calls > 0, and the threads line names both threads.
 set -euo pipefail
 tool=$1
 fail() { echo "top_zones_tmux: FAIL: $*" >&2; exit 1; }
