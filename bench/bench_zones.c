@@ -4,7 +4,8 @@
  * loop and a loop of two clock reads (the floor of timing anything) in the
  * same run; bytes per zone on the wire (what the consumer received), the
  * provider's other threads' CPU per zone (the service draining and
- * encoding), zones dropped, and peak RSS after 1M and 100M zones. */
+ * encoding), the consumer process's CPU per span it rebuilt (whole run),
+ * zones dropped, and peak RSS after 1M and 100M zones. */
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
@@ -145,7 +146,14 @@ static void consumer_main(int fd) {
   while (!stop)
     spy_consumer_poll(c, 1);
   const spy_state *s = spy_consumer_state(c);
-  unsigned long long v[3] = {s->bytes_received, s->zones.spans, s->frames_lost};
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  unsigned long long v[4] = {
+      s->bytes_received, s->zones.spans, s->frames_lost,
+      (unsigned long long)ru.ru_utime.tv_sec * 1000000000ull +
+          (unsigned long long)ru.ru_utime.tv_usec * 1000ull +
+          (unsigned long long)ru.ru_stime.tv_sec * 1000000000ull +
+          (unsigned long long)ru.ru_stime.tv_usec * 1000ull};
   if (write(fd, v, sizeof v) != (ssize_t)sizeof v)
     _exit(2);
   spy_consumer_destroy(c);
@@ -216,7 +224,7 @@ int bench_zones(int argc, char **argv) {
   usleep(100000); /* the last drain */
   spy_provider_get_stats(p, &s3);
   kill(pid, SIGTERM);
-  unsigned long long got[3] = {0, 0, 0};
+  unsigned long long got[4] = {0, 0, 0, 0};
   if (read(pfd[0], got, sizeof got) != (ssize_t)sizeof got)
     memset(got, 0, sizeof got);
   close(pfd[0]);
@@ -254,6 +262,9 @@ int bench_zones(int argc, char **argv) {
             (double[]){bytes_per_zone, na, na, na, na});
   bench_row(&t, "service CPU ns per zone drained",
             (double[]){cpu_per_zone, na, na, na, na});
+  bench_row(&t, "consumer process CPU ns per span rebuilt",
+            (double[]){got[1] ? (double)got[3] / (double)got[1] : na, na, na,
+                       na, na});
   bench_row(&t, "zones dropped at full speed, %",
             (double[]){100.0 * (double)dropped_window / (double)emitted_window,
                        na, na, na, na});
