@@ -12,7 +12,8 @@
  * wanted (acquire + release on its own thread), so the frame thread never
  * allocates; until that is done a due capture is dropped and counted. It
  * then writes one byte in every page of each pooled buffer, as far as the
- * largest declared buffer reaches (again when a larger one is declared),
+ * largest declared buffer reaches (again, once, for the buffers then
+ * free when a larger one is declared),
  * so the frame thread's copy never takes a page fault on a fresh page:
  * that was most of what a subscribed submit cost over a memcpy. A resize
  * beyond every declared size faults on its first copies only.
@@ -371,9 +372,13 @@ void spy__buffers_service(spy_provider *p) {
   size_t want = b->declared_bytes;
   pthread_mutex_unlock(&b->mu);
   if (atomic_load_explicit(&b->large_ready, RELAXED)) {
-    /* a larger buffer was declared since: touch what it adds */
-    if (want > b->faulted_bytes && prefault(p, want))
+    /* A larger buffer was declared since: touch what it adds in the
+     * buffers free now, once (best effort: retrying until all four are
+     * free at once would keep taking them from the frame thread). */
+    if (want > b->faulted_bytes) {
+      prefault(p, want);
       b->faulted_bytes = want;
+    }
     return;
   }
   /* Make the 16 MiB tier here, not on the frame thread's first capture,
@@ -381,8 +386,8 @@ void spy__buffers_service(spy_provider *p) {
   spy_buffer *x = spy_transport_acquire(p->tr, SPY_TIER_LARGE);
   if (x) {
     p->tr->ops->release_unused(p->tr, x);
-    if (prefault(p, want))
-      b->faulted_bytes = want;
+    prefault(p, want); /* all free: nobody takes one before large_ready */
+    b->faulted_bytes = want;
     atomic_store_explicit(&b->large_ready, 1, memory_order_release);
   }
 }
