@@ -17,6 +17,7 @@ import { Recorder } from './recorder.js';
 import { Log } from './log.js';
 import { Health } from './health.js';
 import { $ } from './dom.js';
+import { Buffers } from './buffers.js';
 
 const params = new URLSearchParams(location.search);
 const hash = new URLSearchParams(location.hash.slice(1));
@@ -45,6 +46,7 @@ const values = new Values(client, model);
 const log = new Log(client, recorder, Number(params.get('log')) || 4000);
 const health = new Health(client, model);
 const states = [];
+const buffers = new Buffers(client);
 
 client.on('state', (s) => { states.push({ s, t: Date.now() }); touch(); });
 client.on('provider', (info, changed) => {
@@ -83,6 +85,7 @@ function draw(force = false) {
   values.render(v);
   health.render(v, force);
   log.render();
+  buffers.render();
 }
 setInterval(touch, 500); // rates, stale marking, ages
 
@@ -96,3 +99,4 @@ document.addEventListener('keydown', (e) => {
 });
 
 window.spyglass = { client, model, recorder, log, values, view, states };
+window.spyglass.buffers = buffers;
