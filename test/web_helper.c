@@ -40,6 +40,9 @@
 #include "spyglass/profiler.h"
 #include "spyglass/provider.h"
 #include "spyglass/wire.h"
+#ifdef SPY_HAVE_VPX
+#include "spyglass/vpx.h"
+#endif
 
 static uint8_t buf[1 << 16];
 
@@ -860,6 +863,9 @@ static int provider(const char *name, double seconds) {
  * VP9 stream with something to encode); a batch list and a pass tree with
  * known values (instances = the frame's parity + 10). */
 static int images(const char *name, double seconds) {
+#ifdef SPY_HAVE_VPX
+  spy_vpx_register(); /* "moving" as a VP9 stream */
+#endif
   spy_provider *p;
   spy_provider_desc pd = {.name = name};
   int rc = spy_provider_create(&p, &pd);

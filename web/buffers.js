@@ -68,7 +68,8 @@ class Cell {
     v.addEventListener('wheel', (e) => {
       e.preventDefault();
       const r = v.getBoundingClientRect();
-      this.zoomAt(e.clientX - r.left, e.clientY - r.top, Math.exp(-e.deltaY * 0.002));
+      this.mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
+      this.zoomAt(this.mouse.x, this.mouse.y, Math.exp(-e.deltaY * 0.002));
     }, { passive: false });
     v.addEventListener('mousedown', (e) => { this.drag = { x: e.clientX, y: e.clientY }; e.preventDefault(); });
     window.addEventListener('mouseup', () => { this.drag = null; });
