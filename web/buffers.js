@@ -72,13 +72,15 @@ class Cell {
       this.zoomAt(this.mouse.x, this.mouse.y, Math.exp(-e.deltaY * 0.002));
     }, { passive: false });
     v.addEventListener('mousedown', (e) => { this.drag = { x: e.clientX, y: e.clientY }; e.preventDefault(); });
-    window.addEventListener('mouseup', () => { this.drag = null; });
+    this.gone = new AbortController(); // the window listeners go with the cell
+    const signal = this.gone.signal;
+    window.addEventListener('mouseup', () => { this.drag = null; }, { signal });
     window.addEventListener('mousemove', (e) => {
       if (!this.drag) return;
       this.tx += e.clientX - this.drag.x; this.ty += e.clientY - this.drag.y;
       this.drag = { x: e.clientX, y: e.clientY };
       this.schedule();
-    });
+    }, { signal });
     v.addEventListener('mousemove', (e) => {
       const r = v.getBoundingClientRect();
       this.mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
@@ -97,16 +99,18 @@ class Cell {
     return { name: this.name, mode: 1, display: this.display, longEdge: edge };
   }
 
+  // A new request: the provider starts every subscription's streams on a
+  // key frame, so no resync is needed here.
   restart() {
     this.needKey = true;
     this.closeDecoder();
     this.panel.sync();
-    this.askKey(true);
   }
 
-  askKey(force = false) {
+  // Asks the provider for a key frame (resync), at most once a second.
+  askKey() {
     const now = performance.now();
-    if (!force && now - (this.lastAsk ?? -1e9) < RESYNC_MIN_MS) return;
+    if (now - (this.lastAsk ?? -1e9) < RESYNC_MIN_MS) return;
     this.lastAsk = now;
     this.stats.resyncs++;
     this.panel.client.resync();
@@ -269,7 +273,7 @@ class Cell {
     this.status.textContent = t;
   }
 
-  close() { this.closeDecoder(); this.root.remove(); }
+  close() { this.closeDecoder(); this.gone.abort(); this.root.remove(); }
 }
 
 export class Buffers {
@@ -368,7 +372,6 @@ export class Buffers {
       const cell = new Cell(this, name, 'stream');
       this.cells.set(name, cell);
       this.grid.append(cell.root);
-      cell.askKey(true);
     }
     this.sync();
     this.dirty = true;
@@ -433,7 +436,7 @@ export class Buffers {
       rows.push(el('tr', { class: 'kind', 'data-kind': kind }, el('td', { text: kind }),
         el('td', { class: 'inst', text: String(k.instances) }), el('td', { class: 'draws', text: String(k.draws) })));
       for (const x of k.items) {
-        rows.push(el('tr', { class: 'dim' }, el('td', { text: `  ${x.key || '(no key)'}` }),
+        rows.push(el('tr', { class: 'dim' }, el('td', { class: 'sub', text: x.key || '(no key)' }),
           el('td', { text: String(x.instances) }), el('td', { text: String(x.draws) })));
       }
     }
@@ -460,7 +463,7 @@ export class Buffers {
       if (hidden[i]) return;
       const mark = kids[i] ? (this.collapsed.has(i) ? '▸ ' : '▾ ') : '  ';
       const tr = el('tr', { 'data-pass': x.label, class: kids[i] ? 'parent' : '' },
-        el('td', { text: `${'  '.repeat(depth[i])}${mark}${x.label}` }),
+        el('td', { style: `padding-left:${depth[i] * 1.2}em`, text: `${mark}${x.label}` }),
         el('td', { text: String(x.draws) }), el('td', { text: String(x.triangles) }),
         el('td', { text: (x.cpuUs / 1000).toFixed(2) }));
       if (kids[i]) {
