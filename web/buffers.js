@@ -183,6 +183,13 @@ class Cell {
       this.openDecoder(px.width, px.height);
     }
     if (!this.decoder) return;
+    if (!px.key && this.decoder.decodeQueueSize > 8) {
+      // The decoder falls behind: drop to the next key frame, never queue
+      // without bound.
+      this.stats.behind = (this.stats.behind ?? 0) + 1;
+      this.needKey = true;
+      return;
+    }
     this.needKey = false;
     try {
       this.decoder.decode(new EncodedVideoChunk({ type: px.key ? 'key' : 'delta',
