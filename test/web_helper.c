@@ -8,6 +8,8 @@
  *   web_helper provider NAME S   a provider with values known per frame
  *                                (det.frame = the frame number, …) for S
  *                                seconds (0: until killed)
+ *   web_helper images NAME S     a provider of known images and draw lists
+ *                                (images() below) for S seconds
  *   web_helper truth NAME S OUT  a C consumer of provider NAME on this host's
  *                                bus: every state it holds after a data
  *                                frame (last frame key, registry values),
@@ -31,20 +33,27 @@
  * frame whose batch ended at or before F.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "spyglass/buffers.h"
 #include "spyglass/clock.h"
 #include "spyglass/consumer.h"
+#include "spyglass/drawlist.h"
 #include "spyglass/profiler.h"
 #include "spyglass/provider.h"
 #include "spyglass/wire.h"
 #include "spyglass/zones.h"
+#ifdef SPY_HAVE_VPX
+#include "spyglass/vpx.h"
+#endif
 
 static uint8_t buf[1 << 16];
 
@@ -106,6 +115,79 @@ static void jvalue(const spy_value *v) {
 
 static void jhex(uint64_t v) {
   fprintf(json, "\"%016llx\"", (unsigned long long)v);
+}
+
+/* A BUFFERS entry's metadata (wire.h spy_buffer_meta) as "meta", or the
+ * error the C decoder refuses it with. */
+static const char *err_name(int rc);
+static void dump_buffer_meta(const spy_value *v) {
+  spy_buffer_meta m;
+  int rc = spy_buffer_meta_decode(v, &m);
+  if (rc < 0) {
+    fprintf(json, ",\"meta\":{\"error\":\"%s\"}", err_name(rc));
+    return;
+  }
+  fprintf(json,
+          ",\"meta\":{\"pixelType\":%u,\"mode\":%u,\"display\":%u,"
+          "\"width\":%u,\"height\":%u,\"servedWidth\":%u,\"servedHeight\":%u,"
+          "\"codec\":%u,\"maxFps\":%u,\"lastFrame\":%llu,\"captured\":%llu,"
+          "\"dropped\":%llu}",
+          m.pixel_type, m.mode, m.display, m.width, m.height, m.served_width,
+          m.served_height, m.codec, m.max_fps, (unsigned long long)m.last_frame,
+          (unsigned long long)m.captured, (unsigned long long)m.dropped);
+}
+
+/* PIXELS, BATCHES and PASSES as the C decoder reads them. */
+static int dump_image_section(const spy_section *s) {
+  int rc;
+  if (s->id == SPY_SEC_PIXELS) {
+    spy_pixels px;
+    if ((rc = spy_get_pixels(s, &px)) < 0)
+      return rc;
+    fprintf(json,
+            "\"pixels\":{\"frame\":%llu,\"capturedMs\":%llu,\"width\":%u,"
+            "\"height\":%u,\"pixelType\":%u,\"display\":%u,\"key\":%s,"
+            "\"part\":%s,\"codec\":%u,\"partOffset\":%u,\"partTotal\":%u,"
+            "\"name\":",
+            (unsigned long long)px.frame, (unsigned long long)px.captured_ms,
+            px.width, px.height, px.pixel_type, px.display,
+            px.key_frame ? "true" : "false", px.part_total ? "true" : "false",
+            px.codec, px.part_offset, px.part_total);
+    jstr(px.name, px.name_len);
+    fprintf(json, ",\"data\":[");
+    for (uint32_t i = 0; i < px.data_len; i++)
+      fprintf(json, "%s%u", i ? "," : "", ((const uint8_t *)px.data)[i]);
+    fprintf(json, "]}");
+    return 0;
+  }
+  spy_list_iter it;
+  if (s->id == SPY_SEC_BATCHES) {
+    if ((rc = spy_get_batches(s, &it)) < 0)
+      return rc;
+    fprintf(json, "\"batches\":{\"version\":%u,\"batches\":[", it.version);
+    spy_batch_info b;
+    for (int i = 0; spy_batches_next(&it, &b); i++) {
+      fprintf(json, "%s{\"kind\":", i ? "," : "");
+      jstr(b.kind, b.kind_len);
+      fprintf(json, ",\"key\":");
+      jstr(b.key, b.key_len);
+      fprintf(json, ",\"instances\":%u,\"draws\":%u}", b.instances, b.draws);
+    }
+    fprintf(json, "]}");
+    return 0;
+  }
+  if ((rc = spy_get_passes(s, &it)) < 0)
+    return rc;
+  fprintf(json, "\"passes\":{\"version\":%u,\"passes\":[", it.version);
+  spy_pass_info q;
+  for (int i = 0; spy_passes_next(&it, &q); i++) {
+    fprintf(json, "%s{\"parent\":%u,\"label\":", i ? "," : "", q.parent);
+    jstr(q.label, q.label_len);
+    fprintf(json, ",\"draws\":%u,\"triangles\":%u,\"cpuUs\":%u}", q.draws,
+            q.triangles, q.cpu_us);
+  }
+  fprintf(json, "]}");
+  return 0;
 }
 
 /* What the C decoder makes of one section, as JSON. */
@@ -175,6 +257,8 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
         jvalue(&e.value);
       else
         fprintf(json, "null");
+      if (s->id == SPY_SEC_BUFFERS && e.state == SPY_DELTA_SET)
+        dump_buffer_meta(&e.value);
       fputc('}', json);
     }
     fprintf(json, "]}");
@@ -235,7 +319,8 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
     for (int i = 0; spy_subscription_next_buffer(&sub, &cur, &br); i++) {
       fprintf(json, "%s{\"name\":", i ? "," : "");
       jstr(br.name, br.name_len);
-      fprintf(json, ",\"mode\":%u,\"longEdge\":%u}", br.mode, br.long_edge);
+      fprintf(json, ",\"mode\":%u,\"display\":%u,\"longEdge\":%u}", br.mode,
+              br.display, br.long_edge);
     }
     fprintf(json, "]}");
     return 0;
@@ -319,6 +404,9 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
     fprintf(json, "]}");
     return 0;
   }
+  case SPY_SEC_PIXELS:
+  case SPY_SEC_BATCHES:
+  case SPY_SEC_PASSES: return dump_image_section(s);
   default: (void)f; return 1; /* not ours: listed as unknown */
   }
 }
@@ -546,6 +634,205 @@ static int golden_zones(const char *dir) {
   return 0;
 }
 
+/* Image and draw-list frames (PIXELS, BUFFERS metadata, BATCHES, PASSES,
+ * a subscription with display modes), good and malformed, in DIR/img
+ * (test/web_pixels.test.mjs; the codec test reads DIR only). */
+static int golden_images(const char *top) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/img", top);
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    perror(dir);
+    return -1;
+  }
+  static uint8_t big[1 << 12];
+  spy_frame_writer w;
+  int n;
+  uint8_t px[2 * 3 * 4];
+  for (unsigned i = 0; i < sizeof px; i++)
+    px[i] = (uint8_t)(i * 37 + 5);
+  /* A raw 2x3 image, whole. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_RAW, 100, 7, 0);
+  spy_pixels p = {.frame = 9007199254740000ull,
+                  .captured_ms = 1764585600123ull,
+                  .width = 2,
+                  .height = 3,
+                  .pixel_type = SPY_PIXEL_RGBA16F,
+                  .display = 4,
+                  .key_frame = 1,
+                  .codec = SPY_CODEC_RGBA8,
+                  .name = "normals ü",
+                  .data = px,
+                  .data_len = sizeof px};
+  spy_put_pixels(&w, &p);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "raw_whole", big, (size_t)n) < 0)
+    return -1;
+  /* The same image's second part (bytes 8..24 of 24). */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_RAW, 101, 8, 0);
+  spy_pixels q = p;
+  q.data = px + 8;
+  q.data_len = 16;
+  q.part_offset = 8;
+  q.part_total = sizeof px;
+  spy_put_pixels(&w, &q);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "raw_part", big, (size_t)n) < 0)
+    return -1;
+  uint8_t bad[1 << 12];
+  size_t bn = (size_t)n;
+  /* offset + length past the total */
+  memcpy(bad, big, bn);
+  spy_wr32(bad + 32 + 8 + 36 + 12, 9);
+  if (emit(dir, "bad_part_range", bad, bn) < 0)
+    return -1;
+  /* a total over 64 MiB */
+  memcpy(bad, big, bn);
+  spy_wr32(bad + 32 + 8 + 36 + 12 + 4, SPY_PIXELS_TOTAL_MAX + 1);
+  if (emit(dir, "bad_part_total", bad, bn) < 0)
+    return -1;
+  /* A VP9 chunk, a delta frame. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_CHUNK, 102, 9, 0);
+  uint8_t vp9[5] = {0x82, 0x49, 0x83, 0x42, 0x00};
+  spy_pixels c = {.frame = 77,
+                  .captured_ms = 5,
+                  .width = 1280,
+                  .height = 720,
+                  .pixel_type = SPY_PIXEL_RGBA8,
+                  .display = 1,
+                  .codec = SPY_CODEC_VP9,
+                  .name = "framebuffer",
+                  .data = vp9,
+                  .data_len = sizeof vp9};
+  spy_put_pixels(&w, &c);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "vp9_chunk", big, (size_t)n) < 0)
+    return -1;
+  bn = (size_t)n;
+  memcpy(bad, big, bn);
+  bad[32 + 8 + 27] = 0x05; /* an unknown flag */
+  if (emit(dir, "bad_pixels_flags", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  spy_wr16(bad + 32 + 8 + 28, 2); /* an unknown codec */
+  if (emit(dir, "bad_pixels_codec", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  spy_wr32(bad + 32 + 8 + 16, 16385); /* too wide */
+  if (emit(dir, "bad_pixels_width", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  spy_wr32(bad + 32 + 8 + 32, 6); /* data_len past the section */
+  if (emit(dir, "bad_pixels_len", bad, bn) < 0)
+    return -1;
+  /* A raw frame whose size does not match width * height * 4. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_RAW, 103, 10, 0);
+  c.codec = SPY_CODEC_RGBA8;
+  c.width = 1;
+  c.height = 1;
+  spy_put_pixels(&w, &c);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "bad_raw_size", big, (size_t)n) < 0)
+    return -1;
+  /* BUFFERS metadata, BATCHES and PASSES in one data frame. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_DATA, 104, 11,
+                  SPY_FRAME_SNAPSHOT);
+  spy_delta_writer d;
+  spy_delta_begin(&d, &w, SPY_SEC_BUFFERS, SPY_DELTA_FULL);
+  spy_buffer_meta m = {.pixel_type = SPY_PIXEL_R32F,
+                       .mode = SPY_BUFFER_STREAM,
+                       .display = 2,
+                       .width = 1280,
+                       .height = 720,
+                       .served_width = 640,
+                       .served_height = 360,
+                       .codec = SPY_CODEC_VP9,
+                       .max_fps = 4,
+                       .last_frame = 9007199254740991ull,
+                       .captured = 12345,
+                       .dropped = 3};
+  uint8_t blob[SPY_BUFFER_META_BYTES];
+  spy_buffer_meta_encode(blob, &m);
+  spy_value v = {.kind = SPY_VAL_BLOB, .v.s = {(const char *)blob, 48}};
+  spy_delta_put(&d, SPY_DELTA_SET, "depth", 5, &v);
+  spy_buffer_meta m2 = {.pixel_type = SPY_PIXEL_RGBA8, .width = 1, .height = 1};
+  spy_buffer_meta_encode(blob, &m2);
+  spy_delta_put(&d, SPY_DELTA_SET, "framebuffer", 11, &v);
+  spy_delta_end(&d);
+  spy_batch_info b[3] = {
+      {.kind = "mesh", .key = "rock.mat", .instances = 120, .draws = 3},
+      {.kind = "sprite", .key = "", .instances = 4000000000u, .draws = 1},
+      {.kind = "mesh", .key = "tree ü.mat", .instances = 7, .draws = 2}};
+  spy_put_batches(&w, 42, b, 3);
+  spy_pass_info ps[3] = {
+      {.label = "frame",
+       .parent = SPY_PASS_ROOT,
+       .draws = 5,
+       .triangles = 9,
+       .cpu_us = 16667},
+      {.label = "shadow",
+       .parent = 0,
+       .draws = 3,
+       .triangles = 48000,
+       .cpu_us = 1200},
+      {.label = "ui", .parent = SPY_PASS_ROOT, .draws = 2, .cpu_us = 0}};
+  spy_put_passes(&w, 7, ps, 3);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "drawlist", big, (size_t)n) < 0)
+    return -1;
+  /* Metadata with an unknown mode: the entry decodes, its meta is refused. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_DATA, 105, 12, 0);
+  spy_delta_begin(&d, &w, SPY_SEC_BUFFERS, 0);
+  spy_buffer_meta_encode(blob, &m);
+  blob[2] = 3;
+  spy_delta_put(&d, SPY_DELTA_SET, "depth", 5, &v);
+  spy_delta_end(&d);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "bad_meta_mode", big, (size_t)n) < 0)
+    return -1;
+  /* A pass whose parent comes after it; a batch count past the section. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_DATA, 106, 13, 0);
+  spy_put_passes(&w, 1, ps, 2);
+  n = spy_frame_finish(&w);
+  bn = (size_t)n;
+  memcpy(bad, big, bn);
+  spy_wr16(bad + 32 + 8 + 8, 1); /* pass 0's parent = 1 */
+  if (emit(dir, "bad_pass_parent", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  spy_wr32(bad + 32, SPY_SEC_BATCHES); /* the records are not batches */
+  spy_wr32(bad + 32 + 8 + 4, 5);
+  if (emit(dir, "bad_batches", bad, bn) < 0)
+    return -1;
+  /* A subscription with display modes; one with display 6 (refused). */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_SUBSCRIBE, 107, 0, 0);
+  spy_buffer_request br[3] = {
+      {.name = "framebuffer", .mode = SPY_BUFFER_STREAM, .display = 1},
+      {.name = "depth",
+       .mode = SPY_BUFFER_THUMBNAIL,
+       .display = 4,
+       .long_edge = 128},
+      {.name = "normals",
+       .mode = SPY_BUFFER_THUMBNAIL,
+       .display = 5,
+       .long_edge = 1280}};
+  spy_subscription sub = {.consumer = 0x0123456789abcdefull,
+                          .features = SPY_FEAT_BUFFERS | SPY_FEAT_BATCHES |
+                                      SPY_FEAT_PASSES,
+                          .flags = SPY_SUB_REGISTRY_FILTER,
+                          .n_buffers = 3,
+                          .buffers = br};
+  spy_put_subscription(&w, &sub);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "subscribe_buffers", big, (size_t)n) < 0)
+    return -1;
+  bn = (size_t)n;
+  memcpy(bad, big, bn);
+  bad[32 + 8 + 20 + 2 + 11 + 1] = 6; /* framebuffer's display */
+  if (emit(dir, "bad_sub_display", bad, bn) < 0)
+    return -1;
+  return 0;
+}
+
 static int golden(const char *dir) {
   spy_frame_writer w;
   int n;
@@ -707,6 +994,8 @@ static int golden(const char *dir) {
     return 1;
   if (golden_zones(dir))
     return 1;
+  if (golden_images(dir) < 0)
+    return 1;
   printf("golden frames in %s\n", dir);
   return 0;
 }
@@ -758,7 +1047,81 @@ static int provider(const char *name, double seconds) {
   return 0;
 }
 
-/* ---- the C consumer's truth ------------------------------------------------
+/* ---- a provider of known images -------------------------------------------
+ * "test": RGBA8 64x48, pixel (x, y) = (4x, 5y, xy mod 256, 255 − x), the
+ * same every frame; "moving": RGBA8 320x240, a gradient that scrolls (a
+ * VP9 stream with something to encode); a batch list and a pass tree with
+ * known values (instances = the frame's parity + 10). */
+static int images(const char *name, double seconds) {
+#ifdef SPY_HAVE_VPX
+  spy_vpx_register(); /* "moving" as a VP9 stream */
+#endif
+  spy_provider *p;
+  spy_provider_desc pd = {.name = name};
+  int rc = spy_provider_create(&p, &pd);
+  if (rc < 0) {
+    fprintf(stderr, "web_helper: images: %s\n", spy_strerror(rc));
+    return 1;
+  }
+  static uint8_t test[64 * 48 * 4], moving[320 * 240 * 4];
+  for (uint32_t y = 0; y < 48; y++)
+    for (uint32_t x = 0; x < 64; x++) {
+      uint8_t *q = test + (y * 64 + x) * 4;
+      q[0] = (uint8_t)(4 * x);
+      q[1] = (uint8_t)(5 * y);
+      q[2] = (uint8_t)(x * y);
+      q[3] = (uint8_t)(255 - x);
+    }
+  int ht =
+      spy_buffer_declare(p, &(spy_buffer_desc){.name = "test",
+                                               .pixel_type = SPY_PIXEL_RGBA8,
+                                               .width = 64,
+                                               .height = 48,
+                                               .max_fps = 10});
+  int hm =
+      spy_buffer_declare(p, &(spy_buffer_desc){.name = "moving",
+                                               .pixel_type = SPY_PIXEL_RGBA8,
+                                               .width = 320,
+                                               .height = 240,
+                                               .max_fps = 10});
+  if (ht < 0 || hm < 0) {
+    fprintf(stderr, "web_helper: images: declare: %s\n",
+            spy_strerror(ht < 0 ? ht : hm));
+    return 1;
+  }
+  printf("provider %016llx %s\n", (unsigned long long)spy_provider_id(p), name);
+  fflush(stdout);
+  signal(SIGINT, on_sig);
+  signal(SIGTERM, on_sig);
+  double end = mono_s() + seconds;
+  for (uint64_t frame = 0; !stop && (seconds <= 0 || mono_s() < end); frame++) {
+    spy_frame_begin(p);
+    for (uint32_t y = 0; y < 240; y++)
+      for (uint32_t x = 0; x < 320; x++) {
+        uint8_t *q = moving + (y * 320 + x) * 4;
+        q[0] = (uint8_t)(x + frame * 3);
+        q[1] = (uint8_t)y;
+        q[2] = (uint8_t)((x / 40 + y / 40) & 1 ? 220 : 30);
+        q[3] = 255;
+      }
+    spy_pass_begin(p, "scene");
+    spy_pass_begin(p, "shadow");
+    spy_batch_add(p, "mesh", "rock.mat", 10 + (uint32_t)(frame & 1), 3);
+    spy_pass_end(p, 3, 48000);
+    spy_batch_add(p, "mesh", "tree.mat", 7, 2);
+    spy_batch_add(p, "sprite", "ui.atlas", 40, 1);
+    spy_pass_end(p, 6, 50000);
+    spy_buffer_submit(p, ht, test, 64 * 4);
+    spy_buffer_submit(p, hm, moving, 320 * 4);
+    spy_frame_end(p);
+    usleep(15000);
+  }
+  spy_provider_destroy(p);
+  return 0;
+}
+
+/* ---- the C consumer's truth
+ * ------------------------------------------------
  */
 
 static int truth(const char *name, double seconds, const char *out) {
@@ -969,6 +1332,8 @@ int main(int argc, char **argv) {
     return golden(argv[2]);
   if (argc == 4 && !strcmp(argv[1], "provider"))
     return provider(argv[2], atof(argv[3]));
+  if (argc == 4 && !strcmp(argv[1], "images"))
+    return images(argv[2], atof(argv[3]));
   if (argc == 5 && !strcmp(argv[1], "truth"))
     return truth(argv[2], atof(argv[3]), argv[4]);
   if (argc == 3 && !strcmp(argv[1], "zcheck"))

@@ -18,6 +18,7 @@ import { Log } from './log.js';
 import { Health } from './health.js';
 import { Zones } from './zones.js';
 import { $ } from './dom.js';
+import { Buffers } from './buffers.js';
 
 const params = new URLSearchParams(location.search);
 const hash = new URLSearchParams(location.hash.slice(1));
@@ -47,6 +48,7 @@ const log = new Log(client, recorder, Number(params.get('log')) || 4000);
 const health = new Health(client, model);
 const zones = new Zones(client, model, () => touch());
 const states = [];
+const buffers = new Buffers(client);
 
 client.on('state', (s) => { states.push({ s, t: Date.now() }); touch(); });
 client.on('provider', (info, changed) => {
@@ -86,6 +88,7 @@ function draw(force = false) {
   health.render(v, force);
   log.render();
   zones.render(v);
+  buffers.render();
 }
 setInterval(touch, 500); // rates, stale marking, ages
 
@@ -100,3 +103,4 @@ document.addEventListener('keydown', (e) => {
 });
 
 window.spyglass = { client, model, recorder, log, values, view, states, zones };
+window.spyglass.buffers = buffers;

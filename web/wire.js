@@ -7,6 +7,7 @@
 // Errors are WireError with the C code's name (ETRUNCATED, EBADSECTION, …)
 // and the byte offset where the problem was found.
 import { decodeZones } from './wire_zones.js';
+import { decodeImageSection } from './wire_pixels.js';
 
 export const FRAME_HEADER = 16;
 export const FRAME_MIN = 32;
@@ -307,10 +308,10 @@ export function decodeSubscription(f, s) {
     const len = dv.getUint16(q, true);
     if (len < 1 || len > KEY_MAX) fail('EBADVALUE', q);
     if (end - q - 2 < len + 4) fail('EBADSECTION', q);
-    const mode = dv.getUint8(q + 2 + len);
-    if (mode !== 1 && mode !== 2) fail('EBADVALUE', q + 2 + len);
+    const mode = dv.getUint8(q + 2 + len), display = dv.getUint8(q + 3 + len);
+    if ((mode !== 1 && mode !== 2) || display > 5) fail('EBADVALUE', q + 2 + len);
     buffers.push({
-      name: utf8.decode(f.bytes.subarray(q + 2, q + 2 + len)), mode,
+      name: utf8.decode(f.bytes.subarray(q + 2, q + 2 + len)), mode, display,
       longEdge: dv.getUint16(q + 2 + len + 2, true),
     });
     q += 2 + len + 4;
@@ -374,7 +375,7 @@ export function decodeAll(f) {
       case SEC.MSGPROF: out.msgprof = decodeMsgprof(f, s); break;
       case SEC.CLOCK: out.clock = decodeClock(f, s); break;
       case SEC.ZONES: out.zones = decodeZones(f, s); break;
-      default: out.unknown.push(s.id);
+      default: if (!decodeImageSection(f, s, out)) out.unknown.push(s.id);
     }
   }
   return out;
@@ -433,7 +434,7 @@ export function encodePeerMsg(type, consumerHex, features = 0) {
 
 // subscribe: {consumer (hex), features, registry: null (everything) or an
 // array of names (a filter; [] = metadata only), buffers: [{name, mode,
-// longEdge}]}.
+// display (0..5), longEdge}]}.
 export function encodeSubscribe({ consumer, features, registry = null,
   buffers = [] }) {
   const w = new FrameWriter(MSG.SUBSCRIBE);
@@ -450,7 +451,8 @@ export function encodeSubscribe({ consumer, features, registry = null,
   }
   for (const x of buffers) {
     const b = utf8enc.encode(x.name);
-    w.u16(b.length); w.bytes(b); w.u8(x.mode); w.u8(0); w.u16(x.longEdge ?? 0);
+    w.u16(b.length); w.bytes(b); w.u8(x.mode);
+    w.u8(x.display >= 0 && x.display <= 5 ? x.display : 0); w.u16(x.longEdge ?? 0);
   }
   return w.finish();
 }
