@@ -29,6 +29,7 @@
 #include "remote.h"
 #include "spyglass/net.h"
 #include "state_json.h"
+#include "top_build.h"
 #include "top_view.h"
 
 #define DEAD_SILENCE_MS 1000 /* a dead pid and this long without a frame */
@@ -105,7 +106,7 @@ static int session_open(session *s) {
   /* BUFFERS: the buffer list (metadata only: top asks for no pixels) */
   d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
                SPY_FEAT_HEALTH | SPY_FEAT_BUFFERS | SPY_FEAT_BATCHES |
-               SPY_FEAT_PASSES;
+               SPY_FEAT_PASSES | SPY_FEAT_TRACE; /* TRACE: build progress */
   if (s->zones) /* zones cost the provider only while someone looks */
     d.features |= SPY_FEAT_ZONES;
   if (s->rem && s->rem->connect) {
@@ -179,7 +180,9 @@ static void poll_for(session *s, int ms) {
 }
 
 static int ready(const spy_state *st) {
-  return st->conn == SPY_CONN_CONNECTED && st->samples > 0 && st->snapshots > 0;
+  return st->conn == SPY_CONN_CONNECTED &&
+         ((st->samples > 0 && st->snapshots > 0) ||
+          top_build_seen(st)); /* a build tool sends no frame samples */
 }
 
 static void print_snapshot(const session *s, int as_json) {
@@ -191,7 +194,10 @@ static void print_snapshot(const session *s, int as_json) {
     json_newline(&j);
   } else if (st->conn == SPY_CONN_CONNECTED) {
     char line[1024];
-    overlay_summary_line(st, line, sizeof line);
+    if (top_build_seen(st) && !st->samples)
+      top_build_line(st, line, sizeof line);
+    else
+      overlay_summary_line(st, line, sizeof line);
     puts(line);
   } else {
     puts(s->status);
