@@ -66,7 +66,7 @@ static int parse_features(const char *list, uint32_t *out) {
   } names[] = {{"stats", SPY_FEAT_STATS},       {"env", SPY_FEAT_ENV},
                {"registry", SPY_FEAT_REGISTRY}, {"buffers", SPY_FEAT_BUFFERS},
                {"health", SPY_FEAT_HEALTH},     {"msgprof", SPY_FEAT_MSGPROF},
-               {"zones", SPY_FEAT_ZONES}};
+               {"zones", SPY_FEAT_ZONES},       {"trace", SPY_FEAT_TRACE}};
   *out = 0;
   const char *p = list;
   while (*p) {
