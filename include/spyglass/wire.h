@@ -663,6 +663,7 @@ typedef struct spy_build_plugin {
   uint64_t calls[SPY_BUILD_HOOKS];
   uint64_t total_us[SPY_BUILD_HOOKS];
   uint64_t max_us; /* the slowest call of any hook */
+  uint32_t p50_us; /* median call of any hook (±6 %), saturated */
 } spy_build_plugin;
 typedef struct spy_build_slow {
   uint8_t hook;    /* < SPY_BUILD_HOOKS */

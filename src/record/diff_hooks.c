@@ -1,16 +1,17 @@
 /* diff_hooks.c — `spyglass diff`'s figures for build traces: per plugin,
- * the hook time per call (µs) over every build of each recording (the
- * build_hook table, rec_trace.h), base against new.
+ * its median hook call (µs) in each recording (the build_hook table,
+ * rec_trace.h: the provider's per-build median of the plugin's calls;
+ * over several builds, the median of those), base against new.
  *
- * Noise. The recording keeps per build and plugin its calls, total and
- * slowest call, not every call, so the spread of a plugin's figure is the
- * larger of: the interquartile range of its per-build figures (with three
- * builds or more in a run, e.g. watch mode), and one call's worth — its
- * slowest call divided by its calls, in either run — since a single
- * stalled call (the machine preempted the build) moves the mean by that
- * much. A machine that is uniformly slower in one run moves every plugin:
- * with three plugins or more in common, each plugin's ratio is divided by
- * the median ratio of all of them before it is judged. A plugin regresses
+ * Noise. The median, not the mean: a few calls stalled by a loaded
+ * machine move a mean of a few dozen calls a long way and a median not
+ * at all. The spread of a plugin's figure is the larger of the
+ * interquartile range of its per-build medians (three builds or more in
+ * a run, e.g. watch mode) and the median's own resolution (the
+ * provider's histogram has 8 buckets per octave: one bucket is 12.5 %).
+ * A machine that is uniformly slower in one run moves every plugin: with
+ * three plugins or more in common, each plugin's ratio is divided by the
+ * median ratio of all of them before it is judged. A plugin regresses
  * when, so adjusted, it is slower by more than the threshold AND by more
  * than its spread and HOOK_FLOOR; plugins with fewer than 20 calls in
  * either run are shown, not judged. */
@@ -23,14 +24,13 @@
 
 #include "record/diff_hooks.h"
 
-#define HOOK_FLOOR 2.0 /* us per call */
+#define HOOK_FLOOR 2.0 /* us: the wire's clock is µs */
 #define MAX_PLUGINS 256
-#define MAX_BUILDS 4096
 
 typedef struct pfig {
   char name[64];
-  double calls, total_us, max_us;
-  double per_build[64]; /* per-call figure of each build (first 64) */
+  double calls;
+  double per_build[64]; /* the median call of each build (first 64) */
   int nb;
   double value, spread;
 } pfig;
@@ -52,9 +52,9 @@ static double quant(double *v, int n, double q) {
 static int load(sqlite3 *db, pfig *p) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db,
-                         "SELECT plugin, build, SUM(calls), SUM(total_us), "
-                         "MAX(max_us) FROM build_hook GROUP BY plugin, upid, "
-                         "build ORDER BY plugin, upid, build",
+                         "SELECT plugin, build, SUM(calls), "
+                         "MAX(plugin_p50_us) FROM build_hook GROUP BY plugin, "
+                         "upid, build ORDER BY plugin, upid, build",
                          -1, &st, NULL) != SQLITE_OK)
     return 0; /* a recording made before build traces */
   int n = 0;
@@ -71,23 +71,18 @@ static int load(sqlite3 *db, pfig *p) {
     }
     pfig *f = &p[n - 1];
     double calls = sqlite3_column_double(st, 2);
-    double tot = sqlite3_column_double(st, 3);
-    double mx = sqlite3_column_double(st, 4);
     f->calls += calls;
-    f->total_us += tot;
-    if (calls > 0 && mx / calls > f->max_us)
-      f->max_us = mx / calls; /* one call's worth, largest over builds */
     if (calls > 0 && f->nb < 64)
-      f->per_build[f->nb++] = tot / calls;
+      f->per_build[f->nb++] = sqlite3_column_double(st, 3);
   }
   sqlite3_finalize(st);
   for (int i = 0; i < n; i++) {
     pfig *f = &p[i];
-    f->value = f->calls > 0 ? f->total_us / f->calls : NAN;
-    f->spread = f->max_us;
+    double v[64];
+    memcpy(v, f->per_build, (size_t)f->nb * sizeof *v);
+    f->value = f->nb ? quant(v, f->nb, 0.5) : NAN;
+    f->spread = f->nb ? 0.125 * f->value : 0; /* one histogram bucket */
     if (f->nb >= 3) {
-      double v[64];
-      memcpy(v, f->per_build, (size_t)f->nb * sizeof *v);
       double iqr = quant(v, f->nb, 0.75) - quant(v, f->nb, 0.25);
       if (iqr > f->spread)
         f->spread = iqr;
@@ -138,7 +133,7 @@ int spy__diff_hooks(sqlite3 *base, sqlite3 *cand, double thr, int json,
     snprintf(what, sizeof what, "plugin %s", x->name);
     if (json) {
       fprintf(out,
-              "%s\n    {\"figure\": \"%s\", \"stat\": \"us/call\", \"base\": "
+              "%s\n    {\"figure\": \"%s\", \"stat\": \"p50_us\", \"base\": "
               "%.6g, \"new\": %.6g, \"delta_pct\": %.3f, \"adjusted_pct\": "
               "%.3f, \"base_spread\": %.6g, \"new_spread\": %.6g, "
               "\"base_n\": %.0f, \"new_n\": %.0f, \"verdict\": \"%s\"}",
@@ -149,7 +144,7 @@ int spy__diff_hooks(sqlite3 *base, sqlite3 *cand, double thr, int json,
       *first = 0;
     } else {
       fprintf(out, "%-28.28s %-4s %10.3f %10.3f %+8.1f%% %9.3f %9.3f  %s\n",
-              what, "call", x->value, y->value,
+              what, "p50", x->value, y->value,
               x->value > 0 ? delta / x->value * 100 : 0, x->spread, y->spread,
               verdict);
     }

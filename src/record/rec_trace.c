@@ -60,6 +60,7 @@ void spy__rec_trace_build(const spy_state *st, int64_t upid,
       cint(&r, (int64_t)p->calls[h]);
       cint(&r, (int64_t)p->total_us[h]);
       cint(&r, (int64_t)p->max_us);
+      cint(&r, p->p50_us);
       emit(ctx, &r);
     }
   }

@@ -9,7 +9,8 @@
 #include "spyglass/consumer.h"
 
 /* Tables: one build row per build seen ended; build_hook: per build,
- * plugin and hook its calls, total and slowest time (µs); hook_call: the
+ * plugin and hook its calls, total and slowest time (µs), and the
+ * plugin's median call (all its hooks); hook_call: the
  * build's slowest calls (the provider keeps SPY_BUILD_SLOW_MAX). */
 #define SPY_REC_TRACE_DDL                                                      \
   "CREATE TABLE IF NOT EXISTS build(recording_id BIGINT NOT NULL,"             \
@@ -17,7 +18,7 @@
   " modules BIGINT, hook_calls BIGINT, hook_us BIGINT);\n"                     \
   "CREATE TABLE IF NOT EXISTS build_hook(recording_id BIGINT NOT NULL,"        \
   " upid BIGINT, build BIGINT, plugin TEXT, hook TEXT, calls BIGINT,"          \
-  " total_us BIGINT, max_us BIGINT);\n"                                        \
+  " total_us BIGINT, max_us BIGINT, plugin_p50_us BIGINT);\n"                  \
   "CREATE TABLE IF NOT EXISTS hook_call(recording_id BIGINT NOT NULL,"         \
   " upid BIGINT, build BIGINT, plugin TEXT, hook TEXT, module TEXT,"           \
   " dur_us BIGINT);\n"
@@ -26,7 +27,7 @@
   " modules, hook_calls, hook_us) VALUES($1,$2,$3,$4,$5,$6,$7,$8)"
 #define SPY_REC_SQL_BUILD_HOOK                                                 \
   "INSERT INTO build_hook(recording_id, upid, build, plugin, hook, calls,"     \
-  " total_us, max_us) VALUES($1,$2,$3,$4,$5,$6,$7,$8)"
+  " total_us, max_us, plugin_p50_us) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)"
 #define SPY_REC_SQL_HOOK_CALL                                                  \
   "INSERT INTO hook_call(recording_id, upid, build, plugin, hook, module,"     \
   " dur_us) VALUES($1,$2,$3,$4,$5,$6,$7)"

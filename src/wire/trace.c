@@ -48,7 +48,7 @@ void spy_put_build(spy_frame_writer *w, const spy_build_progress *b) {
     size_t n = strnlen(p->name, SPY_BUILD_NAME_MAX);
     spy_frame_put_u16(w, (uint16_t)n);
     spy_frame_put_u16(w, 0);
-    spy_frame_put_u32(w, 0);
+    spy_frame_put_u32(w, p->p50_us);
     for (uint32_t h = 0; h < SPY_BUILD_HOOKS; h++) {
       spy_frame_put_u64(w, p->calls[h]);
       spy_frame_put_u64(w, p->total_us[h]);
@@ -96,8 +96,9 @@ int spy_get_build(const spy_section *s, spy_build_progress *out) {
     if ((size_t)(end - p) < SPY_BUILD_PLUGIN_BYTES)
       return SPY_EBADSECTION;
     uint32_t n = spy_rd16(p);
-    if (n > SPY_BUILD_NAME_MAX || spy_rd16(p + 2) || spy_rd32(p + 4))
+    if (n > SPY_BUILD_NAME_MAX || spy_rd16(p + 2))
       return SPY_EBADVALUE;
+    pl->p50_us = spy_rd32(p + 4);
     for (uint32_t h = 0; h < SPY_BUILD_HOOKS; h++) {
       pl->calls[h] = spy_rd64(p + 8 + 16 * h);
       pl->total_us[h] = spy_rd64(p + 16 + 16 * h);

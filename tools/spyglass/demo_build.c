@@ -488,8 +488,11 @@ static int process_module(demo *d, uint32_t i) {
       EMIT(d, hook_transform_call_start, .module_id = m->path,
            .content = TX(src, n), .plugin_name = plugins[p].name,
            .plugin_id = p, .call_id = cid);
-    if (!d->o->slow_plugin || strcmp(d->o->slow_plugin, plugins[p].name) == 0)
-      sleep_us(d->o->hook_delay_us);
+    sleep_us(
+        d->o->hook_delay_us +
+        (d->o->slow_plugin && strcmp(d->o->slow_plugin, plugins[p].name) == 0
+             ? d->o->slow_us
+             : 0));
     int changed = plugins[p].fn(m, src, n, &out);
     if (out.err)
       rc = out.err;
@@ -1193,7 +1196,8 @@ static void help(FILE *f) {
           "  --debounce-ms N     watch: a burst of saves ends after N ms of\n"
           "                      quiet (default 100) and makes one rebuild\n"
           "  --hook-delay-us N   sleep N µs in each transform (tests)\n"
-          "  --slow-plugin NAME  only NAME's transforms sleep (diff tests)\n"
+          "  --slow-plugin NAME:US  NAME's transforms sleep US µs more\n"
+          "                      (a deliberate regression, diff tests)\n"
           "  --name NAME         traced builds publish their live progress\n"
           "                      on the bus as provider NAME (default\n"
           "                      demo-build): `spyglass top`, the dashboard\n"
@@ -1218,7 +1222,7 @@ int cmd_demo_build(int argc, char **argv) {
       {"--out", CLI_STR, &o.out_dir, 0, 0, 0, "a directory"},
       {"--hook-delay-us", CLI_INT, &delay_us, 0, 10000000, 0,
        "a number of microseconds"},
-      {"--slow-plugin", CLI_STR, &o.slow_plugin, 0, 0, 0, "a plugin name"},
+      {"--slow-plugin", CLI_STR, &o.slow_plugin, 0, 0, 0, "NAME:US"},
       {"--name", CLI_STR, &o.bus_name, 0, 0, 0, "a provider name"},
       {"--no-bus", CLI_FLAG, &no_bus, 0, 0, 0, NULL},
       {"--wait-subscriber", CLI_DOUBLE, &o.wait_subscriber_s, 0, 3600, 0,
@@ -1235,6 +1239,24 @@ int cmd_demo_build(int argc, char **argv) {
   o.hook_delay_us = (uint32_t)delay_us;
   if (no_bus)
     o.bus_name = NULL;
+  static char slow_name[128];
+  if (o.slow_plugin) {
+    const char *colon = strrchr(o.slow_plugin, ':');
+    char *end = NULL;
+    long us = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || colon == o.slow_plugin || !end || *end || us < 0 ||
+        us > 10000000 || (size_t)(colon - o.slow_plugin) >= sizeof slow_name) {
+      fprintf(stderr,
+              "spyglass demo build: --slow-plugin wants NAME:US "
+              "(microseconds, at most 10000000), not '%s'\n",
+              o.slow_plugin);
+      return EXIT_USAGE;
+    }
+    memcpy(slow_name, o.slow_plugin, (size_t)(colon - o.slow_plugin));
+    slow_name[colon - o.slow_plugin] = 0;
+    o.slow_plugin = slow_name;
+    o.slow_us = (uint32_t)us;
+  }
   o.debounce_ms = (uint32_t)debounce_ms;
   o.retry_bytes = (size_t)retry_bytes;
   o.retry_ms = (uint32_t)retry_ms;

@@ -20,7 +20,8 @@ typedef struct demo_build_opts {
   int quiet;
   int watch;                /* rebuild on every change until SIGINT / SIGTERM */
   uint32_t debounce_ms;     /* watch: quiet time that ends a burst (0 = 100) */
-  const char *slow_plugin;  /* hook_delay_us only in this plugin (NULL: all) */
+  const char *slow_plugin; /* this plugin's transforms sleep slow_us more */
+  uint32_t slow_us;
   const char *bus_name;     /* provider name to publish progress under (NULL:
                                no provider, the bench's in-process runs) */
   double wait_subscriber_s; /* wait up to this long for a TRACE subscriber

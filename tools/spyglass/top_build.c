@@ -117,6 +117,7 @@ void top_build_json(json_out *j, const spy_state *s) {
     ufield(j, "calls", plugin_calls(p));
     ufield(j, "total_us", plugin_us(p));
     ufield(j, "max_us", p->max_us);
+    ufield(j, "p50_us", p->p50_us);
     json_key(j, "hooks");
     json_obj_begin(j);
     for (uint32_t h = 0; h < SPY_BUILD_HOOKS; h++) {
