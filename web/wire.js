@@ -7,6 +7,8 @@
 // Errors are WireError with the C code's name (ETRUNCATED, EBADSECTION, …)
 // and the byte offset where the problem was found.
 
+import { SEC_BUILD, decodeBuild } from './wire_trace.js';
+
 export const FRAME_HEADER = 16;
 export const FRAME_MIN = 32;
 export const FRAME_MAX = 16 * 1024 * 1024;
@@ -36,6 +38,7 @@ const SEC_NAMES = [
   'frame', 'stats', 'env', 'registry', 'buffers', 'stats_schema', 'health',
   'provider', 'peer', 'subscription', 'pixels', 'trace', 'msgprof', 'clock',
 ];
+SEC_NAMES[17] = 'build'; // BUILD: wire_trace.js
 export const FEAT = (id) => (1 << id) >>> 0;
 export const FRAME_SNAPSHOT = 1;
 export const FRAME_CHECKPOINT = 2;
@@ -371,6 +374,7 @@ export function decodeAll(f) {
       case SEC.SUBSCRIPTION: out.subscription = decodeSubscription(f, s); break;
       case SEC.MSGPROF: out.msgprof = decodeMsgprof(f, s); break;
       case SEC.CLOCK: out.clock = decodeClock(f, s); break;
+      case SEC_BUILD: out.build = decodeBuild(f, s); break;
       default: out.unknown.push(s.id);
     }
   }
