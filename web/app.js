@@ -17,6 +17,7 @@ import { Recorder } from './recorder.js';
 import { Log } from './log.js';
 import { Health } from './health.js';
 import { $ } from './dom.js';
+import { Build } from './build.js';
 
 const params = new URLSearchParams(location.search);
 const hash = new URLSearchParams(location.hash.slice(1));
@@ -45,6 +46,9 @@ const values = new Values(client, model);
 const log = new Log(client, recorder, Number(params.get('log')) || 4000);
 const health = new Health(client, model);
 const states = [];
+const build = new Build(); // live build progress (TRACE)
+client.on('provider', (info, changed) => { if (changed) build.reset(); });
+client.on('data', (f, d) => build.apply(d.build));
 
 client.on('state', (s) => { states.push({ s, t: Date.now() }); touch(); });
 client.on('provider', (info, changed) => {
@@ -83,6 +87,7 @@ function draw(force = false) {
   values.render(v);
   health.render(v, force);
   log.render();
+  build.render();
 }
 setInterval(touch, 500); // rates, stale marking, ages
 
@@ -95,4 +100,4 @@ document.addEventListener('keydown', (e) => {
   else if (e.key === '/') { e.preventDefault(); $('#filter').focus(); }
 });
 
-window.spyglass = { client, model, recorder, log, values, view, states };
+window.spyglass = { client, model, recorder, log, values, view, states, build };
