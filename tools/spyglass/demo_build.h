@@ -18,8 +18,8 @@ typedef struct demo_build_opts {
   size_t retry_bytes;     /* postgres buffering budget (0 = default) */
   uint32_t retry_ms;      /* postgres retry on close (0 = default) */
   int quiet;
-  int watch;                /* rebuild on every change until SIGINT / SIGTERM */
-  uint32_t debounce_ms;     /* watch: quiet time that ends a burst (0 = 100) */
+  int watch;               /* rebuild on every change until SIGINT / SIGTERM */
+  uint32_t debounce_ms;    /* watch: quiet time that ends a burst (0 = 100) */
   const char *slow_plugin; /* this plugin's transforms sleep slow_us more */
   uint32_t slow_us;
   const char *bus_name;     /* provider name to publish progress under (NULL:
