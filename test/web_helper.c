@@ -191,8 +191,50 @@ static int dump_image_section(const spy_section *s) {
 }
 
 /* What the C decoder makes of one section, as JSON. */
+/* BUILD (live build progress): the keys web/wire_trace.js decodes to. */
+static int dump_build(const spy_section *s) {
+  static spy_build_progress b;
+  int rc = spy_get_build(s, &b);
+  if (rc < 0)
+    return rc;
+  fprintf(json,
+          "\"build\":{\"build\":%u,\"flags\":%u,\"ended\":%s,"
+          "\"startedUs\":%llu,\"endedUs\":%llu,\"modulesDone\":%u,"
+          "\"modulesTotal\":%u,\"actions\":%llu,\"hookCalls\":%llu,"
+          "\"hookUs\":%llu,\"plugins\":[",
+          b.build, b.flags, (b.flags & SPY_BUILD_ENDED) ? "true" : "false",
+          (unsigned long long)b.started_us, (unsigned long long)b.ended_us,
+          b.modules_done, b.modules_total, (unsigned long long)b.actions,
+          (unsigned long long)b.hook_calls, (unsigned long long)b.hook_us);
+  for (uint32_t i = 0; i < b.n_plugins; i++) {
+    const spy_build_plugin *p = &b.plugins[i];
+    fprintf(json, "%s{\"name\":", i ? "," : "");
+    jstr(p->name, (uint32_t)strlen(p->name));
+    fprintf(json, ",\"p50Us\":%u,\"maxUs\":%llu,\"calls\":[", p->p50_us,
+            (unsigned long long)p->max_us);
+    for (uint32_t h = 0; h < SPY_BUILD_HOOKS; h++)
+      fprintf(json, "%s%llu", h ? "," : "", (unsigned long long)p->calls[h]);
+    fprintf(json, "],\"totalUs\":[");
+    for (uint32_t h = 0; h < SPY_BUILD_HOOKS; h++)
+      fprintf(json, "%s%llu", h ? "," : "", (unsigned long long)p->total_us[h]);
+    fprintf(json, "]}");
+  }
+  fprintf(json, "],\"slow\":[");
+  for (uint32_t i = 0; i < b.n_slow; i++) {
+    const spy_build_slow *sl = &b.slow[i];
+    fprintf(json, "%s{\"hook\":%u,\"plugin\":%u,\"durUs\":%llu,\"module\":",
+            i ? "," : "", sl->hook, sl->plugin, (unsigned long long)sl->dur_us);
+    jstr(sl->module, (uint32_t)strlen(sl->module));
+    fputc('}', json);
+  }
+  fprintf(json, "]}");
+  return 0;
+}
+
 static int dump_section(const spy_frame *f, const spy_section *s) {
   int rc = 0;
+  if (s->id == SPY_SEC_BUILD)
+    return dump_build(s);
   switch (s->id) {
   case SPY_SEC_STATS: {
     spy_stats_batch b;
@@ -995,6 +1037,47 @@ static int golden(const char *dir) {
   if (golden_zones(dir))
     return 1;
   if (golden_images(dir) < 0)
+    return 1;
+  /* Live build progress (BUILD): a running build with plugins and slow
+   * calls, and one whose slow call names a plugin that is not there. */
+  static spy_build_progress bp;
+  memset(&bp, 0, sizeof bp);
+  bp.build = 3;
+  bp.started_us = 1796000000123456ull;
+  bp.modules_done = 41;
+  bp.modules_total = 120;
+  bp.actions = 700;
+  bp.hook_calls = 250;
+  bp.hook_us = 98765;
+  bp.n_plugins = 2;
+  strcpy(bp.plugins[0].name, "demo:resolver");
+  bp.plugins[0].calls[1] = 41;
+  bp.plugins[0].total_us[1] = 820;
+  bp.plugins[0].calls[2] = 60;
+  bp.plugins[0].total_us[2] = 61;
+  bp.plugins[0].p50_us = 5;
+  bp.plugins[0].max_us = 90;
+  strcpy(bp.plugins[1].name, "demo:banner \xc3\xa9");
+  bp.plugins[1].calls[0] = 149;
+  bp.plugins[1].total_us[0] = 97884;
+  bp.plugins[1].p50_us = 640;
+  bp.plugins[1].max_us = 4000;
+  bp.n_slow = 2;
+  bp.slow[0] = (spy_build_slow){.hook = 0, .plugin = 1, .dur_us = 4000};
+  strcpy(bp.slow[0].module, "d1/f7.h");
+  bp.slow[1] = (spy_build_slow){.hook = 1, .plugin = 0, .dur_us = 90};
+  strcpy(bp.slow[1].module, "d0/f0.h");
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 13, 3, 0);
+  spy_put_build(&w, &bp);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "build_progress", buf, (size_t)n) < 0)
+    return 1;
+  static uint8_t badb[1024];
+  memcpy(badb, buf, (size_t)n);
+  /* the last slow record ("d0/f0.h") starts 16 + 7 bytes before the
+   * section's end: its plugin becomes 9 of 2 */
+  spy_wr16(badb + 40 + spy_rd32(badb + 36) - (16 + 7) + 2, 9);
+  if (emit(dir, "bad_build", badb, (size_t)n) < 0)
     return 1;
   printf("golden frames in %s\n", dir);
   return 0;

@@ -19,6 +19,7 @@ import { Health } from './health.js';
 import { Zones } from './zones.js';
 import { $ } from './dom.js';
 import { Buffers } from './buffers.js';
+import { Build } from './build.js';
 
 const params = new URLSearchParams(location.search);
 const hash = new URLSearchParams(location.hash.slice(1));
@@ -49,6 +50,9 @@ const health = new Health(client, model);
 const zones = new Zones(client, model, () => touch());
 const states = [];
 const buffers = new Buffers(client);
+const build = new Build(); // live build progress (TRACE)
+client.on('provider', (info, changed) => { if (changed) build.reset(); });
+client.on('data', (f, d) => build.apply(d.build));
 
 client.on('state', (s) => { states.push({ s, t: Date.now() }); touch(); });
 client.on('provider', (info, changed) => {
@@ -89,6 +93,7 @@ function draw(force = false) {
   log.render();
   zones.render(v);
   buffers.render();
+  build.render();
 }
 setInterval(touch, 500); // rates, stale marking, ages
 
@@ -102,5 +107,5 @@ document.addEventListener('keydown', (e) => {
   else if (e.key === 'z') zones.toggle();
 });
 
-window.spyglass = { client, model, recorder, log, values, view, states, zones };
+window.spyglass = { client, model, recorder, log, values, view, states, zones, build };
 window.spyglass.buffers = buffers;

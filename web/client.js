@@ -24,7 +24,8 @@ function randomHex64() {
 }
 
 export const FEATURES_DEFAULT = W.FEAT(W.SEC.STATS) | W.FEAT(W.SEC.ENV) |
-  W.FEAT(W.SEC.REGISTRY) | W.FEAT(W.SEC.HEALTH) | W.FEAT(W.SEC.MSGPROF);
+  W.FEAT(W.SEC.REGISTRY) | W.FEAT(W.SEC.HEALTH) | W.FEAT(W.SEC.MSGPROF) |
+  W.FEAT(W.SEC.TRACE); // TRACE: live build progress (build.js)
 
 export class Client {
   // opts: {url (ws://…/link), token, want (id or name), features, timings}

@@ -9,6 +9,8 @@
 import { decodeZones } from './wire_zones.js';
 import { decodeImageSection } from './wire_pixels.js';
 
+import { SEC_BUILD, decodeBuild } from './wire_trace.js';
+
 export const FRAME_HEADER = 16;
 export const FRAME_MIN = 32;
 export const FRAME_MAX = 16 * 1024 * 1024;
@@ -39,6 +41,7 @@ const SEC_NAMES = [
   'provider', 'peer', 'subscription', 'pixels', 'trace', 'msgprof', 'clock',
   'zones',
 ];
+SEC_NAMES[17] = 'build'; // BUILD: wire_trace.js
 export const FEAT = (id) => (1 << id) >>> 0;
 export const FRAME_SNAPSHOT = 1;
 export const FRAME_CHECKPOINT = 2;
@@ -375,6 +378,7 @@ export function decodeAll(f) {
       case SEC.MSGPROF: out.msgprof = decodeMsgprof(f, s); break;
       case SEC.CLOCK: out.clock = decodeClock(f, s); break;
       case SEC.ZONES: out.zones = decodeZones(f, s); break;
+      case SEC_BUILD: out.build = decodeBuild(f, s); break;
       default: if (!decodeImageSection(f, s, out)) out.unknown.push(s.id);
     }
   }
