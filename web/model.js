@@ -79,7 +79,7 @@ export class Model {
     this.envFrozen = new Map(); // an immutable copy, shared by packets
     this.health = null;
     this.msgprof = null;
-    this.held = false;
+    this.gen = (this.gen ?? 0) + 1; // bumped whenever the history restarts
     this.packets = []; // {start, end, count, flags, reg, envAfter, health, t, seq}
     this.snapshots = 0;
     this.filter = null;
@@ -105,7 +105,7 @@ export class Model {
         this.dropHistory();
       }
       const cap = this.capacity;
-      for (let i = 0; i < s.count && !this.held; i++) {
+      for (let i = 0; i < s.count; i++) {
         const h = this.head;
         this.key[h] = s.startFrame + i;
         this.fps[h] = s.fps[i];
@@ -129,7 +129,7 @@ export class Model {
     if (d.buffers) { /* buffer metadata: not shown by this page yet */ }
     if (d.health) this.health = d.health.values;
     if (d.msgprof) this.applyMsgprof(d.msgprof);
-    if (end !== null && !this.held) {
+    if (end !== null) {
       this.packets.push({
         start: d.stats ? d.stats.startFrame : end, end,
         count: d.stats ? d.stats.count : 0, flags: f.flags, seq: f.seq,
@@ -141,27 +141,24 @@ export class Model {
     }
   }
 
-  // The recorder holds still while the view is parked (so the frame being
-  // looked at cannot scroll out of the ring): the live state goes on, the
-  // ring and the packet list do not. On release the recorder starts again
-  // from a checkpoint of the live registry (the deltas meanwhile are not
-  // kept), after a gap in its frames.
-  hold(on) {
-    if (on === !!this.held) return;
-    this.held = on;
-    if (on || this.lastFrame < 0) return;
-    const entries = [...this.registry.values()].map((e) => ({
-      state: e.hasValue ? DELTA.SET : DELTA.META, kind: e.kind, key: e.key,
-      value: e.hasValue ? e.value : null }));
-    this.packets.push({ start: this.lastFrame, end: this.lastFrame, count: 0,
-      flags: FRAME_CHECKPOINT, seq: null, reg: { full: true, entries },
-      envAfter: this.envFrozen, health: this.health, t: Date.now(),
-      checkpoint: true, synthetic: true });
+  // A copy of what the panels show of frame F (its sample and the state
+  // as of it), taken while F is in the ring: the recorder keeps recording
+  // while the view is parked, and this pin is what stays when F scrolls out.
+  pin(frame) {
+    const at = this.at(frame);
+    const i = at.index, n = this.counterNames.length;
+    const has = i >= 0 && this.key[i] === frame;
+    const ctr = new Float32Array(n);
+    for (let c = 0; c < n; c++) ctr[c] = has ? this.counter(c, i) : NaN;
+    return { ...at, gen: this.gen, filter: this.filter, sample: has ? {
+      fps: this.fps[i], cpu: this.cpu[i], gpu: this.gpu[i], ctr,
+      spark: this.series('cpu', 60, frame) } : null };
   }
 
   dropHistory() {
     this.drops = (this.drops ?? 0) + 1;
     this.head = 0; this.len = 0; this.packets = [];
+    this.gen++;
   }
 
   // Keeps the packets the recorder's frames need: from the last registry
