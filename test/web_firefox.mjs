@@ -122,6 +122,15 @@ async function main() {
   await until('gone or waiting', async () => ['gone', 'waiting'].includes(await conn()));
   step(`provider stopped: ${await conn()}`);
 
+  // 6. `spyglass demo --port 0` serves the dashboard on a free port and
+  // prints the URL it bound.
+  const d2 = start(TOOL, ['demo', '--headless', '--name', 'demo-port', '--port', '0'], 'demo-port');
+  const url = await until('the demo URL', () => d2.out.match(/dashboard (http:\/\/127\.0\.0\.1:(\d+)\/)/));
+  assert.notEqual(Number(url[2]), 0);
+  assert.match(await (await fetch(url[1])).text(), /<html/i, 'the dashboard at the printed URL');
+  await stop(d2);
+  step(`demo --port 0 served at ${url[1]}`);
+
   assert.deepEqual(errors, [], 'no page errors');
   await stop(serve);
 }
