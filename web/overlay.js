@@ -54,7 +54,12 @@ export class Overlay {
     set('#cpu', has ? `${cpu.toFixed(2)} ms` : '–', has ? msClass(cpu) : '');
     set('#gpu', !has ? '–' : Number.isNaN(gpu) ? 'n/a' : `${gpu.toFixed(2)} ms`,
       has && !Number.isNaN(gpu) ? msClass(gpu) : 'dim');
-    sparkline($('#spark'), pin ? pin.spark : m.series('cpu', 60, v.frame), { ref: 16.7 });
+    // The sparkline is redrawn only when the samples it shows changed.
+    const sparkSig = pin ? `pin:${v.frame}` : `${m.gen}:${m.samples}:${v.frame}:${m.len}`;
+    if (sparkSig !== this.sparkSig) {
+      sparkline($('#spark'), pin ? pin.spark : m.series('cpu', 60, v.frame), { ref: 16.7 });
+      this.sparkSig = sparkSig;
+    }
     // counters
     const names = m.counterNames;
     const parts = [];
