@@ -50,7 +50,7 @@ export class Recorder {
     if (!this.parked) this.freeze();
     const lo = this.model.oldestFrame();
     let f = this.frame + d;
-    if (f < lo && this.frame < lo) return; // scrolled out: nothing older
+    if (d < 0 && this.frame < lo) return; // scrolled out: nothing older
     if (f < lo) f = lo;
     if (f > this.model.newestFrame()) return;
     this.frame = f;
