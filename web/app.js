@@ -91,7 +91,7 @@ function draw(force = false) {
   health.render(v, force);
   log.render();
 }
-setInterval(touch, 500); // rates, stale marking, ages
+setInterval(touch, 1000); // rates, stale marking, ages
 
 document.addEventListener('keydown', (e) => {
   if (e.target instanceof HTMLInputElement && e.key !== 'Escape') return;

@@ -7,7 +7,7 @@ import { $, el } from './dom.js';
 import { decodeFrame, decodeAll } from './wire.js';
 
 const SHOWN = 120; // rows in the DOM at once (the newest matching ones)
-const EVERY_MS = 500; // the table is rebuilt at most this often
+const EVERY_MS = 1000; // new rows are put in at most this often
 
 function decoded(raw) {
   try {
