@@ -7,13 +7,15 @@
 // and after the run, and web/wire.js decoding the given frame (the same
 // bytes the C decoder was timed on). Prints one JSON object.
 // Environment: SPY_PW, SPY_URL, SPY_FRAME (a file), SPY_SECONDS, SPY_PROFILE.
-import { readFileSync } from 'node:fs';
+import { copyFileSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 const { chromium } = require(process.env.SPY_PW);
 const seconds = Number(process.env.SPY_SECONDS || 10);
 const frame = readFileSync(process.env.SPY_FRAME).toString('base64');
+// SPY_FRAME_COPY=FILE keeps the frame (to time other decoders on it).
+if (process.env.SPY_FRAME_COPY) copyFileSync(process.env.SPY_FRAME, process.env.SPY_FRAME_COPY);
 
 const ctx = await chromium.launchPersistentContext(process.env.SPY_PROFILE, {
   executablePath: '/usr/bin/chromium', viewport: { width: 1500, height: 1000 },

@@ -165,3 +165,19 @@ test('mutated frames: a WireError or a decoding, never another exception', () =>
   }
   assert.ok(decoded > 0 && refused > 0, `${decoded} decoded, ${refused} refused`);
 });
+
+test('an unaligned frame decodes the same as an aligned one (views vs DataView)', () => {
+  const bin = readFileSync(join(process.env.SPY_GOLDEN_DIR, 'data_full.bin'));
+  const aligned = new Uint8Array(new ArrayBuffer(bin.length));
+  aligned.set(bin);
+  const odd = new Uint8Array(new ArrayBuffer(bin.length + 1), 1);
+  odd.set(bin);
+  const a = wire.decodeAll(wire.decodeFrame(aligned));
+  const b = wire.decodeAll(wire.decodeFrame(odd));
+  assert.ok(a.stats && a.stats.count > 0, 'the golden full frame carries stats');
+  assert.ok(a.stats.counters[0].buffer === aligned.buffer, 'aligned: counter columns are views of the frame');
+  assert.ok(b.stats.counters[0].buffer !== odd.buffer, 'unaligned: copied');
+  assert.deepEqual(b, a);
+  // Keys seen before come from the cache: still the same strings.
+  assert.deepEqual(wire.decodeAll(wire.decodeFrame(aligned)).registry, a.registry);
+});

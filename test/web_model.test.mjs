@@ -1,8 +1,8 @@
 // web_model.test.mjs — web/model.js, the page's state and flight recorder,
 // on data frames built here: the state as of any frame is rebuilt from
 // the nearest registry checkpoint plus the deltas after it, keyed by the
-// batch's last frame; the ring is bounded; holding (a parked view) keeps
-// the frames looked at, and releasing starts again from a checkpoint.
+// batch's last frame; the ring is bounded; recording goes on while a view
+// is parked, and a pinned frame outlives its place in the ring.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join, dirname } from 'node:path';
@@ -67,21 +67,23 @@ test('bounded: the ring keeps the last capacity frames, packets are pruned', () 
   assert.equal(at.registry.get('x').value, Math.floor((m.oldestFrame() + 6) / 10) * 10 - 1);
 });
 
-test('hold keeps the parked frames; release restarts from a checkpoint', () => {
+test('recording goes on while parked; a pin outlives its frame', () => {
   const m = new Model(64);
+  m.apply({ flags: FRAME_SNAPSHOT, seq: 0, ts: 0 }, { schema: ['draws'] }, 0);
   feed(m, 0, 6); // 0..59
-  m.hold(true);
-  feed(m, 60, 20); // would push 0..59 out of a 64-frame ring
-  assert.equal(m.oldestFrame(), 0, 'held: nothing scrolled away');
-  assert.equal(m.newestFrame(), 59);
-  assert.equal(m.registry.get('x').value, 259, 'the live state went on');
-  assert.equal(m.at(35).registry.get('x').value, 29);
-  m.hold(false);
-  feed(m, 260, 1, 10, 1000); // a delta only, no checkpoint of its own
-  const at = m.at(269);
+  const pin = m.pin(35);
+  assert.equal(pin.registry.get('x').value, 29);
+  assert.equal(pin.sample.ctr[0], 35, 'the sample of frame 35');
+  assert.equal(pin.sample.spark.length, 36, 'the CPU series up to frame 35');
+  feed(m, 60, 20); // pushes 0..59 out of a 64-frame ring
+  assert.equal(m.newestFrame(), 259, 'no gap: every frame was recorded');
+  assert.equal(m.oldestFrame(), 259 - 63);
+  assert.equal(m.find(35), -1, 'frame 35 scrolled out');
+  assert.equal(pin.registry.get('x').value, 29, 'the pin still holds it');
+  assert.equal(pin.sample.ctr[0], 35);
+  const at = m.at(m.oldestFrame() + 3);
   assert.ok(at.complete);
-  assert.equal(at.registry.get('x').value, 269);
-  assert.equal(at.registry.get('odd').value, 269);
+  assert.equal(at.registry.get('x').value, Math.floor((m.oldestFrame() + 4) / 10) * 10 - 1);
 });
 
 test('FULL lists clear what they do not list; CLEARED resets', () => {

@@ -69,14 +69,21 @@ client.on('fatal', (text) => {
 });
 
 // The state every panel renders: live, or as of the recorder's frame.
+let pinned = null;
 function view() {
   const frame = recorder.current();
   if (!recorder.parked) {
     return { parked: false, frame, index: model.len ? model.idx(0) : -1,
       registry: model.registry, env: model.env, health: model.health };
   }
-  const at = model.at(frame);
-  return { parked: true, ...at };
+  // The parked frame's state is rebuilt once and pinned: new frames do
+  // not change it, and it outlives the frame's place in the ring.
+  if (!pinned || pinned.frame !== frame || pinned.gen !== model.gen || pinned.filter !== model.filter) {
+    pinned = model.pin(frame);
+  }
+  const out = recorder.scrolledOut();
+  return { parked: true, ...pinned, index: out ? -1 : pinned.index, pinned: out ? pinned.sample : null,
+    scrolledOut: out };
 }
 
 function draw(force = false) {
@@ -95,7 +102,7 @@ function draw(force = false) {
   buffers.render();
   build.render();
 }
-setInterval(touch, 500); // rates, stale marking, ages
+setInterval(touch, 1000); // rates, stale marking, ages
 
 document.addEventListener('keydown', (e) => {
   if (e.target instanceof HTMLInputElement && e.key !== 'Escape') return;

@@ -6,9 +6,23 @@
 
 export const COLORS = ['#5ad1ff', '#ffb454', '#c792ea', '#7fd962', '#ff6b6b'];
 
+// A canvas's CSS box, measured once (and again after a window resize):
+// reading clientWidth after the panels wrote text would force a layout
+// on every redraw. A box measured as 0 (a hidden panel) is measured again.
+let sizeGen = 0;
+if (typeof addEventListener === 'function') addEventListener('resize', () => { sizeGen++; });
+function box(canvas) {
+  if (canvas.boxGen !== sizeGen || !canvas.boxW) {
+    canvas.boxW = canvas.clientWidth;
+    canvas.boxH = canvas.clientHeight;
+    canvas.boxGen = sizeGen;
+  }
+  return [canvas.boxW || 120, canvas.boxH || 32];
+}
+
 function setup(canvas) {
   const dpr = window.devicePixelRatio || 1;
-  const w = canvas.clientWidth || 120, h = canvas.clientHeight || 32;
+  const [w, h] = box(canvas);
   if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
     canvas.width = Math.round(w * dpr);
     canvas.height = Math.round(h * dpr);

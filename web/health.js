@@ -31,8 +31,13 @@ export class Health {
     const k = c.clock;
     rows.push(['clock offset (bridge − page)', k ? ns(k.offsetNs) : '–']);
     rows.push(['clock RTT', k ? `${ns(k.rttNs)} (median of ${k.rounds})` : '–']);
-    $('#health-table').replaceChildren(...rows.map(([a, b]) =>
-      el('tr', { 'data-k': a }, el('td', { text: a }), el('td', { text: String(b) }))));
+    // The DOM is touched only when a figure changed (a rebuild restyles).
+    const sig = rows.map(([a, b]) => `${a}=${b}`).join('|');
+    if (sig !== this.sig) {
+      this.sig = sig;
+      $('#health-table').replaceChildren(...rows.map(([a, b]) =>
+        el('tr', { 'data-k': a }, el('td', { text: a }), el('td', { text: String(b) }))));
+    }
     const mp = m.msgprof;
     const head = el('tr', {}, ...['type', 'count', 'msg/s', 'bytes/s', 'enc p50', 'enc p99', 'post p50', 'post p99']
       .map((t) => el('th', { text: t })));
@@ -40,6 +45,7 @@ export class Health {
       ...[r.type ? msgTypeName(r.type) ?? r.type : 'other', r.count, num(r.msgsPerS, 1), bytes(r.bytesPerS),
         ns(r.encode.p50), ns(r.encode.p99), ns(r.post.p50), ns(r.post.p99)].map((t) => el('td', { text: String(t) }))))
       : [el('tr', {}, el('td', { text: 'no profile yet', colspan: '8' }))];
-    $('#msgprof-table').replaceChildren(head, ...body);
+    const psig = body.map((r) => r.textContent).join('|');
+    if (psig !== this.psig) { this.psig = psig; $('#msgprof-table').replaceChildren(head, ...body); }
   }
 }

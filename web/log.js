@@ -7,7 +7,7 @@ import { $, el } from './dom.js';
 import { decodeFrame, decodeAll } from './wire.js';
 
 const SHOWN = 120; // rows in the DOM at once (the newest matching ones)
-const EVERY_MS = 500; // the table is rebuilt at most this often
+const EVERY_MS = 1000; // new rows are put in at most this often
 
 function decoded(raw) {
   try {
@@ -76,6 +76,30 @@ export class Log {
     this.lastExport = data;
   }
 
+  // One table row (and its decoded row when expanded) for entry e.
+  rowsOf(e) {
+    const t = new Date(e.t);
+    const tr = el('tr', { 'data-type': e.type, 'data-dir': e.dir },
+      el('td', { text: `${t.toLocaleTimeString([], { hour12: false })}.${String(t.getMilliseconds()).padStart(3, '0')}` }),
+      el('td', {}, e.frame !== null && e.frame !== undefined
+        ? el('a', { href: '#', text: String(e.frame), title: 'show this frame',
+          onclick: (ev) => { ev.preventDefault(); ev.stopPropagation(); this.recorder.jump(e.frame); } })
+        : ''),
+      el('td', { class: e.dir, text: e.dir }), el('td', { text: e.type }),
+      el('td', { text: String(e.bytes) }), el('td', { text: e.seq ?? '' }));
+    tr.addEventListener('click', () => {
+      if (this.open.has(e.n)) this.open.delete(e.n); else this.open.add(e.n);
+      this.dirty = true;
+      this.render(true);
+    });
+    if (!this.open.has(e.n)) return [tr];
+    return [tr, el('tr', { class: 'decoded' }, el('td', { colspan: '6' },
+      el('pre', { text: e.raw ? decoded(e.raw) : '(a link record, no frame)' })))];
+  }
+
+  // The DOM holds the newest SHOWN matching rows. When only new entries
+  // arrived (same filters, nothing expanded or collapsed) they are put on
+  // top and the oldest rows taken off: no rebuild, no restyle of the rest.
   render(force = false) {
     if (!this.dirty || this.paused) return;
     const now = performance.now();
@@ -83,30 +107,30 @@ export class Log {
     this.lastRender = now;
     this.dirty = false;
     const list = this.filtered();
-    const shown = list.slice(-SHOWN).reverse(); // newest on top
-    const trs = [];
-    for (const e of shown) {
-      const t = new Date(e.t);
-      const tr = el('tr', { 'data-type': e.type, 'data-dir': e.dir },
-        el('td', { text: `${t.toLocaleTimeString([], { hour12: false })}.${String(t.getMilliseconds()).padStart(3, '0')}` }),
-        el('td', {}, e.frame !== null && e.frame !== undefined
-          ? el('a', { href: '#', text: String(e.frame), title: 'show this frame',
-            onclick: (ev) => { ev.preventDefault(); ev.stopPropagation(); this.recorder.jump(e.frame); } })
-          : ''),
-        el('td', { class: e.dir, text: e.dir }), el('td', { text: e.type }),
-        el('td', { text: String(e.bytes) }), el('td', { text: e.seq ?? '' }));
-      tr.addEventListener('click', () => {
-        if (this.open.has(e.n)) this.open.delete(e.n); else this.open.add(e.n);
-        this.dirty = true;
-        this.render(true);
-      });
-      trs.push(tr);
-      if (this.open.has(e.n)) {
-        trs.push(el('tr', { class: 'decoded' }, el('td', { colspan: '6' },
-          el('pre', { text: e.raw ? decoded(e.raw) : '(a link record, no frame)' }))));
+    const tbody = $('#log-table tbody');
+    const sig = `${$('#log-text').value}|${$('#log-dir').value}|${$('#log-type').value}|${$('#log-min').value}|${[...this.open].join()}`;
+    const top = this.shownTop ?? 0;
+    if (sig === this.sig && !force) {
+      const fresh = [];
+      for (let k = list.length - 1; k >= 0 && list[k].n > top && fresh.length < SHOWN; k--) fresh.push(list[k]);
+      if (fresh.length) {
+        tbody.prepend(...fresh.flatMap((e) => this.rowsOf(e)));
+        this.shownRows += fresh.length;
+        while (this.shownRows > SHOWN && tbody.lastElementChild) {
+          const last = tbody.lastElementChild;
+          if (!last.classList.contains('decoded')) this.shownRows--;
+          last.remove();
+        }
       }
+    } else {
+      const shown = list.slice(-SHOWN).reverse(); // newest on top
+      tbody.replaceChildren(...shown.flatMap((e) => this.rowsOf(e)));
+      this.shownRows = shown.length;
+      this.sig = sig;
     }
-    $('#log-table tbody').replaceChildren(...trs);
-    $('#log-count').textContent = `${list.length} shown of ${this.entries.length} kept (${this.total} seen, last ${this.max} kept)`;
+    if (list.length) this.shownTop = list[list.length - 1].n;
+    const count = `${list.length} shown of ${this.entries.length} kept (${this.total} seen, last ${this.max} kept)`;
+    const c = $('#log-count');
+    if (c.textContent !== count) c.textContent = count;
   }
 }

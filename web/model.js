@@ -81,7 +81,7 @@ export class Model {
     this.envFrozen = new Map(); // an immutable copy, shared by packets
     this.health = null;
     this.msgprof = null;
-    this.held = false;
+    this.gen = (this.gen ?? 0) + 1; // bumped whenever the history restarts
     this.packets = []; // {start, end, count, flags, reg, envAfter, health, t, seq}
     this.snapshots = 0;
     this.filter = null;
@@ -108,7 +108,7 @@ export class Model {
         this.dropHistory();
       }
       const cap = this.capacity;
-      for (let i = 0; i < s.count && !this.held; i++) {
+      for (let i = 0; i < s.count; i++) {
         const h = this.head;
         this.key[h] = s.startFrame + i;
         this.fps[h] = s.fps[i];
@@ -133,7 +133,7 @@ export class Model {
     if (d.health) this.health = d.health.values;
     if (d.msgprof) this.applyMsgprof(d.msgprof);
     if (d.zones) this.applyZones(d.zones);
-    if (end !== null && !this.held) {
+    if (end !== null) {
       this.packets.push({
         start: d.stats ? d.stats.startFrame : end, end,
         count: d.stats ? d.stats.count : 0, flags: f.flags, seq: f.seq,
@@ -145,27 +145,25 @@ export class Model {
     }
   }
 
-  // The recorder holds still while the view is parked (so the frame being
-  // looked at cannot scroll out of the ring): the live state goes on, the
-  // ring and the packet list do not. On release the recorder starts again
-  // from a checkpoint of the live registry (the deltas meanwhile are not
-  // kept), after a gap in its frames.
-  hold(on) {
-    if (on === !!this.held) return;
-    this.held = on;
-    if (on || this.lastFrame < 0) return;
-    const entries = [...this.registry.values()].map((e) => ({
-      state: e.hasValue ? DELTA.SET : DELTA.META, kind: e.kind, key: e.key,
-      value: e.hasValue ? e.value : null }));
-    this.packets.push({ start: this.lastFrame, end: this.lastFrame, count: 0,
-      flags: FRAME_CHECKPOINT, seq: null, reg: { full: true, entries },
-      envAfter: this.envFrozen, health: this.health, t: Date.now(),
-      checkpoint: true, synthetic: true });
+  // A copy of what the panels show of frame F (its sample and the state
+  // as of it), taken while F is in the ring: the recorder keeps recording
+  // while the view is parked, and this pin is what stays when F scrolls out.
+  pin(frame) {
+    const at = this.at(frame);
+    if (this.zoneFrames) this.zonePin = { frame, z: this.zonesAt(frame) };
+    const i = at.index, n = this.counterNames.length;
+    const has = i >= 0 && this.key[i] === frame;
+    const ctr = new Float32Array(n);
+    for (let c = 0; c < n; c++) ctr[c] = has ? this.counter(c, i) : NaN;
+    return { ...at, gen: this.gen, filter: this.filter, sample: has ? {
+      fps: this.fps[i], cpu: this.cpu[i], gpu: this.gpu[i], ctr,
+      spark: this.series('cpu', 60, frame) } : null };
   }
 
   dropHistory() {
     this.drops = (this.drops ?? 0) + 1;
     this.head = 0; this.len = 0; this.packets = [];
+    this.gen++;
     this.zoneFrames.clear();
     this.zoneSpansHeld = 0;
     this.zoneNewest = -1;
@@ -192,7 +190,8 @@ export class Model {
   // was stored get their end). A frame is stored once the marker two frames
   // later arrived (other threads' blocks may trail the frame thread's); at
   // most `capacity` frames (the samples ring's) and ZONE_SPANS spans are
-  // held, oldest out first (none while the recorder is parked).
+  // held, oldest out first (the recorder records on while parked; the
+  // parked frame's zones are pinned, model.pin).
   resetZones() {
     this.zones = new ZoneState(16);
     this.zoneFrames = new Map(); // frame → {frame, start, end, threads, n}
@@ -225,7 +224,10 @@ export class Model {
   }
 
   // The stored zones of frame F, or null.
-  zonesAt(frame) { return this.zoneFrames.get(frame) ?? null; }
+  // (The parked frame's zones are pinned with it, model.pin.)
+  zonesAt(frame) {
+    return this.zoneFrames.get(frame) ?? (this.zonePin?.frame === frame ? this.zonePin.z : null);
+  }
 
   applyMsgprof(m) {
     const old = this.msgprof;

@@ -41,9 +41,10 @@ export class Overlay {
 
   render(v) {
     const m = this.model;
-    const i = v.index;
-    const has = i >= 0;
-    const fps = has ? m.fps[i] : NaN, cpu = has ? m.cpu[i] : NaN, gpu = has ? m.gpu[i] : NaN;
+    const i = v.index, pin = v.pinned; // pin: a parked frame scrolled out of the ring
+    const has = i >= 0 || !!pin;
+    const fps = pin ? pin.fps : has ? m.fps[i] : NaN, cpu = pin ? pin.cpu : has ? m.cpu[i] : NaN;
+    const gpu = pin ? pin.gpu : has ? m.gpu[i] : NaN;
     const set = (id, text, cls) => {
       const e = $(id);
       if (e.textContent !== text) e.textContent = text;
@@ -53,7 +54,12 @@ export class Overlay {
     set('#cpu', has ? `${cpu.toFixed(2)} ms` : '–', has ? msClass(cpu) : '');
     set('#gpu', !has ? '–' : Number.isNaN(gpu) ? 'n/a' : `${gpu.toFixed(2)} ms`,
       has && !Number.isNaN(gpu) ? msClass(gpu) : 'dim');
-    sparkline($('#spark'), m.series('cpu', 60, v.frame), { ref: 16.7 });
+    // The sparkline is redrawn only when the samples it shows changed.
+    const sparkSig = pin ? `pin:${v.frame}` : `${m.gen}:${m.samples}:${v.frame}:${m.len}`;
+    if (sparkSig !== this.sparkSig) {
+      sparkline($('#spark'), pin ? pin.spark : m.series('cpu', 60, v.frame), { ref: 16.7 });
+      this.sparkSig = sparkSig;
+    }
     // counters
     const names = m.counterNames;
     const parts = [];
@@ -61,13 +67,14 @@ export class Overlay {
     for (let c = 0; c < names.length; c++) {
       const n = names[c];
       if (n === 'fast' || n === 'effect') continue;
-      const val = has ? m.counter(c, i) : NaN;
+      const val = pin ? pin.ctr[c] : has ? m.counter(c, i) : NaN;
       const cls = n === 'passes' ? (val > 7 ? 'bad' : val > 2 ? 'warn' : '') : '';
       parts.push(el('span', { class: `ctr ${cls}`, 'data-name': n, text: `${LABEL[n] ?? n.toUpperCase()} ${num(val)}`,
         onclick: () => this.open(n) }));
     }
     if (ci('fast') >= 0 && ci('effect') >= 0) {
-      const a = has ? m.counter(ci('fast'), i) : NaN, b = has ? m.counter(ci('effect'), i) : NaN;
+      const ctr = (c) => (pin ? pin.ctr[c] : has ? m.counter(c, i) : NaN);
+      const a = ctr(ci('fast')), b = ctr(ci('effect'));
       parts.push(el('span', { class: 'ctr', 'data-name': 'shapes', text: `SHAPES ${num(a)}.${num(b)}` }));
     }
     // Only when the text changed: a rebuild restyles the panel.

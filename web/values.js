@@ -65,12 +65,19 @@ export class Values {
       const c = r.cells;
       setText(c.kind, ['', 'float', 'uint', 'int', 'float2', 'float3', 'float4', 'bits', 'bool', 'string', 'blob'][e.kind] ?? '?');
       setText(c.val, e.hasValue ? value(e.kind, e.value) : '(not subscribed)');
-      c.val.dataset.raw = e.hasValue ? JSON.stringify(e.value instanceof Uint8Array ? [...e.value] : e.value) : '';
+      const raw = e.hasValue ? JSON.stringify(e.value instanceof Uint8Array ? [...e.value] : e.value) : '';
+      if (c.val.dataset.raw !== raw) c.val.dataset.raw = raw;
       const stale = !v.parked && (silent || (live && now - live.updatedMs > CHECKPOINT_MS + STALE_MS));
-      r.tr.className = `${stale ? 'stale' : ''} ${e.hasValue ? '' : 'meta'}`;
-      // history up to the frame shown
+      const cls = `${stale ? 'stale' : ''} ${e.hasValue ? '' : 'meta'}`;
+      if (r.tr.className !== cls) r.tr.className = cls;
+      // history up to the frame shown; the chart and its figures are redrawn
+      // only when that history changed
       const hist = (live?.hist ?? []).filter((p) => p.frame <= v.frame);
       const canvas = c.chart.firstChild;
+      const sig = hist.length && e.hasValue
+        ? `${e.kind}:${hist.length}:${hist[0].frame}:${hist[hist.length - 1].frame}` : '';
+      if (sig === r.sig) { trs.push(r.tr); continue; }
+      r.sig = sig;
       if (hist.length && e.hasValue) {
         if (e.kind === KIND.BOOL) bits(canvas, hist.map((p) => p.c[0]));
         else {

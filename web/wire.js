@@ -1,6 +1,7 @@
 // wire.js — the spyglass wire frame in the browser: the JS twin of
 // src/wire (docs/wire.md). Decoding validates a whole frame up front the
-// way spy_frame_decode does and then reads sections with DataView, straight
+// way spy_frame_decode does and then reads sections with DataView (or
+// typed-array views over aligned columns), straight
 // from the bytes the provider encoded; nothing is re-encoded anywhere on
 // the way. The few encoders are the consumer's messages (query, subscribe,
 // ack, resync, unsubscribe) and the link records (docs/wire.md, "Links").
@@ -77,6 +78,36 @@ export class WireError extends Error {
 const fail = (code, off, what) => { throw new WireError(code, off, what); };
 
 const utf8 = new TextDecoder('utf-8');
+const LITTLE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+// Registry keys repeat in every data frame: a small cache from the key's
+// bytes to its string saves a TextDecoder call (the costliest step of a
+// delta list) for every key seen before. ASCII keys only (what the
+// providers use); others are decoded every time. Bounded: cleared when full.
+const KEY_CACHE_MAX = 4096;
+const keyCache = new Map();
+function keyString(b, p, len) {
+  let h = len, ascii = true;
+  for (let i = 0; i < len; i++) {
+    const c = b[p + i];
+    if (c >= 0x80) { ascii = false; break; }
+    h = Math.imul(h ^ c, 16777619);
+  }
+  if (!ascii) return utf8.decode(b.subarray(p, p + len));
+  const hit = keyCache.get(h);
+  if (hit !== undefined && hit.length === len) {
+    let same = true;
+    for (let i = 0; i < len; i++) {
+      if (hit.charCodeAt(i) !== b[p + i]) { same = false; break; }
+    }
+    if (same) return hit;
+  }
+  const str = len <= 32 ? String.fromCharCode.apply(null, b.subarray(p, p + len))
+    : utf8.decode(b.subarray(p, p + len));
+  if (keyCache.size >= KEY_CACHE_MAX) keyCache.clear();
+  keyCache.set(h, str);
+  return str;
+}
 const utf8enc = new TextEncoder();
 const pad4 = (n) => (n + 3) & ~3;
 
@@ -157,17 +188,38 @@ export function decodeStats(f, s) {
   const fps = new Float32Array(count), cpu = new Float32Array(count);
   const gpu = new Float32Array(count);
   const counters = [];
+  const buf = f.bytes.buffer, base = f.bytes.byteOffset;
   let p = o + 16;
+  // Sections start 4-aligned in the frame, so on a little-endian machine
+  // with an aligned frame the columns are typed arrays over the frame's
+  // own bytes: no copy, no per-sample getter.
+  const direct = LITTLE && (base & 3) === 0;
   for (let c = 0; c < nc; c++, p += count * 4) {
-    const col = new Uint32Array(count);
-    for (let i = 0; i < count; i++) col[i] = dv.getUint32(p + 4 * i, true);
-    counters.push(col);
+    if (direct) {
+      counters.push(new Uint32Array(buf, base + p, count));
+    } else {
+      const col = new Uint32Array(count);
+      for (let i = 0; i < count; i++) col[i] = dv.getUint32(p + 4 * i, true);
+      counters.push(col);
+    }
   }
-  for (let i = 0; i < count; i++) {
-    fps[i] = dv.getInt16(p + 2 * i, true) / 10;
-    cpu[i] = dv.getUint16(p + 2 * count + 2 * i, true) / 100;
-    const g = dv.getUint16(p + 4 * count + 2 * i, true);
-    gpu[i] = g === GPU_NONE ? NaN : g / 100;
+  if (direct) {
+    const f10 = new Int16Array(buf, base + p, count);
+    const c100 = new Uint16Array(buf, base + p + 2 * count, count);
+    const g100 = new Uint16Array(buf, base + p + 4 * count, count);
+    for (let i = 0; i < count; i++) {
+      fps[i] = f10[i] / 10;
+      cpu[i] = c100[i] / 100;
+      const g = g100[i];
+      gpu[i] = g === GPU_NONE ? NaN : g / 100;
+    }
+  } else {
+    for (let i = 0; i < count; i++) {
+      fps[i] = dv.getInt16(p + 2 * i, true) / 10;
+      cpu[i] = dv.getUint16(p + 2 * count + 2 * i, true) / 100;
+      const g = dv.getUint16(p + 4 * count + 2 * i, true);
+      gpu[i] = g === GPU_NONE ? NaN : g / 100;
+    }
   }
   return {
     startFrame: u64(dv, o), count, nCounters: nc,
@@ -218,11 +270,14 @@ function readValue(f, kind, o, vlen) {
     case KIND.FLOAT: return dv.getFloat64(o, true);
     case KIND.UINT: case KIND.BITS: return u64(dv, o);
     case KIND.INT: return i64(dv, o);
-    case KIND.FLOAT2: case KIND.FLOAT3: case KIND.FLOAT4: {
-      const a = [];
-      for (let i = 0; i < vlen / 8; i++) a.push(dv.getFloat64(o + 8 * i, true));
-      return a;
-    }
+    case KIND.FLOAT2:
+      return [dv.getFloat64(o, true), dv.getFloat64(o + 8, true)];
+    case KIND.FLOAT3:
+      return [dv.getFloat64(o, true), dv.getFloat64(o + 8, true),
+        dv.getFloat64(o + 16, true)];
+    case KIND.FLOAT4:
+      return [dv.getFloat64(o, true), dv.getFloat64(o + 8, true),
+        dv.getFloat64(o + 16, true), dv.getFloat64(o + 24, true)];
     case KIND.BOOL: return dv.getUint8(o) !== 0;
     case KIND.STRING: return utf8.decode(f.bytes.subarray(o, o + vlen));
     case KIND.BLOB: return f.bytes.slice(o, o + vlen);
@@ -258,7 +313,7 @@ export function decodeDelta(f, s) {
     }
     const raw = 8 + klen + vlen;
     if (raw > avail) fail('EBADSECTION', p);
-    const key = utf8.decode(f.bytes.subarray(p + 8, p + 8 + klen));
+    const key = keyString(f.bytes, p + 8, klen);
     const value = state === DELTA.SET ? readValue(f, kind, p + 8 + klen, vlen)
       : null;
     entries.push({ state, kind, key, value });

@@ -37,6 +37,7 @@ typedef struct demo_opts {
   int load;
   int headless;
   int serve; /* --serve: the in-process bridge + dashboard on :7420 */
+  int port;  /* --port N: the bridge's port (0 = any free one) */
   uint32_t width, height;
   const char *dir;
 } demo_opts;
@@ -45,7 +46,7 @@ static void help(FILE *f) {
   fprintf(
       f, "usage: spyglass demo [--seconds N] [--name NAME] [--fps-cap N]\n"
          "                     [--load K] [--size WxH] [--headless] [--dir D]\n"
-         "                     [--serve]\n"
+         "                     [--serve] [--port N]\n"
          "       spyglass demo build SRC_DIR …   (a traced build; see its "
          "--help)\n\n"
          "Runs an animated scene (spheres ray-marched by a device thread,\n"
@@ -58,7 +59,9 @@ static void help(FILE *f) {
          "  --seconds N stop after N seconds (default: until q or Ctrl-C;\n"
          "              10 when not on a terminal and not headless)\n"
          "  --serve     also serve this provider and the browser dashboard\n"
-         "              at http://127.0.0.1:7420/ (in-process bridge)\n\n"
+         "              at http://127.0.0.1:7420/ (in-process bridge)\n"
+         "  --port N    serve on port N instead (0 = any free port; the URL\n"
+         "              printed is the one bound); implies --serve\n\n"
          "exit codes: 0 ran, 1 could not start, 2 bad usage\n");
 }
 
@@ -67,7 +70,8 @@ static int parse(int argc, char **argv, demo_opts *o) {
                    .load = 1,
                    .width = 160,
                    .height = 90,
-                   .seconds = -1};
+                   .seconds = -1,
+                   .port = -1};
   uint32_t size[2] = {o->width, o->height};
   const cli_opt opts[] = {
       {"--seconds", CLI_DOUBLE, &o->seconds, 0, 1e6, 0, "a number of seconds"},
@@ -77,6 +81,7 @@ static int parse(int argc, char **argv, demo_opts *o) {
       {"--size", CLI_SIZE, size, 8, 4096, 0, NULL},
       {"--headless", CLI_FLAG, &o->headless, 0, 0, 0, NULL},
       {"--serve", CLI_FLAG, &o->serve, 0, 0, 0, NULL},
+      {"--port", CLI_INT, &o->port, 0, 65535, 0, "a port number"},
       {"--dir", CLI_STR, &o->dir, 0, 0, 0, "a directory"},
   };
   int rc = cli_parse("demo", argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -86,6 +91,10 @@ static int parse(int argc, char **argv, demo_opts *o) {
             SPY_NAME_MAX);
     rc = 2;
   }
+  if (o->port >= 0)
+    o->serve = 1;
+  else
+    o->port = 7420;
   o->width = size[0];
   o->height = size[1];
   return rc;
@@ -253,9 +262,11 @@ int cmd_demo(int argc, char **argv) {
 
   spy_provider *p;
   spy_provider_desc pd = {.name = o.name, .dir = o.dir};
+  char listen[32];
   if (o.serve) {
     tool_web_install();
-    pd.listen = "127.0.0.1:7420";
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", o.port);
+    pd.listen = listen;
   }
   rc = spy_provider_create(&p, &pd);
   if (rc < 0) {
