@@ -9,11 +9,12 @@
 
 #include "spyglass/record.h"
 
-#define SPY_RECORD_VERSION "1" /* schema version, in recording.version */
+#define SPY_RECORD_VERSION "2" /* schema version, in recording.version */
 
-/* One cell of a row: NULL, integer, real or text (text is owned by the
- * row: malloc'ed by the receiver, freed by the writer). */
-enum { C_NULL = 0, C_INT = 1, C_REAL = 2, C_TEXT = 3 };
+/* One cell of a row: NULL, integer, real or text (C_TEXT is owned by the
+ * row: malloc'ed by the receiver, freed by the writer; C_CONST points at a
+ * string literal, nothing to free). */
+enum { C_NULL = 0, C_INT = 1, C_REAL = 2, C_TEXT = 3, C_CONST = 4 };
 typedef struct rec_cell {
   uint8_t t;
   union {
@@ -30,12 +31,12 @@ typedef enum rec_stmt {
   S_THREAD,        /* utid, upid, tid, thread_no, name (upsert) */
   S_THREAD_END,    /* end_ts, utid */
   S_TRACK,         /* id, name, type, upid, utid, unit */
-  S_SLICE,         /* id, ts, dur, track_id, name, depth, parent, loc, flags */
+  S_SLICE,         /* id, ts, dur, track_id, name_id, depth, parent, flags */
   S_COUNTER,       /* ts, track_id, value */
   S_ARG,           /* arg_set_id, key, int, real, string */
   S_FRAME,         /* upid, frame, ts, cpu_ms, gpu_ms, fps */
   S_VALUE,         /* upid, ts, source, name, kind, state, int, real, string */
-  S_ZONE_LOC,      /* upid, loc_id, name, function, file, line, color */
+  S_ZONE_LOC,      /* id, upid, loc_id, name, function, file, line, color */
   S_MSGPROF,       /* upid, ts, type, count, errors, bytes, msgs/s, bytes/s,
                       encode p50, p99, post p50, p99 */
   S_LOSS,          /* upid, ts, what, count */
@@ -54,6 +55,9 @@ typedef struct rec_row {
 const char *spy__rec_sql(int s);
 /* The tables (CREATE … IF NOT EXISTS), pg: PostgreSQL types. */
 const char *spy__rec_ddl(int pg);
+/* The zone table slice_data and the `slice` view over it (run after
+ * spy__rec_ddl). */
+const char *spy__rec_slice_ddl(int pg);
 /* Indexes built when a recording closes. */
 const char *spy__rec_index_ddl(void);
 

@@ -79,7 +79,7 @@ typedef struct source {
   uint64_t frames_lost_seen;
   uint64_t msgprof_seen;
   uint32_t n_locs_seen;
-  uint8_t *loc_seen; /* by loc id */
+  int64_t *loc_seen; /* by loc id: its zone_loc.id, 0 not recorded yet */
   zthr *thr;
   uint32_t nthr;
   named_track *tracks;
@@ -145,6 +145,11 @@ static void ctextn(rec_row *r, const char *s, size_t len) {
 }
 static void ctext(rec_row *r, const char *s) {
   ctextn(r, s, s ? strlen(s) : 0);
+}
+/* A string literal: no copy, nothing to free. */
+static void cconst(rec_row *r, const char *s) {
+  r->c[r->n].t = C_CONST;
+  r->c[r->n++].v.s = (char *)s;
 }
 
 static void row_free(rec_row *r) {
@@ -213,8 +218,11 @@ static void *writer_main(void *arg) {
       pthread_cond_timedwait(&r->cv, &r->mu, &dl);
     }
     uint32_t k = r->n < BATCH_ROWS ? r->n : BATCH_ROWS;
-    for (uint32_t i = 0; i < k; i++)
-      batch[i] = r->q[(r->head + i) % r->cap];
+    /* two copies at most (the ring wraps once): the lock is held for a
+     * memcpy, not a loop over rows */
+    uint32_t k1 = r->cap - r->head < k ? r->cap - r->head : k;
+    memcpy(batch, &r->q[r->head], k1 * sizeof *batch);
+    memcpy(batch + k1, r->q, (k - k1) * sizeof *batch);
     r->head = (r->head + k) % r->cap;
     r->n -= k;
     pthread_mutex_unlock(&r->mu);
@@ -289,7 +297,7 @@ static void loss_row(source *s, int64_t ts, const char *what, uint64_t n) {
   row_init(&r, S_LOSS);
   cint(&r, s->upid);
   cint(&r, ts);
-  ctext(&r, what);
+  cconst(&r, what);
   cint(&r, (int64_t)n);
   push(s->r, &r);
 }
@@ -440,12 +448,12 @@ static void on_delta(source *s, const spy_section *sec, const char *src,
     row_init(&r, S_VALUE);
     cint(&r, s->upid);
     cint(&r, now);
-    ctext(&r, src);
+    cconst(&r, src);
     ctextn(&r, e.key, e.key_len);
-    ctext(&r, spy_value_kind_name(e.value.kind));
-    ctext(&r, e.state == SPY_DELTA_SET       ? "set"
-              : e.state == SPY_DELTA_CLEARED ? "cleared"
-                                             : "meta");
+    cconst(&r, spy_value_kind_name(e.value.kind));
+    cconst(&r, e.state == SPY_DELTA_SET       ? "set"
+               : e.state == SPY_DELTA_CLEARED ? "cleared"
+                                              : "meta");
     const spy_value *v = &e.value;
     int ok;
     double x = value_real(v, &ok);
@@ -606,22 +614,25 @@ static zthr *thread_for(source *s, const spy_zone_thread *t) {
   return z;
 }
 
+/* A slice row holds no text: its name is the location's zone_loc row
+ * (name_id; NULL for a location not announced yet). */
 static void slice_row(source *s, const spy_state *st, zthr *z,
                       const spy_zone_span *sp, int64_t id, int64_t parent) {
-  const spy_zone_location *l = spy_state_zone_loc(st, sp->loc);
   rec_row r;
   row_init(&r, S_SLICE);
   cint(&r, id);
   cint(&r, spy_state_zone_local_ns(st, sp->start_ns));
   cint(&r, (int64_t)(sp->end_ns - sp->start_ns));
   cint(&r, z->track);
-  ctext(&r, l && l->name ? l->name : "?");
+  if (s->loc_seen && sp->loc < s->n_locs_seen && s->loc_seen[sp->loc])
+    cint(&r, s->loc_seen[sp->loc]);
+  else
+    cnull(&r);
   cint(&r, sp->depth);
   if (parent)
     cint(&r, parent);
   else
     cnull(&r);
-  cint(&r, sp->loc);
   cint(&r, sp->flags);
   push(s->r, &r);
 }
@@ -630,12 +641,13 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
   const spy_zone_state *zs = &st->zones;
   /* new locations */
   if (zs->n_locs > s->n_locs_seen || !s->loc_seen) {
-    uint8_t *seen = realloc(s->loc_seen, zs->n_locs + 1);
+    int64_t *seen = realloc(s->loc_seen, (zs->n_locs + 1) * sizeof *seen);
     if (!seen)
       return;
     if (!s->loc_seen)
       s->n_locs_seen = 0;
-    memset(seen + s->n_locs_seen, 0, zs->n_locs + 1 - s->n_locs_seen);
+    memset(seen + s->n_locs_seen, 0,
+           (zs->n_locs + 1 - s->n_locs_seen) * sizeof *seen);
     s->loc_seen = seen;
     s->n_locs_seen = zs->n_locs;
   }
@@ -643,9 +655,10 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
     const spy_zone_location *l = zs->locs[i];
     if (!l || s->loc_seen[i])
       continue;
-    s->loc_seen[i] = 1;
+    s->loc_seen[i] = new_id(s->r);
     rec_row r;
     row_init(&r, S_ZONE_LOC);
+    cint(&r, s->loc_seen[i]);
     cint(&r, s->upid);
     cint(&r, l->id);
     ctext(&r, l->name);
