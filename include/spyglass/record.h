@@ -62,7 +62,9 @@ typedef struct spy_recorder_stats {
   uint64_t samples_lost, frames_lost;               /* provider / bus */
   uint32_t sources, connected;
   int64_t recording_id;
-  int error; /* the writer's first error (0: none) */
+  int error;    /* the writer's first error (0: none) */
+  double cpu_s; /* CPU of the recorder's own threads (receivers + writer)
+                   so far; not the index build at destroy */
 } spy_recorder_stats;
 
 /* Opens the database (creating the schema, or adding a recording row to

@@ -32,6 +32,13 @@
 #define MAX_SOURCES 64
 #define MAX_PENDING 4096 /* open spans waiting for their end, per thread */
 #define MAX_NAMES 4096   /* counter tracks per source */
+#define STAGE_ROWS 256   /* rows a receiver gathers before queueing them */
+
+static int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int64_t mono_ns(void) {
   struct timespec ts;
@@ -87,6 +94,9 @@ typedef struct source {
   uint64_t health_last[SPY_HEALTH_FIELD_COUNT];
   uint64_t clock_seen; /* clock_syncs when last recorded */
   int64_t args_set;
+  _Atomic int64_t cpu_ns;    /* this receiving thread's CPU so far */
+  rec_row stage[STAGE_ROWS]; /* rows not in the shared queue yet */
+  uint32_t nstage;
 } source;
 
 struct spy_recorder {
@@ -109,6 +119,7 @@ struct spy_recorder {
       frames_lost;
   _Atomic int error;
   _Atomic int stop;
+  _Atomic int64_t writer_cpu_ns;
   source *src[MAX_SOURCES];
   uint32_t nsrc;
   uint64_t seen_ids[MAX_SOURCES * 4];
@@ -164,20 +175,36 @@ static void row_init(rec_row *r, int stmt) {
   r->stmt = (uint8_t)stmt;
 }
 
-/* Queues a row; never waits. A full queue drops it (counted). */
-static void push(struct spy_recorder *rc, rec_row *r) {
-  pthread_mutex_lock(&rc->mu);
-  if (rc->n == rc->cap) {
-    pthread_mutex_unlock(&rc->mu);
-    row_free(r);
-    rc->rows_lost++;
+/* Queues a row; never waits. Rows gather in the source's stage and go
+ * into the shared queue STAGE_ROWS at a time (one lock per stage, not per
+ * row); a full queue drops them (counted). */
+static void flush_stage(source *s) {
+  struct spy_recorder *rc = s->r;
+  uint32_t k = s->nstage;
+  if (!k)
     return;
-  }
-  rc->q[(rc->head + rc->n) % rc->cap] = *r;
-  rc->n++;
-  if (rc->n == rc->cap / 4)
+  pthread_mutex_lock(&rc->mu);
+  uint32_t room = rc->cap - rc->n, take = k < room ? k : room;
+  uint32_t tail = (rc->head + rc->n) % rc->cap;
+  uint32_t k1 = rc->cap - tail < take ? rc->cap - tail : take;
+  memcpy(&rc->q[tail], s->stage, k1 * sizeof *s->stage);
+  memcpy(rc->q, s->stage + k1, (take - k1) * sizeof *s->stage);
+  uint32_t before = rc->n;
+  rc->n += take;
+  if (before < rc->cap / 4 && rc->n >= rc->cap / 4)
     pthread_cond_signal(&rc->cv);
   pthread_mutex_unlock(&rc->mu);
+  for (uint32_t i = take; i < k; i++)
+    row_free(&s->stage[i]);
+  if (take < k)
+    rc->rows_lost += k - take;
+  s->nstage = 0;
+}
+
+static void push(source *s, rec_row *r) {
+  if (s->nstage == STAGE_ROWS)
+    flush_stage(s);
+  s->stage[s->nstage++] = *r;
 }
 
 static int64_t new_id(struct spy_recorder *r) {
@@ -243,6 +270,7 @@ static void *writer_main(void *arg) {
         r->rows += k;
         r->batches++;
       }
+      r->writer_cpu_ns = thread_cpu_ns();
     }
     pthread_mutex_lock(&r->mu);
   }
@@ -277,7 +305,7 @@ static int64_t track_for(source *s, const char *name, const char *type,
   cint(&r, s->upid);
   cnull(&r);
   ctext(&r, unit);
-  push(s->r, &r);
+  push(s, &r);
   return id;
 }
 
@@ -289,7 +317,7 @@ static void counter_row(source *s, int64_t ts, int64_t track, double v) {
   cint(&r, ts);
   cint(&r, track);
   cdbl(&r, v);
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void loss_row(source *s, int64_t ts, const char *what, uint64_t n) {
@@ -299,7 +327,7 @@ static void loss_row(source *s, int64_t ts, const char *what, uint64_t n) {
   cint(&r, ts);
   cconst(&r, what);
   cint(&r, (int64_t)n);
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void arg_row(source *s, int64_t set, const char *key, int64_t i,
@@ -317,7 +345,7 @@ static void arg_row(source *s, int64_t set, const char *key, int64_t i,
     cnull(&r);
     cnull(&r);
   }
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void slice_row(source *s, const spy_state *st, zthr *z,
@@ -365,12 +393,13 @@ static void end_source(source *s, int64_t now) {
     row_init(&r, S_THREAD_END);
     cint(&r, now);
     cint(&r, s->thr[i].utid);
-    push(s->r, &r);
+    push(s, &r);
   }
   row_init(&r, S_PROCESS_END);
   cint(&r, now);
   cint(&r, s->upid);
-  push(s->r, &r);
+  push(s, &r);
+  flush_stage(s);
   s->live = 0;
 }
 
@@ -415,7 +444,7 @@ static void begin_provider(source *s, const spy_state *st, int64_t now) {
   cint(&r, now);
   cint(&r, st->clock_offset_ns);
   cint(&r, set);
-  push(s->r, &r);
+  push(s, &r);
   arg_row(s, set, "provider.kind", st->provider.kind, NULL);
   arg_row(s, set, "provider.start_ms", (int64_t)st->provider.start_ms, NULL);
   arg_row(s, set, "clock.synced", st->clock_synced, NULL);
@@ -487,7 +516,7 @@ static void on_delta(source *s, const spy_section *sec, const char *src,
     } else {
       cnull(&r);
     }
-    push(s->r, &r);
+    push(s, &r);
     if (ok && strcmp(src, "registry") == 0) {
       char tn[SPY_KEY_MAX + 16];
       int k = v->kind >= SPY_VAL_FLOAT2 && v->kind <= SPY_VAL_FLOAT4
@@ -572,7 +601,7 @@ static void on_stats(source *s, const spy_section *sec, const spy_state *st,
     else
       cdbl(&r, g / 100.0);
     cdbl(&r, spy_stats_fps_x10(&b, i) / 10.0);
-    push(s->r, &r);
+    push(s, &r);
     for (uint32_t c = 0; c < nc; c++)
       counter_row(s, t, ctrack[c], spy_stats_counter(&b, c, i));
     s->last_frame = fno;
@@ -601,7 +630,7 @@ static zthr *thread_for(source *s, const spy_zone_thread *t) {
   cint(&r, t->os_tid);
   cint(&r, t->thread);
   ctext(&r, t->name[0] ? t->name : NULL);
-  push(s->r, &r);
+  push(s, &r);
   z->track = new_id(s->r);
   row_init(&r, S_TRACK);
   cint(&r, z->track);
@@ -610,7 +639,7 @@ static zthr *thread_for(source *s, const spy_zone_thread *t) {
   cint(&r, s->upid);
   cint(&r, z->utid);
   cnull(&r);
-  push(s->r, &r);
+  push(s, &r);
   return z;
 }
 
@@ -634,7 +663,7 @@ static void slice_row(source *s, const spy_state *st, zthr *z,
   else
     cnull(&r);
   cint(&r, sp->flags);
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void on_zones(source *s, const spy_state *st, int64_t now) {
@@ -666,7 +695,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
     ctext(&r, l->file);
     cint(&r, l->line);
     cint(&r, l->color);
-    push(s->r, &r);
+    push(s, &r);
   }
   for (uint32_t ti = 0; ti < zs->n_threads; ti++) {
     const spy_zone_thread *t = &zs->threads[ti];
@@ -682,7 +711,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       cint(&r, t->os_tid);
       cint(&r, t->thread);
       ctext(&r, t->name);
-      push(s->r, &r);
+      push(s, &r);
     }
     /* spans that were open last time */
     for (uint32_t i = 0; i < z->npend;) {
@@ -732,7 +761,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       row_init(&r, S_THREAD_END);
       cint(&r, now);
       cint(&r, z->utid);
-      push(s->r, &r);
+      push(s, &r);
     }
   }
 }
@@ -758,7 +787,7 @@ static void on_msgprof(source *s, const spy_state *st, int64_t now) {
     cint(&r, (int64_t)w->encode.p99_ns);
     cint(&r, (int64_t)w->post.p50_ns);
     cint(&r, (int64_t)w->post.p99_ns);
-    push(s->r, &r);
+    push(s, &r);
   }
 }
 
@@ -777,7 +806,7 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
     row_init(&r, S_PROCESS_CLOCK);
     cint(&r, st->clock_offset_ns);
     cint(&r, s->upid);
-    push(s->r, &r);
+    push(s, &r);
     arg_row(s, s->args_set, "clock.synced_rtt_ns", st->clock_rtt_ns, NULL);
   }
   if (st->frames_lost > s->frames_lost_seen) {
@@ -815,6 +844,7 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
     on_zones(s, st, now);
   if (spy_frame_find_section(f, SPY_SEC_MSGPROF, &sec))
     on_msgprof(s, st, now);
+  flush_stage(s);
 }
 
 /* ---- sources ------------------------------------------------------------ */
@@ -822,6 +852,7 @@ static void *source_main(void *arg) {
   source *s = arg;
   while (!s->r->stop) {
     int rc = spy_consumer_poll(s->c, 50);
+    s->cpu_ns = thread_cpu_ns();
     const spy_state *st = spy_consumer_state(s->c);
     s->connected = st->conn == SPY_CONN_CONNECTED;
     if (rc < 0)
@@ -834,6 +865,7 @@ static void *source_main(void *arg) {
     }
   }
   end_source(s, mono_ns());
+  flush_stage(s);
   s->connected = 0;
   s->done = 1;
   return NULL;
@@ -1006,9 +1038,13 @@ void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *o) {
   o->samples_lost = r->samples_lost;
   o->frames_lost = r->frames_lost;
   o->sources = r->nsrc;
-  for (uint32_t i = 0; i < r->nsrc; i++)
+  int64_t cpu = r->writer_cpu_ns;
+  for (uint32_t i = 0; i < r->nsrc; i++) {
     if (r->src[i]->connected)
       o->connected++;
+    cpu += r->src[i]->cpu_ns;
+  }
+  o->cpu_s = (double)cpu / 1e9;
   o->recording_id = r->rec_id;
   o->error = r->error;
 }
