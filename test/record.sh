@@ -115,6 +115,14 @@ n = db.execute("""SELECT count(*) FROM slice c JOIN slice p ON p.id =
     c.parent_id WHERE c.depth != p.depth + 1 OR c.ts < p.ts OR
     c.ts + c.dur > p.ts + p.dur""").fetchone()[0]
 assert n == 0, f"{n} children outside their parent"
+# names are interned (slice_data.name_id -> zone_loc.id); the slice view
+# joins them back: every zone of the demo has a known location
+n = db.execute("SELECT count(*) FROM slice_data WHERE name_id IS NULL OR "
+               "name_id NOT IN (SELECT id FROM zone_loc)").fetchone()[0]
+assert n == 0, f"{n} zones without their zone_loc row"
+names = {r[0] for r in db.execute("SELECT DISTINCT name FROM slice")}
+locs = {r[0] for r in db.execute("SELECT name FROM zone_loc")}
+assert names and names <= locs and "?" not in names, (names, locs)
 print("  consumer and recording agree on frame", f)
 EOF
   cp "$WORK/run.db" "$WORK/demo.db"

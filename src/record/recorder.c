@@ -86,7 +86,8 @@ typedef struct source {
   uint64_t frames_lost_seen;
   uint64_t msgprof_seen;
   uint32_t n_locs_seen;
-  int64_t *loc_seen; /* by loc id: its zone_loc.id, 0 not recorded yet */
+  int64_t *loc_seen; /* by loc id - SPY_ZONES_LOC_ID_MIN: its zone_loc.id,
+                        0: not recorded yet */
   zthr *thr;
   uint32_t nthr;
   named_track *tracks;
@@ -653,8 +654,10 @@ static void slice_row(source *s, const spy_state *st, zthr *z,
   cint(&r, spy_state_zone_local_ns(st, sp->start_ns));
   cint(&r, (int64_t)(sp->end_ns - sp->start_ns));
   cint(&r, z->track);
-  if (s->loc_seen && sp->loc < s->n_locs_seen && s->loc_seen[sp->loc])
-    cint(&r, s->loc_seen[sp->loc]);
+  uint32_t li = sp->loc - SPY_ZONES_LOC_ID_MIN; /* as in spy_state_zone_loc */
+  if (s->loc_seen && sp->loc >= SPY_ZONES_LOC_ID_MIN && li < s->n_locs_seen &&
+      s->loc_seen[li])
+    cint(&r, s->loc_seen[li]);
   else
     cnull(&r);
   cint(&r, sp->depth);
