@@ -215,7 +215,7 @@ int bench_record(int argc, char **argv) {
   long rss0 = rss_kb();
   FILE *f = fopen(out, "wb");
   uint64_t e0 = bench_now_ns();
-  int erc = f ? spy_record_export(db, "perfetto", f, 0, -1) : -1;
+  int erc = f ? spy_record_export(db, 0, "perfetto", f, 0, -1) : -1;
   if (f)
     fclose(f);
   double ewall = (double)(bench_now_ns() - e0) / 1e9;

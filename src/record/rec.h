@@ -76,6 +76,55 @@ typedef struct rec_backend_ops {
   int (*close)(void *st, int64_t end_mono_ns);
 } rec_backend_ops;
 
+/* Reading a recording back (rec_read.c; export, diff): a backend behind
+ * one ops table. query() starts one query (?1..?N parameters, int64),
+ * next() gives 1 per row, 0 at the end, <0 on error; the column getters
+ * read the current row (text valid until the next next()/query()). One
+ * query open at a time. */
+typedef struct rec_read_ops {
+  const char *name;
+  void *(*open)(const char *db); /* message on stderr, NULL on failure */
+  int (*query)(void *st, const char *sql, int np, const int64_t *p);
+  int (*next)(void *st);
+  int (*is_null)(void *st, int col);
+  int64_t (*i64)(void *st, int col);
+  double (*dbl)(void *st, int col);
+  const char *(*text)(void *st, int col); /* NULL for NULL */
+  const char *(*errmsg)(void *st);
+  void (*close)(void *st);
+} rec_read_ops;
+
+typedef struct rec_rd {
+  const rec_read_ops *ops;
+  void *st;
+  int64_t rec_id; /* the recording read */
+} rec_rd;
+
+/* 1 if db is a postgres:// or postgresql:// URI. */
+int spy__rec_is_pg(const char *db);
+/* Opens db (a SQLite file or a PostgreSQL URI) and finds the recording:
+ * `recording` if > 0, else the file's first / the database's newest.
+ * Returns 0, SPY_EIO or SPY_ENOENT (message on stderr). */
+int spy__rec_read_open(rec_rd *r, const char *db, int64_t recording,
+                       int64_t *started_ns);
+void spy__rec_read_close(rec_rd *r);
+
+/* A query in the making: prepared (sql kept), parameters bound, run at
+ * the first step. For code that reads like the sqlite3 API it replaced. */
+typedef struct rec_q {
+  rec_rd *rd;
+  const char *sql;
+  int64_t p[8];
+  int np, started, failed;
+} rec_q;
+void spy__rq_prep(rec_q *q, rec_rd *rd, const char *sql);
+void spy__rq_bind(rec_q *q, int i, int64_t v); /* i from 1 */
+int spy__rq_step(rec_q *q); /* 1: a row; 0: the end or an error (failed) */
+int spy__rq_null(rec_q *q, int col);
+int64_t spy__rq_i64(rec_q *q, int col);
+double spy__rq_dbl(rec_q *q, int col);
+const char *spy__rq_text(rec_q *q, int col); /* NULL for NULL */
+
 extern const rec_backend_ops spy__rec_sqlite;
 extern const rec_backend_ops spy__rec_pg;
 
