@@ -385,8 +385,8 @@ int bench_record(int argc, char **argv) {
   t.notes[t.nnotes++] =
       "frames: the measured ones (numbered after the frames made while the "
       "recorder subscribed); the provider flushes once after its last "
-      "frame; the very last frame has no sample (a frame's sample is "
-      "written when the next one begins), so made - 1 is all recorded";
+      "frame; one frame short remains: the last one, whose sample the "
+      "explicit flush does not carry (not explained yet)";
   t.notes[t.nnotes++] =
       "export NM zones: a synthetic recording (one thread, frame > 199 "
       "items) exported to Perfetto by `spyglass export` as its own process; "
