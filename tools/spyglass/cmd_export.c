@@ -40,7 +40,7 @@ int cmd_export(int argc, char **argv) {
   uint64_t recording = 0;
   const cli_opt opts[] = {
       {"--db", CLI_STR, &db, 0, 0, 0, "a postgres:// URI"},
-      {"--recording", CLI_U64, &recording, 1, INT64_MAX, 0, "a recording id"},
+      {"--recording", CLI_U64, &recording, 1, 1e15, 0, "a recording id"},
       {"--format", CLI_STR, &fmt, 0, 0, 0, "perfetto or chrome"},
       {"-f", CLI_STR, &fmt_s, 0, 0, 0, "perfetto or chrome"},
       {"--output", CLI_STR, &out, 0, 0, 0, "a file name"},
