@@ -12,6 +12,15 @@
  *                                bus: every state it holds after a data
  *                                frame (last frame key, registry values),
  *                                one JSON line per state, for S seconds
+ *   web_helper zprovider NAME S  a provider whose thread "sim" opens a known
+ *                                zone sequence every frame (frame > update >
+ *                                3 substeps, draw > deep > deep > deep)
+ *   web_helper zcheck DIR        for every DIR/NAME.bin, one line "NAME
+ *                                RESULT": the frame decoder's or the ZONES
+ *                                decoder's error name, or "ok"
+ *   web_helper ztruth NAME S OUT a C consumer of its zones: per complete
+ *                                frame, the spans of thread "sim" (name,
+ *                                depth, start from the frame's, duration)
  *
  * The provider's values, with n its own loop count (not the provider's
  * frame key, which counts watched frames only): det.frame (float) = n,
@@ -21,6 +30,7 @@
  * state as of frame F is what the C consumer held after the last data
  * frame whose batch ended at or before F.
  */
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +44,7 @@
 #include "spyglass/profiler.h"
 #include "spyglass/provider.h"
 #include "spyglass/wire.h"
+#include "spyglass/zones.h"
 
 static uint8_t buf[1 << 16];
 
@@ -272,6 +283,42 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
             (long long)m.rtt_ns);
     return 0;
   }
+  case SPY_SEC_ZONES: {
+    spy_zones_iter it;
+    if ((rc = spy_get_zones(s, &it)) < 0)
+      return rc;
+    fprintf(json, "\"zones\":{\"flags\":%u,\"baseNs\":%llu,\"locs\":[",
+            it.flags, (unsigned long long)it.base_ns);
+    spy_zone_loc_info l;
+    for (int i = 0; spy_zones_next_loc(&it, &l); i++) {
+      fprintf(json,
+              "%s{\"id\":%u,\"line\":%u,\"color\":%u,\"name\":", i ? "," : "",
+              l.id, l.line, l.color);
+      jstr(l.name, l.name_len);
+      fprintf(json, ",\"function\":");
+      jstr(l.function, l.function_len);
+      fprintf(json, ",\"file\":");
+      jstr(l.file, l.file_len);
+      fputc('}', json);
+    }
+    fprintf(json, "],\"threads\":[");
+    spy_zone_thread_info t;
+    spy_zone_event_iter ev;
+    for (int i = 0; spy_zones_next_thread(&it, &t, &ev); i++) {
+      fprintf(json, "%s{\"thread\":%u,\"osTid\":%u,\"flags\":%u,\"name\":",
+              i ? "," : "", t.thread, t.os_tid, t.flags);
+      jstr(t.name, t.name_len);
+      fprintf(json, ",\"dropped\":%llu,\"ev\":[",
+              (unsigned long long)t.dropped);
+      spy_zone_event e;
+      for (int k = 0; spy_zone_event_next(&ev, &e); k++)
+        fprintf(json, "%s%u,%llu,%llu", k ? "," : "", e.kind,
+                (unsigned long long)e.t_ns, (unsigned long long)e.value);
+      fprintf(json, "]}");
+    }
+    fprintf(json, "]}");
+    return 0;
+  }
   default: (void)f; return 1; /* not ours: listed as unknown */
   }
 }
@@ -355,6 +402,147 @@ static int emit(const char *dir, const char *name, const uint8_t *p, size_t n) {
   if (ftruncate(fileno(json), end) != 0)
     perror("ftruncate");
   fclose(json);
+  return 0;
+}
+
+/* ZONES golden frames (web/wire_zones.js): a full section, a delta one with
+ * two threads, and malformed ones refused as spy_get_zones refuses them. */
+static int golden_zones(const char *dir) {
+  spy_frame_writer w;
+  spy_zones_writer z;
+  const uint64_t base = 123456789012345ull;
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 13, 50,
+                  SPY_FRAME_CHECKPOINT);
+  spy_zones_begin(&z, &w, SPY_ZONES_FULL, base);
+  spy_zone_loc_info l1 = {.id = 16,
+                          .line = 42,
+                          .color = 0x3080ff,
+                          .name = "update",
+                          .name_len = 6,
+                          .function = "frame_update",
+                          .function_len = 12,
+                          .file = "demo/sim.c",
+                          .file_len = 10};
+  spy_zone_loc_info l2 = {.id = 17,
+                          .line = 7,
+                          .name = "substep ünï",
+                          .name_len = 13,
+                          .function = "f",
+                          .function_len = 1,
+                          .file = "a.c",
+                          .file_len = 3};
+  spy_zone_loc_info l3 = {.id = 65535,
+                          .line = 4000000000u,
+                          .name = "x",
+                          .name_len = 1,
+                          .function = "",
+                          .function_len = 0,
+                          .file = "",
+                          .file_len = 0};
+  spy_zones_put_loc(&z, &l1);
+  spy_zones_put_loc(&z, &l2);
+  spy_zones_put_loc(&z, &l3);
+  spy_zone_thread_info t = {.thread = 1,
+                            .os_tid = 4242,
+                            .flags =
+                                SPY_ZONES_THREAD_NAMED | SPY_ZONES_THREAD_RESET,
+                            .name = "frame",
+                            .name_len = 5,
+                            .dropped = 3};
+  spy_zones_thread_begin(&z, &t);
+  spy_zones_put_event(&z, SPY_ZONE_EV_FRAME, base + 10, 9007199254740000ull);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 10, 16);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 300, 17);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 5000300, 0);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 5000301, 65535);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 9000000000ull, 0);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 9000000001ull, 0);
+  spy_zones_thread_end(&z);
+  spy_zone_thread_info t2 = {
+      .thread = 2, .os_tid = 4243, .flags = 0, .dropped = 0};
+  spy_zones_thread_begin(&z, &t2); /* no events at all */
+  spy_zones_end(&z);
+  int n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "zones_full", buf, (size_t)n) < 0)
+    return 1;
+  size_t full_len = (size_t)n;
+  static uint8_t keep[4096];
+  memcpy(keep, buf, full_len);
+  /* A delta section: no locations, two threads, a gone one. */
+  spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 14, 51, 0);
+  spy_zones_begin(&z, &w, 0, base + 50);
+  spy_zone_thread_info t3 = {.thread = 7,
+                             .os_tid = 1,
+                             .flags =
+                                 SPY_ZONES_THREAD_GONE | SPY_ZONES_THREAD_NAMED,
+                             .name = "device",
+                             .name_len = 6,
+                             .dropped = 9007199254740991ull};
+  spy_zones_thread_begin(&z, &t3);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, base + 49, 0); /* clamped */
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, base + 60, 300);
+  spy_zones_thread_end(&z);
+  spy_zones_thread_begin(&z, &t);
+  spy_zones_put_event(&z, SPY_ZONE_EV_FRAME, base + 1000000, 5);
+  spy_zones_end(&z);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "zones_delta", buf, (size_t)n) < 0)
+    return 1;
+  /* Malformed: find the section in the full frame (after the 32-byte
+   * frame header: id, len, then the section). */
+  const size_t sec = 40;
+  struct {
+    const char *name;
+    size_t at;
+    uint32_t v;
+    int width;
+  } bad[] = {
+      {"bad_zones_flags", sec, 2, 2},
+      {"bad_zones_reserved", sec + 12, 1, 4},
+      {"bad_zones_count", sec + 8, 1000, 4},
+      {"bad_zones_loc_id", sec + 24, 15, 4},
+      {"bad_zones_file", sec + 24 + 14, 2000, 2},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memcpy(buf, keep, full_len);
+    if (bad[i].width == 2)
+      spy_wr16(buf + bad[i].at, (uint16_t)bad[i].v);
+    else
+      spy_wr32(buf + bad[i].at, bad[i].v);
+    if (emit(dir, bad[i].name, buf, full_len) < 0)
+      return 1;
+  }
+  /* Event-level faults, in a one-thread section built by hand. */
+  static const struct {
+    const char *name;
+    uint8_t ev[40];
+    uint32_t n;
+  } evs[] = {
+      {"bad_zones_kind", {0x03}, 1},           /* kind 3 */
+      {"bad_zones_begin_id", {0x01, 0x05}, 2}, /* location id 5 */
+      {"bad_zones_varint", {0x81}, 1},         /* cut varint */
+      {"bad_zones_long",
+       {0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+       10},                  /* more than 64 bits */
+      {"bad_zones_overflow", /* four deltas of 2^62 - 1: past 2^64 */
+       {0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+       40},
+      {"zones_events_ok", {0x04, 0x11, 0x10, 0x00, 0x0a, 0x07}, 6},
+  };
+  for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
+    spy_frame_start(&w, buf, sizeof buf, SPY_MSG_DATA, 15, 52, 0);
+    spy_zones_begin(&z, &w, 0, base);
+    spy_zone_thread_info t4 = {.thread = 3, .os_tid = 5};
+    spy_zones_thread_begin(&z, &t4);
+    spy_frame_put(&w, evs[i].ev, evs[i].n);
+    spy_zones_end(&z);
+    n = spy_frame_finish(&w);
+    if (n < 0 || emit(dir, evs[i].name, buf, (size_t)n) < 0)
+      return 1;
+  }
   return 0;
 }
 
@@ -517,6 +705,8 @@ static int golden(const char *dir) {
   spy_wr32(bad + 32, SPY_SEC_STATS);
   if (emit(dir, "bad_stats", bad, (size_t)n) < 0)
     return 1;
+  if (golden_zones(dir))
+    return 1;
   printf("golden frames in %s\n", dir);
   return 0;
 }
@@ -615,6 +805,165 @@ static int truth(const char *name, double seconds, const char *out) {
   return 0;
 }
 
+/* ---- a known zone sequence and the C consumer's spans of it ---------------
+ */
+
+static void spin_us(double us) {
+  double end = mono_s() + us / 1e6;
+  while (mono_s() < end) {
+  }
+}
+
+static int zprovider(const char *name, double seconds) {
+  static spy_zone_loc l_frame = {"frame", "zprovider", "web_helper.c",
+                                 1,       0x3080ff,    0};
+  static spy_zone_loc l_update = {"update", "zprovider", "web_helper.c",
+                                  2,        0,           0};
+  static spy_zone_loc l_sub = {"substep", "zprovider", "web_helper.c",
+                               3,         0x7fd962,    0};
+  static spy_zone_loc l_draw = {"draw", "zprovider", "web_helper.c", 4, 0, 0};
+  static spy_zone_loc l_deep = {"deep", "zprovider", "web_helper.c",
+                                5,      0xff6b6b,    0};
+  spy_provider *p;
+  spy_provider_desc pd = {.name = name};
+  int rc = spy_provider_create(&p, &pd);
+  if (rc < 0) {
+    fprintf(stderr, "web_helper: zprovider: %s\n", spy_strerror(rc));
+    return 1;
+  }
+  spy_thread_name(p, "sim");
+  printf("provider %016llx %s\n", (unsigned long long)spy_provider_id(p), name);
+  fflush(stdout);
+  signal(SIGINT, on_sig);
+  signal(SIGTERM, on_sig);
+  double end = mono_s() + seconds;
+  while (!stop && (seconds <= 0 || mono_s() < end)) {
+    spy_frame_begin(p);
+    spy_zone_begin(p, &l_frame);
+    spy_zone_begin(p, &l_update);
+    for (int i = 0; i < 3; i++) {
+      spy_zone_begin(p, &l_sub);
+      spin_us(100 + 50 * i);
+      spy_zone_end(p);
+    }
+    spy_zone_end(p);
+    spy_zone_begin(p, &l_draw);
+    for (int d = 0; d < 3; d++) {
+      spy_zone_begin(p, &l_deep);
+      spin_us(40);
+    }
+    for (int d = 0; d < 3; d++)
+      spy_zone_end(p);
+    spy_zone_end(p);
+    spy_zone_end(p);
+    spy_frame_end(p);
+    usleep(12000);
+  }
+  spy_provider_destroy(p);
+  return 0;
+}
+
+static int ztruth(const char *name, double seconds, const char *out) {
+  FILE *o = fopen(out, "w");
+  if (!o) {
+    perror(out);
+    return 1;
+  }
+  spy_consumer *c;
+  spy_consumer_desc d = {.want = name,
+                         .features = SPY_FEAT_STATS | SPY_FEAT_ZONES,
+                         .zone_frames = 64,
+                         .no_clock_sync = 1};
+  int rc = spy_consumer_create(&c, &d);
+  if (rc < 0) {
+    fprintf(stderr, "web_helper: consumer: %s\n", spy_strerror(rc));
+    return 1;
+  }
+  signal(SIGINT, on_sig);
+  signal(SIGTERM, on_sig);
+  uint64_t written = 0;
+  int any = 0;
+  double end = mono_s() + seconds;
+  while (!stop && mono_s() < end) {
+    spy_consumer_poll(c, 2);
+    const spy_state *s = spy_consumer_state(c);
+    const spy_zone_thread *t = NULL;
+    for (uint32_t i = 0; i < s->zones.n_threads; i++)
+      if (!strcmp(s->zones.threads[i].name, "sim"))
+        t = &s->zones.threads[i];
+    if (!t)
+      continue;
+    /* Frames two markers old are complete on every thread. */
+    for (uint32_t age = 8; age >= 2; age--) {
+      uint64_t fr, a, b;
+      if (!spy_state_zone_frame(s, age, &fr, &a, &b) || (any && fr <= written))
+        continue;
+      fprintf(o, "{\"frame\":%llu,\"spans\":[", (unsigned long long)fr);
+      int k = 0;
+      for (uint32_t i = 0; i < t->n; i++) {
+        const spy_zone_span *sp = spy_zone_thread_span(t, i);
+        if (sp->start_ns < a || sp->start_ns >= b || !sp->end_ns)
+          continue;
+        const spy_zone_location *l = spy_state_zone_loc(s, sp->loc);
+        fprintf(o, "%s[", k++ ? "," : "");
+        json = o;
+        if (l)
+          jstr(l->name, (uint32_t)strlen(l->name));
+        else
+          fprintf(o, "null");
+        fprintf(o, ",%u,%llu,%llu]", sp->depth,
+                (unsigned long long)(sp->start_ns - a),
+                (unsigned long long)(sp->end_ns - sp->start_ns));
+      }
+      fprintf(o, "]}\n");
+      written = fr;
+      any = 1;
+    }
+    fflush(o);
+  }
+  spy_consumer_destroy(c);
+  fclose(o);
+  return 0;
+}
+
+/* What the C decoders make of every DIR/NAME.bin (the JS differential fuzz
+ * in test/web_zones_state.test.mjs). */
+static int zcheck(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    perror(dir);
+    return 1;
+  }
+  static uint8_t in[1 << 16];
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t nl = strlen(e->d_name);
+    if (nl < 5 || strcmp(e->d_name + nl - 4, ".bin"))
+      continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+      continue;
+    size_t n = fread(in, 1, sizeof in, f);
+    fclose(f);
+    spy_frame fr;
+    size_t off = 0;
+    int rc = spy_frame_decode(in, n, &fr, &off);
+    if (rc == 0) {
+      size_t cur = 0;
+      spy_section s;
+      spy_zones_iter it;
+      while (rc == 0 && spy_frame_next_section(&fr, &cur, &s))
+        if (s.id == SPY_SEC_ZONES)
+          rc = spy_get_zones(&s, &it);
+    }
+    printf("%.*s %s\n", (int)(nl - 4), e->d_name, rc ? err_name(rc) : "ok");
+  }
+  closedir(d);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "golden"))
     return golden(argv[2]);
@@ -622,6 +971,12 @@ int main(int argc, char **argv) {
     return provider(argv[2], atof(argv[3]));
   if (argc == 5 && !strcmp(argv[1], "truth"))
     return truth(argv[2], atof(argv[3]), argv[4]);
+  if (argc == 3 && !strcmp(argv[1], "zcheck"))
+    return zcheck(argv[2]);
+  if (argc == 4 && !strcmp(argv[1], "zprovider"))
+    return zprovider(argv[2], atof(argv[3]));
+  if (argc == 5 && !strcmp(argv[1], "ztruth"))
+    return ztruth(argv[2], atof(argv[3]), argv[4]);
   fprintf(stderr, "usage: web_helper golden DIR | provider NAME SECONDS | "
                   "truth NAME SECONDS OUT\n");
   return 2;

@@ -16,6 +16,7 @@ import { Values } from './values.js';
 import { Recorder } from './recorder.js';
 import { Log } from './log.js';
 import { Health } from './health.js';
+import { Zones } from './zones.js';
 import { $ } from './dom.js';
 
 const params = new URLSearchParams(location.search);
@@ -44,6 +45,7 @@ const overlay = new Overlay(model, () => draw(true));
 const values = new Values(client, model);
 const log = new Log(client, recorder, Number(params.get('log')) || 4000);
 const health = new Health(client, model);
+const zones = new Zones(client, model, () => touch());
 const states = [];
 
 client.on('state', (s) => { states.push({ s, t: Date.now() }); touch(); });
@@ -83,6 +85,7 @@ function draw(force = false) {
   values.render(v);
   health.render(v, force);
   log.render();
+  zones.render(v);
 }
 setInterval(touch, 500); // rates, stale marking, ages
 
@@ -93,6 +96,7 @@ document.addEventListener('keydown', (e) => {
   else if (e.key === 'ArrowRight') { e.preventDefault(); recorder.step(1); }
   else if (e.key === 'Escape') { recorder.live(); if (e.target instanceof HTMLInputElement) e.target.blur(); }
   else if (e.key === '/') { e.preventDefault(); $('#filter').focus(); }
+  else if (e.key === 'z') zones.toggle();
 });
 
-window.spyglass = { client, model, recorder, log, values, view, states };
+window.spyglass = { client, model, recorder, log, values, view, states, zones };

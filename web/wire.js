@@ -6,6 +6,7 @@
 // ack, resync, unsubscribe) and the link records (docs/wire.md, "Links").
 // Errors are WireError with the C code's name (ETRUNCATED, EBADSECTION, …)
 // and the byte offset where the problem was found.
+import { decodeZones } from './wire_zones.js';
 
 export const FRAME_HEADER = 16;
 export const FRAME_MIN = 32;
@@ -30,11 +31,12 @@ const MSG_NAMES = {
 export const SEC = {
   FRAME: 0, STATS: 1, ENV: 2, REGISTRY: 3, BUFFERS: 4, STATS_SCHEMA: 5,
   HEALTH: 6, PROVIDER: 7, PEER: 8, SUBSCRIPTION: 9, PIXELS: 10, TRACE: 11,
-  MSGPROF: 12, CLOCK: 13,
+  MSGPROF: 12, CLOCK: 13, ZONES: 14,
 };
 const SEC_NAMES = [
   'frame', 'stats', 'env', 'registry', 'buffers', 'stats_schema', 'health',
   'provider', 'peer', 'subscription', 'pixels', 'trace', 'msgprof', 'clock',
+  'zones',
 ];
 export const FEAT = (id) => (1 << id) >>> 0;
 export const FRAME_SNAPSHOT = 1;
@@ -371,6 +373,7 @@ export function decodeAll(f) {
       case SEC.SUBSCRIPTION: out.subscription = decodeSubscription(f, s); break;
       case SEC.MSGPROF: out.msgprof = decodeMsgprof(f, s); break;
       case SEC.CLOCK: out.clock = decodeClock(f, s); break;
+      case SEC.ZONES: out.zones = decodeZones(f, s); break;
       default: out.unknown.push(s.id);
     }
   }

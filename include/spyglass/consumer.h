@@ -278,6 +278,14 @@ typedef struct spy_state {
   spy_state_image *images;
   uint32_t n_images, images_cap;
   uint64_t undecodable; /* chunks of a codec no one registered */
+  /* Which buffers this state decodes: a live consumer sets the filter to
+   * its own requests (the channel carries every subscriber's buffers);
+   * frames of any other buffer are counted in images_ignored, neither
+   * copied nor decoded. 0 = every buffer (recordings). */
+  int image_filter;
+  const spy_buffer_request *image_names;
+  uint32_t n_image_names;
+  uint64_t images_ignored;
   /* The batch list and pass tree (SPY_FEAT_BATCHES, SPY_FEAT_PASSES):
    * versions as the provider numbered them, lists received. */
   spy_state_batch *batches;
