@@ -62,7 +62,9 @@ typedef struct spy_recorder_stats {
   uint64_t samples_lost, frames_lost;               /* provider / bus */
   uint32_t sources, connected;
   int64_t recording_id;
-  int error; /* the writer's first error (0: none) */
+  int error;    /* the writer's first error (0: none) */
+  double cpu_s; /* CPU of the recorder's own threads (receivers + writer)
+                   so far; not the index build at destroy */
 } spy_recorder_stats;
 
 /* Opens the database (creating the schema, or adding a recording row to
@@ -81,12 +83,15 @@ void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *out);
  * the indexes, closes. Returns the writer's first error or 0. NULL ok. */
 int spy_recorder_destroy(spy_recorder *r);
 
-/* Export. fmt "perfetto" (protobuf Trace) or "chrome" (trace-event JSON);
- * from_s / to_s: seconds from the recording's start (to_s < 0: the end).
- * Streams: the file is written while rows are read. Returns 0, SPY_EINVAL
- * (format), SPY_EIO (message on stderr). */
-int spy_record_export(const char *db, const char *fmt, FILE *out, double from_s,
-                      double to_s);
+/* Export. db: a SQLite file or a postgres:// URI; recording: its id
+ * (recording.id), 0 = a file's first / a database's newest. fmt
+ * "perfetto" (protobuf Trace) or "chrome" (trace-event JSON); from_s /
+ * to_s: seconds from the recording's start (to_s < 0: the end). Streams:
+ * the file is written while rows are read (PostgreSQL: single-row mode).
+ * Returns 0, SPY_EINVAL (format, no such recording), SPY_EIO (message on
+ * stderr). */
+int spy_record_export(const char *db, int64_t recording, const char *fmt,
+                      FILE *out, double from_s, double to_s);
 
 /* Diff: writes the comparison of two recordings to out (a table, or JSON)
  * and returns 1 if a watched figure regressed beyond threshold (a

@@ -1,22 +1,23 @@
-/* diff.c — compares two SQLite recordings for CI: frame CPU, GPU and
+/* diff.c — compares two recordings (SQLite files or PostgreSQL, through
+ * rec_read.c) for CI: frame CPU, GPU and
  * frame-interval percentiles (p50 / p95 / p99) and, per zone name, the
  * calls and the p50 / p95 of self time (duration minus the children's).
  *
  * Noise. Every figure is also computed per second of each recording
  * (the p50 of second 1, of second 2, …); the spread of a figure is the
- * interquartile range of those per-second values. A figure regresses
- * only when the new value exceeds the base by more than the threshold
- * (relative) AND by more than the larger of the two runs' spreads, so a
- * change that the runs' own second-to-second variation covers is
- * reported as noise, not as a regression; nor is a change below the
+ * interquartile range (IQR) of those per-second values. A figure
+ * regresses only when the new value exceeds the base by more than the
+ * threshold (relative) AND the two runs' IQRs do not overlap (the new
+ * run's lower quartile is above the base's upper one), so a change that
+ * the runs' own second-to-second variation covers is reported as noise,
+ * not as a regression (a slowed run that is also noisier still counts
+ * when even its good seconds are slower); nor is a change below the
  * figure's resolution floor (FRAME_FLOOR, ZONE_FLOOR). Figures with fewer than
  * 20 samples in either run, and the frame p99s, are shown but not judged. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <sqlite3.h>
 
 #include "record/diff_hooks.h"
 #include "record/rec.h"
@@ -68,12 +69,13 @@ static double quant(const double *v, size_t n, double q) {
 
 typedef struct figure {
   double value, spread;
+  double lo, hi; /* q25 / q75 of the per-second figures (value if few) */
   size_t n;
 } figure;
 
 /* The q-quantile of all values, and the IQR of per-second q-quantiles. */
 static figure fig(const series *s, double q) {
-  figure f = {NAN, 0, s->n};
+  figure f = {NAN, 0, NAN, NAN, s->n};
   if (!s->n)
     return f;
   double *all = malloc(s->n * sizeof *all);
@@ -82,6 +84,7 @@ static figure fig(const series *s, double q) {
   memcpy(all, s->v, s->n * sizeof *all);
   qsort(all, s->n, sizeof *all, cmpd);
   f.value = quant(all, s->n, q);
+  f.lo = f.hi = f.value;
   /* per-second figures: values are in time order within a series */
   double *per = malloc(s->n * sizeof *per), *buf = all;
   size_t np = 0;
@@ -99,7 +102,9 @@ static figure fig(const series *s, double q) {
     }
     if (np >= 3) {
       qsort(per, np, sizeof *per, cmpd);
-      f.spread = quant(per, np, 0.75) - quant(per, np, 0.25);
+      f.lo = quant(per, np, 0.25);
+      f.hi = quant(per, np, 0.75);
+      f.spread = f.hi - f.lo;
     }
   }
   free(per);
@@ -108,7 +113,8 @@ static figure fig(const series *s, double q) {
 }
 
 typedef struct run {
-  sqlite3 *db;
+  rec_rd rd;
+  int64_t t0; /* recording.started_ns */
   series cpu, gpu, interval;
   /* zones: names, one series each */
   char **names;
@@ -126,68 +132,74 @@ static void run_free(run *r) {
   }
   free(r->names);
   free(r->zones);
-  if (r->db)
-    sqlite3_close(r->db);
+  spy__rec_read_close(&r->rd);
 }
 
-static int bad(const char *path, sqlite3 *db, const char *what) {
-  fprintf(stderr, "spyglass diff: %s: %s%s%s\n", path, what, db ? ": " : "",
-          db ? sqlite3_errmsg(db) : "");
+static int bad(const char *path, run *r, const char *what) {
+  fprintf(stderr, "spyglass diff: %s: %s: %s\n", path, what,
+          r->rd.ops->errmsg(r->rd.st));
   return SPY_EINVAL;
 }
 
+/* path: a SQLite file or a postgres:// URI, either with "#N" for
+ * recording N (else the file's first / the database's newest). */
 static int load(run *r, const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "spyglass diff: cannot open %s\n", path);
+  int64_t want = 0;
+  char db[2048];
+  snprintf(db, sizeof db, "%s", path);
+  char *hash = strrchr(db, '#');
+  if (hash && hash[1]) {
+    char *end;
+    long long v = strtoll(hash + 1, &end, 10);
+    if (*end || v <= 0) {
+      fprintf(stderr, "spyglass diff: %s: bad recording number\n", path);
+      return SPY_EINVAL;
+    }
+    want = v;
+    *hash = 0;
+  }
+  if (spy__rec_read_open(&r->rd, db, want, &r->t0) < 0) {
+    fprintf(stderr, "spyglass diff: %s: cannot read that recording\n", path);
     return SPY_EINVAL;
   }
-  fclose(f);
-  if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-    return bad(path, r->db, "cannot open");
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(r->db,
-                         "SELECT f.upid, f.frame, f.ts, f.cpu_ms, f.gpu_ms, "
-                         "f.ts - (SELECT started_ns FROM recording LIMIT 1) "
-                         "FROM frame f ORDER BY f.upid, f.frame",
-                         -1, &st, NULL) != SQLITE_OK)
-    return bad(path, r->db, "not a recording");
+  rec_q q, *st = &q;
+  spy__rq_prep(st, &r->rd,
+               "SELECT f.upid, f.frame, f.ts, f.cpu_ms, f.gpu_ms, "
+               "f.ts - ?2 FROM frame f WHERE f.recording_id = ?1 "
+               "ORDER BY f.upid, f.frame");
+  spy__rq_bind(st, 1, r->rd.rec_id);
+  spy__rq_bind(st, 2, r->t0);
   int64_t pu = -1, pf = -1, pts = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int64_t upid = sqlite3_column_int64(st, 0);
-    int64_t fr = sqlite3_column_int64(st, 1), ts = sqlite3_column_int64(st, 2);
-    int64_t sec = sqlite3_column_int64(st, 5) / 1000000000;
-    if (push(&r->cpu, sqlite3_column_double(st, 3), sec) < 0)
+  while (spy__rq_step(st)) {
+    int64_t upid = spy__rq_i64(st, 0);
+    int64_t fr = spy__rq_i64(st, 1), ts = spy__rq_i64(st, 2);
+    int64_t sec = spy__rq_i64(st, 5) / 1000000000;
+    if (push(&r->cpu, spy__rq_dbl(st, 3), sec) < 0)
       return SPY_ENOMEM;
-    if (sqlite3_column_type(st, 4) != SQLITE_NULL &&
-        push(&r->gpu, sqlite3_column_double(st, 4), sec) < 0)
+    if (!spy__rq_null(st, 4) && push(&r->gpu, spy__rq_dbl(st, 4), sec) < 0)
       return SPY_ENOMEM;
     if (upid == pu && fr == pf + 1 && ts > pts &&
         push(&r->interval, (double)(ts - pts) / 1e6, sec) < 0)
       return SPY_ENOMEM;
     pu = upid, pf = fr, pts = ts;
   }
-  sqlite3_finalize(st);
-  /* self time: the children's time per parent, in a temporary table (the
-   * recording itself is opened read-only) */
-  char *err = NULL;
-  if (sqlite3_exec(r->db,
-                   "CREATE TEMP TABLE kids AS SELECT parent_id AS id, "
-                   "SUM(dur) AS d FROM slice WHERE parent_id IS NOT NULL "
-                   "GROUP BY parent_id; CREATE INDEX temp.kids_id ON kids(id);",
-                   NULL, NULL, &err) != SQLITE_OK) {
-    sqlite3_free(err);
-    return bad(path, r->db, "not a recording");
-  }
-  if (sqlite3_prepare_v2(r->db,
-                         "SELECT s.name, s.dur - COALESCE(k.d, 0), "
-                         "s.ts - (SELECT started_ns FROM recording LIMIT 1) "
-                         "FROM slice s LEFT JOIN kids k ON k.id = s.id "
-                         "ORDER BY s.name, s.ts",
-                         -1, &st, NULL) != SQLITE_OK)
-    return bad(path, r->db, "not a recording");
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
+  if (st->failed)
+    return bad(path, r, "not a recording");
+  /* self time: a slice's duration minus its children's (summed per
+   * parent in a subquery: SQLite indexes it on its own, PostgreSQL hashes
+   * it); read-only, the same SQL for both backends */
+  spy__rq_prep(st, &r->rd,
+               "SELECT COALESCE(l.name, '?'), s.dur - COALESCE(k.d, 0), "
+               "s.ts - ?2 FROM slice_data s LEFT JOIN zone_loc l ON "
+               "l.recording_id = s.recording_id AND l.id = s.name_id "
+               "LEFT JOIN (SELECT parent_id AS id, SUM(dur) AS d FROM "
+               "slice_data WHERE recording_id = ?1 AND parent_id IS NOT NULL "
+               "GROUP BY parent_id) k ON k.id = s.id "
+               "WHERE s.recording_id = ?1 ORDER BY 1, s.ts");
+  spy__rq_bind(st, 1, r->rd.rec_id);
+  spy__rq_bind(st, 2, r->t0);
+  while (spy__rq_step(st)) {
+    const char *name = spy__rq_text(st, 0);
     if (!name)
       name = "?";
     if (!r->nz || strcmp(r->names[r->nz - 1], name) != 0) {
@@ -204,11 +216,12 @@ static int load(run *r, const char *path) {
         return SPY_ENOMEM;
       r->nz++;
     }
-    if (push(&r->zones[r->nz - 1], sqlite3_column_double(st, 1) / 1e3,
-             sqlite3_column_int64(st, 2) / 1000000000) < 0)
+    if (push(&r->zones[r->nz - 1], spy__rq_dbl(st, 1) / 1e3,
+             spy__rq_i64(st, 2) / 1000000000) < 0)
       return SPY_ENOMEM;
   }
-  sqlite3_finalize(st);
+  if (st->failed)
+    return bad(path, r, "not a recording");
   return 0;
 }
 
@@ -224,16 +237,18 @@ static void row(out *o, const char *what, const char *stat, const series *a,
   figure x = fig(a, q), y = fig(b, q);
   double delta = y.value - x.value;
   double rel = x.value > 0 ? delta / x.value : 0;
-  double noise = x.spread > y.spread ? x.spread : y.spread;
-  if (noise < floor)
-    noise = floor;
+  /* judged only past the threshold and the resolution floor, and only
+   * when the runs' spreads do not overlap: NEW's per-second IQR lies
+   * wholly above BASE's (a regression) or below it (faster) */
   watched = watched && x.n >= 20 && y.n >= 20 && isfinite(delta);
-  int regressed = watched && rel > o->thr && delta > noise;
-  const char *verdict = !watched                          ? "-"
-                        : regressed                       ? "REGRESSED"
-                        : rel > o->thr                    ? "noise"
-                        : rel < -o->thr && -delta > noise ? "faster"
-                                                          : "ok";
+  int apart_up = y.lo > x.hi, apart_down = y.hi < x.lo;
+  int regressed = watched && rel > o->thr && delta > floor && apart_up;
+  const char *verdict = !watched       ? "-"
+                        : regressed    ? "REGRESSED"
+                        : rel > o->thr ? "noise"
+                        : rel < -o->thr && -delta > floor && apart_down
+                            ? "faster"
+                            : "ok";
   o->regressions += regressed;
   if (o->json) {
     fprintf(o->f,
@@ -307,7 +322,7 @@ int spy_record_diff(const char *base, const char *cand, double thr, int json,
     row(&o, what, "p95", &a.zones[i], &b.zones[j], 0.95, 1, ZONE_FLOOR);
   }
   /* build traces: per-plugin hook time (diff_hooks.c) */
-  o.regressions += spy__diff_hooks(a.db, b.db, thr, json, &o.first, f);
+  o.regressions += spy__diff_hooks(&a.rd, &b.rd, thr, json, &o.first, f);
   if (json)
     fprintf(f, "\n  ], \"regressions\": %d}\n", o.regressions);
   else

@@ -20,9 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
-
 #include "record/diff_hooks.h"
+#include "record/rec.h"
 
 #define HOOK_FLOOR 2.0 /* us: the wire's clock is µs */
 #define MAX_PLUGINS 256
@@ -49,17 +48,17 @@ static double quant(double *v, int n, double q) {
 
 /* Loads the plugins of one recording; returns how many (0 when the
  * recording has no build traces). */
-static int load(sqlite3 *db, pfig *p) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT plugin, build, SUM(calls), "
-                         "MAX(plugin_p50_us) FROM build_hook GROUP BY plugin, "
-                         "upid, build ORDER BY plugin, upid, build",
-                         -1, &st, NULL) != SQLITE_OK)
-    return 0; /* a recording made before build traces */
+static int load(rec_rd *rd, pfig *p) {
+  rec_q q;
+  spy__rq_prep(&q, rd,
+               "SELECT plugin, build, SUM(calls), MAX(plugin_p50_us) FROM "
+               "build_hook WHERE recording_id = ?1 GROUP BY plugin, upid, "
+               "build ORDER BY plugin, upid, build");
+  spy__rq_bind(&q, 1, rd->rec_id);
   int n = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
+  while (spy__rq_step(&q)) { /* no rows (or no table: a recording made
+                                before build traces) = no plugins */
+    const char *name = spy__rq_text(&q, 0);
     if (!name)
       name = "?";
     if (!n || strncmp(p[n - 1].name, name, sizeof p->name - 1) != 0) {
@@ -70,12 +69,11 @@ static int load(sqlite3 *db, pfig *p) {
       n++;
     }
     pfig *f = &p[n - 1];
-    double calls = sqlite3_column_double(st, 2);
+    double calls = spy__rq_dbl(&q, 2);
     f->calls += calls;
     if (calls > 0 && f->nb < 64)
-      f->per_build[f->nb++] = sqlite3_column_double(st, 3);
+      f->per_build[f->nb++] = spy__rq_dbl(&q, 3);
   }
-  sqlite3_finalize(st);
   for (int i = 0; i < n; i++) {
     pfig *f = &p[i];
     double v[64];
@@ -91,7 +89,7 @@ static int load(sqlite3 *db, pfig *p) {
   return n;
 }
 
-int spy__diff_hooks(sqlite3 *base, sqlite3 *cand, double thr, int json,
+int spy__diff_hooks(rec_rd *base, rec_rd *cand, double thr, int json,
                     int *first, FILE *out) {
   pfig *a = calloc(MAX_PLUGINS, sizeof *a), *b = calloc(MAX_PLUGINS, sizeof *b);
   double *ratios = calloc(MAX_PLUGINS, sizeof *ratios);

@@ -4,12 +4,12 @@
 
 #include <stdio.h>
 
-#include <sqlite3.h>
+struct rec_rd;
 
 /* Writes one row per plugin found in both recordings' build_hook tables
  * (text rows like diff.c's, or JSON objects after *first's comma rule) and
  * returns the number of plugins whose hook time per call regressed. */
-int spy__diff_hooks(sqlite3 *base, sqlite3 *cand, double thr, int json,
-                    int *first, FILE *out);
+int spy__diff_hooks(struct rec_rd *base, struct rec_rd *cand, double thr,
+                    int json, int *first, FILE *out);
 
 #endif

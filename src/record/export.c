@@ -1,4 +1,5 @@
-/* export.c — a SQLite recording as a Perfetto trace (protobuf `Trace`,
+/* export.c — a recording (SQLite file or PostgreSQL, through rec_read.c)
+ * as a Perfetto trace (protobuf `Trace`,
  * hand-encoded: the few TracePacket / TrackDescriptor / TrackEvent /
  * InternedData fields it needs) or as Chrome trace-event JSON.
  *
@@ -20,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <sqlite3.h>
 
 #include "record/rec.h"
 
@@ -179,7 +178,8 @@ static void itab_free(itab *t) {
 
 /* ---- reading ------------------------------------------------------------- */
 typedef struct ex {
-  sqlite3 *db;
+  rec_rd rd;
+  rec_q q;
   FILE *out;
   int chrome;
   int64_t from, to; /* ns, inclusive range of slice / counter starts */
@@ -190,13 +190,18 @@ typedef struct ex {
   int err;
 } ex;
 
-static int prep(ex *x, const char *q, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v2(x->db, q, -1, st, NULL) != SQLITE_OK) {
-    fprintf(stderr, "spyglass export: %s\n", sqlite3_errmsg(x->db));
-    x->err = SPY_EIO;
-    return -1;
-  }
+static int prep(ex *x, const char *q, rec_q **st) {
+  spy__rq_prep(&x->q, &x->rd, q);
+  *st = &x->q;
   return 0;
+}
+
+/* The end of a query: a failed one is the export's error. */
+static void done(ex *x, rec_q *st) {
+  if (st->failed && !x->err) {
+    fprintf(stderr, "spyglass export: %s\n", x->rd.ops->errmsg(x->rd.st));
+    x->err = SPY_EIO;
+  }
 }
 
 /* seq id of a process: its upid (small numbers in one file) */
@@ -238,24 +243,24 @@ static void json_s(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static const char *col_text(sqlite3_stmt *st, int i) {
-  const unsigned char *t = sqlite3_column_text(st, i);
-  return t ? (const char *)t : "";
+static const char *col_text(rec_q *st, int i) {
+  const char *t = spy__rq_text(st, i);
+  return t ? t : "";
 }
 
 static void processes(ex *x) {
-  sqlite3_stmt *st;
+  rec_q *st;
   if (prep(x,
            "SELECT upid, pid, name FROM process WHERE recording_id = ?1 "
            "ORDER BY upid",
            &st))
     return;
-  sqlite3_bind_int64(st, 1, x->rec_id);
+  spy__rq_bind(st, 1, x->rec_id);
   static const char *const fnames[3] = {"frame.cpu_ms", "frame.gpu_ms",
                                         "frame.fps"};
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int64_t upid = sqlite3_column_int64(st, 0);
-    int64_t pid = sqlite3_column_int64(st, 1);
+  while (spy__rq_step(st)) {
+    int64_t upid = spy__rq_i64(st, 0);
+    int64_t pid = spy__rq_i64(st, 1);
     const char *name = col_text(st, 2);
     if (x->chrome) {
       chrome_sep(x);
@@ -287,11 +292,11 @@ static void processes(ex *x) {
       put_packet(x);
     }
   }
-  sqlite3_finalize(st);
+  done(x, st);
 }
 
 static void tracks(ex *x) {
-  sqlite3_stmt *st;
+  rec_q *st;
   if (prep(x,
            "SELECT t.id, t.name, t.type, t.upid, p.pid, th.tid, th.name "
            "FROM track t JOIN process p ON p.recording_id = t.recording_id "
@@ -300,12 +305,10 @@ static void tracks(ex *x) {
            "ORDER BY t.id",
            &st))
     return;
-  sqlite3_bind_int64(st, 1, x->rec_id);
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int64_t id = sqlite3_column_int64(st, 0),
-            upid = sqlite3_column_int64(st, 3);
-    int64_t pid = sqlite3_column_int64(st, 4),
-            tid = sqlite3_column_int64(st, 5);
+  spy__rq_bind(st, 1, x->rec_id);
+  while (spy__rq_step(st)) {
+    int64_t id = spy__rq_i64(st, 0), upid = spy__rq_i64(st, 3);
+    int64_t pid = spy__rq_i64(st, 4), tid = spy__rq_i64(st, 5);
     const char *name = col_text(st, 1), *type = col_text(st, 2);
     int thread = strcmp(type, "thread") == 0;
     if (x->chrome) {
@@ -316,9 +319,7 @@ static void tracks(ex *x) {
               "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRId64
               ",\"tid\":%" PRId64 ",\"args\":{\"name\":",
               pid, tid);
-      json_s(x->out, sqlite3_column_type(st, 6) == SQLITE_NULL
-                         ? name
-                         : col_text(st, 6));
+      json_s(x->out, spy__rq_null(st, 6) ? name : col_text(st, 6));
       fputs("}}", x->out);
       continue;
     }
@@ -338,7 +339,7 @@ static void tracks(ex *x) {
     pb_msg(&x->pkt, TP_TRACK_DESC, &x->sub);
     put_packet(x);
   }
-  sqlite3_finalize(st);
+  done(x, st);
 }
 
 static void slice_end(ex *x, int64_t ts, int64_t track, int64_t upid,
@@ -359,7 +360,7 @@ static void slice_end(ex *x, int64_t ts, int64_t track, int64_t upid,
 
 #define STACK_MAX 1100
 static void slices(ex *x) {
-  sqlite3_stmt *st;
+  rec_q *st;
   if (prep(x,
            "SELECT s.ts, s.dur, s.track_id, s.name, t.upid, p.pid, th.tid "
            "FROM slice s JOIN track t ON t.recording_id = s.recording_id AND "
@@ -370,18 +371,17 @@ static void slices(ex *x) {
            "ORDER BY s.track_id, s.ts, s.depth",
            &st))
     return;
-  sqlite3_bind_int64(st, 1, x->rec_id);
-  sqlite3_bind_int64(st, 2, x->from);
-  sqlite3_bind_int64(st, 3, x->to);
+  spy__rq_bind(st, 1, x->rec_id);
+  spy__rq_bind(st, 2, x->from);
+  spy__rq_bind(st, 3, x->to);
   int64_t ends[STACK_MAX];
   int depth = 0;
   int64_t cur_track = -1, cur_upid = 0, cur_pid = 0, cur_tid = 0;
-  while (!x->err && sqlite3_step(st) == SQLITE_ROW) {
-    int64_t ts = sqlite3_column_int64(st, 0), dur = sqlite3_column_int64(st, 1);
-    int64_t track = sqlite3_column_int64(st, 2);
-    int64_t upid = sqlite3_column_int64(st, 4);
-    int64_t pid = sqlite3_column_int64(st, 5),
-            tid = sqlite3_column_int64(st, 6);
+  while (!x->err && spy__rq_step(st)) {
+    int64_t ts = spy__rq_i64(st, 0), dur = spy__rq_i64(st, 1);
+    int64_t track = spy__rq_i64(st, 2);
+    int64_t upid = spy__rq_i64(st, 4);
+    int64_t pid = spy__rq_i64(st, 5), tid = spy__rq_i64(st, 6);
     const char *name = col_text(st, 3);
     if (dur < 0)
       dur = 0;
@@ -438,7 +438,7 @@ static void slices(ex *x) {
   }
   while (depth > 0)
     slice_end(x, ends[--depth], cur_track, cur_upid, cur_pid, cur_tid);
-  sqlite3_finalize(st);
+  done(x, st);
 }
 
 static void counter_event(ex *x, int64_t ts, uint64_t uuid, int64_t upid,
@@ -464,7 +464,7 @@ static void counter_event(ex *x, int64_t ts, uint64_t uuid, int64_t upid,
 }
 
 static void counters(ex *x) {
-  sqlite3_stmt *st;
+  rec_q *st;
   if (prep(x,
            "SELECT c.ts, c.value, c.track_id, t.upid, p.pid, t.name FROM "
            "counter c JOIN track t ON t.recording_id = c.recording_id AND "
@@ -473,15 +473,14 @@ static void counters(ex *x) {
            "c.ts >= ?2 AND c.ts <= ?3 ORDER BY c.track_id, c.ts",
            &st))
     return;
-  sqlite3_bind_int64(st, 1, x->rec_id);
-  sqlite3_bind_int64(st, 2, x->from);
-  sqlite3_bind_int64(st, 3, x->to);
-  while (!x->err && sqlite3_step(st) == SQLITE_ROW)
-    counter_event(x, sqlite3_column_int64(st, 0),
-                  uuid_track(sqlite3_column_int64(st, 2)),
-                  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
-                  col_text(st, 5), sqlite3_column_double(st, 1));
-  sqlite3_finalize(st);
+  spy__rq_bind(st, 1, x->rec_id);
+  spy__rq_bind(st, 2, x->from);
+  spy__rq_bind(st, 3, x->to);
+  while (!x->err && spy__rq_step(st))
+    counter_event(x, spy__rq_i64(st, 0), uuid_track(spy__rq_i64(st, 2)),
+                  spy__rq_i64(st, 3), spy__rq_i64(st, 4), col_text(st, 5),
+                  spy__rq_dbl(st, 1));
+  done(x, st);
   if (prep(x,
            "SELECT f.ts, f.upid, p.pid, f.cpu_ms, f.gpu_ms, f.fps FROM frame f "
            "JOIN process p ON p.recording_id = f.recording_id AND p.upid = "
@@ -489,25 +488,23 @@ static void counters(ex *x) {
            "ORDER BY f.upid, f.frame",
            &st))
     return;
-  sqlite3_bind_int64(st, 1, x->rec_id);
-  sqlite3_bind_int64(st, 2, x->from);
-  sqlite3_bind_int64(st, 3, x->to);
+  spy__rq_bind(st, 1, x->rec_id);
+  spy__rq_bind(st, 2, x->from);
+  spy__rq_bind(st, 3, x->to);
   static const char *const fnames[3] = {"frame.cpu_ms", "frame.gpu_ms",
                                         "frame.fps"};
-  while (!x->err && sqlite3_step(st) == SQLITE_ROW) {
-    int64_t ts = sqlite3_column_int64(st, 0),
-            upid = sqlite3_column_int64(st, 1);
+  while (!x->err && spy__rq_step(st)) {
+    int64_t ts = spy__rq_i64(st, 0), upid = spy__rq_i64(st, 1);
     for (int k = 0; k < 3; k++)
-      if (sqlite3_column_type(st, 3 + k) != SQLITE_NULL)
-        counter_event(x, ts, uuid_frame(upid, k), upid,
-                      sqlite3_column_int64(st, 2), fnames[k],
-                      sqlite3_column_double(st, 3 + k));
+      if (!spy__rq_null(st, 3 + k))
+        counter_event(x, ts, uuid_frame(upid, k), upid, spy__rq_i64(st, 2),
+                      fnames[k], spy__rq_dbl(st, 3 + k));
   }
-  sqlite3_finalize(st);
+  done(x, st);
 }
 
-int spy_record_export(const char *path, const char *fmt, FILE *out,
-                      double from_s, double to_s) {
+int spy_record_export(const char *path, int64_t recording, const char *fmt,
+                      FILE *out, double from_s, double to_s) {
   ex x;
   memset(&x, 0, sizeof x);
   if (strcmp(fmt, "perfetto") == 0)
@@ -516,29 +513,12 @@ int spy_record_export(const char *path, const char *fmt, FILE *out,
     x.chrome = 1;
   else
     return SPY_EINVAL;
-  if (sqlite3_open_v2(path, &x.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-    fprintf(stderr, "spyglass export: cannot open %s: %s\n", path,
-            x.db ? sqlite3_errmsg(x.db) : "out of memory");
-    sqlite3_close(x.db);
-    return SPY_EIO;
-  }
-  x.out = out;
-  sqlite3_stmt *st;
-  if (prep(&x, "SELECT id, started_ns FROM recording ORDER BY id LIMIT 1",
-           &st)) {
-    sqlite3_close(x.db);
-    fprintf(stderr, "spyglass export: %s is not a recording\n", path);
-    return SPY_EIO;
-  }
   int64_t t0 = 0;
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    x.rec_id = sqlite3_column_int64(st, 0);
-    t0 = sqlite3_column_int64(st, 1);
-  } else {
-    x.err = SPY_EIO;
-    fprintf(stderr, "spyglass export: %s holds no recording\n", path);
-  }
-  sqlite3_finalize(st);
+  int rc = spy__rec_read_open(&x.rd, path, recording, &t0);
+  if (rc < 0)
+    return rc == SPY_ENOENT ? SPY_EINVAL : SPY_EIO;
+  x.out = out;
+  x.rec_id = x.rd.rec_id;
   x.from = t0 + (int64_t)(from_s * 1e9);
   x.to = to_s < 0 ? INT64_MAX : t0 + (int64_t)(to_s * 1e9);
   x.first_event = 1;
@@ -563,6 +543,6 @@ int spy_record_export(const char *path, const char *fmt, FILE *out,
   free(x.sub.b);
   free(x.sub2.b);
   itab_free(&x.names);
-  sqlite3_close(x.db);
+  spy__rec_read_close(&x.rd);
   return x.err;
 }

@@ -9,11 +9,12 @@
 
 #include "spyglass/record.h"
 
-#define SPY_RECORD_VERSION "1" /* schema version, in recording.version */
+#define SPY_RECORD_VERSION "2" /* schema version, in recording.version */
 
-/* One cell of a row: NULL, integer, real or text (text is owned by the
- * row: malloc'ed by the receiver, freed by the writer). */
-enum { C_NULL = 0, C_INT = 1, C_REAL = 2, C_TEXT = 3 };
+/* One cell of a row: NULL, integer, real or text (C_TEXT is owned by the
+ * row: malloc'ed by the receiver, freed by the writer; C_CONST points at a
+ * string literal, nothing to free). */
+enum { C_NULL = 0, C_INT = 1, C_REAL = 2, C_TEXT = 3, C_CONST = 4 };
 typedef struct rec_cell {
   uint8_t t;
   union {
@@ -30,12 +31,12 @@ typedef enum rec_stmt {
   S_THREAD,        /* utid, upid, tid, thread_no, name (upsert) */
   S_THREAD_END,    /* end_ts, utid */
   S_TRACK,         /* id, name, type, upid, utid, unit */
-  S_SLICE,         /* id, ts, dur, track_id, name, depth, parent, loc, flags */
+  S_SLICE,         /* id, ts, dur, track_id, name_id, depth, parent, flags */
   S_COUNTER,       /* ts, track_id, value */
   S_ARG,           /* arg_set_id, key, int, real, string */
   S_FRAME,         /* upid, frame, ts, cpu_ms, gpu_ms, fps */
   S_VALUE,         /* upid, ts, source, name, kind, state, int, real, string */
-  S_ZONE_LOC,      /* upid, loc_id, name, function, file, line, color */
+  S_ZONE_LOC,      /* id, upid, loc_id, name, function, file, line, color */
   S_MSGPROF,       /* upid, ts, type, count, errors, bytes, msgs/s, bytes/s,
                       encode p50, p99, post p50, p99 */
   S_LOSS,          /* upid, ts, what, count */
@@ -57,6 +58,9 @@ typedef struct rec_row {
 const char *spy__rec_sql(int s);
 /* The tables (CREATE … IF NOT EXISTS), pg: PostgreSQL types. */
 const char *spy__rec_ddl(int pg);
+/* The zone table slice_data and the `slice` view over it (run after
+ * spy__rec_ddl). */
+const char *spy__rec_slice_ddl(int pg);
 /* Indexes built when a recording closes. */
 const char *spy__rec_index_ddl(void);
 
@@ -74,6 +78,55 @@ typedef struct rec_backend_ops {
   /* Ends the recording (end time), builds indexes, closes. */
   int (*close)(void *st, int64_t end_mono_ns);
 } rec_backend_ops;
+
+/* Reading a recording back (rec_read.c; export, diff): a backend behind
+ * one ops table. query() starts one query (?1..?N parameters, int64),
+ * next() gives 1 per row, 0 at the end, <0 on error; the column getters
+ * read the current row (text valid until the next next()/query()). One
+ * query open at a time. */
+typedef struct rec_read_ops {
+  const char *name;
+  void *(*open)(const char *db); /* message on stderr, NULL on failure */
+  int (*query)(void *st, const char *sql, int np, const int64_t *p);
+  int (*next)(void *st);
+  int (*is_null)(void *st, int col);
+  int64_t (*i64)(void *st, int col);
+  double (*dbl)(void *st, int col);
+  const char *(*text)(void *st, int col); /* NULL for NULL */
+  const char *(*errmsg)(void *st);
+  void (*close)(void *st);
+} rec_read_ops;
+
+typedef struct rec_rd {
+  const rec_read_ops *ops;
+  void *st;
+  int64_t rec_id; /* the recording read */
+} rec_rd;
+
+/* 1 if db is a postgres:// or postgresql:// URI. */
+int spy__rec_is_pg(const char *db);
+/* Opens db (a SQLite file or a PostgreSQL URI) and finds the recording:
+ * `recording` if > 0, else the file's first / the database's newest.
+ * Returns 0, SPY_EIO or SPY_ENOENT (message on stderr). */
+int spy__rec_read_open(rec_rd *r, const char *db, int64_t recording,
+                       int64_t *started_ns);
+void spy__rec_read_close(rec_rd *r);
+
+/* A query in the making: prepared (sql kept), parameters bound, run at
+ * the first step. For code that reads like the sqlite3 API it replaced. */
+typedef struct rec_q {
+  rec_rd *rd;
+  const char *sql;
+  int64_t p[8];
+  int np, started, failed;
+} rec_q;
+void spy__rq_prep(rec_q *q, rec_rd *rd, const char *sql);
+void spy__rq_bind(rec_q *q, int i, int64_t v); /* i from 1 */
+int spy__rq_step(rec_q *q); /* 1: a row; 0: the end or an error (failed) */
+int spy__rq_null(rec_q *q, int col);
+int64_t spy__rq_i64(rec_q *q, int col);
+double spy__rq_dbl(rec_q *q, int col);
+const char *spy__rq_text(rec_q *q, int col); /* NULL for NULL */
 
 extern const rec_backend_ops spy__rec_sqlite;
 extern const rec_backend_ops spy__rec_pg;

@@ -60,7 +60,8 @@ static void *pg_open(const char *conninfo, const char *args, int64_t start_ns,
       cmd(p, "CREATE TABLE IF NOT EXISTS recording(id BIGSERIAL PRIMARY KEY,"
              " started_ns BIGINT, ended_ns BIGINT, wall_start_ms BIGINT,"
              " host TEXT, args TEXT, version TEXT)") ||
-      cmd(p, spy__rec_ddl(1)) || cmd(p, spy__rec_index_ddl()) ||
+      cmd(p, spy__rec_ddl(1)) || cmd(p, spy__rec_slice_ddl(1)) ||
+      cmd(p, spy__rec_index_ddl()) ||
       cmd(p, "SELECT pg_advisory_unlock(" LOCK_KEY ")"))
     goto fail;
   char host[256] = "", start[32], wall[32];
@@ -154,7 +155,7 @@ static int pg_row(void *st, const rec_row *r) {
     } else if (c->t == C_REAL) {
       snprintf(num[i + 1], sizeof num[i + 1], "%.17g", c->v.r);
       v[i + 1] = num[i + 1];
-    } else if (c->t == C_TEXT) {
+    } else if (c->t == C_TEXT || c->t == C_CONST) {
       v[i + 1] = c->v.s;
     } else {
       v[i + 1] = NULL;

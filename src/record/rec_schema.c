@@ -23,9 +23,9 @@ static const char *const sql[S_COUNT] = {
                      "WHERE recording_id = $1 AND utid = $3",
     [S_TRACK] = "INSERT INTO track(recording_id, id, name, type, upid, utid, "
                 "unit) VALUES($1,$2,$3,$4,$5,$6,$7)",
-    [S_SLICE] = "INSERT INTO slice(recording_id, id, ts, dur, track_id, name, "
-                "depth, parent_id, loc_id, flags) "
-                "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+    [S_SLICE] = "INSERT INTO slice_data(recording_id, id, ts, dur, track_id, "
+                "name_id, depth, parent_id, flags) "
+                "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
     [S_COUNTER] = "INSERT INTO counter(recording_id, ts, track_id, value) "
                   "VALUES($1,$2,$3,$4)",
     [S_ARG] = "INSERT INTO args(recording_id, arg_set_id, key, int_value, "
@@ -35,9 +35,9 @@ static const char *const sql[S_COUNT] = {
     [S_VALUE] = "INSERT INTO value(recording_id, upid, ts, source, name, "
                 "kind, state, int_value, real_value, string_value) "
                 "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
-    [S_ZONE_LOC] = "INSERT INTO zone_loc(recording_id, upid, loc_id, name, "
-                   "function, file, line, color) "
-                   "VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+    [S_ZONE_LOC] = "INSERT INTO zone_loc(recording_id, id, upid, loc_id, "
+                   "name, function, file, line, color) "
+                   "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
     [S_MSGPROF] = "INSERT INTO msgprof(recording_id, upid, ts, type, count, "
                   "errors, bytes, msgs_per_s, bytes_per_s, encode_p50_ns, "
                   "encode_p99_ns, post_p50_ns, post_p99_ns) "
@@ -56,6 +56,13 @@ const char *spy__rec_sql(int s) {
 }
 
 /* recording is created by each backend (its id column differs). */
+#define SLICE_VIEW                                                             \
+  "SELECT s.recording_id AS recording_id, s.id AS id, s.ts AS ts,"             \
+  " s.dur AS dur, s.track_id AS track_id, COALESCE(l.name, '?') AS name,"      \
+  " s.depth AS depth, s.parent_id AS parent_id, l.loc_id AS loc_id,"           \
+  " s.flags AS flags, s.name_id AS name_id FROM slice_data s LEFT JOIN"        \
+  " zone_loc l ON l.recording_id = s.recording_id AND l.id = s.name_id"
+
 static const char ddl[] =
     "CREATE TABLE IF NOT EXISTS process(recording_id BIGINT NOT NULL,"
     " upid BIGINT NOT NULL, pid BIGINT, provider_id TEXT, name TEXT,"
@@ -67,9 +74,6 @@ static const char ddl[] =
     "CREATE TABLE IF NOT EXISTS track(recording_id BIGINT NOT NULL,"
     " id BIGINT NOT NULL, name TEXT, type TEXT, upid BIGINT, utid BIGINT,"
     " unit TEXT, PRIMARY KEY(recording_id, id));\n"
-    "CREATE TABLE IF NOT EXISTS slice(recording_id BIGINT NOT NULL,"
-    " id BIGINT NOT NULL, ts BIGINT, dur BIGINT, track_id BIGINT, name TEXT,"
-    " depth BIGINT, parent_id BIGINT, loc_id BIGINT, flags BIGINT);\n"
     "CREATE TABLE IF NOT EXISTS counter(recording_id BIGINT NOT NULL,"
     " ts BIGINT, track_id BIGINT, value DOUBLE PRECISION);\n"
     "CREATE TABLE IF NOT EXISTS args(recording_id BIGINT NOT NULL,"
@@ -82,8 +86,10 @@ static const char ddl[] =
     " upid BIGINT, ts BIGINT, source TEXT, name TEXT, kind TEXT, state TEXT,"
     " int_value BIGINT, real_value DOUBLE PRECISION, string_value TEXT);\n"
     "CREATE TABLE IF NOT EXISTS zone_loc(recording_id BIGINT NOT NULL,"
-    " upid BIGINT, loc_id BIGINT, name TEXT, function TEXT, file TEXT,"
-    " line BIGINT, color BIGINT);\n"
+    " id BIGINT NOT NULL, upid BIGINT, loc_id BIGINT, name TEXT,"
+    " function TEXT, file TEXT, line BIGINT, color BIGINT);\n"
+    "CREATE UNIQUE INDEX IF NOT EXISTS zone_loc_id ON zone_loc(recording_id,"
+    " id);\n"
     "CREATE TABLE IF NOT EXISTS msgprof(recording_id BIGINT NOT NULL,"
     " upid BIGINT, ts BIGINT, type BIGINT, count BIGINT, errors BIGINT,"
     " bytes BIGINT, msgs_per_s DOUBLE PRECISION,"
@@ -101,16 +107,32 @@ static const char ddl[] =
     /* Build traces (issue 16): rec_trace.h */
     SPY_REC_TRACE_DDL;
 
+/* Zones: the rows hold no text. name_id is zone_loc.id (one row per
+ * provider location, names interned there); `slice` is a view that joins
+ * the name back, so plain-SQL users query slice.name as before. In
+ * SQLite the id is the rowid (INTEGER PRIMARY KEY: stored once, no
+ * separate key); PostgreSQL keeps it a plain column. */
+static const char slice_sqlite[] =
+    "CREATE TABLE IF NOT EXISTS slice_data(id INTEGER PRIMARY KEY,"
+    " recording_id BIGINT NOT NULL, ts BIGINT, dur BIGINT, track_id BIGINT,"
+    " name_id BIGINT, depth BIGINT, parent_id BIGINT, flags BIGINT);\n"
+    "CREATE VIEW IF NOT EXISTS slice AS " SLICE_VIEW ";\n";
+static const char slice_pg[] =
+    "CREATE TABLE IF NOT EXISTS slice_data(recording_id BIGINT NOT NULL,"
+    " id BIGINT NOT NULL, ts BIGINT, dur BIGINT, track_id BIGINT,"
+    " name_id BIGINT, depth BIGINT, parent_id BIGINT, flags BIGINT);\n"
+    "CREATE OR REPLACE VIEW slice AS " SLICE_VIEW ";\n";
+
 const char *spy__rec_ddl(int pg) {
   (void)pg;
   return ddl;
 }
 
+const char *spy__rec_slice_ddl(int pg) { return pg ? slice_pg : slice_sqlite; }
+
 static const char index_ddl[] =
-    "CREATE INDEX IF NOT EXISTS slice_track_ts ON slice(recording_id,"
+    "CREATE INDEX IF NOT EXISTS slice_track_ts ON slice_data(recording_id,"
     " track_id, ts);\n"
-    "CREATE INDEX IF NOT EXISTS slice_parent ON slice(recording_id,"
-    " parent_id);\n"
     "CREATE INDEX IF NOT EXISTS counter_track_ts ON counter(recording_id,"
     " track_id, ts);\n"
     "CREATE INDEX IF NOT EXISTS frame_upid ON frame(recording_id, upid,"

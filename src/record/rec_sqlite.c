@@ -62,7 +62,7 @@ static void *sq_open(const char *path, const char *args, int64_t start_ns,
       exec(s, "CREATE TABLE IF NOT EXISTS recording(id INTEGER PRIMARY KEY,"
               " started_ns BIGINT, ended_ns BIGINT, wall_start_ms BIGINT,"
               " host TEXT, args TEXT, version TEXT);") ||
-      exec(s, spy__rec_ddl(0)))
+      exec(s, spy__rec_ddl(0)) || exec(s, spy__rec_slice_ddl(0)))
     goto fail;
   sqlite3_stmt *ins;
   if (sqlite3_prepare_v2(s->db,
@@ -124,6 +124,7 @@ static int sq_row(void *st, const rec_row *r) {
     switch (c->t) {
     case C_INT: sqlite3_bind_int64(q, p, c->v.i); break;
     case C_REAL: sqlite3_bind_double(q, p, c->v.r); break;
+    case C_CONST:
     case C_TEXT: sqlite3_bind_text(q, p, c->v.s, -1, SQLITE_STATIC); break;
     default: sqlite3_bind_null(q, p);
     }

@@ -33,6 +33,13 @@
 #define MAX_SOURCES 64
 #define MAX_PENDING 4096 /* open spans waiting for their end, per thread */
 #define MAX_NAMES 4096   /* counter tracks per source */
+#define STAGE_ROWS 256   /* rows a receiver gathers before queueing them */
+
+static int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int64_t mono_ns(void) {
   struct timespec ts;
@@ -81,7 +88,8 @@ typedef struct source {
   uint64_t msgprof_seen;
   rec_trace_seen build_seen; /* BUILD: builds written (rec_trace.c) */
   uint32_t n_locs_seen;
-  uint8_t *loc_seen; /* by loc id */
+  int64_t *loc_seen; /* by loc id - SPY_ZONES_LOC_ID_MIN: its zone_loc.id,
+                        0: not recorded yet */
   zthr *thr;
   uint32_t nthr;
   named_track *tracks;
@@ -89,6 +97,9 @@ typedef struct source {
   uint64_t health_last[SPY_HEALTH_FIELD_COUNT];
   uint64_t clock_seen; /* clock_syncs when last recorded */
   int64_t args_set;
+  _Atomic int64_t cpu_ns;    /* this receiving thread's CPU so far */
+  rec_row stage[STAGE_ROWS]; /* rows not in the shared queue yet */
+  uint32_t nstage;
 } source;
 
 struct spy_recorder {
@@ -111,6 +122,7 @@ struct spy_recorder {
       frames_lost;
   _Atomic int error;
   _Atomic int stop;
+  _Atomic int64_t writer_cpu_ns;
   source *src[MAX_SOURCES];
   uint32_t nsrc;
   uint64_t seen_ids[MAX_SOURCES * 4];
@@ -148,6 +160,11 @@ static void ctextn(rec_row *r, const char *s, size_t len) {
 static void ctext(rec_row *r, const char *s) {
   ctextn(r, s, s ? strlen(s) : 0);
 }
+/* A string literal: no copy, nothing to free. */
+static void cconst(rec_row *r, const char *s) {
+  r->c[r->n].t = C_CONST;
+  r->c[r->n++].v.s = (char *)s;
+}
 
 static void row_free(rec_row *r) {
   for (int i = 0; i < r->n; i++)
@@ -161,20 +178,36 @@ static void row_init(rec_row *r, int stmt) {
   r->stmt = (uint8_t)stmt;
 }
 
-/* Queues a row; never waits. A full queue drops it (counted). */
-static void push(struct spy_recorder *rc, rec_row *r) {
-  pthread_mutex_lock(&rc->mu);
-  if (rc->n == rc->cap) {
-    pthread_mutex_unlock(&rc->mu);
-    row_free(r);
-    rc->rows_lost++;
+/* Queues a row; never waits. Rows gather in the source's stage and go
+ * into the shared queue STAGE_ROWS at a time (one lock per stage, not per
+ * row); a full queue drops them (counted). */
+static void flush_stage(source *s) {
+  struct spy_recorder *rc = s->r;
+  uint32_t k = s->nstage;
+  if (!k)
     return;
-  }
-  rc->q[(rc->head + rc->n) % rc->cap] = *r;
-  rc->n++;
-  if (rc->n == rc->cap / 4)
+  pthread_mutex_lock(&rc->mu);
+  uint32_t room = rc->cap - rc->n, take = k < room ? k : room;
+  uint32_t tail = (rc->head + rc->n) % rc->cap;
+  uint32_t k1 = rc->cap - tail < take ? rc->cap - tail : take;
+  memcpy(&rc->q[tail], s->stage, k1 * sizeof *s->stage);
+  memcpy(rc->q, s->stage + k1, (take - k1) * sizeof *s->stage);
+  uint32_t before = rc->n;
+  rc->n += take;
+  if (before < rc->cap / 4 && rc->n >= rc->cap / 4)
     pthread_cond_signal(&rc->cv);
   pthread_mutex_unlock(&rc->mu);
+  for (uint32_t i = take; i < k; i++)
+    row_free(&s->stage[i]);
+  if (take < k)
+    rc->rows_lost += k - take;
+  s->nstage = 0;
+}
+
+static void push(source *s, rec_row *r) {
+  if (s->nstage == STAGE_ROWS)
+    flush_stage(s);
+  s->stage[s->nstage++] = *r;
 }
 
 static int64_t new_id(struct spy_recorder *r) {
@@ -215,8 +248,11 @@ static void *writer_main(void *arg) {
       pthread_cond_timedwait(&r->cv, &r->mu, &dl);
     }
     uint32_t k = r->n < BATCH_ROWS ? r->n : BATCH_ROWS;
-    for (uint32_t i = 0; i < k; i++)
-      batch[i] = r->q[(r->head + i) % r->cap];
+    /* two copies at most (the ring wraps once): the lock is held for a
+     * memcpy, not a loop over rows */
+    uint32_t k1 = r->cap - r->head < k ? r->cap - r->head : k;
+    memcpy(batch, &r->q[r->head], k1 * sizeof *batch);
+    memcpy(batch + k1, r->q, (k - k1) * sizeof *batch);
     r->head = (r->head + k) % r->cap;
     r->n -= k;
     pthread_mutex_unlock(&r->mu);
@@ -237,6 +273,7 @@ static void *writer_main(void *arg) {
         r->rows += k;
         r->batches++;
       }
+      r->writer_cpu_ns = thread_cpu_ns();
     }
     pthread_mutex_lock(&r->mu);
   }
@@ -271,7 +308,7 @@ static int64_t track_for(source *s, const char *name, const char *type,
   cint(&r, s->upid);
   cnull(&r);
   ctext(&r, unit);
-  push(s->r, &r);
+  push(s, &r);
   return id;
 }
 
@@ -283,7 +320,7 @@ static void counter_row(source *s, int64_t ts, int64_t track, double v) {
   cint(&r, ts);
   cint(&r, track);
   cdbl(&r, v);
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void loss_row(source *s, int64_t ts, const char *what, uint64_t n) {
@@ -291,9 +328,9 @@ static void loss_row(source *s, int64_t ts, const char *what, uint64_t n) {
   row_init(&r, S_LOSS);
   cint(&r, s->upid);
   cint(&r, ts);
-  ctext(&r, what);
+  cconst(&r, what);
   cint(&r, (int64_t)n);
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void arg_row(source *s, int64_t set, const char *key, int64_t i,
@@ -311,7 +348,7 @@ static void arg_row(source *s, int64_t set, const char *key, int64_t i,
     cnull(&r);
     cnull(&r);
   }
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void slice_row(source *s, const spy_state *st, zthr *z,
@@ -359,12 +396,13 @@ static void end_source(source *s, int64_t now) {
     row_init(&r, S_THREAD_END);
     cint(&r, now);
     cint(&r, s->thr[i].utid);
-    push(s->r, &r);
+    push(s, &r);
   }
   row_init(&r, S_PROCESS_END);
   cint(&r, now);
   cint(&r, s->upid);
-  push(s->r, &r);
+  push(s, &r);
+  flush_stage(s);
   s->live = 0;
 }
 
@@ -409,7 +447,7 @@ static void begin_provider(source *s, const spy_state *st, int64_t now) {
   cint(&r, now);
   cint(&r, st->clock_offset_ns);
   cint(&r, set);
-  push(s->r, &r);
+  push(s, &r);
   arg_row(s, set, "provider.kind", st->provider.kind, NULL);
   arg_row(s, set, "provider.start_ms", (int64_t)st->provider.start_ms, NULL);
   arg_row(s, set, "clock.synced", st->clock_synced, NULL);
@@ -442,12 +480,12 @@ static void on_delta(source *s, const spy_section *sec, const char *src,
     row_init(&r, S_VALUE);
     cint(&r, s->upid);
     cint(&r, now);
-    ctext(&r, src);
+    cconst(&r, src);
     ctextn(&r, e.key, e.key_len);
-    ctext(&r, spy_value_kind_name(e.value.kind));
-    ctext(&r, e.state == SPY_DELTA_SET       ? "set"
-              : e.state == SPY_DELTA_CLEARED ? "cleared"
-                                             : "meta");
+    cconst(&r, spy_value_kind_name(e.value.kind));
+    cconst(&r, e.state == SPY_DELTA_SET       ? "set"
+               : e.state == SPY_DELTA_CLEARED ? "cleared"
+                                              : "meta");
     const spy_value *v = &e.value;
     int ok;
     double x = value_real(v, &ok);
@@ -481,7 +519,7 @@ static void on_delta(source *s, const spy_section *sec, const char *src,
     } else {
       cnull(&r);
     }
-    push(s->r, &r);
+    push(s, &r);
     if (ok && strcmp(src, "registry") == 0) {
       char tn[SPY_KEY_MAX + 16];
       int k = v->kind >= SPY_VAL_FLOAT2 && v->kind <= SPY_VAL_FLOAT4
@@ -566,7 +604,7 @@ static void on_stats(source *s, const spy_section *sec, const spy_state *st,
     else
       cdbl(&r, g / 100.0);
     cdbl(&r, spy_stats_fps_x10(&b, i) / 10.0);
-    push(s->r, &r);
+    push(s, &r);
     for (uint32_t c = 0; c < nc; c++)
       counter_row(s, t, ctrack[c], spy_stats_counter(&b, c, i));
     s->last_frame = fno;
@@ -595,7 +633,7 @@ static zthr *thread_for(source *s, const spy_zone_thread *t) {
   cint(&r, t->os_tid);
   cint(&r, t->thread);
   ctext(&r, t->name[0] ? t->name : NULL);
-  push(s->r, &r);
+  push(s, &r);
   z->track = new_id(s->r);
   row_init(&r, S_TRACK);
   cint(&r, z->track);
@@ -604,40 +642,46 @@ static zthr *thread_for(source *s, const spy_zone_thread *t) {
   cint(&r, s->upid);
   cint(&r, z->utid);
   cnull(&r);
-  push(s->r, &r);
+  push(s, &r);
   return z;
 }
 
+/* A slice row holds no text: its name is the location's zone_loc row
+ * (name_id; NULL for a location not announced yet). */
 static void slice_row(source *s, const spy_state *st, zthr *z,
                       const spy_zone_span *sp, int64_t id, int64_t parent) {
-  const spy_zone_location *l = spy_state_zone_loc(st, sp->loc);
   rec_row r;
   row_init(&r, S_SLICE);
   cint(&r, id);
   cint(&r, spy_state_zone_local_ns(st, sp->start_ns));
   cint(&r, (int64_t)(sp->end_ns - sp->start_ns));
   cint(&r, z->track);
-  ctext(&r, l && l->name ? l->name : "?");
+  uint32_t li = sp->loc - SPY_ZONES_LOC_ID_MIN; /* as in spy_state_zone_loc */
+  if (s->loc_seen && sp->loc >= SPY_ZONES_LOC_ID_MIN && li < s->n_locs_seen &&
+      s->loc_seen[li])
+    cint(&r, s->loc_seen[li]);
+  else
+    cnull(&r);
   cint(&r, sp->depth);
   if (parent)
     cint(&r, parent);
   else
     cnull(&r);
-  cint(&r, sp->loc);
   cint(&r, sp->flags);
-  push(s->r, &r);
+  push(s, &r);
 }
 
 static void on_zones(source *s, const spy_state *st, int64_t now) {
   const spy_zone_state *zs = &st->zones;
   /* new locations */
   if (zs->n_locs > s->n_locs_seen || !s->loc_seen) {
-    uint8_t *seen = realloc(s->loc_seen, zs->n_locs + 1);
+    int64_t *seen = realloc(s->loc_seen, (zs->n_locs + 1) * sizeof *seen);
     if (!seen)
       return;
     if (!s->loc_seen)
       s->n_locs_seen = 0;
-    memset(seen + s->n_locs_seen, 0, zs->n_locs + 1 - s->n_locs_seen);
+    memset(seen + s->n_locs_seen, 0,
+           (zs->n_locs + 1 - s->n_locs_seen) * sizeof *seen);
     s->loc_seen = seen;
     s->n_locs_seen = zs->n_locs;
   }
@@ -645,9 +689,10 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
     const spy_zone_location *l = zs->locs[i];
     if (!l || s->loc_seen[i])
       continue;
-    s->loc_seen[i] = 1;
+    s->loc_seen[i] = new_id(s->r);
     rec_row r;
     row_init(&r, S_ZONE_LOC);
+    cint(&r, s->loc_seen[i]);
     cint(&r, s->upid);
     cint(&r, l->id);
     ctext(&r, l->name);
@@ -655,7 +700,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
     ctext(&r, l->file);
     cint(&r, l->line);
     cint(&r, l->color);
-    push(s->r, &r);
+    push(s, &r);
   }
   for (uint32_t ti = 0; ti < zs->n_threads; ti++) {
     const spy_zone_thread *t = &zs->threads[ti];
@@ -671,7 +716,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       cint(&r, t->os_tid);
       cint(&r, t->thread);
       ctext(&r, t->name);
-      push(s->r, &r);
+      push(s, &r);
     }
     /* spans that were open last time */
     for (uint32_t i = 0; i < z->npend;) {
@@ -721,7 +766,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       row_init(&r, S_THREAD_END);
       cint(&r, now);
       cint(&r, z->utid);
-      push(s->r, &r);
+      push(s, &r);
     }
   }
 }
@@ -747,11 +792,11 @@ static void on_msgprof(source *s, const spy_state *st, int64_t now) {
     cint(&r, (int64_t)w->encode.p99_ns);
     cint(&r, (int64_t)w->post.p50_ns);
     cint(&r, (int64_t)w->post.p99_ns);
-    push(s->r, &r);
+    push(s, &r);
   }
 }
 
-static void push_row(void *rc, rec_row *r) { push(rc, r); }
+static void push_row(void *src, rec_row *r) { push(src, r); }
 
 static void on_data(void *user, const spy_frame *f, const spy_state *st) {
   source *s = user;
@@ -768,7 +813,7 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
     row_init(&r, S_PROCESS_CLOCK);
     cint(&r, st->clock_offset_ns);
     cint(&r, s->upid);
-    push(s->r, &r);
+    push(s, &r);
     arg_row(s, s->args_set, "clock.synced_rtt_ns", st->clock_rtt_ns, NULL);
   }
   if (st->frames_lost > s->frames_lost_seen) {
@@ -807,7 +852,8 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
   if (spy_frame_find_section(f, SPY_SEC_MSGPROF, &sec))
     on_msgprof(s, st, now);
   if (spy_frame_find_section(f, SPY_SEC_BUILD, &sec))
-    spy__rec_trace_build(st, s->upid, &s->build_seen, push_row, s->r);
+    spy__rec_trace_build(st, s->upid, &s->build_seen, push_row, s);
+  flush_stage(s);
 }
 
 /* ---- sources ------------------------------------------------------------ */
@@ -815,6 +861,7 @@ static void *source_main(void *arg) {
   source *s = arg;
   while (!s->r->stop) {
     int rc = spy_consumer_poll(s->c, 50);
+    s->cpu_ns = thread_cpu_ns();
     const spy_state *st = spy_consumer_state(s->c);
     s->connected = st->conn == SPY_CONN_CONNECTED;
     if (rc < 0)
@@ -827,6 +874,7 @@ static void *source_main(void *arg) {
     }
   }
   end_source(s, mono_ns());
+  flush_stage(s);
   s->connected = 0;
   s->done = 1;
   return NULL;
@@ -1000,9 +1048,13 @@ void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *o) {
   o->samples_lost = r->samples_lost;
   o->frames_lost = r->frames_lost;
   o->sources = r->nsrc;
-  for (uint32_t i = 0; i < r->nsrc; i++)
+  int64_t cpu = r->writer_cpu_ns;
+  for (uint32_t i = 0; i < r->nsrc; i++) {
     if (r->src[i]->connected)
       o->connected++;
+    cpu += r->src[i]->cpu_ns;
+  }
+  o->cpu_s = (double)cpu / 1e9;
   o->recording_id = r->rec_id;
   o->error = r->error;
 }

@@ -1,6 +1,7 @@
 /* cmd_export.c — `spyglass export` (a recording as a Perfetto or Chrome
  * trace) and `spyglass diff` (two recordings compared, for CI). The work
  * is in src/record (export.c, diff.c). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,10 @@
 static void export_help(FILE *f) {
   fprintf(f,
           "usage: spyglass export RUN.db -f perfetto|chrome -o FILE\n"
-          "                       [--from SECONDS] [--to SECONDS]\n\n"
-          "Writes a SQLite recording (`spyglass record`) as a Perfetto trace\n"
+          "                       [--from SECONDS] [--to SECONDS]\n"
+          "       spyglass export --db postgres://… [--recording N] …\n\n"
+          "Writes a recording (`spyglass record`: a SQLite file, or one\n"
+          "recording of a PostgreSQL database) as a Perfetto trace\n"
           "(protobuf: open it in ui.perfetto.dev or trace_processor) or as\n"
           "Chrome trace-event JSON (chrome://tracing, Perfetto, speedscope):\n"
           "zones as slices on their threads, one process per provider,\n"
@@ -21,6 +24,9 @@ static void export_help(FILE *f) {
           "gpu / fps). Streams: memory does not grow with the recording.\n\n"
           "  -f, --format F   perfetto or chrome\n"
           "  -o, --output F   the file to write (- for stdout)\n"
+          "  --db URI         a PostgreSQL database (instead of RUN.db)\n"
+          "  --recording N    its recording N (recording.id; default: the\n"
+          "                   newest; a SQLite file's first)\n"
           "  --from S, --to S only what starts between S seconds from the\n"
           "                   recording's start and --to\n\n"
           "exit codes: 0 written, 1 write failure, 2 bad usage or not a "
@@ -30,7 +36,11 @@ static void export_help(FILE *f) {
 int cmd_export(int argc, char **argv) {
   const char *fmt = NULL, *fmt_s = NULL, *out = NULL, *out_s = NULL;
   double from = 0, to = -1;
+  const char *db = NULL;
+  uint64_t recording = 0;
   const cli_opt opts[] = {
+      {"--db", CLI_STR, &db, 0, 0, 0, "a postgres:// URI"},
+      {"--recording", CLI_U64, &recording, 1, 1e15, 0, "a recording id"},
       {"--format", CLI_STR, &fmt, 0, 0, 0, "perfetto or chrome"},
       {"-f", CLI_STR, &fmt_s, 0, 0, 0, "perfetto or chrome"},
       {"--output", CLI_STR, &out, 0, 0, 0, "a file name"},
@@ -48,8 +58,15 @@ int cmd_export(int argc, char **argv) {
     fmt = fmt_s;
   if (out_s)
     out = out_s;
+  if (db && npos) {
+    fprintf(stderr, "spyglass export: RUN.db or --db, not both\n");
+    return EXIT_USAGE;
+  }
+  if (db)
+    pos[0] = db, npos = 1;
   if (!npos || !fmt || !out) {
-    fprintf(stderr, "spyglass export: wants RUN.db, -f FORMAT and -o FILE\n");
+    fprintf(stderr, "spyglass export: wants RUN.db (or --db URI), -f FORMAT "
+                    "and -o FILE\n");
     return EXIT_USAGE;
   }
   if (strcmp(fmt, "perfetto") && strcmp(fmt, "chrome")) {
@@ -66,7 +83,7 @@ int cmd_export(int argc, char **argv) {
     fprintf(stderr, "spyglass export: cannot create %s\n", out);
     return EXIT_FAIL;
   }
-  rc = spy_record_export(pos[0], fmt, f, from, to);
+  rc = spy_record_export(pos[0], (int64_t)recording, fmt, f, from, to);
   if (f != stdout && fclose(f) != 0 && !rc)
     rc = SPY_EIO;
   if (rc && f != stdout)
@@ -77,13 +94,16 @@ int cmd_export(int argc, char **argv) {
 static void diff_help(FILE *f) {
   fprintf(
       f,
-      "usage: spyglass diff BASE.db NEW.db [--threshold PCT] [--json]\n\n"
+      "usage: spyglass diff BASE NEW [--threshold PCT] [--json]\n\n"
+      "BASE and NEW: a SQLite recording file or a postgres:// URI, either\n"
+      "with #N for recording N (default: the file's first, the database's\n"
+      "newest), e.g. 'postgres://host/db#3' 'postgres://host/db#4'.\n\n"
       "Compares two recordings: p50 / p95 / p99 of frame CPU, GPU and frame\n"
       "interval, and per zone the calls and the p50 / p95 of self time\n"
       "(its duration less its children's). Every figure is also taken per\n"
       "second of each run; its spread is the interquartile range of those\n"
       "per-second values. A figure regressed when NEW exceeds BASE by more\n"
-      "than the threshold AND by more than the larger spread; a larger\n"
+      "than the threshold AND the two IQRs do not overlap; a larger\n"
       "change inside the spread is reported as noise, and so is one below\n"
       "the resolution floor (0.02 ms for frames, 1 us for zones). Figures\n"
       "with fewer than 20 samples, and the frame p99s, are shown, not\n"
