@@ -488,6 +488,8 @@ static int process_module(demo *d, uint32_t i) {
            .content = TX(src, n), .plugin_name = plugins[p].name,
            .plugin_id = p, .call_id = cid);
     sleep_us(d->o->hook_delay_us);
+    if (d->o->work)
+      d->o->work(src, n);
     int changed = plugins[p].fn(m, src, n, &out);
     if (out.err)
       rc = out.err;

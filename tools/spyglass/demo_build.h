@@ -4,6 +4,7 @@
 #ifndef SPY_TOOL_DEMO_BUILD_H
 #define SPY_TOOL_DEMO_BUILD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "spyglass/trace.h"
@@ -20,6 +21,9 @@ typedef struct demo_build_opts {
   int quiet;
   int watch;            /* rebuild on every change until SIGINT / SIGTERM */
   uint32_t debounce_ms; /* watch: quiet time that ends a burst (0 = 100) */
+  /* called with each transform's input before the plugin runs (bench: a
+   * realistic per-module cost, e.g. tokenising); NULL = none */
+  void (*work)(const char *src, size_t n);
 } demo_build_opts;
 
 typedef struct demo_build_result {
