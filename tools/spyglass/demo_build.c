@@ -1235,6 +1235,10 @@ int cmd_demo_build(int argc, char **argv) {
            r.session_id, (unsigned long long)r.st.emitted,
            (unsigned long long)r.st.written, (long long)r.not_stored,
            (unsigned long long)r.st.waits);
+    if (r.st.spilled)
+      printf("trace: the writer fell behind: %llu actions spilled to memory "
+             "(the build did not wait for them; all were written)\n",
+             (unsigned long long)r.st.spilled);
     if (r.trace_dir[0])
       printf("trace: %s\n", r.trace_dir);
   }
