@@ -4,7 +4,8 @@
  * loop and a loop of two clock reads (the floor of timing anything) in the
  * same run; bytes per zone on the wire (what the consumer received), the
  * provider's other threads' CPU per zone (the service draining and
- * encoding), zones dropped, and peak RSS after 1M and 100M zones. */
+ * encoding), the consumer process's CPU per span it rebuilt (whole run),
+ * zones dropped, and peak RSS after 1M and 100M zones. */
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
@@ -46,6 +47,21 @@ __attribute__((noinline)) static void loop_clock(spy_provider *p, uint64_t n) {
 
 __attribute__((noinline)) static void loop_zone(spy_provider *p, uint64_t n) {
   for (uint64_t i = 0; i < n; i++) {
+    spy_zone_begin(p, &loc);
+    __asm__ __volatile__("" ::: "memory");
+    spy_zone_end(p);
+  }
+}
+
+/* n zones paced at `rate` a second (a busy wait between them, as a program
+ * doing work between zones): the drops at a steady rate below full speed. */
+__attribute__((noinline)) static void loop_paced(spy_provider *p, uint64_t n,
+                                                 double rate) {
+  uint64_t t0 = bench_now_ns();
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t due = t0 + (uint64_t)((double)i * 1e9 / rate);
+    while (bench_now_ns() < due)
+      __asm__ __volatile__("" ::: "memory");
     spy_zone_begin(p, &loc);
     __asm__ __volatile__("" ::: "memory");
     spy_zone_end(p);
@@ -130,7 +146,14 @@ static void consumer_main(int fd) {
   while (!stop)
     spy_consumer_poll(c, 1);
   const spy_state *s = spy_consumer_state(c);
-  unsigned long long v[3] = {s->bytes_received, s->zones.spans, s->frames_lost};
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  unsigned long long v[4] = {
+      s->bytes_received, s->zones.spans, s->frames_lost,
+      (unsigned long long)ru.ru_utime.tv_sec * 1000000000ull +
+          (unsigned long long)ru.ru_utime.tv_usec * 1000ull +
+          (unsigned long long)ru.ru_stime.tv_sec * 1000000000ull +
+          (unsigned long long)ru.ru_stime.tv_usec * 1000ull};
   if (write(fd, v, sizeof v) != (ssize_t)sizeof v)
     _exit(2);
   spy_consumer_destroy(c);
@@ -184,6 +207,14 @@ int bench_zones(int argc, char **argv) {
   double t_on = time_loop(loop_zone, p, n, rounds, &c_on);
   uint64_t w1 = bench_now_ns(), cpu1 = others_cpu_ns();
   spy_provider_get_stats(p, &s2);
+  /* Drops at a steady 1M zones/s (what a busy program emits). */
+  uint64_t paced_n = o.quick ? 300000 : 1000000;
+  loop_paced(p, paced_n, 1e6);
+  usleep(20000);
+  spy_provider_stats s4;
+  spy_provider_get_stats(p, &s4);
+  double paced_drop =
+      100.0 * (double)(s4.zones_dropped - s2.zones_dropped) / (double)paced_n;
   /* RSS: after 1M zones, then after 100M (--quick: 10M). */
   loop_zone(p, 1000000);
   double rss1 = peak_rss_mb();
@@ -193,7 +224,7 @@ int bench_zones(int argc, char **argv) {
   usleep(100000); /* the last drain */
   spy_provider_get_stats(p, &s3);
   kill(pid, SIGTERM);
-  unsigned long long got[3] = {0, 0, 0};
+  unsigned long long got[4] = {0, 0, 0, 0};
   if (read(pfd[0], got, sizeof got) != (ssize_t)sizeof got)
     memset(got, 0, sizeof got);
   close(pfd[0]);
@@ -203,7 +234,7 @@ int bench_zones(int argc, char **argv) {
   uint64_t zones_window = (s2.zone_records - s1.zone_records) / 2;
   uint64_t dropped_window = s2.zones_dropped - s1.zones_dropped;
   uint64_t emitted_total =
-      (uint64_t)(rounds + 1) * n + n / 4 + 1000000ull + big;
+      (uint64_t)(rounds + 1) * n + n / 4 + paced_n + 1000000ull + big;
   uint64_t delivered = (s3.zone_records - st0.zone_records) / 2;
   double bytes_per_zone =
       got[1] ? (double)got[0] / (double)got[1] : (double)NAN;
@@ -231,9 +262,14 @@ int bench_zones(int argc, char **argv) {
             (double[]){bytes_per_zone, na, na, na, na});
   bench_row(&t, "service CPU ns per zone drained",
             (double[]){cpu_per_zone, na, na, na, na});
-  bench_row(&t, "zones dropped, % of timed",
+  bench_row(&t, "consumer process CPU ns per span rebuilt",
+            (double[]){got[1] ? (double)got[3] / (double)got[1] : na, na, na,
+                       na, na});
+  bench_row(&t, "zones dropped at full speed, %",
             (double[]){100.0 * (double)dropped_window / (double)emitted_window,
                        na, na, na, na});
+  bench_row(&t, "zones dropped at 1M zones/s, %",
+            (double[]){paced_drop, na, na, na, na});
   bench_row(&t, "peak RSS MB after 1M zones", (double[]){rss1, na, na, na, na});
   bench_row(&t,
             o.quick ? "peak RSS MB after 10M more"

@@ -21,7 +21,8 @@
 #include "testutil.h"
 
 static char dir[256];
-static uint32_t rig_ring; /* the provider's ring_bytes; 0 = default */
+static uint32_t rig_ring;     /* the provider's ring_bytes; 0 = default */
+static uint32_t rig_features; /* the consumer's extra features */
 
 /* ---- test images --------------------------------------------------------- */
 
@@ -206,7 +207,8 @@ static int rig_open(rig *r, spy_transport_kind kind,
   spy_consumer_desc cd = {.dir = dir,
                           .query_initial_ms = 20,
                           .no_clock_sync = 1,
-                          .features = SPY_FEAT_STATS | SPY_FEAT_BUFFERS,
+                          .features =
+                              SPY_FEAT_STATS | SPY_FEAT_BUFFERS | rig_features,
                           .buffers = req,
                           .n_buffers = nreq};
   return spy_consumer_create(&r->c, &cd);
@@ -431,6 +433,65 @@ TEST(an_empty_pool_drops_and_counts) {
     spy_buffer_get_stats(r.p, &after);
     after.captured > before.captured;
   })));
+  rig_close(&r);
+}
+
+static uint64_t images_of(spy_consumer *c, const char *name) {
+  const spy_state_image *im = spy_state_image_find(spy_consumer_state(c), name);
+  return im ? im->images : 0;
+}
+
+/* Two consumers on one provider, each asking for another buffer: the
+ * channel carries both buffers' frames to both, and each decodes only its
+ * own (the other's are counted as ignored, never copied or decoded). */
+TEST(a_consumer_decodes_only_the_buffers_it_asked_for) {
+  spy_buffer_request ra = {.name = "a", .mode = SPY_BUFFER_THUMBNAIL},
+                     rb = {.name = "b", .mode = SPY_BUFFER_THUMBNAIL};
+  rig r;
+  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, &ra, 1), 0);
+  CHECK(rig_add(&r, "a", SPY_PIXEL_RGBA8, 64, 32, 200) >= 0);
+  CHECK(rig_add(&r, "b", SPY_PIXEL_R8, 48, 48, 200) >= 0);
+  spy_consumer *b;
+  spy_consumer_desc cd = {.dir = dir,
+                          .query_initial_ms = 20,
+                          .no_clock_sync = 1,
+                          .features = SPY_FEAT_STATS,
+                          .buffers = &rb,
+                          .n_buffers = 1};
+  CHECK_EQ(spy_consumer_create(&b, &cd), 0);
+  CHECK(RIG_UNTIL(&r, b, 30,
+                  images_of(r.c, "a") >= 3 && images_of(b, "b") >= 3 &&
+                      spy_consumer_state(r.c)->images_ignored >= 2 &&
+                      spy_consumer_state(b)->images_ignored >= 2));
+  CHECK(spy_state_image_find(spy_consumer_state(r.c), "b") == NULL);
+  CHECK(spy_state_image_find(spy_consumer_state(b), "a") == NULL);
+  CHECK_EQ(spy_consumer_state(b)->n_images, 1);
+  CHECK_EQ(spy_state_image_find(spy_consumer_state(b), "b")->width, 48);
+  spy_consumer_destroy(b);
+  rig_close(&r);
+}
+
+/* Buffer frames are posted by the worker from its own scratch, yet the
+ * message profiler counts them like any other message, in their own rows
+ * of the per-type table. */
+TEST(buffer_frames_show_in_the_message_profiler) {
+  spy_buffer_request req = {.name = "fb", .mode = SPY_BUFFER_THUMBNAIL};
+  rig r;
+  rig_features = SPY_FEAT_MSGPROF;
+  int rc = rig_open(&r, SPY_TRANSPORT_OFFLOAD, &req, 1);
+  rig_features = 0;
+  CHECK_EQ(rc, 0);
+  CHECK(rig_add(&r, "fb", SPY_PIXEL_RGBA8, 64, 64, 200) >= 0);
+  CHECK(RIG_UNTIL(&r, NULL, 30, ({
+    const spy_state_msgprof_row *row_ =
+        spy_state_msgprof_type(spy_consumer_state(r.c), SPY_MSG_BUFFER_RAW);
+    row_ && row_->count >= 2 && images_of(r.c, "fb") >= 2;
+  })));
+  const spy_state_msgprof_row *row =
+      spy_state_msgprof_type(spy_consumer_state(r.c), SPY_MSG_BUFFER_RAW);
+  /* a 64x64 thumbnail is 16 KiB of pixels plus its frame */
+  CHECK(row->bytes >= row->count * 64u * 64u * 4u);
+  CHECK(row->encode.max_ns > 0); /* the conversion is timed as the encode */
   rig_close(&r);
 }
 
@@ -860,6 +921,8 @@ TEST_MAIN(TEST_CASE(convert_each_type_to_known_rgba8),
           TEST_CASE(nothing_is_copied_without_a_subscriber_for_the_buffer),
           TEST_CASE(an_empty_pool_drops_and_counts),
           TEST_CASE(a_large_raw_image_travels_in_parts),
+          TEST_CASE(a_consumer_decodes_only_the_buffers_it_asked_for),
+          TEST_CASE(buffer_frames_show_in_the_message_profiler),
           TEST_CASE(vp9_stream_decodes_within_psnr),
           TEST_CASE(without_a_codec_a_stream_is_sent_raw),
           TEST_CASE(key_frames_on_resize_and_every_two_seconds),

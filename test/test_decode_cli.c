@@ -159,6 +159,48 @@ TEST(decode_handles_empty_input_missing_file_and_help) {
   CHECK_EQ(run_decode("--bogus", NULL), 2);
 }
 
+TEST(decode_shows_zones_locations_threads_and_events) {
+  uint8_t b[4096];
+  spy_frame_writer w;
+  spy_frame_start(&w, b, sizeof b, SPY_MSG_DATA, 1000, 7, 0);
+  spy_zones_writer z;
+  spy_zones_begin(&z, &w, SPY_ZONES_FULL, 5000);
+  spy_zone_loc_info l = {.id = 16,
+                         .line = 42,
+                         .color = 0x3080ff,
+                         .name = "update",
+                         .function = "frame",
+                         .file = "demo.c",
+                         .name_len = 6,
+                         .function_len = 5,
+                         .file_len = 6};
+  spy_zones_put_loc(&z, &l);
+  spy_zone_thread_info t = {.thread = 1,
+                            .os_tid = 99,
+                            .flags = SPY_ZONES_THREAD_NAMED,
+                            .name = "render",
+                            .name_len = 6,
+                            .dropped = 3};
+  spy_zones_thread_begin(&z, &t);
+  spy_zones_put_event(&z, SPY_ZONE_EV_FRAME, 5000, 12);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, 5100, 16);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, 5350, 0);
+  spy_zones_thread_end(&z);
+  spy_zones_end(&z);
+  size_t n = (size_t)spy_frame_finish(&w);
+  write_file("zones.bin", b, n);
+  CHECK_EQ(run_decode("", "zones.bin"), 0);
+  CHECK(strstr(out_text, "\"name\":\"zones\""));
+  CHECK(strstr(out_text, "\"full\":true"));
+  CHECK(strstr(out_text, "{\"id\":16,\"name\":\"update\",\"function\":"
+                         "\"frame\",\"file\":\"demo.c\",\"line\":42"));
+  CHECK(strstr(out_text, "\"thread\":1,\"os_tid\":99,\"name\":\"render\""));
+  CHECK(strstr(out_text, "\"dropped\":3"));
+  CHECK(strstr(out_text, "{\"kind\":\"frame\",\"t_ns\":5000,\"frame\":12}"));
+  CHECK(strstr(out_text, "{\"kind\":\"begin\",\"t_ns\":5100,\"loc\":16}"));
+  CHECK(strstr(out_text, "{\"kind\":\"end\",\"t_ns\":5350}"));
+}
+
 int main(int argc, char **argv) {
   if (!mkdtemp(dir))
     return 1;
@@ -168,7 +210,8 @@ int main(int argc, char **argv) {
       TEST_CASE(decode_refuses_4gb_header_without_allocating),
       TEST_CASE(decode_rejects_bad_section_with_its_offset),
       TEST_CASE(decode_rejects_unknown_type_and_version),
-      TEST_CASE(decode_handles_empty_input_missing_file_and_help)};
+      TEST_CASE(decode_handles_empty_input_missing_file_and_help),
+      TEST_CASE(decode_shows_zones_locations_threads_and_events)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -16,7 +16,10 @@ import { Values } from './values.js';
 import { Recorder } from './recorder.js';
 import { Log } from './log.js';
 import { Health } from './health.js';
+import { Zones } from './zones.js';
 import { $ } from './dom.js';
+import { Buffers } from './buffers.js';
+import { Build } from './build.js';
 
 const params = new URLSearchParams(location.search);
 const hash = new URLSearchParams(location.hash.slice(1));
@@ -44,7 +47,12 @@ const overlay = new Overlay(model, () => draw(true));
 const values = new Values(client, model);
 const log = new Log(client, recorder, Number(params.get('log')) || 4000);
 const health = new Health(client, model);
+const zones = new Zones(client, model, () => touch());
 const states = [];
+const buffers = new Buffers(client);
+const build = new Build(); // live build progress (TRACE)
+client.on('provider', (info, changed) => { if (changed) build.reset(); });
+client.on('data', (f, d) => build.apply(d.build));
 
 client.on('state', (s) => { states.push({ s, t: Date.now() }); touch(); });
 client.on('provider', (info, changed) => {
@@ -83,6 +91,9 @@ function draw(force = false) {
   values.render(v);
   health.render(v, force);
   log.render();
+  zones.render(v);
+  buffers.render();
+  build.render();
 }
 setInterval(touch, 500); // rates, stale marking, ages
 
@@ -93,6 +104,8 @@ document.addEventListener('keydown', (e) => {
   else if (e.key === 'ArrowRight') { e.preventDefault(); recorder.step(1); }
   else if (e.key === 'Escape') { recorder.live(); if (e.target instanceof HTMLInputElement) e.target.blur(); }
   else if (e.key === '/') { e.preventDefault(); $('#filter').focus(); }
+  else if (e.key === 'z') zones.toggle();
 });
 
-window.spyglass = { client, model, recorder, log, values, view, states };
+window.spyglass = { client, model, recorder, log, values, view, states, zones, build };
+window.spyglass.buffers = buffers;

@@ -10,7 +10,9 @@
 // Events (on(name, fn)): 'state' (the connection state changed),
 // 'providers' (the list changed), 'data' (a decoded data frame, applied by
 // the model), 'log' (every message in or out), 'clock', 'fatal' (a refusal
-// that retrying will not fix: a wrong token).
+// that retrying will not fix: a wrong token), 'pixels' (a buffer:raw or
+// buffer:chunk frame, for the buffer inspector), 'gap' (a sequence gap or
+// a `lost` count: a stream waits for its next key frame).
 import * as W from './wire.js';
 
 const DISC_CHAN = 1;
@@ -22,7 +24,8 @@ function randomHex64() {
 }
 
 export const FEATURES_DEFAULT = W.FEAT(W.SEC.STATS) | W.FEAT(W.SEC.ENV) |
-  W.FEAT(W.SEC.REGISTRY) | W.FEAT(W.SEC.HEALTH) | W.FEAT(W.SEC.MSGPROF);
+  W.FEAT(W.SEC.REGISTRY) | W.FEAT(W.SEC.HEALTH) | W.FEAT(W.SEC.MSGPROF) |
+  W.FEAT(W.SEC.TRACE); // TRACE: live build progress (build.js)
 
 export class Client {
   // opts: {url (ws://…/link), token, want (id or name), features, timings}
@@ -36,6 +39,7 @@ export class Client {
     this.providers = new Map(); // id → {info, seenMs, round}
     this.want = opts.want || null;
     this.registryFilter = null; // null: everything; array: these names
+    this.buffers = []; // the subscription's buffer requests (web/buffers.js)
     this.conn = 'connecting';
     this.linkUp = false;
     this.provider = null; // info of the chosen one
@@ -269,8 +273,15 @@ export class Client {
     this.subSent = performance.now();
     this.sendFrame(this.dataChan, W.encodeSubscribe({
       consumer: this.id, features: this.o.features,
-      registry: this.registryFilter,
+      registry: this.registryFilter, buffers: this.buffers,
     }));
+  }
+
+  // The buffer requests from the inspector: [{name, mode, display,
+  // longEdge}] (wire.js encodeSubscribe); sent at once when live.
+  setBuffers(list) {
+    this.buffers = list;
+    if (this.dataChan && this.linkUp) this.subscribe();
   }
 
   // The registry filter from the UI: null = every value; a list = these.
@@ -324,6 +335,7 @@ export class Client {
     if (gap && (this.conn === 'live' || this.conn === 'stale')) {
       this.stats.lost += lost || 1;
       this.resync();
+      this.emit('gap');
     }
     this.lastSeq = f.seq;
     this.haveSeq = true;
@@ -339,6 +351,8 @@ export class Client {
       let d;
       try { d = W.decodeAll(f); } catch { this.stats.malformed++; return; }
       this.emit('data', f, d, now);
+    } else if (f.type === W.MSG.BUFFER_RAW || f.type === W.MSG.BUFFER_CHUNK) {
+      this.emit('pixels', f, now);
     }
   }
 

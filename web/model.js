@@ -11,9 +11,11 @@
 // start_frame + count − 1. The state "as of frame F" is therefore every
 // data frame whose batch ended at or before F.
 import { DELTA, KIND, HEALTH_FIELDS, FRAME_SNAPSHOT, FRAME_CHECKPOINT } from './wire.js';
+import { ZoneState } from './zones_state.js';
 
 const MAXC = 64;
 const HIST = 240; // points per value chart
+const ZONE_SPANS = 300000; // spans those frames may hold in all
 
 export const numeric = (kind) => kind >= KIND.FLOAT && kind <= KIND.BOOL;
 
@@ -84,6 +86,7 @@ export class Model {
     this.snapshots = 0;
     this.filter = null;
     this.frames = 0;
+    this.resetZones();
   }
 
   setFilter(names) { this.filter = names ? new Set(names) : null; }
@@ -129,6 +132,7 @@ export class Model {
     if (d.buffers) { /* buffer metadata: not shown by this page yet */ }
     if (d.health) this.health = d.health.values;
     if (d.msgprof) this.applyMsgprof(d.msgprof);
+    if (d.zones) this.applyZones(d.zones);
     if (end !== null && !this.held) {
       this.packets.push({
         start: d.stats ? d.stats.startFrame : end, end,
@@ -162,6 +166,9 @@ export class Model {
   dropHistory() {
     this.drops = (this.drops ?? 0) + 1;
     this.head = 0; this.len = 0; this.packets = [];
+    this.zoneFrames.clear();
+    this.zoneSpansHeld = 0;
+    this.zoneNewest = -1;
   }
 
   // Keeps the packets the recorder's frames need: from the last registry
@@ -177,6 +184,48 @@ export class Model {
     if (k > 0) this.packets.splice(0, k);
     if (this.packets.length > 8192) this.packets.splice(0, this.packets.length - 8192);
   }
+
+  // ---- CPU zones (zones_state.js) and their recorder store -----------------
+  // The live zone state, plus the zones of recent frames keyed by frame
+  // number for the recorder: each stored frame holds every thread's spans
+  // overlapping it (references into the state, so zones still open when it
+  // was stored get their end). A frame is stored once the marker two frames
+  // later arrived (other threads' blocks may trail the frame thread's); at
+  // most `capacity` frames (the samples ring's) and ZONE_SPANS spans are
+  // held, oldest out first (none while the recorder is parked).
+  resetZones() {
+    this.zones = new ZoneState(16);
+    this.zoneFrames = new Map(); // frame → {frame, start, end, threads, n}
+    this.zoneSpansHeld = 0;
+    this.zoneNewest = -1;
+    this.zoneLost = this.zoneLost ?? 0; // the client's lost count (zones.js sets it)
+  }
+
+  applyZones(z) {
+    const zs = this.zones;
+    zs.apply(z, this.zoneLost);
+    // While parked nothing is evicted (the frame looked at stays), and
+    // frames still arriving are stored only while there is room.
+    const full = () => this.zoneFrames.size >= this.capacity || this.zoneSpansHeld >= ZONE_SPANS;
+    for (let age = Math.min(zs.frames.length, zs.keepFrames) - 1; age >= 2; age--) {
+      const f = zs.frame(age);
+      if (this.zoneFrames.has(f.frame) || f.frame <= this.zoneNewest) continue;
+      if (this.held && full()) break;
+      const threads = zs.overlapping(f.start, f.end);
+      const n = threads.reduce((a, t) => a + t.spans.length, 0);
+      this.zoneFrames.set(f.frame, { ...f, threads, n });
+      this.zoneNewest = f.frame;
+      this.zoneSpansHeld += n;
+    }
+    for (const [k, v] of this.zoneFrames) {
+      if (this.held || !full()) break;
+      this.zoneFrames.delete(k);
+      this.zoneSpansHeld -= v.n;
+    }
+  }
+
+  // The stored zones of frame F, or null.
+  zonesAt(frame) { return this.zoneFrames.get(frame) ?? null; }
 
   applyMsgprof(m) {
     const old = this.msgprof;

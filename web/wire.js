@@ -6,6 +6,10 @@
 // ack, resync, unsubscribe) and the link records (docs/wire.md, "Links").
 // Errors are WireError with the C code's name (ETRUNCATED, EBADSECTION, …)
 // and the byte offset where the problem was found.
+import { decodeZones } from './wire_zones.js';
+import { decodeImageSection } from './wire_pixels.js';
+
+import { SEC_BUILD, decodeBuild } from './wire_trace.js';
 
 export const FRAME_HEADER = 16;
 export const FRAME_MIN = 32;
@@ -30,12 +34,14 @@ const MSG_NAMES = {
 export const SEC = {
   FRAME: 0, STATS: 1, ENV: 2, REGISTRY: 3, BUFFERS: 4, STATS_SCHEMA: 5,
   HEALTH: 6, PROVIDER: 7, PEER: 8, SUBSCRIPTION: 9, PIXELS: 10, TRACE: 11,
-  MSGPROF: 12, CLOCK: 13,
+  MSGPROF: 12, CLOCK: 13, ZONES: 14,
 };
 const SEC_NAMES = [
   'frame', 'stats', 'env', 'registry', 'buffers', 'stats_schema', 'health',
   'provider', 'peer', 'subscription', 'pixels', 'trace', 'msgprof', 'clock',
+  'zones',
 ];
+SEC_NAMES[17] = 'build'; // BUILD: wire_trace.js
 export const FEAT = (id) => (1 << id) >>> 0;
 export const FRAME_SNAPSHOT = 1;
 export const FRAME_CHECKPOINT = 2;
@@ -305,10 +311,10 @@ export function decodeSubscription(f, s) {
     const len = dv.getUint16(q, true);
     if (len < 1 || len > KEY_MAX) fail('EBADVALUE', q);
     if (end - q - 2 < len + 4) fail('EBADSECTION', q);
-    const mode = dv.getUint8(q + 2 + len);
-    if (mode !== 1 && mode !== 2) fail('EBADVALUE', q + 2 + len);
+    const mode = dv.getUint8(q + 2 + len), display = dv.getUint8(q + 3 + len);
+    if ((mode !== 1 && mode !== 2) || display > 5) fail('EBADVALUE', q + 2 + len);
     buffers.push({
-      name: utf8.decode(f.bytes.subarray(q + 2, q + 2 + len)), mode,
+      name: utf8.decode(f.bytes.subarray(q + 2, q + 2 + len)), mode, display,
       longEdge: dv.getUint16(q + 2 + len + 2, true),
     });
     q += 2 + len + 4;
@@ -371,7 +377,9 @@ export function decodeAll(f) {
       case SEC.SUBSCRIPTION: out.subscription = decodeSubscription(f, s); break;
       case SEC.MSGPROF: out.msgprof = decodeMsgprof(f, s); break;
       case SEC.CLOCK: out.clock = decodeClock(f, s); break;
-      default: out.unknown.push(s.id);
+      case SEC.ZONES: out.zones = decodeZones(f, s); break;
+      case SEC_BUILD: out.build = decodeBuild(f, s); break;
+      default: if (!decodeImageSection(f, s, out)) out.unknown.push(s.id);
     }
   }
   return out;
@@ -430,7 +438,7 @@ export function encodePeerMsg(type, consumerHex, features = 0) {
 
 // subscribe: {consumer (hex), features, registry: null (everything) or an
 // array of names (a filter; [] = metadata only), buffers: [{name, mode,
-// longEdge}]}.
+// display (0..5), longEdge}]}.
 export function encodeSubscribe({ consumer, features, registry = null,
   buffers = [] }) {
   const w = new FrameWriter(MSG.SUBSCRIBE);
@@ -447,7 +455,8 @@ export function encodeSubscribe({ consumer, features, registry = null,
   }
   for (const x of buffers) {
     const b = utf8enc.encode(x.name);
-    w.u16(b.length); w.bytes(b); w.u8(x.mode); w.u8(0); w.u16(x.longEdge ?? 0);
+    w.u16(b.length); w.bytes(b); w.u8(x.mode);
+    w.u8(x.display >= 0 && x.display <= 5 ? x.display : 0); w.u16(x.longEdge ?? 0);
   }
   return w.finish();
 }

@@ -225,6 +225,21 @@ typedef struct spy_state_pass {
   double cpu_ms;
 } spy_state_pass;
 
+/* ---- live build progress (SPY_FEAT_TRACE; wire.h BUILD) -------------- *
+ * The provider's latest BUILD section whole, and a summary of each build
+ * that ended (the last SPY_BUILD_HISTORY, oldest first). */
+#define SPY_BUILD_HISTORY 16u
+typedef struct spy_build_done {
+  uint32_t build, modules;
+  uint64_t started_us, ended_us, hook_calls, hook_us;
+} spy_build_done;
+typedef struct spy_build_state {
+  uint64_t sections;      /* BUILD sections applied */
+  spy_build_progress cur; /* the latest (cur.build 0: none yet) */
+  spy_build_done done[SPY_BUILD_HISTORY];
+  uint32_t n_done;
+} spy_build_state;
+
 typedef struct spy_state {
   spy_conn conn;
   spy_provider_info provider; /* name points into provider_name */
@@ -278,6 +293,14 @@ typedef struct spy_state {
   spy_state_image *images;
   uint32_t n_images, images_cap;
   uint64_t undecodable; /* chunks of a codec no one registered */
+  /* Which buffers this state decodes: a live consumer sets the filter to
+   * its own requests (the channel carries every subscriber's buffers);
+   * frames of any other buffer are counted in images_ignored, neither
+   * copied nor decoded. 0 = every buffer (recordings). */
+  int image_filter;
+  const spy_buffer_request *image_names;
+  uint32_t n_image_names;
+  uint64_t images_ignored;
   /* The batch list and pass tree (SPY_FEAT_BATCHES, SPY_FEAT_PASSES):
    * versions as the provider numbered them, lists received. */
   spy_state_batch *batches;
@@ -285,6 +308,8 @@ typedef struct spy_state {
   spy_state_pass *passes;
   uint32_t n_passes, passes_version;
   uint64_t batch_lists, pass_lists;
+  /* Live build progress of a traced build (SPY_FEAT_TRACE). */
+  spy_build_state builds;
 } spy_state;
 
 typedef struct spy_consumer_desc {

@@ -552,6 +552,33 @@ typedef struct spy_trace_summary {
 /* Totals for `spyglass trace summary`. */
 int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out);
 
+/* ---- publishing on the bus (bus_tap.c) ----------------------------------- */
+
+/* A tap sees each action a session accepts, on the emitting thread, before
+ * it is queued — but only while (*gate & mask) != 0 (one relaxed load and
+ * a branch per emit otherwise). `action` must not block; `act` is the
+ * caller's struct, valid during the call only. */
+typedef struct spy_trace_tap {
+  const volatile uint64_t *gate; /* NULL: no tap */
+  uint64_t mask;
+  void (*action)(void *ctx, const spy_trace_kind *kind, const void *act,
+                 uint64_t ts_us, uint32_t build);
+  void *ctx;
+} spy_trace_tap;
+/* Sets (copies) or, with NULL, removes the session's tap. Returns 0 or
+ * SPY_EINVAL (t NULL). Not concurrent with emits into the session. */
+int spy_trace_set_tap(spy_trace *t, const spy_trace_tap *tap);
+
+struct spy_provider;
+/* Publishes the session's builds on the bus: each action also feeds the
+ * provider's build feed (spyglass/trace_feed.h), which sends the live
+ * progress of the current build to subscribers of SPY_FEAT_TRACE. Nothing
+ * is collected while nobody subscribes. p NULL stops publishing. Call it
+ * between emits (not concurrently with them), and stop (or destroy the
+ * session) before destroying the provider. Returns 0, SPY_EINVAL (t NULL),
+ * SPY_ENOMEM. A disabled session publishes nothing (returns 0). */
+int spy_trace_publish(spy_trace *t, struct spy_provider *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -82,7 +82,8 @@ typedef enum spy_section_id {
   SPY_SEC_CLOCK = 13,       /* clock-sync timestamps */
   SPY_SEC_ZONES = 14,       /* CPU zones: per-thread begin/end events */
   SPY_SEC_BATCHES = 15,     /* the batch list: what a frame drew */
-  SPY_SEC_PASSES = 16       /* the render-pass tree */
+  SPY_SEC_PASSES = 16,      /* the render-pass tree */
+  SPY_SEC_BUILD = 17        /* build progress (TRACE feature), wire/trace.c */
 } spy_section_id;
 
 /* Feature bits in a subscription: bit (1 << section id). */
@@ -639,6 +640,60 @@ int spy_get_passes(const spy_section *s, spy_list_iter *it);
 /* 1 with the next record (views into the frame), 0 at the end. */
 int spy_batches_next(spy_list_iter *it, spy_batch_info *out);
 int spy_passes_next(spy_list_iter *it, spy_pass_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* BUILD: live progress of a traced build (docs/wire.md)                     */
+/*
+ * Sent in SPY_MSG_TRACE frames, a few times a second while a subscriber
+ * has SPY_FEAT_TRACE and the build changed; the provider's build feed
+ * (src/provider/trace_feed.c) aggregates the trace actions into it. One
+ * section describes the current (or last) build whole.
+ */
+#define SPY_BUILD_HOOKS 4u /* transform, load, resolve_id, render_chunk */
+#define SPY_BUILD_PLUGINS_MAX 32u /* more are folded into the last entry */
+#define SPY_BUILD_SLOW_MAX 8u     /* slowest hook calls kept per build */
+#define SPY_BUILD_NAME_MAX 63u    /* bytes of a plugin name */
+#define SPY_BUILD_MODULE_MAX 255u /* bytes of a module id (cut) */
+#define SPY_BUILD_ENDED 0x1u      /* flags: the build has ended */
+#define SPY_BUILD_HEAD_BYTES 64u
+#define SPY_BUILD_PLUGIN_BYTES (8u + 16u * SPY_BUILD_HOOKS + 8u)
+#define SPY_BUILD_SLOW_BYTES 16u
+typedef struct spy_build_plugin {
+  char name[SPY_BUILD_NAME_MAX + 1];
+  uint64_t calls[SPY_BUILD_HOOKS];
+  uint64_t total_us[SPY_BUILD_HOOKS];
+  uint64_t max_us; /* the slowest call of any hook */
+  uint32_t p50_us; /* median call of any hook (±6 %), saturated */
+} spy_build_plugin;
+typedef struct spy_build_slow {
+  uint8_t hook;    /* < SPY_BUILD_HOOKS */
+  uint16_t plugin; /* index into plugins[] */
+  uint64_t dur_us;
+  char module[SPY_BUILD_MODULE_MAX + 1];
+} spy_build_slow;
+typedef struct spy_build_progress {
+  uint32_t build;                /* build number in the session, 0 = none yet */
+  uint32_t flags;                /* SPY_BUILD_* */
+  uint64_t started_us, ended_us; /* wall clock µs; ended 0 while running */
+  uint32_t modules_done;         /* load hooks finished in this build */
+  uint32_t modules_total;        /* from the module graph, 0 until known */
+  uint64_t actions;              /* actions the feed took since it was made */
+  uint64_t hook_calls;           /* finished hook calls in this build */
+  uint64_t hook_us;              /* their total time */
+  uint16_t n_plugins, n_slow;
+  spy_build_plugin plugins[SPY_BUILD_PLUGINS_MAX];
+  spy_build_slow slow[SPY_BUILD_SLOW_MAX]; /* slowest first */
+} spy_build_progress;
+/* The hook's name ("transform", …) for an index < SPY_BUILD_HOOKS, else
+ * "?". */
+const char *spy_build_hook_name(uint32_t hook);
+/* Appends a BUILD section (sets w->err SPY_EINVAL for counts or indexes
+ * beyond the bounds above). */
+void spy_put_build(spy_frame_writer *w, const spy_build_progress *b);
+/* Decodes and validates a BUILD section whole into *out (names are
+ * NUL-terminated copies). Returns 0, SPY_EBADSECTION (lengths) or
+ * SPY_EBADVALUE (a count, index, flag or reserved field out of range). */
+int spy_get_build(const spy_section *s, spy_build_progress *out);
 
 /* ------------------------------------------------------------------------ */
 /* Little-endian helpers (inline: used by every decoder)                    */

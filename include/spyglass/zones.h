@@ -25,7 +25,9 @@
  * single-producer ring: no lock, no system call, no allocation. The
  * provider's service (the offload worker, or the frame thread at its ticks
  * with the inline transport) drains every thread's ring about every
- * millisecond and posts the ZONES section (docs/wire.md).
+ * millisecond, sooner while a ring fills fast (the worker sleeps for the
+ * time the fastest ring takes to fill a quarter, from 50 us), and posts
+ * the ZONES section (docs/wire.md).
  *
  * Memory. A thread's ring is allocated the first time it opens a zone
  * while zones are subscribed (or calls spy_thread_name): that is the one

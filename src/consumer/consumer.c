@@ -169,6 +169,9 @@ int spy_consumer_create(spy_consumer **out, const spy_consumer_desc *desc) {
   c->st.registry_filter = c->d.registry_filter;
   c->st.registry_names = (const char *const *)c->reg;
   c->st.n_registry_names = c->reg ? c->d.n_registry : 0;
+  c->st.image_filter = 1;
+  c->st.image_names = c->bufs;
+  c->st.n_image_names = c->bufs ? c->d.n_buffers : 0;
   if (rc == 0 && c->d.connect) {
     c->remote = c->d.remote ? c->d.remote : spy_channel_remote();
     if (!c->remote || !c->remote->link_open)
@@ -409,6 +412,9 @@ static void reset_state(spy_consumer *c) {
   c->st.registry_filter = keep.registry_filter;
   c->st.registry_names = keep.registry_names;
   c->st.n_registry_names = keep.n_registry_names;
+  c->st.image_filter = keep.image_filter;
+  c->st.image_names = keep.image_names;
+  c->st.n_image_names = keep.n_image_names;
   c->st.reconnects = keep.reconnects;
   c->st.subscribes = keep.subscribes;
   c->st.resyncs = keep.resyncs;

@@ -1,7 +1,8 @@
 /* images.c — the consumer state's latest image per buffer: buffer:raw
  * frames copied in, buffer:chunk frames put together from their parts and
  * decoded with the registered video codec (codec.h), waiting for a key
- * frame after a join, a gap or a decode error (consumer.h). */
+ * frame after a join, a gap or a decode error; only the buffers the state's
+ * owner asked for (image_filter) (consumer.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,16 @@ static int complete(spy_state *s, spy_state_image *im, const spy_pixels *px,
   return 0;
 }
 
+/* Whether this state's owner asked for the buffer (image_filter). */
+static int asked(const spy_state *s, const char *name, uint32_t len) {
+  for (uint32_t i = 0; i < s->n_image_names; i++) {
+    const char *n = s->image_names[i].name;
+    if (n && strlen(n) == len && memcmp(n, name, len) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 int spy_state_apply_pixels(spy_state *s, const spy_frame *f, uint64_t now_ms) {
   spy_section sec;
   spy_pixels px;
@@ -117,6 +128,10 @@ int spy_state_apply_pixels(spy_state *s, const spy_frame *f, uint64_t now_ms) {
     return rc;
   if ((f->type == SPY_MSG_BUFFER_RAW) != (px.codec == SPY_CODEC_RGBA8))
     return SPY_EBADVALUE;
+  if (s->image_filter && !asked(s, px.name, px.name_len)) {
+    s->images_ignored++; /* another subscriber's buffer */
+    return 0;
+  }
   spy_state_image *im = image_for(s, px.name, px.name_len);
   if (!im)
     return SPY_ENOMEM;

@@ -13,6 +13,8 @@
 #include "consumer/drawlist_state.h"
 #include "consumer/images.h"
 #include "consumer/zones_state.h"
+/* trace_state.c */
+int spy__state_build_apply(spy_state *s, const spy_section *sec);
 #include "spyglass/consumer.h"
 
 #define NFIELDS (3 + SPY_STATS_MAX_COUNTERS)
@@ -308,6 +310,7 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
     s->snapshots++;
   while (rc == 0 && spy_frame_next_section(f, &cur, &sec)) {
     uint32_t feat = sec.id == SPY_SEC_STATS_SCHEMA ? SPY_FEAT_STATS
+                    : sec.id == SPY_SEC_BUILD      ? SPY_FEAT_TRACE
                     : sec.id < 32                  ? SPY_FEAT(sec.id)
                                                    : 0;
     if (s->features && !(s->features & feat))
@@ -332,6 +335,7 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
     case SPY_SEC_ZONES: rc = spy__state_zones_apply(s, &sec); break;
     case SPY_SEC_BATCHES:
     case SPY_SEC_PASSES: rc = spy__state_drawlist_apply(s, &sec); break;
+    case SPY_SEC_BUILD: rc = spy__state_build_apply(s, &sec); break;
     default: break; /* sections for other layers */
     }
   }

@@ -10,7 +10,13 @@
  * gets its request; the frame thread's submit reads only the atomics. The
  * service also makes the transport's 16 MiB tier the first time pixels are
  * wanted (acquire + release on its own thread), so the frame thread never
- * allocates; until that is done a due capture is dropped and counted.
+ * allocates; until that is done a due capture is dropped and counted. It
+ * then writes one byte in every page of each pooled buffer, as far as the
+ * largest declared buffer reaches (again, once, for the buffers then
+ * free when a larger one is declared),
+ * so the frame thread's copy never takes a page fault on a fresh page:
+ * that was most of what a subscribed submit cost over a memcpy. A resize
+ * beyond every declared size faults on its first copies only.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -52,6 +58,8 @@ struct spy__buffers {
   _Atomic uint32_t count;
   buf_sub subs[MAX_SUBSCRIBERS]; /* under mu */
   _Atomic uint32_t large_ready;  /* the service made the 16 MiB tier */
+  size_t declared_bytes;         /* largest declared image (under mu) */
+  size_t faulted_bytes;          /* pages touched per pooled buffer (service) */
   _Atomic uint32_t wanted;       /* buffers with want != 0 */
   _Atomic uint64_t st_submits, st_captured, st_dropped, st_bytes;
 };
@@ -159,6 +167,9 @@ int spy_buffer_declare(spy_provider *p, const spy_buffer_desc *d) {
   e->interval_ticks =
       (uint64_t)(1e9 / (double)e->max_fps / p->ns_per_tick + 0.5);
   e->version++;
+  size_t bytes = (size_t)d->width * d->height * spy_pixel_bytes(d->pixel_type);
+  if (bytes > b->declared_bytes)
+    b->declared_bytes = bytes;
   if (i == n)
     atomic_store_explicit(&b->count, n + 1, memory_order_release);
   publish_wants(b);
@@ -334,15 +345,49 @@ void spy__buffers_keyframe(spy_provider *p) {
     atomic_fetch_add(&b->e[i].key_epoch, 1);
 }
 
+/* Touches the pages of every pooled buffer not in use, up to `bytes`:
+ * the kernel maps them here rather than in the frame thread's copy.
+ * Returns 1 if every buffer was free (all of them are touched). */
+static int prefault(spy_provider *p, size_t bytes) {
+  spy_buffer *held[SPY_POOL_LARGE_COUNT];
+  uint32_t n = 0;
+  while (n < SPY_POOL_LARGE_COUNT &&
+         (held[n] = spy_transport_acquire(p->tr, SPY_TIER_LARGE)))
+    n++;
+  for (uint32_t i = 0; i < n; i++) {
+    volatile uint8_t *d = held[i]->data;
+    size_t lim = bytes < held[i]->cap ? bytes : held[i]->cap;
+    for (size_t o = 0; o < lim; o += 4096) /* the smallest page size */
+      d[o] = 0;
+    p->tr->ops->release_unused(p->tr, held[i]);
+  }
+  return n == SPY_POOL_LARGE_COUNT;
+}
+
 void spy__buffers_service(spy_provider *p) {
   struct spy__buffers *b = get(p);
-  if (!b || atomic_load_explicit(&b->large_ready, RELAXED) ||
-      !atomic_load(&b->wanted))
+  if (!b || !atomic_load(&b->wanted))
     return;
-  /* Make the 16 MiB tier here, not on the frame thread's first capture. */
+  pthread_mutex_lock(&b->mu);
+  size_t want = b->declared_bytes;
+  pthread_mutex_unlock(&b->mu);
+  if (atomic_load_explicit(&b->large_ready, RELAXED)) {
+    /* A larger buffer was declared since: touch what it adds in the
+     * buffers free now, once (best effort: retrying until all four are
+     * free at once would keep taking them from the frame thread). */
+    if (want > b->faulted_bytes) {
+      prefault(p, want);
+      b->faulted_bytes = want;
+    }
+    return;
+  }
+  /* Make the 16 MiB tier here, not on the frame thread's first capture,
+   * and map its pages before the frame thread may copy into them. */
   spy_buffer *x = spy_transport_acquire(p->tr, SPY_TIER_LARGE);
   if (x) {
     p->tr->ops->release_unused(p->tr, x);
+    prefault(p, want); /* all free: nobody takes one before large_ready */
+    b->faulted_bytes = want;
     atomic_store_explicit(&b->large_ready, 1, memory_order_release);
   }
 }

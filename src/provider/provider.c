@@ -174,6 +174,7 @@ void spy_provider_destroy(spy_provider *p) {
   spy__zones_free(p); /* after the service: nobody drains any more */
   spy__buffers_free(p);
   spy__drawlist_free(p);
+  spy__trace_feed_free(p);
   spy__registry_free(&p->reg);
   spy__env_free(&p->env);
   free(p->rxbuf);

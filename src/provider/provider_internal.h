@@ -234,6 +234,8 @@ struct spy_provider {
   /* The batch list and pass tree (drawlist.c): made by the service when a
    * subscriber first wants them. */
   _Atomic(struct spy__drawlist *) drawlist;
+  /* The build feed (trace_feed.c): made by spy_trace_feed_enable. */
+  _Atomic(struct spy__trace_feed *) trace_feed;
   /* in-process server (listen.c) */
   void *server;
 };
@@ -282,6 +284,10 @@ void spy__drawlist_service(spy_provider *p);
 void spy__drawlist_encode(spy_provider *p, spy_frame_writer *w, int full,
                           uint32_t features);
 void spy__drawlist_free(spy_provider *p);
+/* trace_feed.c: the service sends the build progress; destroy frees it. */
+struct spy__trace_feed;
+void spy__trace_feed_service(spy_provider *p);
+void spy__trace_feed_free(spy_provider *p);
 /* listen.c: the in-process server, through the net layer's hook. */
 int spy__listen_start(spy_provider *p);
 void spy__listen_stop(spy_provider *p);

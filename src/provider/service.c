@@ -327,4 +327,5 @@ void spy__service(void *ctx, int wait_ms) {
   spy__zones_service(p); /* CPU zones: drain the threads' rings */
   spy__buffers_service(p);
   spy__drawlist_service(p);
+  spy__trace_feed_service(p); /* build progress for TRACE subscribers */
 }

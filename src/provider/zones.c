@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "platform/platform.h"
@@ -334,7 +335,12 @@ int spy_thread_name(spy_provider *p, const char *name) {
 
 /* ns = mono_a + (ticks - tick_a) * npt, in 32.32 fixed point. */
 static inline uint64_t to_ns(const spy__zones *z, uint64_t ticks) {
-  __int128 d = (__int128)(int64_t)(ticks - z->tick_a) * z->mult;
+  int64_t dt = (int64_t)(ticks - z->tick_a);
+  /* The drain's case, a TSC over 2 GHz: within 2^32 ticks of the anchor
+   * (re-read every second) the product fits 64 bits; same value. */
+  if (dt >= 0 && dt < (1ll << 32) && z->mult >= 0 && z->mult < (1ll << 31))
+    return z->mono_a + ((uint64_t)dt * (uint64_t)z->mult >> 32);
+  __int128 d = (__int128)dt * z->mult;
   __int128 ns = (__int128)z->mono_a + (d >> 32);
   return ns < 0 ? 0 : (uint64_t)ns;
 }
@@ -433,9 +439,50 @@ void spy__zones_snapshot(spy_provider *p) {
 }
 
 int spy__zones_wait_ms(spy_provider *p, int wait_ms) {
-  /* Drained about every millisecond while subscribed: a ring of 65536
-   * records then holds a burst of tens of millions of zones a second. */
-  return p->zones.epoch && wait_ms > 1 ? 1 : wait_ms;
+  /* Drained about every millisecond while subscribed, and sooner while a
+   * ring fills fast (period_ns, from the last drain's fill): the service
+   * then does not wait for input, it sleeps that long before the drain. */
+  spy__zones *z = &p->zones;
+  z->may_sleep = z->epoch && wait_ms > 0 && z->period_ns;
+  if (z->may_sleep)
+    return 0;
+  return z->epoch && wait_ms > 1 ? 1 : wait_ms;
+}
+
+/* The next drain period from this one's fill: the time the fastest ring
+ * takes to fill a quarter of itself at the rate it filled since the last
+ * drain, between PERIOD_MIN_NS and 1 ms (0 = the 1 ms default). Rings
+ * filled slower than that need nothing sooner; a thread outrunning it
+ * gets drained before its ring is full, without a system call of its
+ * own. */
+#define PERIOD_MIN_NS 50000ull
+static void adapt_period(spy__zones *z, uint64_t most, uint64_t now_ns) {
+  uint64_t dt = now_ns - z->last_drain_ns;
+  z->last_drain_ns = now_ns;
+  uint64_t quarter = z->records / 4;
+  if (!z->epoch || dt == 0 || dt > 100000000ull || most * 4 < quarter) {
+    z->period_ns = 0; /* idle, or under a sixteenth a drain */
+    return;
+  }
+  /* most records in dt ns: a quarter takes quarter * dt / most ns */
+  uint64_t t = most ? (uint64_t)((double)quarter * (double)dt / (double)most)
+                    : 1000000ull;
+  if (t < PERIOD_MIN_NS)
+    t = PERIOD_MIN_NS;
+  z->period_ns = t >= 1000000ull ? 0 : t;
+}
+
+/* Before a drain in the short period: sleeps out the rest of it. */
+static void period_sleep(spy__zones *z) {
+  if (!z->may_sleep)
+    return;
+  z->may_sleep = 0;
+  uint64_t now = spy__mono_ns(), due = z->last_drain_ns + z->period_ns;
+  if (now >= due)
+    return;
+  uint64_t d = due - now;
+  struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
+  nanosleep(&ts, NULL);
 }
 
 /* ---- the service's drain ------------------------------------------------ */
@@ -685,6 +732,7 @@ void spy__zones_service(spy_provider *p) {
     z->next_checkpoint_ms = now_ms + p->desc.checkpoint_ms;
   }
 
+  period_sleep(z);
   zone_buf *v[SPY_ZONE_THREADS_MAX];
   uint64_t heads[SPY_ZONE_THREADS_MAX];
   int dead[SPY_ZONE_THREADS_MAX];
@@ -694,11 +742,17 @@ void spy__zones_service(spy_provider *p) {
     v[n++] = b;
   atomic_store_explicit(&z->st_threads, z->nthreads, memory_order_relaxed);
   pthread_mutex_unlock(&z->mu);
+  uint64_t most = 0; /* the most records any ring holds now */
   for (int k = 0; k < n; k++) {
     /* dead before head: a dead ring's head is final */
     dead[k] = atomic_load_explicit(&v[k]->dead, memory_order_acquire);
     heads[k] = __atomic_load_n(&v[k]->r.head_pub, __ATOMIC_ACQUIRE);
+    uint64_t held =
+        heads[k] - atomic_load_explicit(&v[k]->tail, memory_order_relaxed);
+    if (held > most)
+      most = held;
   }
+  adapt_period(z, most, spy__mono_ns());
   if (!want) {
     for (int k = 0; k < n; k++) {
       v[k]->w_pending = 0;

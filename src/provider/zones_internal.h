@@ -69,6 +69,10 @@ typedef struct spy__zones {
   int full;          /* sending a FULL pass (snapshot, checkpoint) */
   uint64_t next_checkpoint_ms;
   _Atomic uint32_t snapshot_req; /* set on subscribe / resync */
+  /* the drain's period: 1 ms, shorter while a ring fills fast */
+  uint64_t last_drain_ns; /* when the last drain read the heads */
+  uint64_t period_ns;     /* 0: the 1 ms default; else a shorter one */
+  int may_sleep;          /* this tick's service may wait (not inline) */
   /* statistics */
   _Atomic uint64_t st_dropped, st_markers_dropped, st_records, st_frames;
   _Atomic uint32_t st_threads;

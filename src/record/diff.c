@@ -18,6 +18,7 @@
 
 #include <sqlite3.h>
 
+#include "record/diff_hooks.h"
 #include "record/rec.h"
 
 /* Changes smaller than these are never a regression: two steps of the
@@ -305,6 +306,8 @@ int spy_record_diff(const char *base, const char *cand, double thr, int json,
     row(&o, what, "p50", &a.zones[i], &b.zones[j], 0.5, 1, ZONE_FLOOR);
     row(&o, what, "p95", &a.zones[i], &b.zones[j], 0.95, 1, ZONE_FLOOR);
   }
+  /* build traces: per-plugin hook time (diff_hooks.c) */
+  o.regressions += spy__diff_hooks(a.db, b.db, thr, json, &o.first, f);
   if (json)
     fprintf(f, "\n  ], \"regressions\": %d}\n", o.regressions);
   else

@@ -40,6 +40,9 @@ typedef enum rec_stmt {
                       encode p50, p99, post p50, p99 */
   S_LOSS,          /* upid, ts, what, count */
   S_PROCESS_CLOCK, /* clock_offset_ns, upid */
+  S_BUILD,         /* rec_trace.c: upid, build, started, ended, modules, … */
+  S_BUILD_HOOK,    /* upid, build, plugin, hook, calls, total_us, max_us */
+  S_HOOK_CALL,     /* upid, build, plugin, hook, module, dur_us */
   S_COUNT
 } rec_stmt;
 

@@ -7,6 +7,7 @@
  * share one PostgreSQL database. The same DDL serves both: SQLite takes
  * BIGINT / DOUBLE PRECISION / BYTEA as INTEGER / REAL / BLOB affinities. */
 #include "record/rec.h"
+#include "record/rec_trace.h"
 
 static const char *const sql[S_COUNT] = {
     [S_PROCESS] = "INSERT INTO process(recording_id, upid, pid, provider_id, "
@@ -45,6 +46,9 @@ static const char *const sql[S_COUNT] = {
                "VALUES($1,$2,$3,$4,$5)",
     [S_PROCESS_CLOCK] = "UPDATE process SET clock_offset_ns = $2 "
                         "WHERE recording_id = $1 AND upid = $3",
+    [S_BUILD] = SPY_REC_SQL_BUILD,
+    [S_BUILD_HOOK] = SPY_REC_SQL_BUILD_HOOK,
+    [S_HOOK_CALL] = SPY_REC_SQL_HOOK_CALL,
 };
 
 const char *spy__rec_sql(int s) {
@@ -93,7 +97,9 @@ static const char ddl[] =
     "CREATE TABLE IF NOT EXISTS chunk(recording_id BIGINT NOT NULL,"
     " upid BIGINT, ts BIGINT, buffer TEXT, codec TEXT, width BIGINT,"
     " height BIGINT, frame BIGINT, keyframe BIGINT, path TEXT,"
-    " file_offset BIGINT, len BIGINT, data BYTEA);\n";
+    " file_offset BIGINT, len BIGINT, data BYTEA);\n"
+    /* Build traces (issue 16): rec_trace.h */
+    SPY_REC_TRACE_DDL;
 
 const char *spy__rec_ddl(int pg) {
   (void)pg;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "record/rec.h"
+#include "record/rec_trace.h"
 #include "spyglass/bus.h"
 #include "spyglass/consumer.h"
 
@@ -78,6 +79,7 @@ typedef struct source {
   int have_frame;
   uint64_t frames_lost_seen;
   uint64_t msgprof_seen;
+  rec_trace_seen build_seen; /* BUILD: builds written (rec_trace.c) */
   uint32_t n_locs_seen;
   uint8_t *loc_seen; /* by loc id */
   zthr *thr;
@@ -749,6 +751,8 @@ static void on_msgprof(source *s, const spy_state *st, int64_t now) {
   }
 }
 
+static void push_row(void *rc, rec_row *r) { push(rc, r); }
+
 static void on_data(void *user, const spy_frame *f, const spy_state *st) {
   source *s = user;
   int64_t now = mono_ns();
@@ -802,6 +806,8 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
     on_zones(s, st, now);
   if (spy_frame_find_section(f, SPY_SEC_MSGPROF, &sec))
     on_msgprof(s, st, now);
+  if (spy_frame_find_section(f, SPY_SEC_BUILD, &sec))
+    spy__rec_trace_build(st, s->upid, &s->build_seen, push_row, s->r);
 }
 
 /* ---- sources ------------------------------------------------------------ */
@@ -952,7 +958,8 @@ int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
   r->d = *d;
   if (!r->d.features)
     r->d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
-                    SPY_FEAT_HEALTH | SPY_FEAT_MSGPROF | SPY_FEAT_ZONES;
+                    SPY_FEAT_HEALTH | SPY_FEAT_MSGPROF | SPY_FEAT_ZONES |
+                    SPY_FEAT_TRACE;
   r->cap = d->queue_rows ? d->queue_rows : 131072;
   int pg = d->pg || strncmp(d->db, "postgres://", 11) == 0 ||
            strncmp(d->db, "postgresql://", 13) == 0;

@@ -115,6 +115,7 @@ struct spy_trace {
   _Atomic uint32_t wr_state;
   _Atomic int closing, flush_req;
   const spy_trace_kind *app_kinds[SPY_TRACE_MAX_APP_KINDS];
+  spy_trace_tap tap;      /* bus_tap.c: live progress on the bus */
   _Atomic uint32_t n_app; /* entries below it are set and never change */
   /* flush and counters (under mu) */
   pthread_mutex_t mu;
@@ -641,6 +642,9 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   }
   uint32_t build = atomic_load_explicit(&t->cur_build, memory_order_relaxed);
   uint64_t ts = spy__wall_us();
+  if (t->tap.gate &&
+      (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask))
+    t->tap.action(t->tap.ctx, kind, act, ts, build);
   uint64_t tail = q->ptail;
   uint64_t head = atomic_load_explicit(&q->head, memory_order_acquire);
   uint8_t *heap = NULL;
@@ -703,6 +707,13 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   /* wake the writer once when work appears, and once more when a
    * gathering batch grows large; not per action */
   wake_writer(t, 0, (size_t)(q->ptail - head), q->cap);
+  return 0;
+}
+
+int spy_trace_set_tap(spy_trace *t, const spy_trace_tap *tap) {
+  if (!t)
+    return SPY_EINVAL;
+  t->tap = tap ? *tap : (spy_trace_tap){0};
   return 0;
 }
 

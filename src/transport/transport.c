@@ -152,6 +152,34 @@ static int post_now(transport_impl *t, spy_buffer *b) {
 
 /* ---- convert: pixels to RGBA8, VP9 or raw, in frames (worker) -------- */
 
+/* Posts one buffer:raw / buffer:chunk frame the worker built in its own
+ * scratch (not a pooled buffer, so not through spy_transport_post) and,
+ * while a profiler hook is set, hands it the sample like any other post:
+ * buffer frames show in the message profiler's per-type table.
+ * `encode_ns` is the conversion and encode time (given with the first
+ * part of a payload). */
+static int post_pixels(transport_impl *t, uint8_t *data, uint32_t len,
+                       uint64_t encode_ns) {
+  spy_transport *pub = &t->pub;
+  if (!atomic_load_explicit(&pub->hook, memory_order_relaxed))
+    return post_bytes(t, data, len);
+  atomic_fetch_add(&pub->hook_users, 1);
+  const spy_post_hook *h = atomic_load(&pub->hook);
+  if (!h) { /* cleared meanwhile */
+    atomic_fetch_sub_explicit(&pub->hook_users, 1, memory_order_release);
+    return post_bytes(t, data, len);
+  }
+  spy_post_sample s = {.len = len, .encode_ns = encode_ns};
+  s.type = len >= 8 ? spy_rd32(data + 4) : 0;
+  uint64_t t0 = spy__mono_ns();
+  s.rc = post_bytes(t, data, len);
+  s.t_ns = spy__mono_ns();
+  s.post_ns = s.t_ns - t0;
+  h->on_post(h->ctx, &s);
+  atomic_fetch_sub_explicit(&pub->hook_users, 1, memory_order_release);
+  return s.rc;
+}
+
 /* Frame overhead of a PIXELS frame besides its data: header, FRAME
  * section, PIXELS section header and fixed part, name, part header. */
 static uint32_t pixels_overhead(size_t name_len) {
@@ -174,7 +202,8 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
 /* Posts a payload as one PIXELS frame, or in parts when it is larger than
  * one frame allows. Each part that cannot be posted is counted. */
 static int post_payload(transport_impl *t, uint32_t type, spy_pixels meta,
-                        const uint8_t *data, uint32_t len, uint32_t max_frame) {
+                        const uint8_t *data, uint32_t len, uint32_t max_frame,
+                        uint64_t encode_ns) {
   size_t nlen = strlen(meta.name);
   uint32_t over = pixels_overhead(nlen);
   if (!max_frame)
@@ -204,7 +233,9 @@ static int post_payload(transport_impl *t, uint32_t type, spy_pixels meta,
                     0);
     spy_put_pixels(&w, &px);
     int flen = spy_frame_finish(&w);
-    int r = flen < 0 ? flen : post_bytes(t, t->cv_frame, (uint32_t)flen);
+    int r = flen < 0 ? flen
+                     : post_pixels(t, t->cv_frame, (uint32_t)flen,
+                                   off ? 0 : encode_ns);
     if (flen < 0)
       atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
     if (r && !rc)
@@ -270,6 +301,9 @@ static int convert_now(transport_impl *t, spy_buffer *px,
       r->mode == SPY_BUFFER_STREAM && t->kind == SPY_TRANSPORT_OFFLOAD
           ? spy_video_codec_get(SPY_CODEC_VP9)
           : NULL;
+  uint64_t t_start = atomic_load_explicit(&t->pub.hook, memory_order_relaxed)
+                         ? spy__mono_ns()
+                         : 0; /* timed only for the profiler */
   uint32_t ow = r->width, oh = r->height;
   if (r->mode != SPY_BUFFER_STREAM || r->long_edge)
     spy_thumbnail_size(r->width, r->height, r->long_edge, &ow, &oh);
@@ -314,14 +348,15 @@ static int convert_now(transport_impl *t, spy_buffer *px,
         meta.codec = vc->codec;
         meta.key_frame = (uint8_t)key;
         return post_payload(t, SPY_MSG_BUFFER_CHUNK, meta, t->cv_enc,
-                            (uint32_t)len, r->max_frame);
+                            (uint32_t)len, r->max_frame,
+                            t_start ? spy__mono_ns() - t_start : 0);
       }
     }
     atomic_fetch_add_explicit(&t->encode_failed, 1, memory_order_relaxed);
     /* the codec failed: this frame goes raw, never silently lost */
   }
   return post_payload(t, SPY_MSG_BUFFER_RAW, meta, t->cv_rgba, (uint32_t)img,
-                      r->max_frame);
+                      r->max_frame, t_start ? spy__mono_ns() - t_start : 0);
 }
 
 /* Checks a convert request against its pixels; fills the job. */

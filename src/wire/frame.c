@@ -50,6 +50,7 @@ const char *spy_section_name(uint32_t id) {
   case SPY_SEC_MSGPROF: return "msgprof";
   case SPY_SEC_CLOCK: return "clock";
   case SPY_SEC_ZONES: return "zones";
+  case SPY_SEC_BUILD: return "build";
   default: return NULL;
   }
 }

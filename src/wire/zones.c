@@ -168,8 +168,14 @@ void spy_zones_end(spy_zones_writer *z) {
 /* ---- decoding ------------------------------------------------------------ */
 
 /* Reads a varint of at most 10 bytes ending before end; 0 on a bad one. */
-static int rd_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
+static inline int rd_varint(const uint8_t **pp, const uint8_t *end,
+                            uint64_t *out) {
   const uint8_t *p = *pp;
+  if (__builtin_expect(p < end && !(*p & 0x80), 1)) {
+    *out = *p; /* one byte: most deltas and ids */
+    *pp = p + 1;
+    return 1;
+  }
   uint64_t v = 0;
   for (int i = 0; i < 10; i++) {
     if (p >= end)
@@ -188,8 +194,8 @@ static int rd_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
 }
 
 /* Decodes one event (validated or not); returns 0 or an error. */
-static int event(const uint8_t **pp, const uint8_t *end, uint64_t *t,
-                 spy_zone_event *out) {
+static inline int event(const uint8_t **pp, const uint8_t *end, uint64_t *t,
+                        spy_zone_event *out) {
   uint64_t v, val = 0;
   if (!rd_varint(pp, end, &v))
     return SPY_EBADVALUE;

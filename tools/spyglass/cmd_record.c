@@ -33,7 +33,9 @@ static void help(FILE *f) {
       "run, many recorders may share it): per-frame stats (frame), counters\n"
       "and numeric values (counter on a track), every value change (value),\n"
       "health, the message profile (msgprof), CPU zones as slices with\n"
-      "depth and parent (slice, zone_loc), threads and processes; loss is\n"
+      "depth and parent (slice, zone_loc), threads and processes, each\n"
+      "traced build a provider publishes (build, build_hook: per plugin\n"
+      "and hook calls and time, hook_call: its slowest calls); loss is\n"
       "counted (loss). Query it with plain SQL, e.g.\n"
       "  sqlite3 run.db 'SELECT name, count(*), avg(dur) FROM slice GROUP BY "
       "1'\n\n"
@@ -46,7 +48,7 @@ static void help(FILE *f) {
       "                   libpq conninfo (\"host=… dbname=…\")\n"
       "  -s, --seconds N  stop after N seconds (default: until Ctrl-C)\n"
       "  --features LIST  comma list of stats,env,registry,buffers,health,\n"
-      "                   msgprof,zones (default: all but buffers)\n"
+      "                   msgprof,zones,trace (default: all but buffers)\n"
       "  --dir DIR        bus runtime directory\n"
       "  --connect H:P    a provider of another host, through its bridge\n"
       "                   (`spyglass serve`; default $SPYGLASS_CONNECT;\n"
@@ -66,7 +68,7 @@ static int parse_features(const char *list, uint32_t *out) {
   } names[] = {{"stats", SPY_FEAT_STATS},       {"env", SPY_FEAT_ENV},
                {"registry", SPY_FEAT_REGISTRY}, {"buffers", SPY_FEAT_BUFFERS},
                {"health", SPY_FEAT_HEALTH},     {"msgprof", SPY_FEAT_MSGPROF},
-               {"zones", SPY_FEAT_ZONES}};
+               {"zones", SPY_FEAT_ZONES},       {"trace", SPY_FEAT_TRACE}};
   *out = 0;
   const char *p = list;
   while (*p) {

@@ -29,6 +29,7 @@
 #include "remote.h"
 #include "spyglass/net.h"
 #include "state_json.h"
+#include "top_build.h"
 #include "top_view.h"
 
 #define DEAD_SILENCE_MS 1000 /* a dead pid and this long without a frame */
@@ -68,6 +69,9 @@ static void help(FILE *f) {
       "keys: q quit, p pick another provider, z zones view (subscribes to\n"
       "      CPU zones while open), up/down/PgUp/PgDn/Home/End\n"
       "      scroll the named values\n"
+      "A provider that publishes a traced build (demo build, or a tool\n"
+      "calling spy_trace_publish) shows its live build view in place of the\n"
+      "values: modules done, hook calls and time per plugin, slowest hooks.\n"
       "Without a terminal (and without --once) one line per interval is\n"
       "printed instead of the screen.\n\n"
       "exit codes: 0 quit (or --once printed its snapshot), 1 runtime\n"
@@ -105,7 +109,7 @@ static int session_open(session *s) {
   /* BUFFERS: the buffer list (metadata only: top asks for no pixels) */
   d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
                SPY_FEAT_HEALTH | SPY_FEAT_BUFFERS | SPY_FEAT_BATCHES |
-               SPY_FEAT_PASSES;
+               SPY_FEAT_PASSES | SPY_FEAT_TRACE; /* TRACE: build progress */
   if (s->zones) /* zones cost the provider only while someone looks */
     d.features |= SPY_FEAT_ZONES;
   if (s->rem && s->rem->connect) {
@@ -179,7 +183,9 @@ static void poll_for(session *s, int ms) {
 }
 
 static int ready(const spy_state *st) {
-  return st->conn == SPY_CONN_CONNECTED && st->samples > 0 && st->snapshots > 0;
+  return st->conn == SPY_CONN_CONNECTED &&
+         ((st->samples > 0 && st->snapshots > 0) ||
+          top_build_seen(st)); /* a build tool sends no frame samples */
 }
 
 static void print_snapshot(const session *s, int as_json) {
@@ -191,7 +197,10 @@ static void print_snapshot(const session *s, int as_json) {
     json_newline(&j);
   } else if (st->conn == SPY_CONN_CONNECTED) {
     char line[1024];
-    overlay_summary_line(st, line, sizeof line);
+    if (top_build_seen(st) && !st->samples)
+      top_build_line(st, line, sizeof line);
+    else
+      overlay_summary_line(st, line, sizeof line);
     puts(line);
   } else {
     puts(s->status);

@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "demo_build.h"
 #include "opts.h"
+#include "spyglass/trace_feed.h"
 #include "store/store.h"
 
 typedef struct module {
@@ -487,7 +488,11 @@ static int process_module(demo *d, uint32_t i) {
       EMIT(d, hook_transform_call_start, .module_id = m->path,
            .content = TX(src, n), .plugin_name = plugins[p].name,
            .plugin_id = p, .call_id = cid);
-    sleep_us(d->o->hook_delay_us);
+    sleep_us(
+        d->o->hook_delay_us +
+        (d->o->slow_plugin && strcmp(d->o->slow_plugin, plugins[p].name) == 0
+             ? d->o->slow_us
+             : 0));
     if (d->o->work)
       d->o->work(src, n);
     int changed = plugins[p].fn(m, src, n, &out);
@@ -1117,10 +1122,43 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
   if (tracing(&d))
     emit_session_meta(&d);
 
+  /* live progress on the bus: a provider the session publishes through */
+  spy_provider *bus = NULL;
+  if (o->bus_name && spy_trace_on(d.t)) {
+    spy_provider_desc pd = {.name = o->bus_name};
+    int brc = spy_provider_create(&bus, &pd);
+    if (brc == 0)
+      brc = spy_trace_publish(d.t, bus);
+    if (brc < 0)
+      fprintf(stderr, "spyglass demo build: not publishing on the bus: %s\n",
+              spy_strerror(brc));
+    for (double w = 0;
+         bus && !spy_trace_feed_wanted(bus) && w < o->wait_subscriber_s;
+         w += 0.01)
+      sleep_us(10000);
+  }
+
   rc = one_build(&d, res, &t0);
   if (rc == 0 && o->watch)
     rc = demo_watch(&d, res);
 
+  if (bus) {
+    /* the last progress reaches subscribers before the provider goes:
+     * a section posted after the build ended carries its end */
+    spy_trace_feed_stats fs0, fs1;
+    spy_trace_feed_get_stats(bus, &fs0);
+    for (int k = 0; k < 40 && spy_trace_feed_wanted(bus); k++) {
+      sleep_us(50000);
+      spy_trace_feed_get_stats(bus, &fs1);
+      if (fs1.sent > fs0.sent)
+        break;
+    }
+    spy_trace_feed_stats fs;
+    spy_trace_feed_get_stats(bus, &fs);
+    res->bus_taken = fs.taken;
+    res->bus_sent = fs.sent;
+    spy_trace_publish(d.t, NULL);
+  }
   spy_trace_flush(d.t);
   spy_trace_get_stats(d.t, &res->st);
   res->not_stored = spy_trace_destroy(d.t);
@@ -1133,6 +1171,7 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
   free_cache(&d);
   spy__buf_free(&d.nbuf);
   spy_trace_arena_free(&d.narena);
+  spy_provider_destroy(bus);
   if (o->watch)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   return rc;
@@ -1159,13 +1198,22 @@ static void help(FILE *f) {
           "  --debounce-ms N     watch: a burst of saves ends after N ms of\n"
           "                      quiet (default 100) and makes one rebuild\n"
           "  --hook-delay-us N   sleep N µs in each transform (tests)\n"
+          "  --slow-plugin NAME:US  NAME's transforms sleep US µs more\n"
+          "                      (a deliberate regression, diff tests)\n"
+          "  --name NAME         traced builds publish their live progress\n"
+          "                      on the bus as provider NAME (default\n"
+          "                      demo-build): `spyglass top`, the dashboard\n"
+          "  --no-bus            do not publish on the bus\n"
+          "  --wait-subscriber S wait up to S seconds for a live viewer\n"
+          "                      (TRACE subscriber) before building\n"
           "  --retry-bytes N     postgres: bytes buffered while away\n"
           "  --retry-ms N        postgres: how long to retry at the end\n");
 }
 
 int cmd_demo_build(int argc, char **argv) {
   demo_build_opts o = {.out_dir = "spyglass-out", .trace = "none"};
-  int delay_us = 0, retry_ms = 0, debounce_ms = 100;
+  int delay_us = 0, retry_ms = 0, debounce_ms = 100, no_bus = 0;
+  o.bus_name = "demo-build";
   uint64_t retry_bytes = 0;
   const cli_opt opts[] = {
       {"--watch", CLI_FLAG, &o.watch, 0, 0, 0, NULL},
@@ -1176,6 +1224,11 @@ int cmd_demo_build(int argc, char **argv) {
       {"--out", CLI_STR, &o.out_dir, 0, 0, 0, "a directory"},
       {"--hook-delay-us", CLI_INT, &delay_us, 0, 10000000, 0,
        "a number of microseconds"},
+      {"--slow-plugin", CLI_STR, &o.slow_plugin, 0, 0, 0, "NAME:US"},
+      {"--name", CLI_STR, &o.bus_name, 0, 0, 0, "a provider name"},
+      {"--no-bus", CLI_FLAG, &no_bus, 0, 0, 0, NULL},
+      {"--wait-subscriber", CLI_DOUBLE, &o.wait_subscriber_s, 0, 3600, 0,
+       "a number of seconds"},
       {"--retry-bytes", CLI_U64, &retry_bytes, 0, 1099511627776.0, 0,
        "a number of bytes"},
       {"--retry-ms", CLI_INT, &retry_ms, 0, 86400000, 0,
@@ -1186,6 +1239,26 @@ int cmd_demo_build(int argc, char **argv) {
   if (prc)
     return prc == 1 ? EXIT_OK : EXIT_USAGE;
   o.hook_delay_us = (uint32_t)delay_us;
+  if (no_bus)
+    o.bus_name = NULL;
+  static char slow_name[128];
+  if (o.slow_plugin) {
+    const char *colon = strrchr(o.slow_plugin, ':');
+    char *end = NULL;
+    long us = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || colon == o.slow_plugin || !end || *end || us < 0 ||
+        us > 10000000 || (size_t)(colon - o.slow_plugin) >= sizeof slow_name) {
+      fprintf(stderr,
+              "spyglass demo build: --slow-plugin wants NAME:US "
+              "(microseconds, at most 10000000), not '%s'\n",
+              o.slow_plugin);
+      return EXIT_USAGE;
+    }
+    memcpy(slow_name, o.slow_plugin, (size_t)(colon - o.slow_plugin));
+    slow_name[colon - o.slow_plugin] = 0;
+    o.slow_plugin = slow_name;
+    o.slow_us = (uint32_t)us;
+  }
   o.debounce_ms = (uint32_t)debounce_ms;
   o.retry_bytes = (size_t)retry_bytes;
   o.retry_ms = (uint32_t)retry_ms;
@@ -1242,5 +1315,9 @@ int cmd_demo_build(int argc, char **argv) {
     if (r.trace_dir[0])
       printf("trace: %s\n", r.trace_dir);
   }
+  if (o.bus_name && r.session_id[0])
+    printf("bus: %llu actions collected for live viewers, %llu progress "
+           "sections sent\n",
+           (unsigned long long)r.bus_taken, (unsigned long long)r.bus_sent);
   return r.not_stored > 0 ? EXIT_FAIL : EXIT_OK;
 }

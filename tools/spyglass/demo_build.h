@@ -19,8 +19,14 @@ typedef struct demo_build_opts {
   size_t retry_bytes;     /* postgres buffering budget (0 = default) */
   uint32_t retry_ms;      /* postgres retry on close (0 = default) */
   int quiet;
-  int watch;            /* rebuild on every change until SIGINT / SIGTERM */
-  uint32_t debounce_ms; /* watch: quiet time that ends a burst (0 = 100) */
+  int watch;               /* rebuild on every change until SIGINT / SIGTERM */
+  uint32_t debounce_ms;    /* watch: quiet time that ends a burst (0 = 100) */
+  const char *slow_plugin; /* this plugin's transforms sleep slow_us more */
+  uint32_t slow_us;
+  const char *bus_name;     /* provider name to publish progress under (NULL:
+                               no provider, the bench's in-process runs) */
+  double wait_subscriber_s; /* wait up to this long for a TRACE subscriber
+                               before building (0: do not wait) */
   /* called with each transform's input before the plugin runs (bench: a
    * realistic per-module cost, e.g. tokenising); NULL = none */
   void (*work)(const char *src, size_t n);
@@ -36,6 +42,8 @@ typedef struct demo_build_result {
   spy_trace_stats st; /* traced runs */
   int64_t not_stored; /* actions the store did not get */
   uint64_t naive_ns;  /* naive mode: time spent serialising and writing */
+  uint64_t bus_taken; /* actions the provider's build feed collected */
+  uint64_t bus_sent;  /* BUILD sections it posted */
   char session_id[64];
   char trace_dir[4200];
 } demo_build_result;

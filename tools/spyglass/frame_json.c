@@ -310,6 +310,74 @@ static int clock_json(json_out *j, const spy_section *s) {
   return 0;
 }
 
+/* ZONES: the locations, then per thread its block flags and every event
+ * with its absolute time (the provider's CLOCK_MONOTONIC ns). */
+static int zones_json(json_out *j, const spy_section *s) {
+  static const char *const kinds[] = {"end", "begin", "frame"};
+  spy_zones_iter it;
+  int rc = spy_get_zones(s, &it);
+  if (rc < 0)
+    return rc;
+  json_key(j, "full");
+  json_bool(j, it.flags & SPY_ZONES_FULL);
+  kv_uint(j, "base_ns", it.base_ns);
+  json_key(j, "locations");
+  json_arr_begin(j);
+  spy_zone_loc_info l;
+  while (spy_zones_next_loc(&it, &l)) {
+    json_obj_begin(j);
+    kv_uint(j, "id", l.id);
+    json_key(j, "name");
+    json_strn(j, l.name, l.name_len);
+    json_key(j, "function");
+    json_strn(j, l.function, l.function_len);
+    json_key(j, "file");
+    json_strn(j, l.file, l.file_len);
+    kv_uint(j, "line", l.line);
+    kv_uint(j, "color", l.color);
+    json_obj_end(j);
+  }
+  json_arr_end(j);
+  json_key(j, "threads");
+  json_arr_begin(j);
+  spy_zone_thread_info t;
+  spy_zone_event_iter ev;
+  while (spy_zones_next_thread(&it, &t, &ev)) {
+    json_obj_begin(j);
+    kv_uint(j, "thread", t.thread);
+    kv_uint(j, "os_tid", t.os_tid);
+    if (t.flags & SPY_ZONES_THREAD_NAMED) {
+      json_key(j, "name");
+      json_strn(j, t.name, t.name_len);
+    }
+    json_key(j, "reset");
+    json_bool(j, t.flags & SPY_ZONES_THREAD_RESET);
+    json_key(j, "gone");
+    json_bool(j, t.flags & SPY_ZONES_THREAD_GONE);
+    kv_uint(j, "dropped", t.dropped);
+    json_key(j, "events");
+    json_arr_begin(j);
+    spy_zone_event e;
+    while ((rc = spy_zone_event_next(&ev, &e)) > 0) {
+      json_obj_begin(j);
+      json_key(j, "kind");
+      json_str(j, e.kind < 3 ? kinds[e.kind] : "unknown");
+      kv_uint(j, "t_ns", e.t_ns);
+      if (e.kind == SPY_ZONE_EV_BEGIN)
+        kv_uint(j, "loc", e.value);
+      else if (e.kind == SPY_ZONE_EV_FRAME)
+        kv_uint(j, "frame", e.value);
+      json_obj_end(j);
+    }
+    if (rc < 0)
+      return rc;
+    json_arr_end(j);
+    json_obj_end(j);
+  }
+  json_arr_end(j);
+  return 0;
+}
+
 static int section_json(json_out *j, const spy_section *s) {
   switch (s->id) {
   case SPY_SEC_STATS: return stats_json(j, s);
@@ -324,6 +392,7 @@ static int section_json(json_out *j, const spy_section *s) {
   case SPY_SEC_PIXELS: return pixels_json(j, s);
   case SPY_SEC_MSGPROF: return msgprof_json(j, s);
   case SPY_SEC_CLOCK: return clock_json(j, s);
+  case SPY_SEC_ZONES: return zones_json(j, s);
   default: return 0; /* opaque to this tool: id and length only */
   }
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "overlay.h"
+#include "top_build.h"
 
 static void uint_field(json_out *j, const char *key, uint64_t v) {
   json_key(j, key);
@@ -142,5 +143,6 @@ void state_to_json(json_out *j, const spy_consumer *c) {
   uint_field(j, "malformed", s->malformed);
   uint_field(j, "reconnects", s->reconnects);
   json_obj_end(j);
+  top_build_json(j, s); /* live build progress (null without) */
   json_obj_end(j);
 }

@@ -11,6 +11,7 @@
  * reaches while it is on the scale. */
 #include "top_view.h"
 #include "spyglass/media.h"
+#include "top_build.h"
 #include "top_zones.h"
 
 #include <curses.h>
@@ -504,6 +505,8 @@ void top_view_draw(top_view *v, const spy_consumer *c) {
     y = drawlist_block(y + 1, footer - 4, s) - 1;
   if (v->zones)
     top_zones_draw(y + 2, footer, s);
+  else if (top_build_seen(s)) /* a traced build publishes: its progress */
+    top_build_draw(y + 2, footer, s);
   else
     values(y + 2, footer, c, v);
   bus_line(footer, s);

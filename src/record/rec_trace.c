@@ -1,0 +1,76 @@
+/* rec_trace.c — a recording's build traces: when the provider's live
+ * progress (the consumer state's builds, from BUILD sections) shows a
+ * build ended, its totals, per-plugin hook time and slowest calls become
+ * build, build_hook and hook_call rows (tables in rec_trace.h). A build
+ * still running when the recording stops is not written: its totals are
+ * not final. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "record/rec.h"
+#include "record/rec_trace.h"
+
+static void cint(rec_row *r, int64_t v) {
+  r->c[r->n].t = C_INT;
+  r->c[r->n++].v.i = v;
+}
+static void ctext(rec_row *r, const char *s) {
+  char *t = strdup(s ? s : "");
+  if (t) {
+    r->c[r->n].t = C_TEXT;
+    r->c[r->n++].v.s = t;
+  } else {
+    r->c[r->n++].t = C_NULL;
+  }
+}
+static void init(rec_row *r, int stmt, int64_t upid, uint32_t build) {
+  memset(r, 0, sizeof *r);
+  r->stmt = (uint8_t)stmt;
+  cint(r, upid);
+  cint(r, build);
+}
+
+void spy__rec_trace_build(const spy_state *st, int64_t upid,
+                          rec_trace_seen *seen,
+                          void (*emit)(void *ctx, rec_row *r), void *ctx) {
+  const spy_build_progress *b = &st->builds.cur;
+  if (seen->provider != st->provider.id) {
+    seen->provider = st->provider.id;
+    seen->build = 0;
+  }
+  if (!b->build || !(b->flags & SPY_BUILD_ENDED) || b->build == seen->build)
+    return;
+  seen->build = b->build;
+  rec_row r;
+  init(&r, S_BUILD, upid, b->build);
+  cint(&r, (int64_t)b->started_us);
+  cint(&r, (int64_t)b->ended_us);
+  cint(&r, b->modules_done);
+  cint(&r, (int64_t)b->hook_calls);
+  cint(&r, (int64_t)b->hook_us);
+  emit(ctx, &r);
+  for (uint32_t i = 0; i < b->n_plugins; i++) {
+    const spy_build_plugin *p = &b->plugins[i];
+    for (uint32_t h = 0; h < SPY_BUILD_HOOKS; h++) {
+      if (!p->calls[h])
+        continue;
+      init(&r, S_BUILD_HOOK, upid, b->build);
+      ctext(&r, p->name);
+      ctext(&r, spy_build_hook_name(h));
+      cint(&r, (int64_t)p->calls[h]);
+      cint(&r, (int64_t)p->total_us[h]);
+      cint(&r, (int64_t)p->max_us);
+      cint(&r, p->p50_us);
+      emit(ctx, &r);
+    }
+  }
+  for (uint32_t i = 0; i < b->n_slow; i++) {
+    const spy_build_slow *s = &b->slow[i];
+    init(&r, S_HOOK_CALL, upid, b->build);
+    ctext(&r, b->plugins[s->plugin].name);
+    ctext(&r, spy_build_hook_name(s->hook));
+    ctext(&r, s->module);
+    cint(&r, (int64_t)s->dur_us);
+    emit(ctx, &r);
+  }
+}

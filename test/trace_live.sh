@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# trace_live.sh TOOL — live build progress on the bus (issue 17, item 3),
+# with real processes: a traced `demo build` of a generated tree publishes
+# its progress; a `spyglass top --json` runs beside it for the whole build
+# (so the feed sees every action) while two `top --once --json` snapshots
+# taken during the build show the hook counts increasing; the last
+# progress the watcher saw (build ended) has, per plugin, exactly the hook
+# calls the store holds (`trace hooks --json`). Then a build nobody
+# watches: its feed collected nothing (the demo prints the counter).
+set -euo pipefail
+tool=$1
+. "$(dirname "$0")/trace_lib.sh"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+work=$(mktemp -d /tmp/spy-trace-live-XXXXXX)
+watcher=""
+build=""
+cleanup() {
+  [ -n "$watcher" ] && kill "$watcher" 2>/dev/null || true
+  [ -n "$build" ] && kill "$build" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export SPYGLASS_DIR="$work/run" # a private bus
+mkdir -m 700 "$work/run"
+name="live-build-$$"
+gen_tree "$work/src" 6 20
+
+"$tool" demo build "$work/src" --trace jsonl --out "$work/out" --name "$name" \
+  --hook-delay-us 3000 --wait-subscriber 30 >"$work/build.txt" 2>&1 &
+build=$!
+"$tool" top "$name" --json --interval 100 >"$work/top.jsonl" 2>"$work/top.err" &
+watcher=$!
+
+# jq-like helpers in python: the build member of a JSON line
+calls_of() { python3 -c 'import json,sys
+b=json.loads(sys.stdin.read())["build"]
+print(-1 if b is None else b["hook_calls"], 1 if b and b["ended"] else 0)'; }
+
+# the watcher subscribed: the build started; two snapshots while it runs
+snap() { "$tool" top "$name" --once --json --wait 10000 | calls_of; }
+deadline=$((SECONDS + 60))
+while :; do
+  read -r c1 e1 < <(snap)
+  [ "$c1" -gt 0 ] && break
+  [ $SECONDS -lt $deadline ] || fail "no hook calls on the bus within 60 s"
+  sleep 0.1
+done
+[ "$e1" = 0 ] || fail "the build ended before a second snapshot (too fast)"
+sleep 0.5
+read -r c2 e2 < <(snap)
+echo "top --once: $c1 then $c2 hook calls (ended: $e2)"
+[ "$c2" -gt "$c1" ] || fail "hook counts did not increase: $c1 then $c2"
+
+wait "$build" || fail "the build failed: $(cat "$work/build.txt")"
+build=""
+# the watcher's last line shows the ended build
+deadline=$((SECONDS + 30))
+until tail -n 1 "$work/top.jsonl" | calls_of | grep -q ' 1$'; do
+  [ $SECONDS -lt $deadline ] || fail "the watcher never saw the build end"
+  sleep 0.1
+done
+kill "$watcher"
+wait "$watcher" 2>/dev/null || true
+watcher=""
+store=$(ls -d "$work"/out/.spyglass/*/ | head -n 1)
+"$tool" trace hooks "$store" --json >"$work/hooks.json"
+python3 - "$work/top.jsonl" "$work/hooks.json" <<'PY'
+import json, sys, collections
+last = None
+for line in open(sys.argv[1]):
+    b = json.loads(line).get("build")
+    if b and b["ended"]:
+        last = b
+assert last, "no ended build in the watcher's output"
+live = {p["name"]: p["calls"] for p in last["plugins"]}
+stored = collections.Counter(h["plugin"] for h in json.load(open(sys.argv[2]))["hook_calls"])
+print("live:", dict(sorted(live.items())))
+print("store:", dict(sorted(stored.items())))
+assert live == dict(stored), "per-plugin hook calls differ"
+assert last["hook_calls"] == sum(stored.values())
+assert last["modules_done"] == 120, last["modules_done"]
+assert last["slowest"] and last["slowest"][0]["dur_us"] >= 3000, last["slowest"]
+PY
+grep -q "bus: [1-9][0-9]* actions collected" "$work/build.txt" ||
+  fail "the watched build collected nothing: $(cat "$work/build.txt")"
+
+# nobody subscribed: nothing collected
+"$tool" demo build "$work/src" --trace jsonl --out "$work/out2" \
+  --name "$name-2" >"$work/build2.txt" 2>&1 || fail "second build failed"
+grep -q "bus: 0 actions collected for live viewers, 0 progress" \
+  "$work/build2.txt" || fail "an unwatched build collected: $(cat "$work/build2.txt")"
+echo "trace_live: ok"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# trace_record.sh TOOL — build traces in recordings (issue 16): `spyglass
+# record` beside a traced `demo build` stores the build's totals and
+# per-plugin hook time (build, build_hook, hook_call tables) matching the
+# store's own hook calls; `spyglass diff` of two recordings of the same
+# build exits 0, and of a build where one plugin was made slower exits 1
+# naming that plugin (and only it).
+set -euo pipefail
+tool=$1
+. "$(dirname "$0")/trace_lib.sh"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+work=$(mktemp -d /tmp/spy-trace-rec-XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+export SPYGLASS_DIR="$work/run"
+mkdir -m 700 "$work/run"
+gen_tree "$work/src" 4 15
+
+# record_build NAME [demo build options…]: a traced build with a recorder
+# subscribed from before its first action to its end
+record_build() {
+  local n=$1
+  shift
+  "$tool" demo build "$work/src" --trace jsonl --out "$work/out-$n" \
+    --name "rb-$n-$$" --wait-subscriber 30 "$@" >"$work/build-$n.txt" 2>&1 &
+  local b=$!
+  "$tool" record "rb-$n-$$" -o "$work/$n.db" -s 120 >"$work/rec-$n.txt" 2>&1 &
+  local r=$!
+  wait "$b" || fail "build $n failed: $(cat "$work/build-$n.txt")"
+  # the recorder has the ended build once a build row is committed
+  local deadline=$((SECONDS + 30))
+  until [ "$(sqlite3 "$work/$n.db" 'select count(*) from build' 2>/dev/null || echo 0)" = 1 ]; do
+    [ $SECONDS -lt $deadline ] || fail "recording $n has no build row"
+    sleep 0.2
+  done
+  kill -INT "$r"
+  wait "$r" || fail "recorder $n failed: $(cat "$work/rec-$n.txt")"
+}
+
+record_build base --hook-delay-us 200
+record_build same --hook-delay-us 200
+record_build slow --hook-delay-us 200 --slow-plugin demo:strip-comments:3000
+
+# the recording matches the store's hook calls, per plugin and hook
+store=$(ls -d "$work"/out-base/.spyglass/*/ | head -n 1)
+"$tool" trace hooks "$store" --json >"$work/hooks.json"
+sqlite3 -json "$work/base.db" 'select plugin, hook, calls from build_hook' \
+  >"$work/bh.json"
+python3 - "$work/hooks.json" "$work/bh.json" <<'PY'
+import json, sys, collections
+stored = collections.Counter((h["plugin"], h["hook"]) for h in json.load(open(sys.argv[1]))["hook_calls"])
+rec = {(r["plugin"], r["hook"]): r["calls"] for r in json.load(open(sys.argv[2]))}
+assert rec == dict(stored), (rec, dict(stored))
+PY
+[ "$(sqlite3 "$work/base.db" 'select modules from build')" = 60 ] ||
+  fail "build row: $(sqlite3 "$work/base.db" 'select * from build')"
+[ "$(sqlite3 "$work/base.db" 'select count(*) from hook_call')" -gt 0 ] ||
+  fail "no slowest hook calls recorded"
+
+set +e
+"$tool" diff "$work/base.db" "$work/same.db" >"$work/d-same.txt"
+rc_same=$?
+"$tool" diff "$work/base.db" "$work/slow.db" >"$work/d-slow.txt"
+rc_slow=$?
+set -e
+cat "$work/d-slow.txt"
+[ $rc_same = 0 ] || { cat "$work/d-same.txt"; fail "same build: diff exited $rc_same"; }
+[ $rc_slow = 1 ] || fail "slower plugin: diff exited $rc_slow"
+grep -q '^plugin demo:strip-comments .*REGRESSED' "$work/d-slow.txt" ||
+  fail "the slower plugin is not named"
+[ "$(grep -c REGRESSED "$work/d-slow.txt")" = 1 ] || fail "other plugins blamed"
+echo "trace_record: ok"

@@ -1,0 +1,187 @@
+// wire_pixels.js — the image and draw-list sections in the browser, the
+// JS twins of spy_get_pixels, spy_buffer_meta_decode, spy_get_batches and
+// spy_get_passes (docs/wire.md: PIXELS (10), BUFFERS (4) entries, BATCHES
+// (15), PASSES (16)). Each validates the whole section before returning
+// anything and refuses what the C decoder refuses, with its error name.
+// Also the reassembly of PIXELS parts into one payload.
+//
+// wire.js dispatches to decodeImageSection from decodeAll; nothing here
+// touches wire.js bindings at load time (the two modules import each
+// other).
+import { WireError } from './wire.js';
+
+export const SEC_PIXELS = 10;
+export const SEC_BATCHES = 15;
+export const SEC_PASSES = 16;
+export const PIXELS_KEY = 0x1;
+export const PIXELS_PART = 0x2;
+export const PIXELS_TOTAL_MAX = 64 * 1024 * 1024;
+export const BUFFER_META_BYTES = 48;
+export const BATCHES_MAX = 4096;
+export const PASSES_MAX = 1024;
+export const PASS_ROOT = 0xffff;
+export const CODEC = { RGBA8: 0, VP9: 1 };
+export const PIXEL_TYPES = ['rgba8', 'bgra8', 'rgba32f', 'r32f', 'r8', 'rgba16f'];
+export const DISPLAY_MODES = ['default', 'colors', 'normalize', 'mono', 'signed', 'alpha'];
+export const BUFFER_MODES = ['none', 'thumbnail', 'stream'];
+
+const PIXELS_FIXED = 36;
+const fail = (code, off, what) => { throw new WireError(code, off, what); };
+const pad4 = (n) => (n + 3) & ~3;
+const utf8 = new TextDecoder('utf-8');
+const u64 = (dv, o) =>
+  dv.getUint32(o, true) + dv.getUint32(o + 4, true) * 4294967296;
+
+// PIXELS: {frame, capturedMs, width, height, pixelType, display, key,
+// part, codec, name, data (a view into the frame's bytes, the part header
+// excluded), partOffset, partTotal (0: the whole payload is here)}.
+export function decodePixels(f, s) {
+  const dv = f.dv, o = s.off;
+  if (s.len < PIXELS_FIXED) fail('EBADSECTION', o);
+  const nlen = dv.getUint16(o + 30, true);
+  let dlen = dv.getUint32(o + 32, true);
+  const width = dv.getUint32(o + 16, true), height = dv.getUint32(o + 20, true);
+  const codec = dv.getUint16(o + 28, true), flags = dv.getUint8(o + 27);
+  if (nlen === 0 || nlen > 255 || codec > CODEC.VP9 ||
+      (flags & ~(PIXELS_KEY | PIXELS_PART))) fail('EBADVALUE', o + 27);
+  if (width > 16384 || height > 16384) fail('EBADVALUE', o + 16);
+  if (s.len !== PIXELS_FIXED + pad4(nlen) + dlen) fail('EBADSECTION', o + 32);
+  let d = o + PIXELS_FIXED + pad4(nlen);
+  let partOffset = 0, partTotal = 0;
+  if (flags & PIXELS_PART) {
+    if (dlen < 8) fail('EBADSECTION', d);
+    partOffset = dv.getUint32(d, true);
+    partTotal = dv.getUint32(d + 4, true);
+    d += 8;
+    dlen -= 8;
+    if (partTotal === 0 || partTotal > PIXELS_TOTAL_MAX || partOffset > partTotal ||
+        dlen > partTotal - partOffset) fail('EBADVALUE', d - 8);
+  }
+  const whole = partTotal || dlen;
+  if (codec === CODEC.RGBA8 && width * height * 4 !== whole) fail('EBADVALUE', o + 16);
+  return {
+    frame: u64(dv, o), capturedMs: u64(dv, o + 8), width, height,
+    pixelType: dv.getUint16(o + 24, true), display: dv.getUint8(o + 26),
+    key: (flags & PIXELS_KEY) !== 0, part: (flags & PIXELS_PART) !== 0, codec,
+    name: utf8.decode(f.bytes.subarray(o + PIXELS_FIXED, o + PIXELS_FIXED + nlen)),
+    data: f.bytes.subarray(d, d + dlen), partOffset, partTotal,
+  };
+}
+
+// A BUFFERS entry's value (a 48-byte blob): {pixelType, mode, display,
+// width, height, servedWidth, servedHeight, codec, maxFps, lastFrame,
+// captured, dropped}. Throws EBADVALUE like spy_buffer_meta_decode.
+export function decodeBufferMeta(blob) {
+  if (!(blob instanceof Uint8Array) || blob.length !== BUFFER_META_BYTES) {
+    fail('EBADVALUE', 0, 'buffer metadata is not a 48-byte blob');
+  }
+  const dv = new DataView(blob.buffer, blob.byteOffset, blob.length);
+  const m = {
+    pixelType: dv.getUint16(0, true), mode: blob[2], display: blob[3],
+    width: dv.getUint32(4, true), height: dv.getUint32(8, true),
+    servedWidth: dv.getUint32(12, true), servedHeight: dv.getUint32(16, true),
+    codec: dv.getUint16(20, true), maxFps: dv.getUint16(22, true),
+    lastFrame: u64(dv, 24), captured: u64(dv, 32), dropped: u64(dv, 40),
+  };
+  if (m.mode > 2 || m.codec > CODEC.VP9) fail('EBADVALUE', 2);
+  return m;
+}
+
+// BATCHES: {version, batches: [{kind, key, instances, draws}]}.
+export function decodeBatches(f, s) {
+  const dv = f.dv, o = s.off, end = o + s.len;
+  if (s.len < 8) fail('EBADSECTION', o);
+  const n = dv.getUint32(o + 4, true);
+  if (n > BATCHES_MAX) fail('EBADVALUE', o + 4);
+  let p = o + 8;
+  for (let i = 0; i < n; i++) {
+    if (end - p < 12) fail('EBADSECTION', p);
+    const kl = dv.getUint16(p, true), ml = dv.getUint16(p + 2, true);
+    if (kl > 255 || ml > 255) fail('EBADVALUE', p);
+    if (end - p - 12 < pad4(kl + ml)) fail('EBADSECTION', p);
+    p += 12 + pad4(kl + ml);
+  }
+  if (p !== end) fail('EBADSECTION', p);
+  const batches = [];
+  p = o + 8;
+  for (let i = 0; i < n; i++) {
+    const kl = dv.getUint16(p, true), ml = dv.getUint16(p + 2, true);
+    batches.push({
+      kind: utf8.decode(f.bytes.subarray(p + 12, p + 12 + kl)),
+      key: utf8.decode(f.bytes.subarray(p + 12 + kl, p + 12 + kl + ml)),
+      instances: dv.getUint32(p + 4, true), draws: dv.getUint32(p + 8, true),
+    });
+    p += 12 + pad4(kl + ml);
+  }
+  return { version: dv.getUint32(o, true), batches };
+}
+
+// PASSES: {version, passes: [{parent (index or PASS_ROOT), label, draws,
+// triangles, cpuUs}]}, parents before their children.
+export function decodePasses(f, s) {
+  const dv = f.dv, o = s.off, end = o + s.len;
+  if (s.len < 8) fail('EBADSECTION', o);
+  const n = dv.getUint32(o + 4, true);
+  if (n > PASSES_MAX) fail('EBADVALUE', o + 4);
+  let p = o + 8;
+  for (let i = 0; i < n; i++) {
+    if (end - p < 16) fail('EBADSECTION', p);
+    const parent = dv.getUint16(p, true), l = dv.getUint16(p + 2, true);
+    if (l > 255 || (parent !== PASS_ROOT && parent >= i)) fail('EBADVALUE', p);
+    if (end - p - 16 < pad4(l)) fail('EBADSECTION', p);
+    p += 16 + pad4(l);
+  }
+  if (p !== end) fail('EBADSECTION', p);
+  const passes = [];
+  p = o + 8;
+  for (let i = 0; i < n; i++) {
+    const l = dv.getUint16(p + 2, true);
+    passes.push({
+      parent: dv.getUint16(p, true),
+      label: utf8.decode(f.bytes.subarray(p + 16, p + 16 + l)),
+      draws: dv.getUint32(p + 4, true), triangles: dv.getUint32(p + 8, true),
+      cpuUs: dv.getUint32(p + 12, true),
+    });
+    p += 16 + pad4(l);
+  }
+  return { version: dv.getUint32(o, true), passes };
+}
+
+// decodeAll's hook: sets out.pixels / out.batches / out.passes; returns
+// false for a section that is not one of these.
+export function decodeImageSection(f, s, out) {
+  switch (s.id) {
+    case SEC_PIXELS: out.pixels = decodePixels(f, s); return true;
+    case SEC_BATCHES: out.batches = decodeBatches(f, s); return true;
+    case SEC_PASSES: out.passes = decodePasses(f, s); return true;
+    default: return false;
+  }
+}
+
+// Puts PIXELS parts together: push(px) returns the whole payload
+// (Uint8Array) when px completes one, else null. A part out of turn (a
+// gap, another frame) drops what was gathered: the caller then counts a
+// loss (and a stream waits for its next key frame).
+export class PartAssembler {
+  constructor() { this.cur = null; this.dropped = 0; }
+  push(px) {
+    if (!px.part) { this.cur = null; return px.data; }
+    const c = this.cur;
+    if (px.partOffset === 0) {
+      if (c) this.dropped++;
+      this.cur = { name: px.name, frame: px.frame, total: px.partTotal,
+        got: 0, buf: new Uint8Array(px.partTotal) };
+    } else if (!c || c.name !== px.name || c.frame !== px.frame ||
+        c.total !== px.partTotal || c.got !== px.partOffset) {
+      this.dropped++;
+      this.cur = null;
+      return null;
+    }
+    const a = this.cur;
+    a.buf.set(px.data, a.got);
+    a.got += px.data.length;
+    if (a.got < a.total) return null;
+    this.cur = null;
+    return a.buf;
+  }
+}
