@@ -122,6 +122,7 @@ typedef struct run {
   double wall_ms;
   uint64_t bytes;
   int ok;
+  void (*work)(const char *, size_t); /* per-transform work, or NULL */
 } run;
 
 static int one(const char *src, const char *scratch, run *x) {
@@ -129,8 +130,11 @@ static int one(const char *src, const char *scratch, run *x) {
   snprintf(out, sizeof out, "%s/out-%s", scratch, x->name);
   rmrf(out);
   mkdir(out, 0755);
-  demo_build_opts o = {
-      .src_dir = src, .out_dir = out, .trace = x->trace, .quiet = 1};
+  demo_build_opts o = {.src_dir = src,
+                       .out_dir = out,
+                       .trace = x->trace,
+                       .quiet = 1,
+                       .work = x->work};
   int64_t before = 0;
   const char *pg = getenv("SPY_BENCH_PG");
   if (strcmp(x->name, "postgres") == 0)
@@ -148,49 +152,131 @@ static int one(const char *src, const char *scratch, run *x) {
   return 0;
 }
 
+/* A realistic plugin's per-module work: tokenise the C text (identifiers
+ * interned in a small open-addressed table, numbers, strings, comments,
+ * punctuation), the kind of pass real bundler plugins make over every
+ * module at tens of MB/s. */
+static volatile uint64_t work_sink;
+static int is_alpha(char c) {
+  return c == '_' || (unsigned)(((unsigned char)c | 32) - 'a') < 26u;
+}
+static int is_digit(char c) { return (unsigned)((unsigned char)c - '0') < 10u; }
+static void work_tokenise(const char *p, size_t n) {
+  static uint32_t tab[4096]; /* the module's identifiers */
+  uint64_t toks = 0;
+  for (int pass = 0; pass < 4; pass++) {
+    uint32_t used = 0;
+    memset(tab, 0, sizeof tab);
+    for (size_t i = 0; i < n;) {
+      char c = p[i];
+      if (is_alpha(c)) {
+        uint32_t h = 2166136261u;
+        while (i < n && (is_alpha(p[i]) || is_digit(p[i])))
+          h = (h ^ (unsigned char)p[i++]) * 16777619u;
+        uint32_t k = h & 4095;
+        while (tab[k] && tab[k] != h)
+          k = (k + 1) & 4095;
+        if (!tab[k] && ++used > 2048) { /* half full: start again */
+          memset(tab, 0, sizeof tab);
+          used = 1;
+        }
+        tab[k] = h;
+      } else if (is_digit(c)) {
+        while (i < n && (is_alpha(p[i]) || is_digit(p[i]) || p[i] == '.'))
+          i++;
+      } else if (c == '"' || c == '\'') {
+        for (i++; i < n && p[i] != c; i++)
+          if (p[i] == '\\')
+            i++;
+        i++;
+      } else if (c == '/' && i + 1 < n && p[i + 1] == '*') {
+        for (i += 2; i + 1 < n && !(p[i] == '*' && p[i + 1] == '/'); i++)
+          ;
+        i += 2;
+      } else {
+        i++;
+        if ((unsigned char)c <= ' ')
+          continue;
+      }
+      toks++;
+    }
+  }
+  work_sink += toks;
+}
+
+enum {
+  C_BUILD,
+  C_BUILD_X,
+  C_DURABLE,
+  C_DURABLE_X,
+  C_WRITER_X,
+  C_BYTES_X,
+  C_WAITS,
+  C_CPU_ACT,
+  C_CPU_MB,
+  C_EMIT,
+  C_N
+};
+
 static void add_rows(bench_table *t, const char *label, run *runs, int n) {
   run *base = &runs[0], *naive = &runs[1];
   double naive_tput =
-      naive->r.naive_ns ? (double)naive->r.actions / (naive->r.naive_ns * 1e-9)
-                        : NAN;
+      naive->ok && naive->r.naive_ns
+          ? (double)naive->r.actions / (naive->r.naive_ns * 1e-9)
+          : NAN;
   for (int i = 0; i < n; i++) {
     run *x = &runs[i];
+    if (!x->trace)
+      continue;
     char name[64];
     snprintf(name, sizeof name, "%s: %s", label, x->name);
-    if (!x->ok) {
-      bench_row(t, name, (double[]){NAN, NAN, NAN, NAN, NAN, NAN, NAN});
-      continue;
+    double v[C_N];
+    for (int k = 0; k < C_N; k++)
+      v[k] = NAN;
+    if (x->ok) {
+      v[C_BUILD] = x->r.build_ms;
+      v[C_BUILD_X] = x->r.build_ms / base->r.build_ms;
+      v[C_DURABLE] = x->wall_ms;
+      v[C_DURABLE_X] = x->wall_ms / base->wall_ms;
+      if (i > 0 && naive->ok)
+        v[C_BYTES_X] = (double)x->bytes / (double)naive->bytes;
+      const spy_trace_stats *st = &x->r.st;
+      uint64_t cpu = st->writer_ns + st->packer_ns;
+      if (strcmp(x->name, "naive") == 0) {
+        v[C_WRITER_X] = 1;
+        cpu = x->r.naive_ns;
+      } else if (i > 0) {
+        v[C_WAITS] = (double)st->waits;
+        if (st->writer_ns)
+          v[C_WRITER_X] =
+              (double)st->written / (st->writer_ns * 1e-9) / naive_tput;
+      }
+      if (i > 0 && cpu && x->r.actions) {
+        v[C_CPU_ACT] = (double)cpu / 1e3 / (double)x->r.actions;
+        if (st->source_bytes)
+          v[C_CPU_MB] = (double)cpu / 1e6 / ((double)st->source_bytes / 1e6);
+      }
     }
-    double actions = (double)(i == 0 ? runs[1].r.actions : x->r.actions);
-    double tput = NAN, emit = NAN;
-    if (i == 1)
-      tput = naive_tput;
-    else if (i > 1 && x->r.st.writer_ns)
-      tput = (double)x->r.st.written / (x->r.st.writer_ns * 1e-9);
-    if (i > 0)
-      emit = (x->r.build_ms - base->r.build_ms) * 1e6 / actions;
-    bench_row(t, name,
-              (double[]){x->wall_ms, x->wall_ms / base->wall_ms,
-                         i ? actions / (x->wall_ms * 1e-3) : NAN, tput / 1e3,
-                         i ? (double)x->bytes / 1e6 : NAN,
-                         i ? (double)x->bytes / (double)naive->bytes : NAN,
-                         emit});
+    bench_row(t, name, v);
   }
 }
 
 static int bench_tree(bench_table *t, const char *label, const char *src,
-                      const char *scratch, int quick, char *note,
+                      const char *scratch, int quick, int work, char *note,
                       size_t note_len) {
   const char *pg = getenv("SPY_BENCH_PG");
   run runs[] = {{"untraced", "none"},
-                {"naive", "naive"},
+                {"naive", work ? NULL : "naive"},
                 {"jsonl", "jsonl"},
                 {"sqlite", "sqlite"},
                 {"postgres", pg}};
   int n = sizeof runs / sizeof runs[0];
+  void (*fn)(const char *, size_t) = work ? work_tokenise : NULL;
+  for (int i = 0; i < n; i++)
+    runs[i].work = fn;
   /* warm the page cache, then the runs; untraced and sqlite twice (the
    * closest comparison), keeping the faster */
-  run warm = {"untraced", "none"};
+  run warm = {"untraced", "none", .work = fn};
   if (one(src, scratch, &warm) < 0)
     return -1;
   for (int i = 0; i < n; i++) {
@@ -206,12 +292,18 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
         runs[i] = again;
     }
   add_rows(t, label, runs, n);
-  snprintf(note, note_len,
-           "%s: %s — %u modules, %u include edges, %u chunks, %.1f MB of "
-           "source, %llu actions per traced build",
-           label, src, runs[0].r.modules, runs[0].r.edges, runs[0].r.chunks,
-           (double)runs[0].r.source_bytes / 1e6,
-           (unsigned long long)runs[1].r.actions);
+  if (work)
+    snprintf(note, note_len,
+             "%s: the same tree, each transform first tokenising its input "
+             "4 times (identifiers interned; untraced build %.0f ms)",
+             label, runs[0].r.build_ms);
+  else
+    snprintf(note, note_len,
+             "%s: %s — %u modules, %u include edges, %u chunks, %.1f MB of "
+             "source, %llu actions per traced build",
+             label, src, runs[0].r.modules, runs[0].r.edges, runs[0].r.chunks,
+             (double)runs[0].r.source_bytes / 1e6,
+             (unsigned long long)runs[2].r.actions);
   return 0;
 }
 
@@ -302,6 +394,14 @@ static double emit_two_threads(void) {
   return (double)(p[0].ns + p[1].ns - st.wait_ns) / (2.0 * PAR_N);
 }
 
+static void emit_row(bench_table *t, const char *name, double ns) {
+  double v[C_N];
+  for (int k = 0; k < C_N; k++)
+    v[k] = NAN;
+  v[C_EMIT] = ns;
+  bench_row(t, name, v);
+}
+
 /* The emitting thread's own cost: rounds of emits into a fresh session
  * whose queue holds them all, minus any time spent waiting for space
  * (that is writer throughput, reported above), median of the rounds. */
@@ -330,15 +430,14 @@ static void bench_emit(bench_table *t, int quick) {
       v[r] = (double)(dt - st.wait_ns) / N;
     }
     double ns = bench_quantile(v, (size_t)rounds, 0.5);
-    bench_row(t, names[k], (double[]){NAN, NAN, NAN, NAN, NAN, NAN, ns});
+    emit_row(t, names[k], ns);
   }
   double v[9];
   int rounds = quick ? 3 : 9;
   for (int r = 0; r < rounds; r++)
     v[r] = emit_two_threads();
-  bench_row(t, "emit: 2 threads, one session, 2 KB",
-            (double[]){NAN, NAN, NAN, NAN, NAN, NAN,
-                       bench_quantile(v, (size_t)rounds, 0.5)});
+  emit_row(t, "emit: 2 threads, one session, 2 KB",
+           bench_quantile(v, (size_t)rounds, 0.5));
 }
 
 int bench_trace(int argc, char **argv) {
@@ -365,28 +464,38 @@ int bench_trace(int argc, char **argv) {
   static bench_table t = {
       .title = "bench trace: demo build, untraced vs each writer vs the "
                "naive baseline",
-      .cols = {"run", "wall_ms", "x_untraced", "actions_per_s", "writer_kact_s",
-               "disk_MB", "bytes_x_naive", "emit_ns_action"},
-      .ncols = 8};
-  static char n1[512], n2[512];
+      .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
+               "writer_x_naive", "bytes_x_naive", "queue_waits",
+               "cpu_us_action", "cpu_ms_MB", "emit_ns"},
+      .ncols = 11};
+  static char n1[512], n2[512], n3[512];
   char label[32];
   snprintf(label, sizeof label, "gen %dk", ndirs * nfiles / 1000);
-  if (bench_tree(&t, label, gen, scratch, o.quick, n1, sizeof n1) < 0)
+  if (bench_tree(&t, label, gen, scratch, o.quick, 0, n1, sizeof n1) < 0)
     return 1;
   t.notes[t.nnotes++] = n1;
   const char *real = getenv("SPY_BENCH_REAL");
   if (!real)
     real = "/usr/include";
-  if (!o.quick && bench_tree(&t, "real", real, scratch, 0, n2, sizeof n2) == 0)
+  if (!o.quick &&
+      bench_tree(&t, "real", real, scratch, 0, 0, n2, sizeof n2) == 0)
     t.notes[t.nnotes++] = n2;
+  char wlabel[48];
+  snprintf(wlabel, sizeof wlabel, "%s work", label);
+  if (bench_tree(&t, wlabel, gen, scratch, o.quick, 1, n3, sizeof n3) == 0)
+    t.notes[t.nnotes++] = n3;
   bench_emit(&t, o.quick);
   t.notes[t.nnotes++] =
-      "wall_ms: build + draining the trace; writer_kact_s: actions per "
-      "second of trace work, the writer's and its packer thread's busy "
-      "time (naive: of time spent serialising and "
-      "writing inline); disk_MB: the session's files (postgres: database "
-      "growth); emit_ns_action: build rows (traced build - untraced build) "
-      "/ actions, emit rows the emitting call alone";
+      "build_ms: until the build's outputs are written (emits included); "
+      "durable_ms: until the trace is complete and durable (writer closed); "
+      "_x: over the untraced build of the same tree in this run; "
+      "writer_x_naive: actions per second of the writer thread's busy time "
+      "over the naive baseline's (every action serialised twice, written "
+      "and flushed inline); bytes_x_naive: the session's files (postgres: "
+      "database growth) over the naive file; queue_waits: emits that found "
+      "their queue full; cpu_us_action, cpu_ms_MB: the trace's CPU (writer "
+      "+ packer threads) per action and per MB of new (deduplicated) "
+      "source; emit_ns: the emitting call alone";
   if (!getenv("SPY_BENCH_PG"))
     t.notes[t.nnotes++] = "postgres rows: set SPY_BENCH_PG to a conninfo";
   bench_print(&t, &o);

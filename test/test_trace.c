@@ -578,7 +578,8 @@ TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
                       .ops = &slow_ops,
                       .ops_arg = &k,
                       .queue_bytes = 65536,
-                      .batch_actions = 64};
+                      .batch_actions = 64,
+                      .spill_bytes = 1}; /* no spilling */
   CHECK_OK(spy_trace_create(&t, &d));
   static char src[3000];
   memset(src, 'y', sizeof src);
@@ -675,6 +676,12 @@ static int64_t oc_close(void *st) {
 }
 static const spy_trace_writer_ops order_ops = {
     "order", oc_open, NULL, oc_action, NULL, oc_close, NULL};
+static int oc_slow_action(void *st, const spy_trace_record *r) {
+  usleep(50);
+  return oc_action(st, r);
+}
+static const spy_trace_writer_ops slow_order_ops = {
+    "slow-order", oc_open, NULL, oc_slow_action, NULL, oc_close, NULL};
 
 typedef struct racer {
   spy_trace *t;
@@ -697,7 +704,40 @@ static void *race_thread(void *arg) {
   return NULL;
 }
 
-TEST(two_threads_emit_at_full_speed_each_action_once_in_order) {
+/* With spilling (the default) a full queue does not make the emitter
+ * wait: the actions go to memory and reach the writer all the same, in
+ * order. */
+TEST(full_queue_spills_and_the_emitter_never_waits) {
+  order_check o;
+  memset(&o, 0, sizeof o);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &slow_order_ops,
+                      .ops_arg = &o,
+                      .queue_bytes = 65536,
+                      .batch_actions = 64};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static char payload[97 * 211];
+  for (int i = 0; i < 3000; i++)
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){
+               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.waits, 0);
+  CHECK(st.spilled > 0); /* the slow writer is far behind */
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.emitted, 3000);
+  CHECK_EQ(st.written, 3000);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(o.n, 3000);
+  CHECK_EQ(o.last_seq, 3000);
+  CHECK_EQ(o.bad, 0);
+  CHECK_EQ(o.next[0], 3000);
+}
+
+static void two_threads_in_order(size_t spill_bytes) {
   order_check o;
   memset(&o, 0, sizeof o);
   spy_trace *t;
@@ -705,7 +745,8 @@ TEST(two_threads_emit_at_full_speed_each_action_once_in_order) {
                       .ops = &order_ops,
                       .ops_arg = &o,
                       .queue_bytes = 65536,
-                      .batch_actions = 256};
+                      .batch_actions = 256,
+                      .spill_bytes = spill_bytes};
   CHECK_OK(spy_trace_create(&t, &d));
   _Atomic int go = 0;
   racer rs[2] = {{t, "t0", &go, 0}, {t, "t1", &go, 0}};
@@ -727,6 +768,16 @@ TEST(two_threads_emit_at_full_speed_each_action_once_in_order) {
   CHECK_EQ(o.bad, 0);
   CHECK_EQ(o.next[0], ORDER_N);
   CHECK_EQ(o.next[1], ORDER_N);
+}
+
+TEST(two_threads_emit_at_full_speed_each_action_once_in_order) {
+  two_threads_in_order(1); /* no spilling: full queues wait */
+}
+
+/* The same with spilling, its budget small enough that emits also wait
+ * for it: records from rings and spill lists merge in one order. */
+TEST(two_threads_spilling_each_action_once_in_order) {
+  two_threads_in_order(256 << 10);
 }
 
 /* The same race into a real SQLite store: each (thread, i) once, and in
@@ -1609,8 +1660,10 @@ TEST_MAIN(
     TEST_CASE(default_location_is_under_the_desc_cwd),
     TEST_CASE(disabled_session_never_calls_the_writer),
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
+    TEST_CASE(full_queue_spills_and_the_emitter_never_waits),
     TEST_CASE(threads_emit_into_one_session),
     TEST_CASE(two_threads_emit_at_full_speed_each_action_once_in_order),
+    TEST_CASE(two_threads_spilling_each_action_once_in_order),
     TEST_CASE(two_threads_into_sqlite_store_each_action_once_in_order),
     TEST_CASE(application_kinds_beyond_the_limit_are_refused),
     TEST_CASE(repeated_writer_failure_is_reported_once_with_its_count),

@@ -407,6 +407,10 @@ typedef struct spy_trace_desc {
    * thread. */
   void (*on_error)(void *arg, int err, const char *msg);
   void *on_error_arg;
+  /* Bytes of actions held in memory off full queues and not yet taken by
+   * the writer, at most (beyond it an emit waits for queue space); default
+   * 512 MiB; 1 turns spilling off. */
+  size_t spill_bytes;
 } spy_trace_desc;
 
 typedef struct spy_trace_stats {
@@ -426,6 +430,8 @@ typedef struct spy_trace_stats {
   uint64_t writer_ns;     /* writer thread busy time: decode … commit */
   uint64_t packer_ns;     /* the writer's background threads' busy time */
   uint32_t builds;        /* builds begun */
+  uint64_t spilled;       /* emits that found their queue full and spilled
+                             the action to memory instead of waiting */
 } spy_trace_stats;
 
 /* Creates a session. Enabled: resolves the defaults, creates the session

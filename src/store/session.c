@@ -23,8 +23,14 @@
  * (futex) only when work appears after idleness or a gathering batch grows
  * large; a woken writer lets a batch gather for up to 2 ms, so a wake is
  * paid per batch, not per action. A batch is committed when it holds
- * batch_actions, is 100 ms old, or on a flush or close. A full ring makes
- * its emitter wait on
+ * batch_actions, is 100 ms old, or on a flush or close.
+ *
+ * Spill. A ring that is full does not make its emitter wait: the record is
+ * encoded to the heap and appended to the ring's spill list (one producer,
+ * one consumer, linked with release stores), counted in stats.spilled; the
+ * writer merges the spill lists in sequence order with the rings, so the
+ * trace stays complete and ordered while the build runs on. Only when the
+ * spilled bytes not yet written reach spill_bytes does the emitter wait on
  * its own futex word (counted): a build trace loses nothing.
  */
 #include <pthread.h>
@@ -49,6 +55,13 @@
 #define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
 #define MAX_FAULTS 16       /* distinct failures counted separately */
 
+/* A record spilled off a full ring. */
+typedef struct spill {
+  _Atomic(struct spill *) next;
+  size_t n;
+  _Alignas(8) uint8_t rec[];
+} spill;
+
 /* One emitting thread's ring. Positions are byte counts since creation
  * (the offset is the count modulo cap). */
 #define LINE 64 /* what one thread writes stays off the other's lines */
@@ -61,13 +74,16 @@ typedef struct tq {
    * writer: relaxed loads and stores; summed by spy_trace_get_stats) */
   _Alignas(LINE) _Atomic uint64_t tail;
   uint64_t ptail;
-  _Atomic uint64_t emitted, queued_bytes, waits, wait_ns;
+  spill *sp_tail; /* the last spilled record (or the list's stub) */
+  _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
   _Atomic uint32_t space_wait;
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
-  /* the writer's own head (records taken) */
+  /* the writer's own head (records taken) and the spill list's stub,
+   * whose next is the oldest spilled record not taken */
   _Alignas(LINE) uint64_t chead;
+  spill *sp_head;
 } tq;
 
 /* A counter only one thread adds to: no locked instruction. */
@@ -83,7 +99,8 @@ struct spy_trace {
   const spy_trace_writer_ops *ops;
   void *ops_arg;
   uint32_t batch;
-  size_t qcap, retry_bytes;
+  size_t qcap, retry_bytes, spill_cap;
+  _Atomic size_t spill_bytes; /* spilled and not yet taken by the writer */
   uint32_t retry_ms;
   void (*on_error)(void *, int, const char *);
   void *on_error_arg;
@@ -313,10 +330,28 @@ static void writer_sleep(spy_trace *t, uint32_t state, int64_t timeout_ns) {
   atomic_store(&t->wr_state, 0);
 }
 
+/* The oldest spilled record of q, or NULL. */
+static spill *spill_peek(tq *q) {
+  return atomic_load_explicit(&q->sp_head->next, memory_order_acquire);
+}
+
 /* Takes the record numbered t->wseq + 1 into *out: 1, or 0 when it is not
- * published yet. */
-static int take_next(spy_trace *t, const uint8_t **slot, tq **from) {
+ * published yet; *spilled is set when it comes from a spill list. */
+static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
+                     int *spilled) {
   uint64_t want = t->wseq + 1, seq;
+  *spilled = 0;
+  if (atomic_load(&t->spill_bytes))
+    for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+         q = q->next) {
+      spill *sp = spill_peek(q);
+      if (sp && rd64le(sp->rec + 8) == want) {
+        *slot = sp->rec;
+        *from = q;
+        *spilled = 1;
+        return 1;
+      }
+    }
   tq *q = t->last;
   if (q) { /* threads emit in runs: try the last ring first */
     uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
@@ -381,13 +416,24 @@ static void *writer_main(void *arg) {
     while (n < t->batch && atomic_load(&t->seq) > t->wseq) {
       const uint8_t *slot;
       tq *q;
-      if (!take_next(t, &slot, &q)) {
+      int spilled;
+      if (!take_next(t, &slot, &q, &spilled)) {
         /* numbered but not yet published: its emitter is between the
          * increment and the store (or was preempted there) */
         if (++gaps < 64)
           sched_yield();
         else
           writer_sleep(t, WAIT_GAP, 200000);
+        continue;
+      }
+      if (spilled) { /* the record becomes the list's stub */
+        spill *sp = spill_peek(q);
+        process(t, sp->rec, &st);
+        free(q->sp_head);
+        q->sp_head = sp;
+        atomic_fetch_sub(&t->spill_bytes, sp->n);
+        t->wseq++;
+        n++;
         continue;
       }
       uint32_t m;
@@ -461,7 +507,10 @@ static tq *tq_new(size_t cap) {
     return NULL;
   q->cap = cap;
   q->ring = malloc(cap);
-  if (!q->ring) {
+  q->sp_head = q->sp_tail = calloc(1, sizeof(spill));
+  if (!q->ring || !q->sp_head) {
+    free(q->ring);
+    free(q->sp_head);
     free(q);
     return NULL;
   }
@@ -546,6 +595,36 @@ static void wait_space(spy_trace *t, tq *q, uint64_t head) {
   atomic_store(&q->space_wait, 0);
 }
 
+/* The ring is full: encodes the action to the heap and appends it to q's
+ * spill list. Returns 0, a negative code, or 1 when the spill budget is
+ * used up (the caller waits for ring space). */
+static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
+                      const void *act, uint64_t ts, uint32_t build) {
+  int64_t need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+  if (need < 0)
+    return (int)need;
+  size_t n = sizeof(spill) + (size_t)need;
+  if (atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + n >
+      t->spill_cap)
+    return 1;
+  spill *sp = malloc(n);
+  if (!sp)
+    return 1; /* wait instead */
+  atomic_init(&sp->next, NULL);
+  sp->n = n;
+  spy_trace_encode(kind, act, 0, ts, build, sp->rec, (size_t)need);
+  atomic_fetch_add(&t->spill_bytes, n); /* before it can be taken */
+  uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
+  wr64le(sp->rec + 8, seq);
+  atomic_store_explicit(&q->sp_tail->next, sp, memory_order_release);
+  q->sp_tail = sp;
+  bump(&q->emitted, 1);
+  bump(&q->spilled, 1);
+  bump(&q->queued_bytes, (uint64_t)need);
+  wake_writer(t, 1, 0, 1);
+  return 0;
+}
+
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (!t || !t->hot.enabled)
     return 0;
@@ -600,6 +679,11 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       continue;
     }
     if (!w0) {
+      int rc = spill_emit(t, q, kind, act, ts, build);
+      if (rc <= 0) {
+        free(heap);
+        return rc;
+      }
       w0 = spy__mono_ns();
       bump(&q->waits, 1);
     }
@@ -738,6 +822,7 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
   if (t->qcap < 65536)
     t->qcap = 65536;
   t->qcap &= ~(size_t)3u;
+  t->spill_cap = d.spill_bytes ? d.spill_bytes : (size_t)512 << 20;
   /* one ring ready for the first emitting thread */
   tq *first = tq_new(t->qcap);
   atomic_store(&t->queues, first);
@@ -805,6 +890,10 @@ int64_t spy_trace_destroy(spy_trace *t) {
   for (tq *q = atomic_load(&t->queues), *nx; q; q = nx) {
     nx = q->next;
     free(q->ring);
+    for (spill *sp = q->sp_head, *sn; sp; sp = sn) {
+      sn = atomic_load(&sp->next);
+      free(sp);
+    }
     free(q);
   }
   spy_trace_arena_free(&t->arena);
@@ -840,6 +929,7 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
         atomic_load_explicit(&q->queued_bytes, memory_order_relaxed);
     out->waits += atomic_load_explicit(&q->waits, memory_order_relaxed);
     out->wait_ns += atomic_load_explicit(&q->wait_ns, memory_order_relaxed);
+    out->spilled += atomic_load_explicit(&q->spilled, memory_order_relaxed);
   }
   out->builds = atomic_load(&t->builds);
   if (t->ops->lost && t->wstate)

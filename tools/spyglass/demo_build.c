@@ -493,6 +493,8 @@ static int process_module(demo *d, uint32_t i) {
         (d->o->slow_plugin && strcmp(d->o->slow_plugin, plugins[p].name) == 0
              ? d->o->slow_us
              : 0));
+    if (d->o->work)
+      d->o->work(src, n);
     int changed = plugins[p].fn(m, src, n, &out);
     if (out.err)
       rc = out.err;
@@ -1306,6 +1308,10 @@ int cmd_demo_build(int argc, char **argv) {
            r.session_id, (unsigned long long)r.st.emitted,
            (unsigned long long)r.st.written, (long long)r.not_stored,
            (unsigned long long)r.st.waits);
+    if (r.st.spilled)
+      printf("trace: the writer fell behind: %llu actions spilled to memory "
+             "(the build did not wait for them; all were written)\n",
+             (unsigned long long)r.st.spilled);
     if (r.trace_dir[0])
       printf("trace: %s\n", r.trace_dir);
   }

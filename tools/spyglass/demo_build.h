@@ -4,6 +4,7 @@
 #ifndef SPY_TOOL_DEMO_BUILD_H
 #define SPY_TOOL_DEMO_BUILD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "spyglass/trace.h"
@@ -26,6 +27,9 @@ typedef struct demo_build_opts {
                                no provider, the bench's in-process runs) */
   double wait_subscriber_s; /* wait up to this long for a TRACE subscriber
                                before building (0: do not wait) */
+  /* called with each transform's input before the plugin runs (bench: a
+   * realistic per-module cost, e.g. tokenising); NULL = none */
+  void (*work)(const char *src, size_t n);
 } demo_build_opts;
 
 typedef struct demo_build_result {
