@@ -42,7 +42,9 @@ wait_until() {
 }
 
 provider_up() { # NAME: an `ls` line names it
-  "$SPY" ls --wait 200 | grep -q -- "$1"
+  # (a loaded machine can take longer than ls's default to answer; the
+  # callers' deadlines bound the polling)
+  "$SPY" ls --wait 1000 | grep -q -- "$1"
 }
 
 TABLES="recording process thread track slice counter args frame value zone_loc msgprof"
@@ -65,21 +67,44 @@ check_contiguous() { # DB: frame numbers contiguous per process except loss
   [ -z "$bad" ] || fail "$1: frame numbers have gaps without loss (upid $bad)"
 }
 
+check_nesting() { # DB: every child slice lies within its parent
+  local n
+  n=$(q "$1" "SELECT count(*) FROM slice c JOIN slice p ON p.id = c.parent_id
+      WHERE c.depth != p.depth + 1 OR c.ts < p.ts OR c.ts + c.dur > p.ts + p.dur")
+  [ "$n" = 0 ] || {
+    q "$1" "SELECT 'child', c.ts, c.dur, 'parent', p.ts, p.dur FROM slice c
+        JOIN slice p ON p.id = c.parent_id WHERE c.ts < p.ts OR
+        c.ts + c.dur > p.ts + p.dur LIMIT 5"
+    fail "$1: $n children outside their parent"
+  }
+  # one thread's outermost zones follow each other, never overlap (a
+  # recording on two time bases overlaps where the base changes)
+  n=$(q "$1" "SELECT count(*) FROM (SELECT ts, max(ts + dur) OVER (PARTITION BY
+      track_id ORDER BY ts, id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+      AS prev_end FROM slice WHERE depth = 0) WHERE ts < prev_end")
+  [ "$n" = 0 ] || fail "$1: $n outermost zones overlap an earlier one"
+}
+
 case_sqlite() {
   echo "== sqlite: demo recorded; tables, frames, values as a consumer saw them"
-  "$SPY" demo --headless --seconds 12 --name rec-demo >"$WORK/demo.log" 2>&1 &
+  # (the demo outlives every wait below; it is killed at the end)
+  "$SPY" demo --headless --seconds 120 --name rec-demo >"$WORK/demo.log" 2>&1 &
   local demo=$!
   PIDS+=($demo)
-  wait_until 20 provider_up rec-demo || fail "demo did not announce"
-  "$SPY" record rec-demo -o "$WORK/run.db" -s 5 2>"$WORK/rec.log" &
+  wait_until 60 provider_up rec-demo || fail "demo did not announce"
+  "$SPY" record rec-demo -o "$WORK/run.db" 2>"$WORK/rec.log" &
   local rec=$!
-  # a consumer in the same run, after the recorder has started
-  wait_until 20 test -s "$WORK/run.db" || fail "no recording file"
-  sleep 1.5
-  "$SPY" top rec-demo --once --json >"$WORK/top.json" || fail "top --once"
+  # a consumer in the same run, after the recorder has started; the
+  # recorder stops (SIGINT) only after the consumer's snapshot, so the
+  # frame the consumer saw last is in the recording however slow top was
+  wait_until 60 frames_over "$WORK/run.db" 50 || fail "no frames recorded"
+  "$SPY" top rec-demo --once --json --wait 30000 >"$WORK/top.json" || fail "top --once"
+  sleep 1.5 # (the recorder commits the frames after top's last one)
+  kill -INT $rec
   wait $rec || { cat "$WORK/rec.log"; fail "record exited $?"; }
   check_tables "$WORK/run.db"
   check_contiguous "$WORK/run.db"
+  check_nesting "$WORK/run.db"
   [ "$(q "$WORK/run.db" "PRAGMA integrity_check")" = ok ] || fail "integrity"
   # the consumer's view against the recording
   python3 - "$WORK/top.json" "$WORK/run.db" <<'EOF' || fail "values differ"
@@ -142,10 +167,10 @@ case_kill() {
   "$SPY" demo --headless --seconds 20 --name rec-kill >/dev/null 2>&1 &
   local demo=$!
   PIDS+=($demo)
-  wait_until 20 provider_up rec-kill || fail "demo did not announce"
+  wait_until 60 provider_up rec-kill || fail "demo did not announce"
   "$SPY" record rec-kill -o "$WORK/kill.db" 2>/dev/null &
   local rec=$!
-  wait_until 30 frames_over "$WORK/kill.db" 100 || fail "no frames committed"
+  wait_until 60 frames_over "$WORK/kill.db" 100 || fail "no frames committed"
   sleep 1
   local seen
   seen=$(q "$WORK/kill.db" "SELECT count(*) FROM frame")
@@ -161,7 +186,7 @@ case_kill() {
   for sig in INT TERM; do
     "$SPY" record rec-kill -o "$WORK/$sig.db" 2>"$WORK/$sig.log" &
     rec=$!
-    wait_until 30 frames_over "$WORK/$sig.db" 50 || fail "SIG$sig: no frames"
+    wait_until 60 frames_over "$WORK/$sig.db" 50 || fail "SIG$sig: no frames"
     kill -$sig $rec
     wait $rec || { cat "$WORK/$sig.log"; fail "SIG$sig: exit $?"; }
     [ ! -e "$WORK/$sig.db-wal" ] || fail "SIG$sig: WAL left beside the file"
@@ -186,7 +211,7 @@ case_all() {
   echo "== all: two providers (one joins later, one dies mid-recording)"
   "$PROV" rec-a 9 100 300 100 0 >/dev/null &
   PIDS+=($!)
-  wait_until 20 provider_up rec-a || fail "rec-a did not announce"
+  wait_until 60 provider_up rec-a || fail "rec-a did not announce"
   # (nothing else of this script is running now: --all takes every one)
   "$SPY" record --all -o "$WORK/all.db" -s 6 2>"$WORK/all.log" &
   local rec=$!
@@ -195,6 +220,9 @@ case_all() {
   PIDS+=($!)
   wait $rec || { cat "$WORK/all.log"; fail "record --all exited $?"; }
   check_contiguous "$WORK/all.db"
+  # rec-b's clock is 250 ms ahead: a sync finishing while one of its
+  # zone trees is open must not move the parent against its children
+  check_nesting "$WORK/all.db"
   local names
   names=$(q "$WORK/all.db" "SELECT group_concat(name, ',') FROM (SELECT name FROM process ORDER BY name)")
   [ "$names" = "rec-a,rec-b" ] || fail "processes: '$names'"
@@ -220,7 +248,7 @@ case_pg() {
   pg_start || fail "postgres did not start"
   "$PROV" rec-pg 8 100 300 100 0 >/dev/null &
   PIDS+=($!)
-  wait_until 20 provider_up rec-pg || fail "rec-pg did not announce"
+  wait_until 60 provider_up rec-pg || fail "rec-pg did not announce"
   "$SPY" record rec-pg --db "$PG_URI" -s 3 2>"$WORK/pg1.log" &
   local r1=$!
   "$SPY" record rec-pg --db "$PG_URI" -s 3 2>"$WORK/pg2.log" &
@@ -333,24 +361,31 @@ case_diff() {
   echo "== diff: a slowed zone is a regression, the same run is not"
   # base: one run recorded twice at the same time (two recordings of the
   # same run: the same zones, whatever the load on the machine)
-  "$PROV" rec-base 5 100 400 200 0 >/dev/null &
+  # The zones busy for thread CPU time: a loaded machine only adds wall
+  # time (preemption), so the slowed `work` (4000 us of CPU) can never be
+  # under 4 ms, while the base's 200 us needs most of its calls preempted
+  # by more than 3.8 ms in a second to reach it; the gap stays wider than
+  # the spread load makes. (Each run outlives its recorder's window.)
+  "$PROV" rec-base 8 100 200 200 0 >/dev/null &
   local p=$!
   PIDS+=($p)
-  wait_until 20 provider_up rec-base || fail "rec-base did not announce"
+  wait_until 60 provider_up rec-base || fail "rec-base did not announce"
   "$SPY" record rec-base -o "$WORK/base.db" -s 3.5 --features stats,zones 2>/dev/null &
   local r1=$!
   "$SPY" record rec-base -o "$WORK/base2.db" -s 3.5 --features stats,zones 2>/dev/null &
   local r2=$!
   wait $r1 || fail "record base"
   wait $r2 || fail "record base2"
-  wait $p
-  # the same program with its `work` zone six times slower
-  "$PROV" rec-slow 5 100 2400 200 0 >/dev/null &
+  kill $p 2>/dev/null
+  wait $p 2>/dev/null
+  # the same program with its `work` zone twenty times slower
+  "$PROV" rec-slow 8 100 4000 200 0 >/dev/null &
   p=$!
   PIDS+=($p)
-  wait_until 20 provider_up rec-slow || fail "rec-slow did not announce"
+  wait_until 60 provider_up rec-slow || fail "rec-slow did not announce"
   "$SPY" record rec-slow -o "$WORK/slow.db" -s 3.5 --features stats,zones 2>/dev/null || fail "record slow"
-  wait $p
+  kill $p 2>/dev/null
+  wait $p 2>/dev/null
   local rc
   "$SPY" diff "$WORK/base.db" "$WORK/slow.db" >"$WORK/diff.txt"
   rc=$?
@@ -386,7 +421,7 @@ case_remote() {
   "$PROV" rec-remote 6 100 300 100 0 >/dev/null &
   local p=$!
   PIDS+=($p)
-  wait_until 20 provider_up rec-remote || fail "rec-remote did not announce"
+  wait_until 60 provider_up rec-remote || fail "rec-remote did not announce"
   # another runtime directory: only the link reaches the provider
   mkdir -m 700 "$WORK/elsewhere"
   SPYGLASS_DIR=$WORK/elsewhere "$SPY" record --connect "127.0.0.1:$port" \
@@ -394,6 +429,7 @@ case_remote() {
   [ "$(q "$WORK/remote.db" "SELECT name FROM process")" = rec-remote ] || fail "remote: no process"
   [ "$(q "$WORK/remote.db" "SELECT count(*) FROM slice")" -gt 50 ] || fail "remote: no slices"
   check_contiguous "$WORK/remote.db"
+  check_nesting "$WORK/remote.db"
   "$SPY" record --all --connect "127.0.0.1:$port" -o "$WORK/x.db" 2>/dev/null
   [ $? = 2 ] || fail "--all with --connect: exit 2 wanted"
   kill $srv $p 2>/dev/null

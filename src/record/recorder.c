@@ -34,6 +34,9 @@
 #define MAX_PENDING 4096 /* open spans waiting for their end, per thread */
 #define MAX_NAMES 4096   /* counter tracks per source */
 #define STAGE_ROWS 256   /* rows a receiver gathers before queueing them */
+/* The longest zones wait for the clock sync (a sync takes at most twice
+ * the consumer's clock_timeout_ms, 1 s by default) */
+#define CLOCK_WAIT_NS 5000000000LL
 
 static int64_t thread_cpu_ns(void) {
   struct timespec ts;
@@ -51,6 +54,7 @@ static int64_t mono_ns(void) {
 typedef struct pend {
   uint64_t abs; /* absolute span index in the state's ring */
   int64_t id, parent;
+  int64_t off; /* the clock offset its tree is written with */
 } pend;
 
 typedef struct zthr {
@@ -60,6 +64,11 @@ typedef struct zthr {
   int ended;
   uint64_t next; /* next span index not yet visited */
   int64_t stack[SPY_ZONE_DEPTH_MAX];
+  /* The clock offset each open level is written with: a whole tree of
+   * zones takes the offset its root was seen with, so a sync finishing
+   * while the root is open cannot move the root (written when it ends)
+   * against its children (written before): both map by one offset. */
+  int64_t stack_off[SPY_ZONE_DEPTH_MAX];
   pend *pending;
   uint32_t npend;
 } zthr;
@@ -82,6 +91,7 @@ typedef struct source {
   uint64_t provider_id;
   int64_t upid;
   int live;
+  int64_t begun_ns; /* when this provider's process row was written */
   uint64_t last_frame;
   int have_frame;
   uint64_t frames_lost_seen;
@@ -351,8 +361,8 @@ static void arg_row(source *s, int64_t set, const char *key, int64_t i,
   push(s, &r);
 }
 
-static void slice_row(source *s, const spy_state *st, zthr *z,
-                      const spy_zone_span *sp, int64_t id, int64_t parent);
+static void slice_row(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
+                      int64_t parent, int64_t off);
 
 /* Zones still open when a provider's recording ends are written as cut
  * at the newest time seen (their children point at them). */
@@ -378,7 +388,8 @@ static void close_open(source *s, const spy_state *st) {
             zs->latest_ns > cut.start_ns ? zs->latest_ns : cut.start_ns;
         cut.flags |= SPY_ZONE_SPAN_CUT;
       }
-      slice_row(s, st, z, &cut, z->pending[k].id, z->pending[k].parent);
+      slice_row(s, z, &cut, z->pending[k].id, z->pending[k].parent,
+                z->pending[k].off);
     }
     z->npend = 0;
   }
@@ -432,6 +443,7 @@ static void begin_provider(source *s, const spy_state *st, int64_t now) {
   s->provider_id = st->provider.id;
   s->upid = new_id(s->r);
   s->live = 1;
+  s->begun_ns = now;
   s->frames_lost_seen = st->frames_lost;
   int64_t set = new_id(s->r);
   s->args_set = set;
@@ -647,13 +659,14 @@ static zthr *thread_for(source *s, const spy_zone_thread *t) {
 }
 
 /* A slice row holds no text: its name is the location's zone_loc row
- * (name_id; NULL for a location not announced yet). */
-static void slice_row(source *s, const spy_state *st, zthr *z,
-                      const spy_zone_span *sp, int64_t id, int64_t parent) {
+ * (name_id; NULL for a location not announced yet). `off` maps the
+ * provider's clock to ours (provider − ours), the one of its tree. */
+static void slice_row(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
+                      int64_t parent, int64_t off) {
   rec_row r;
   row_init(&r, S_SLICE);
   cint(&r, id);
-  cint(&r, spy_state_zone_local_ns(st, sp->start_ns));
+  cint(&r, (int64_t)sp->start_ns - off);
   cint(&r, (int64_t)(sp->end_ns - sp->start_ns));
   cint(&r, z->track);
   uint32_t li = sp->loc - SPY_ZONES_LOC_ID_MIN; /* as in spy_state_zone_loc */
@@ -727,7 +740,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
               : NULL;
       if (!sp || sp->end_ns) {
         if (sp)
-          slice_row(s, st, z, sp, p->id, p->parent);
+          slice_row(s, z, sp, p->id, p->parent, p->off);
         else
           loss_row(s, now, "spans", 1); /* left the ring while open */
         z->pending[i] = z->pending[--z->npend];
@@ -748,14 +761,16 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       uint32_t d =
           sp->depth < SPY_ZONE_DEPTH_MAX ? sp->depth : SPY_ZONE_DEPTH_MAX - 1;
       int64_t parent = d ? z->stack[d - 1] : 0;
+      int64_t off = d ? z->stack_off[d - 1] : st->clock_offset_ns;
       z->stack[d] = id;
+      z->stack_off[d] = off;
       if (sp->end_ns) {
-        slice_row(s, st, z, sp, id, parent);
+        slice_row(s, z, sp, id, parent, off);
       } else {
         if (!z->pending)
           z->pending = malloc(MAX_PENDING * sizeof *z->pending);
         if (z->pending && z->npend < MAX_PENDING)
-          z->pending[z->npend++] = (pend){z->next, id, parent};
+          z->pending[z->npend++] = (pend){z->next, id, parent, off};
         else
           loss_row(s, now, "spans", 1);
       }
@@ -769,6 +784,16 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       push(s, &r);
     }
   }
+}
+
+/* Zones are written once the connection's clock sync has its result (or
+ * has failed, or CLOCK_WAIT_NS passed without one): written before it,
+ * they would be mapped with offset 0 and those after it with the synced
+ * offset, one recording on two time bases. Meanwhile the state's span
+ * ring keeps them (cd.zone_spans, far more than a sync's zones). */
+static int clock_settled(const source *s, const spy_state *st, int64_t now) {
+  return st->clock_synced || st->clock_failures > 0 ||
+         now - s->begun_ns > CLOCK_WAIT_NS;
 }
 
 static void on_msgprof(source *s, const spy_state *st, int64_t now) {
@@ -847,7 +872,8 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
     default: break;
     }
   }
-  if (spy_frame_find_section(f, SPY_SEC_ZONES, &sec))
+  if (spy_frame_find_section(f, SPY_SEC_ZONES, &sec) &&
+      clock_settled(s, st, now))
     on_zones(s, st, now);
   if (spy_frame_find_section(f, SPY_SEC_MSGPROF, &sec))
     on_msgprof(s, st, now);
