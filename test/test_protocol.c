@@ -362,6 +362,7 @@ TEST(slow_consumer_overruns_resyncs_and_ends_with_the_right_state) {
   spy_provider_desc d = pdesc("busy", SPY_PROVIDER_USER);
   d.ring_bytes = 64u << 10; /* overruns quickly */
   d.flush_ms = 5;
+  d.ack_grace_ms = 10000; /* keeps sending while we sleep */
   pid_t pid = spawn_provider(d, &ctl, 40);
   spy_consumer *c;
   spy_consumer_desc cd = cdesc();
@@ -369,8 +370,14 @@ TEST(slow_consumer_overruns_resyncs_and_ends_with_the_right_state) {
   CHECK_OK(spy_consumer_create(&c, &cd));
   const spy_state *s = spy_consumer_state(c);
   CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED && s->samples > 0));
-  usleep(600000); /* fall far behind: the ring laps us */
-  spy_consumer_poll(c, 50);
+  /* Fall far behind until the ring laps us: how long that takes depends
+   * on how much a loaded machine runs the provider, so sleep and look
+   * again, with a deadline. */
+  double end = tu_now_s() + 30;
+  do {
+    usleep(600000);
+    spy_consumer_poll(c, 50);
+  } while (!(s->frames_lost > 0 && s->resyncs > 0) && tu_now_s() < end);
   CHECK(s->frames_lost > 0);
   CHECK(s->resyncs > 0);
   CHECK(write(ctl, "F", 1) == 1); /* provider: settle on the final state */
