@@ -29,7 +29,7 @@ gen_tree "$work/src" 6 20
 "$tool" demo build "$work/src" --trace jsonl --out "$work/out" --name "$name" \
   --hook-delay-us 3000 --wait-subscriber 30 >"$work/build.txt" 2>&1 &
 build=$!
-"$tool" top "$name" --json --interval 100 >"$work/top.jsonl" 2>"$work/top.err" &
+"$tool" top "$name" --json --interval 100 --wait 30000 >"$work/top.jsonl" 2>"$work/top.err" &
 watcher=$!
 
 # jq-like helpers in python: the build member of a JSON line
@@ -57,7 +57,7 @@ build=""
 # the watcher's last line shows the ended build
 deadline=$((SECONDS + 30))
 until tail -n 1 "$work/top.jsonl" | calls_of | grep -q ' 1$'; do
-  [ $SECONDS -lt $deadline ] || fail "the watcher never saw the build end"
+  [ $SECONDS -lt $deadline ] || fail "the watcher never saw the build end (top: $(kill -0 "$watcher" 2>/dev/null && echo running || echo exited): $(tail -c 300 "$work/top.err"))"
   sleep 0.1
 done
 kill "$watcher"
