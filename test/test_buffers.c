@@ -441,6 +441,69 @@ static uint64_t images_of(spy_consumer *c, const char *name) {
   return im ? im->images : 0;
 }
 
+/* Six buffers due at once and a pool of four: the last ones submitted
+ * were starved while the first ones took every buffer the worker gave
+ * back. A buffer whose due capture found the pool empty captures next,
+ * before the others take a pool buffer again. */
+TEST(a_buffer_the_pool_turned_away_captures_first) {
+  spy_buffer_request req[6];
+  for (int i = 0; i < 6; i++)
+    req[i] =
+        (spy_buffer_request){.name = type_buf[i], .mode = SPY_BUFFER_THUMBNAIL};
+  rig r;
+  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, req, 6), 0);
+  for (int i = 0; i < 6; i++)
+    CHECK(rig_add(&r, type_buf[i], all_types[i], 96, 40, 1000) >= 0);
+  /* Only the last two are submitted until both arrived: the pool is
+   * made, and the first four were never turned away. */
+  double end = tu_now_s() + 20;
+  while ((!images_of(r.c, "rgba32f") || !images_of(r.c, "r32f")) &&
+         tu_now_s() < end) {
+    spy_frame_begin(r.p);
+    for (uint32_t i = 4; i < 6; i++)
+      spy_buffer_submit(r.p, r.h[i], r.img[i], r.stride[i]);
+    spy_frame_end(r.p);
+    spy_consumer_poll(r.c, 2);
+  }
+  CHECK(images_of(r.c, "rgba32f") && images_of(r.c, "r32f"));
+  spy_transport *t = spy_provider_transport(r.p);
+  spy_buffer *held[SPY_POOL_LARGE_COUNT];
+  uint32_t n = 0;
+  end = tu_now_s() + 10;
+  while (n < SPY_POOL_LARGE_COUNT && tu_now_s() < end)
+    if (!(held[n] = spy_transport_acquire(t, SPY_TIER_LARGE)))
+      usleep(1000); /* the worker still converts one */
+    else
+      n++;
+  CHECK_EQ(n, SPY_POOL_LARGE_COUNT);
+  /* The pool is empty: the last two are turned away. */
+  usleep(2000); /* due again (1000 fps at most) */
+  spy_frame_begin(r.p);
+  for (uint32_t i = 4; i < 6; i++)
+    CHECK_EQ(spy_buffer_submit(r.p, r.h[i], r.img[i], r.stride[i]),
+             SPY_EPOOLEMPTY);
+  spy_frame_end(r.p);
+  /* Two come back and all six are due: the two turned away take them,
+   * the first four wait (still due) instead of taking them again. */
+  t->ops->release_unused(t, held[--n]);
+  t->ops->release_unused(t, held[--n]);
+  usleep(2000);
+  int rc[6];
+  spy_frame_begin(r.p);
+  for (uint32_t i = 0; i < 6; i++)
+    rc[i] = spy_buffer_submit(r.p, r.h[i], r.img[i], r.stride[i]);
+  spy_frame_end(r.p);
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ(rc[i], 0);
+  CHECK_EQ(rc[4], 1);
+  CHECK_EQ(rc[5], 1);
+  while (n)
+    t->ops->release_unused(t, held[--n]);
+  /* and then the others capture too */
+  CHECK(RIG_UNTIL(&r, NULL, 20, all_images(spy_consumer_state(r.c), 6)));
+  rig_close(&r);
+}
+
 /* Two consumers on one provider, each asking for another buffer: the
  * channel carries both buffers' frames to both, and each decodes only its
  * own (the other's are counted as ignored, never copied or decoded). */
@@ -920,6 +983,7 @@ TEST_MAIN(TEST_CASE(convert_each_type_to_known_rgba8),
           TEST_CASE(thumbnail_long_edge_and_display_mode_are_served),
           TEST_CASE(nothing_is_copied_without_a_subscriber_for_the_buffer),
           TEST_CASE(an_empty_pool_drops_and_counts),
+          TEST_CASE(a_buffer_the_pool_turned_away_captures_first),
           TEST_CASE(a_large_raw_image_travels_in_parts),
           TEST_CASE(a_consumer_decodes_only_the_buffers_it_asked_for),
           TEST_CASE(buffer_frames_show_in_the_message_profiler),

@@ -365,9 +365,11 @@ TEST(garbage_ring_headers_are_survived_counted_and_repaired) {
   unsigned seed = 18;
   window_start(&pr);
   /* Both rings' headers (the poster's, read by C; C's, read by P), over
-   * and over for a second: positions, sizes, magic, everything. */
-  double end = tu_now_s() + 1.0;
-  while (tu_now_s() < end) {
+   * and over for a second, and on until both noticed (a loaded machine
+   * may not run them for a while): positions, sizes, magic, everything. */
+  double start = tu_now_s(), end = start + 30;
+  while (tu_now_s() < end &&
+         (tu_now_s() - start < 1.0 || !sh->c_corrupt || !sh->p_corrupt)) {
     CHECK(scribble(pr.p, pe.ring_fd, 0, SPY_RING_HEADER_BYTES, &seed));
     CHECK(scribble(pr.c, ce.ring_fd, 0, SPY_RING_HEADER_BYTES, &seed));
     usleep(3000);
@@ -431,8 +433,15 @@ TEST(random_bytes_in_records_are_survived_and_counted) {
   CHECK(find_entry(pr.c, path, sizeof path, &ce));
   unsigned seed = 1818;
   window_start(&pr);
-  /* Records C has yet to read (P's ring) and P has yet to read (C's). */
-  for (int round = 0; round < 8; round++) {
+  /* Records C has yet to read (P's ring) and P has yet to read (C's):
+   * eight rounds, and more until each kind of damage was seen (a writer
+   * that a loaded machine did not run while its reader was stopped wrote
+   * nothing unread to hit). */
+  double end = tu_now_s() + 30;
+  for (int round = 0;
+       round < 8 ||
+       (tu_now_s() < end && !(sh->c_corrupt && sh->c_lost && sh->c_bad));
+       round++) {
     CHECK(scribble_unread(pr.c, pr.p, pe.ring_fd, &seed));
     CHECK(scribble_unread(pr.p, pr.c, ce.ring_fd, &seed));
   }
@@ -571,9 +580,12 @@ TEST(full_tmpfs_fails_new_opens_with_enospc_and_spares_the_running) {
   spy_channel *other = NULL;
   spy_channel_desc d = {.name = "other", .ring_bytes = RING, .dir = dir};
   int rc = full ? spy_channel_open(&other, &d) : 0;
+  /* The running pair carries on, the fs full: C receives 200 more (a
+   * deadline, not a rate: a loaded machine may not run them for a while). */
   uint64_t got0 = sh->c_got;
-  if (full)
-    usleep(500000); /* the running pair carries on, the fs full */
+  double end = tu_now_s() + 20;
+  while (full && sh->c_got - got0 < 200 && tu_now_s() < end)
+    usleep(2000);
   uint64_t got = sh->c_got - got0;
   int ok = started && full && window_ok(&pr);
   unlink(fill);

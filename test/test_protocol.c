@@ -108,7 +108,12 @@ TEST(consumer_finds_provider_in_another_process_and_accumulates_state) {
                        spy_state_find(&s->registry, "frame") &&
                        spy_state_find(&s->env, "adapter")));
   CHECK_STR(s->provider_name, "alpha");
-  CHECK(spy_state_last(s, SPY_FIELD_FPS) > 10);
+  /* FPS is measured, not asserted (a loaded machine runs the provider at
+   * any rate): a positive number that changes as frames go on. */
+  double fps0 = spy_state_last(s, SPY_FIELD_FPS);
+  CHECK(isfinite(fps0) && fps0 > 0);
+  CHECK(POLL_UNTIL(c, 10, spy_state_last(s, SPY_FIELD_FPS) != fps0));
+  CHECK(spy_state_last(s, SPY_FIELD_FPS) > 0);
   CHECK(spy_state_last(s, SPY_FIELD_CPU_MS) >= 0);
   CHECK(isnan(spy_state_last(s, SPY_FIELD_GPU_MS))); /* no GPU timings */
   CHECK_STR(spy_state_find(&s->env, "adapter")->value.v.s.ptr, "test adapter");
@@ -357,6 +362,7 @@ TEST(slow_consumer_overruns_resyncs_and_ends_with_the_right_state) {
   spy_provider_desc d = pdesc("busy", SPY_PROVIDER_USER);
   d.ring_bytes = 64u << 10; /* overruns quickly */
   d.flush_ms = 5;
+  d.ack_grace_ms = 10000; /* keeps sending while we sleep */
   pid_t pid = spawn_provider(d, &ctl, 40);
   spy_consumer *c;
   spy_consumer_desc cd = cdesc();
@@ -364,8 +370,14 @@ TEST(slow_consumer_overruns_resyncs_and_ends_with_the_right_state) {
   CHECK_OK(spy_consumer_create(&c, &cd));
   const spy_state *s = spy_consumer_state(c);
   CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED && s->samples > 0));
-  usleep(600000); /* fall far behind: the ring laps us */
-  spy_consumer_poll(c, 50);
+  /* Fall far behind until the ring laps us: how long that takes depends
+   * on how much a loaded machine runs the provider, so sleep and look
+   * again, with a deadline. */
+  double end = tu_now_s() + 30;
+  do {
+    usleep(600000);
+    spy_consumer_poll(c, 50);
+  } while (!(s->frames_lost > 0 && s->resyncs > 0) && tu_now_s() < end);
   CHECK(s->frames_lost > 0);
   CHECK(s->resyncs > 0);
   CHECK(write(ctl, "F", 1) == 1); /* provider: settle on the final state */
@@ -398,13 +410,38 @@ TEST(idle_provider_pings_so_the_consumer_stays_connected) {
   CHECK_OK(spy_consumer_create(&c, &cd));
   const spy_state *s = spy_consumer_state(c);
   CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED));
-  uint64_t subs = s->subscribes;
-  double end = tu_now_s() + 1.2; /* four liveness intervals */
-  while (tu_now_s() < end)
+  /* At least four liveness intervals, and until five pings came. The
+   * consumer re-subscribes when it heard nothing for a liveness interval:
+   * while pings come that must not happen, but a loaded machine that runs
+   * neither the provider's service nor this thread for that long makes a
+   * real silence. So a re-subscribe counts against the pings only when
+   * the silence before it, as measured here on the consumer's clock, was
+   * shorter than the liveness interval. Pings are the frames received in
+   * polls that began and ended connected with no subscribe sent. */
+  uint64_t pings = 0, unexplained = 0, lapses = 0;
+  double start = tu_now_s(), end = start + 20;
+  while (tu_now_s() < end &&
+         (tu_now_s() - start < 4 * cd.liveness_ms / 1000.0 || pings < 5)) {
+    uint64_t subs = s->subscribes, frames = s->frames_received;
+    uint64_t last = s->last_msg_ms;
+    int was = s->conn;
     spy_consumer_poll(c, 50);
-  CHECK_EQ(s->conn, SPY_CONN_CONNECTED);
-  CHECK_EQ(s->subscribes, subs);  /* never had to re-subscribe */
-  CHECK(s->frames_received >= 5); /* pings */
+    uint64_t now = (uint64_t)(tu_now_s() * 1000.0); /* CLOCK_MONOTONIC */
+    if (s->subscribes != subs) {
+      if (was == SPY_CONN_CONNECTED && now - last < cd.liveness_ms)
+        unexplained++;
+      else
+        lapses++;
+    } else if (was == SPY_CONN_CONNECTED && s->conn == SPY_CONN_CONNECTED) {
+      pings += s->frames_received - frames;
+    }
+  }
+  if (lapses)
+    fprintf(stderr, "  %llu re-subscribes after a real silence\n",
+            (unsigned long long)lapses);
+  CHECK_EQ(unexplained, 0); /* never re-subscribed while pings came */
+  CHECK(pings >= 5);
+  CHECK(POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED));
   spy_consumer_destroy(c);
   spy_provider_destroy(p);
 }

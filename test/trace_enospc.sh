@@ -97,31 +97,63 @@ done
 
 # The disk fills mid-build and space comes back before the end: the
 # batches after it are stored again, with the payloads the failed ones
-# took with them, and the counts still agree.
-for writer in sqlite jsonl; do
-  mkdir -p "$work/back-$writer"
+# took with them, and the counts still agree. The build races the disk
+# filling: one that ends before it fills proves nothing, so it is run
+# again with slower hooks. Waits have deadlines in seconds (generous: a
+# loaded machine or a sanitizer build is slow), not in loop counts.
+# back_once writer delay_us: sets back to ok (ENOSPC came mid-build and
+# the store agrees) or early (the build ended before the disk filled).
+back_once() {
+  local delay=$2 deadline
+  writer=$1
+  rm -rf "$work/back-$writer"
+  mkdir -p "$mnt" "$work/back-$writer"
   mount -t tmpfs -o size=32m,mode=0700 tmpfs "$mnt"
   ln -s "$mnt" "$work/back-$writer/.spyglass"
   "$tool" demo build "$work/src" --trace "$writer" --out "$work/back-$writer" \
-    --hook-delay-us 400 >"$work/b.txt" 2>"$work/e.txt" &
+    --hook-delay-us "$delay" >"$work/b.txt" 2>"$work/e.txt" &
   pid=$!
-  for _ in $(seq 500); do
-    [ -n "$(ls "$mnt"/*/* 2>/dev/null)" ] && break
+  deadline=$((SECONDS + 120))
+  # the trace store has its first file: fill the disk under it
+  while [ -z "$(ls "$mnt"/*/* 2>/dev/null)" ] && kill -0 "$pid" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" || true
+      cat "$work/e.txt"
+      fail "$writer: no trace file in $mnt after 120 s of the build"
+    fi
     sleep 0.02
   done
   dd if=/dev/zero of="$mnt/fill" bs=4k >/dev/null 2>&1 || true
-  for _ in $(seq 1000); do
-    grep -q ENOSPC "$work/e.txt" && break
-    kill -0 "$pid" 2>/dev/null || break
+  while ! grep -q ENOSPC "$work/e.txt" && kill -0 "$pid" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" || true
+      cat "$work/e.txt"
+      fail "$writer: the disk is full and the build ran 120 s without reporting ENOSPC"
+    fi
     sleep 0.02
   done
-  grep -q ENOSPC "$work/e.txt" || { kill "$pid"; fail "$writer: the disk never filled"; }
   rm -f "$mnt/fill"
   rc=0
   wait "$pid" || rc=$?
-  kill -0 "$pid" 2>/dev/null && fail "still running"
+  if ! grep -q ENOSPC "$work/e.txt"; then
+    echo "$writer: the build (exit $rc, hooks delayed $delay us) ended before the disk filled"
+    umount "$mnt"
+    back=early
+    return 0
+  fi
   check_store
   [ "$stored" -gt 4096 ] || { cat "$work/e.txt"; fail "$writer: nothing stored after space came back"; }
   umount "$mnt"
+  back=ok
+}
+
+for writer in sqlite jsonl; do
+  for delay in 400 1600 6400; do
+    back_once "$writer" "$delay"
+    [ "$back" = early ] || break
+  done
+  [ "$back" = ok ] || fail "$writer: every build ended before the disk filled (hooks delayed up to 6400 us)"
 done
 echo "trace_enospc: OK"

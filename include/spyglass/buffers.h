@@ -86,8 +86,9 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
 /* Hands this frame's pixels of a buffer to whoever asked for them. rows
  * are `stride` bytes apart (>= width * bytes per pixel). The pixels are
  * read during the call only. Returns 1 (captured), 0 (nothing to do: not
- * watched, not wanted, or not due), SPY_EPOOLEMPTY (dropped and counted),
- * or SPY_EINVAL. */
+ * watched, not wanted, not due, or waiting while a buffer the empty pool
+ * turned away captures first), SPY_EPOOLEMPTY (dropped and counted), or
+ * SPY_EINVAL. */
 static inline int spy_buffer_submit(spy_provider *p, int handle,
                                     const void *pixels, size_t stride) {
   if (!spy__watched(p))

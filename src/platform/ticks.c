@@ -35,15 +35,34 @@ static int tsc_invariant(void) {
 }
 #endif
 
+#if defined(__x86_64__) || defined(__i386__)
+/* One CLOCK_MONOTONIC reading and the counter at the same moment: the
+ * counter read on both sides of the clock, the tightest of a few tries
+ * (a thread preempted between the two reads of a pair, as on a loaded
+ * machine, would otherwise skew the rate by the whole preemption). */
+static void pair_now(uint64_t *ns, uint64_t *tick) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 8; i++) {
+    uint64_t a = rdtsc(), n = spy__mono_ns(), b = rdtsc();
+    if (b >= a && b - a < best) {
+      best = b - a;
+      *ns = n;
+      *tick = a + (b - a) / 2;
+    }
+  }
+}
+#endif
+
 static void calibrate(void) {
 #if defined(__x86_64__) || defined(__i386__)
   if (!tsc_invariant())
     return;
-  uint64_t n0 = spy__mono_ns(), c0 = rdtsc();
+  uint64_t n0 = spy__mono_ns(), c0 = rdtsc(), n1 = n0, c1 = c0;
+  pair_now(&n0, &c0);
   while (spy__mono_ns() - n0 < 5000000) {
   }
-  uint64_t n1 = spy__mono_ns(), c1 = rdtsc();
-  if (c1 <= c0)
+  pair_now(&n1, &c1);
+  if (c1 <= c0 || n1 <= n0)
     return;
   ns_per_tick = (double)(n1 - n0) / (double)(c1 - c0);
   spy__use_tsc = 1;

@@ -50,6 +50,7 @@ typedef struct buf_entry {
   uint64_t last_frame, captured, dropped;
   uint32_t last_want;
   uint32_t version, sent_version;
+  int owed; /* its last due capture found the pool empty */
 } buf_entry;
 
 struct spy__buffers {
@@ -61,6 +62,8 @@ struct spy__buffers {
   size_t declared_bytes;         /* largest declared image (under mu) */
   size_t faulted_bytes;          /* pages touched per pooled buffer (service) */
   _Atomic uint32_t wanted;       /* buffers with want != 0 */
+  uint32_t owed_n;               /* entries owed a capture (frame thread) */
+  uint64_t owed_seen;            /* frame an owed entry last tried in */
   _Atomic uint64_t st_submits, st_captured, st_dropped, st_bytes;
 };
 
@@ -211,6 +214,14 @@ static uint32_t max_frame(const spy_provider *p) {
   return m < (1u << 20) ? m : (1u << 20);
 }
 
+/* The entry is no longer owed a capture (it captured, or is not wanted). */
+static void settle(struct spy__buffers *b, buf_entry *e) {
+  if (e->owed) {
+    e->owed = 0;
+    b->owed_n--;
+  }
+}
+
 int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
                        size_t stride) {
   struct spy__buffers *b = get(p);
@@ -228,21 +239,53 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
     e->last_want = want;
     e->version++; /* the mode served changed */
   }
-  if (!want)
+  if (!want) {
+    settle(b, e);
     return 0;
+  }
+  /* Fairness. Every buffer declared at one rate falls due at the same
+   * time, and the application submits them in one order: with more due
+   * than the pool holds, the first ones would take every buffer the
+   * worker returns and the last ones would never capture. So a buffer
+   * whose due capture found the pool empty is owed: it tries again on
+   * each submit until it captures, and while an owed buffer is still
+   * being submitted (it tried this frame or the last) the others give
+   * back the pool buffer they got and stay due. */
   uint64_t now = spy__ticks();
-  if (now < e->next_capture)
+  int due = now >= e->next_capture;
+  if (!due && !e->owed)
     return 0;
-  e->next_capture = now + e->interval_ticks;
   if (!atomic_load_explicit(&b->large_ready, memory_order_acquire)) {
+    e->next_capture = now + e->interval_ticks;
     e->dropped++;
     e->version++;
     BUMP(b->st_dropped, 1);
     return SPY_EPOOLEMPTY;
   }
   spy_buffer *px = spy_transport_acquire(p->tr, SPY_TIER_LARGE);
+  if (!px) {
+    if (!e->owed) {
+      e->owed = 1;
+      b->owed_n++;
+    }
+    b->owed_seen = p->frame_no;
+    if (!due) /* an early retry: not a capture the rate asked for */
+      return 0;
+    e->next_capture = now + e->interval_ticks;
+    e->dropped++;
+    e->version++;
+    BUMP(b->st_dropped, 1);
+    return SPY_EPOOLEMPTY;
+  }
+  if (!e->owed && b->owed_n && b->owed_seen + 2 > p->frame_no) {
+    p->tr->ops->release_unused(p->tr, px); /* theirs first */
+    return 0;
+  }
+  if (due)
+    e->next_capture = now + e->interval_ticks;
+  settle(b, e);
   int rc = SPY_EPOOLEMPTY;
-  if (px && p->tr->ops->convert) {
+  if (p->tr->ops->convert) {
     const uint8_t *s = pixels;
     if (stride == row) {
       memcpy(px->data, s, row * e->h);
@@ -265,7 +308,7 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
     rc = p->tr->ops->convert(p->tr, &req, px);
     if (rc == 0)
       BUMP(b->st_bytes, row * e->h);
-  } else if (px) {
+  } else {
     p->tr->ops->release_unused(p->tr, px);
   }
   e->version++;
