@@ -10,42 +10,16 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
+import { procs, start, step, stop, t0, until as untilWithin } from './web_harness.mjs';
 
 const require = createRequire(import.meta.url);
 const { chromium } = require(process.env.SPY_PW);
 const TOOL = process.env.SPY_TOOL, HELPER = process.env.SPY_HELPER;
 const OUT = process.env.SPY_OUT;
-const t0 = Date.now();
-const procs = new Set();
 const work = mkdtempSync(join(tmpdir(), 'spy-web-'));
 
-function step(what) { console.log(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${what}`); }
 
-function start(cmd, args, name) {
-  const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  p.out = '';
-  p.stdout.on('data', (d) => { p.out += d; });
-  p.stderr.on('data', (d) => { p.out += d; });
-  p.name = name;
-  procs.add(p);
-  p.on('exit', () => procs.delete(p));
-  return p;
-}
-async function stop(p, sig = 'SIGTERM') {
-  if (p.exitCode !== null || p.signalCode !== null) return;
-  const done = new Promise((r) => p.once('exit', r));
-  p.kill(sig);
-  await done;
-}
-async function until(what, fn, ms = 15000) {
-  const end = Date.now() + ms;
-  let last;
-  for (;;) {
-    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (last: ${last})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = (what, fn, ms = 15000) => untilWithin(what, fn, ms);
 
 let browser, serve;
 async function main() {
