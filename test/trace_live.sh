@@ -29,6 +29,13 @@ gen_tree "$work/src" 6 20
 "$tool" demo build "$work/src" --trace jsonl --out "$work/out" --name "$name" \
   --hook-delay-us 3000 --wait-subscriber 30 >"$work/build.txt" 2>&1 &
 build=$!
+# the watcher starts once the build's provider is listed (before, the bus
+# may not exist yet in this private runtime dir: top refuses ENOENT)
+deadline=$((SECONDS + 60))
+until { "$tool" ls --json 2>/dev/null || true; } | grep -q "$name"; do
+  [ $SECONDS -lt $deadline ] || fail "the build's provider never appeared"
+  sleep 0.1
+done
 "$tool" top "$name" --json --interval 100 --wait 30000 >"$work/top.jsonl" 2>"$work/top.err" &
 watcher=$!
 
