@@ -75,11 +75,13 @@ typedef struct bsub {
  * consumer on the local bus, is using (it would unsubscribe, keep alive
  * or re-subscribe someone else's consumer). An id is taken by the first
  * message naming it and kept while its owner names it; one not named for
- * ID_IDLE_NS (an honest consumer acks every second) is free again, so a
- * consumer whose link came back on a new connection gets its id back. */
+ * ID_IDLE_NS is free again: an honest consumer acks every second, and a
+ * provider drops a consumer it has not heard from for its ack grace (3 s
+ * by default) anyway. So a consumer whose link came back on a new
+ * connection (the old one not yet seen closed) gets its id back soon. */
 #define IDS_MAX 256      /* consumer ids tracked per data channel */
 #define IDS_PER_CLIENT 8 /* ids one client may use on one channel */
-#define ID_IDLE_NS 10000000000ull
+#define ID_IDLE_NS 3000000000ull
 typedef struct owned_id {
   uint64_t id;
   struct conn *c; /* NULL: a consumer on the local bus */
