@@ -111,8 +111,13 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
       memcpy(out + o, p + i, 16); /* only the first k count */
       i += k;
       o += k;
-      if (k < 16)
+      if (k == 16)
+        continue;
+      if (p[i] != '\n' || cap - o < 2)
         goto special;
+      out[o++] = '\\'; /* the commonest escape in source text, in line */
+      out[o++] = 'n';
+      i++;
     }
 #endif
     while (n - i >= 8 && cap - o >= 8) {
