@@ -9,6 +9,8 @@
  *                numeric registry values also counter rows ("typed series")
  *   HEALTH    -> counter rows on health.* tracks
  *   MSGPROF   -> msgprof rows (when the summary changed)
+ *   buffer:chunk, buffer:raw frames (with desc.buffers) -> IVF / PNG files
+ *                and chunk rows (rec_buffers.c)
  *   ZONES     -> slice rows, read back from the consumer state's spans as
  *                they close (ids given in begin order, so a parent's id is
  *                known before its children end); zone_loc rows
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "record/rec.h"
+#include "record/rec_buffers.h"
 #include "record/rec_trace.h"
 #include "spyglass/bus.h"
 #include "spyglass/consumer.h"
@@ -37,6 +40,10 @@
 /* The longest zones wait for the clock sync (a sync takes at most twice
  * the consumer's clock_timeout_ms, 1 s by default) */
 #define CLOCK_WAIT_NS 5000000000LL
+/* What a recording subscribes to when the desc says nothing */
+#define SPY_REC_DEFAULT_FEATURES                                               \
+  (SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY | SPY_FEAT_HEALTH |       \
+   SPY_FEAT_MSGPROF | SPY_FEAT_ZONES | SPY_FEAT_TRACE)
 
 static int64_t thread_cpu_ns(void) {
   struct timespec ts;
@@ -110,6 +117,8 @@ typedef struct source {
   _Atomic int64_t cpu_ns;    /* this receiving thread's CPU so far */
   rec_row stage[STAGE_ROWS]; /* rows not in the shared queue yet */
   uint32_t nstage;
+  rec_bufs *bufs;      /* buffers recorded (NULL: none asked for) */
+  uint32_t bufs_known; /* --buffers all: metadata entries asked for */
 } source;
 
 struct spy_recorder {
@@ -140,6 +149,8 @@ struct spy_recorder {
   spy_channel *disc;
   uint8_t *disc_buf;
   uint64_t next_query_ns;
+  rec_bufs_cfg bcfg; /* buffers asked for (has_bufs) */
+  int has_bufs;
 };
 
 /* ---- rows --------------------------------------------------------------- */
@@ -413,6 +424,7 @@ static void end_source(source *s, int64_t now) {
   cint(&r, now);
   cint(&r, s->upid);
   push(s, &r);
+  spy__rec_bufs_end(s->bufs); /* IVF frame counts; a new provider, new files */
   flush_stage(s);
   s->live = 0;
 }
@@ -823,6 +835,30 @@ static void on_msgprof(source *s, const spy_state *st, int64_t now) {
 
 static void push_row(void *src, rec_row *r) { push(src, r); }
 
+/* A buffer:chunk / buffer:raw frame: its bytes to a file, a chunk row. */
+static void on_pixels(void *user, const spy_frame *f, const spy_state *st) {
+  source *s = user;
+  int64_t now = mono_ns();
+  if (!s->live || st->provider.id != s->provider_id)
+    begin_provider(s, st, now);
+  s->r->bytes += f->len;
+  spy__rec_bufs_frame(s->bufs, f, st, s->upid, now, push_row, s);
+  flush_stage(s);
+}
+
+/* --buffers all: ask for every buffer the provider's metadata names (a
+ * new subscription when their number changed). */
+static void want_all_buffers(source *s, const spy_state *st) {
+  if (!s->r->bcfg.all || st->conn != SPY_CONN_CONNECTED ||
+      st->buffers.n == s->bufs_known)
+    return;
+  spy_buffer_request *req;
+  int n = spy__rec_bufs_wanted(&s->r->bcfg, st, &req);
+  if (n >= 0 && spy_consumer_set_buffers(s->c, req, (uint32_t)n) == 0)
+    s->bufs_known = st->buffers.n;
+  free(req);
+}
+
 static void on_data(void *user, const spy_frame *f, const spy_state *st) {
   source *s = user;
   int64_t now = mono_ns();
@@ -890,6 +926,7 @@ static void *source_main(void *arg) {
     s->cpu_ns = thread_cpu_ns();
     const spy_state *st = spy_consumer_state(s->c);
     s->connected = st->conn == SPY_CONN_CONNECTED;
+    want_all_buffers(s, st);
     if (rc < 0)
       usleep(50000); /* a channel error: do not spin */
     if (rc < 0 || (s->live && (st->conn == SPY_CONN_LOST ||
@@ -931,13 +968,25 @@ int spy_recorder_add(spy_recorder *r, const char *want) {
   cd.recv_bytes = SPY_FRAME_MAX;
   cd.on_data = on_data;
   cd.on_data_user = s;
+  if (r->has_bufs) {
+    s->bufs = spy__rec_bufs_new(&r->bcfg);
+    if (!s->bufs) {
+      free(s);
+      return SPY_ENOMEM;
+    }
+    cd.on_pixels = on_pixels;
+    cd.buffers = r->bcfg.req; /* all: none until the metadata names them */
+    cd.n_buffers = r->bcfg.n_req;
+  }
   int rc = spy_consumer_create(&s->c, &cd);
   if (rc < 0) {
+    spy__rec_bufs_free(s->bufs);
     free(s);
     return rc;
   }
   if (pthread_create(&s->thread, NULL, source_main, s) != 0) {
     spy_consumer_destroy(s->c);
+    spy__rec_bufs_free(s->bufs);
     free(s);
     return SPY_ENOMEM;
   }
@@ -954,6 +1003,7 @@ static void source_free(source *s) {
   spy_consumer_destroy(s->c);
   reset_provider(s);
   free(s->tracks);
+  spy__rec_bufs_free(s->bufs);
   free(s);
 }
 
@@ -1024,19 +1074,25 @@ int spy_recorder_step(spy_recorder *r, int wait_ms) {
 /* ---- create / destroy ---------------------------------------------------- */
 int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
   *out = NULL;
-  if (!d || !d->db || !*d->db || (d->all && d->connect))
+  if (!d || !d->db || !*d->db)
     return SPY_EINVAL;
+  int pg = d->pg || strncmp(d->db, "postgres://", 11) == 0 ||
+           strncmp(d->db, "postgresql://", 13) == 0;
+  /* the buffers asked for, checked before a file is made */
+  rec_bufs_cfg bc;
+  int brc = spy__rec_bufs_cfg(&bc, d, pg ? NULL : d->db, 0);
+  if (brc < 0)
+    return brc;
+  spy__rec_bufs_cfg_free(&bc);
   spy_recorder *r = calloc(1, sizeof *r);
   if (!r)
     return SPY_ENOMEM;
   r->d = *d;
   if (!r->d.features)
-    r->d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
-                    SPY_FEAT_HEALTH | SPY_FEAT_MSGPROF | SPY_FEAT_ZONES |
-                    SPY_FEAT_TRACE;
+    r->d.features = SPY_REC_DEFAULT_FEATURES;
+  if (brc == 0) /* images asked for: their feature too */
+    r->d.features |= SPY_FEAT_BUFFERS;
   r->cap = d->queue_rows ? d->queue_rows : 131072;
-  int pg = d->pg || strncmp(d->db, "postgres://", 11) == 0 ||
-           strncmp(d->db, "postgresql://", 13) == 0;
   r->ops = pg ? &spy__rec_pg : &spy__rec_sqlite;
   r->next_id = 1;
   r->q = malloc((size_t)r->cap * sizeof *r->q);
@@ -1052,6 +1108,17 @@ int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
     free(r->q);
     free(r);
     return pg ? SPY_EIO : (access(d->db, F_OK) == 0 ? SPY_EEXIST : SPY_EIO);
+  }
+  /* (again with the recording id: PostgreSQL's default directory) */
+  if (brc == 0) {
+    brc = spy__rec_bufs_cfg(&r->bcfg, d, pg ? NULL : d->db, r->rec_id);
+    if (brc < 0) {
+      r->ops->close(r->db, 0);
+      free(r->q);
+      free(r);
+      return brc;
+    }
+    r->has_bufs = 1;
   }
   if (pthread_create(&r->writer, NULL, writer_main, r) != 0) {
     r->ops->close(r->db, 0);
@@ -1081,6 +1148,13 @@ void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *o) {
     cpu += r->src[i]->cpu_ns;
   }
   o->cpu_s = (double)cpu / 1e9;
+  for (uint32_t i = 0; i < r->nsrc; i++) {
+    uint64_t c, b, l;
+    spy__rec_bufs_counts(r->src[i]->bufs, &c, &b, &l);
+    o->chunks += c;
+    o->chunk_bytes += b;
+    o->chunks_lost += l;
+  }
   o->recording_id = r->rec_id;
   o->error = r->error;
 }
@@ -1106,6 +1180,7 @@ int spy_recorder_destroy(spy_recorder *r) {
   if (r->disc)
     spy_channel_close(r->disc);
   free(r->disc_buf);
+  spy__rec_bufs_cfg_free(&r->bcfg);
   free(r->q);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
