@@ -157,6 +157,14 @@ EOF
   wait $demo 2>/dev/null # (the next cases record every provider)
 }
 
+process_frames_over() { # DB NAME N: more than N frames of process NAME
+  local n
+  [ -f "$1" ] || return 1
+  n=$(sqlite3 -readonly "$1" "SELECT count(*) FROM frame f JOIN process p ON
+      p.upid = f.upid WHERE p.name = '$2'" 2>/dev/null)
+  [ "${n:-0}" -gt "$3" ]
+}
+
 frames_over() { # DB N: more than N frames committed
   local n
   [ -f "$1" ] || return 1 # (the sqlite3 shell would create it)
@@ -420,7 +428,7 @@ case_remote() {
   "$SPY" serve --listen "127.0.0.1:$port" >"$WORK/serve.log" 2>&1 &
   local srv=$!
   PIDS+=($srv)
-  "$PROV" rec-remote 6 100 300 100 0 >/dev/null &
+  "$PROV" rec-remote 60 100 300 100 0 >/dev/null &
   local p=$!
   PIDS+=($p)
   wait_until 60 provider_up rec-remote || fail "rec-remote did not announce"
@@ -432,11 +440,36 @@ case_remote() {
   [ "$(q "$WORK/remote.db" "SELECT count(*) FROM slice")" -gt 50 ] || fail "remote: no slices"
   check_contiguous "$WORK/remote.db"
   check_nesting "$WORK/remote.db"
-  "$SPY" record --all --connect "127.0.0.1:$port" -o "$WORK/x.db" 2>/dev/null
-  [ $? = 2 ] || fail "--all with --connect: exit 2 wanted"
-  kill $srv $p 2>/dev/null
-  wait $srv $p 2>/dev/null
   echo "  $(q "$WORK/remote.db" "SELECT count(*) FROM frame") frames over the link"
+  # --all through the bridge: the provider there, and one that starts
+  # after the recorder did
+  SPYGLASS_DIR=$WORK/elsewhere "$SPY" record --all --connect "127.0.0.1:$port" \
+    -o "$WORK/remote-all.db" 2>"$WORK/remote-all.log" &
+  local rec=$!
+  PIDS+=($rec)
+  wait_until 60 frames_over "$WORK/remote-all.db" 20 || fail "record --all --connect: no frames"
+  "$PROV" rec-remote2 60 100 300 100 0 >/dev/null &
+  local p2=$!
+  PIDS+=($p2)
+  wait_until 60 process_frames_over "$WORK/remote-all.db" rec-remote2 50 ||
+    fail "record --all --connect: the provider that came later was not recorded"
+  kill -INT $rec
+  wait $rec || { cat "$WORK/remote-all.log"; fail "record --all --connect exited $?"; }
+  [ "$(q "$WORK/remote-all.db" "SELECT group_concat(name, ',') FROM (SELECT name FROM process ORDER BY name)")" = \
+    "rec-remote,rec-remote2" ] || fail "remote --all: processes $(q "$WORK/remote-all.db" "SELECT name FROM process")"
+  local u
+  for u in rec-remote rec-remote2; do
+    [ "$(q "$WORK/remote-all.db" "SELECT count(*) FROM slice s JOIN track t ON t.id = s.track_id
+        JOIN process p ON p.upid = t.upid WHERE p.name = '$u'")" -gt 20 ] || fail "remote --all: $u has no slices"
+  done
+  check_contiguous "$WORK/remote-all.db"
+  check_nesting "$WORK/remote-all.db"
+  # a bridge that is not there: exit 1 naming it
+  SPYGLASS_DIR=$WORK/elsewhere "$SPY" record --all --connect "127.0.0.1:1" -o "$WORK/x.db" -s 1 2>"$WORK/x.log"
+  [ $? = 1 ] && grep -q "127.0.0.1:1" "$WORK/x.log" || fail "--all --connect to nothing: exit 1 naming it"
+  kill $srv $p $p2 2>/dev/null
+  wait $srv $p $p2 2>/dev/null
+  echo "  --all over the link: $(q "$WORK/remote-all.db" "SELECT group_concat(name || ' ' || (SELECT count(*) FROM frame f WHERE f.upid = p.upid) || ' frames', ', ') FROM process p")"
 }
 
 # check_chunks ROWS BASE: the chunk rows (tab-separated: buffer, frame,

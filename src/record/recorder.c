@@ -149,7 +149,13 @@ struct spy_recorder {
   spy_channel *disc;
   uint8_t *disc_buf;
   uint64_t next_query_ns;
-  rec_bufs_cfg bcfg; /* buffers asked for (has_bufs) */
+  /* --all with connect: the bridge's discovery channel goes through this
+   * link (each provider's consumer makes its own) */
+  const spy_channel_ops *remote;
+  void *link;
+  uint64_t next_link_ns; /* when to try the link again after a failure */
+  int link_error;        /* the last failure reported (not repeated) */
+  rec_bufs_cfg bcfg;     /* buffers asked for (has_bufs) */
   int has_bufs;
 };
 
@@ -1031,19 +1037,65 @@ static int post_query(spy_recorder *r) {
   return spy_channel_post(r->disc, buf, (size_t)rc);
 }
 
+/* Ends the discovery channel (and the link under it: --all --connect). */
+static void close_discovery(spy_recorder *r) {
+  if (r->disc)
+    spy_channel_close(r->disc);
+  r->disc = NULL;
+  if (r->link)
+    r->remote->link_close(r->link);
+  r->link = NULL;
+}
+
+/* The discovery channel: this host's bus, or the bridge's (connect)
+ * through a link of its own. A bridge that cannot be reached is tried
+ * again every 2 s (the sources already recorded reconnect by themselves);
+ * its error is returned once. */
+static int open_discovery(spy_recorder *r) {
+  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .dir = r->d.dir};
+  if (r->d.connect) {
+    int64_t now = mono_ns();
+    if (now < (int64_t)r->next_link_ns)
+      return 0;
+    r->next_link_ns = (uint64_t)now + 2000000000ull;
+    r->remote = r->d.remote ? r->d.remote : spy_channel_remote();
+    if (!r->remote || !r->remote->link_open)
+      return SPY_ENOTSUP;
+    int rc = r->remote->link_open(&r->link, r->d.connect, r->d.token);
+    if (rc < 0) {
+      r->link = NULL;
+      int first = rc != r->link_error;
+      r->link_error = rc;
+      return first ? rc : 0;
+    }
+    cd.ops = r->remote;
+    cd.ops_arg = r->link;
+    cd.ring_bytes = 64u << 10; /* queries only */
+  }
+  int rc = spy_channel_open(&r->disc, &cd);
+  if (rc < 0) {
+    r->disc = NULL;
+    close_discovery(r);
+    return rc;
+  }
+  r->link_error = 0;
+  r->next_query_ns = 0; /* ask at once */
+  return 0;
+}
+
 int spy_recorder_step(spy_recorder *r, int wait_ms) {
   if (!r->d.all) {
     usleep((useconds_t)wait_ms * 1000u);
     return 0;
   }
+  if (!r->disc_buf && !(r->disc_buf = malloc(4096)))
+    return SPY_ENOMEM;
   if (!r->disc) {
-    spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .dir = r->d.dir};
-    int rc = spy_channel_open(&r->disc, &cd);
-    if (rc < 0)
+    int rc = open_discovery(r);
+    if (!r->disc) {
+      usleep((useconds_t)wait_ms * 1000u);
       return rc;
-    r->disc_buf = malloc(4096);
-    if (!r->disc_buf)
-      return SPY_ENOMEM;
+    }
   }
   int64_t now = mono_ns();
   if (now >= (int64_t)r->next_query_ns) {
@@ -1067,6 +1119,10 @@ int spy_recorder_step(spy_recorder *r, int wait_ms) {
       spy_recorder_add(r, idhex);
     }
     n = spy_channel_recv(r->disc, r->disc_buf, 4096, 0, &info);
+  }
+  if (n < 0 && n != SPY_ETIMEDOUT && n != SPY_EAGAIN && r->d.connect) {
+    close_discovery(r); /* the link broke: made again at the next step */
+    return n;
   }
   return 0;
 }
@@ -1177,8 +1233,7 @@ int spy_recorder_destroy(spy_recorder *r) {
     rc = crc;
   for (uint32_t i = 0; i < r->n; i++)
     row_free(&r->q[(r->head + i) % r->cap]);
-  if (r->disc)
-    spy_channel_close(r->disc);
+  close_discovery(r);
   free(r->disc_buf);
   spy__rec_bufs_cfg_free(&r->bcfg);
   free(r->q);

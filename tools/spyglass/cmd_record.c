@@ -232,10 +232,21 @@ int cmd_record(int argc, char **argv) {
             spy_strerror(rc));
     return EXIT_FAIL;
   }
+  /* --all --connect: the bridge must answer at the start (as with one
+   * provider); later it is tried again while it is away */
+  if (all && rem.connect && (rc = spy_recorder_step(r, 0)) < 0) {
+    spy_recorder_destroy(r);
+    return remote_fail("record", &rem, rc);
+  }
   int tty = isatty(STDERR_FILENO);
   double start = now_s(), next_line = start;
   while (!stop_requested && (seconds <= 0 || now_s() - start < seconds)) {
-    spy_recorder_step(r, 100);
+    rc = spy_recorder_step(r, 100);
+    if (rc < 0 && rem.connect)
+      fprintf(stderr,
+              "%sspyglass record: the bridge %s: %s (trying again every "
+              "2 s)\n",
+              tty ? "\n" : "", rem.connect, spy_strerror(rc));
     if (tty && now_s() >= next_line) {
       spy_recorder_stats st;
       spy_recorder_get_stats(r, &st);
