@@ -241,6 +241,12 @@ case_all() {
     [ "$(q "$WORK/all.db" "SELECT count(*) FROM slice s JOIN track t ON t.id = s.track_id JOIN process p ON p.upid = t.upid WHERE p.name = '$u'")" -gt 50 ] ||
       fail "$u has no slices"
   done
+  # frame times on one time base: rec-b's frames from before its clock
+  # sync finished are not 250 ms ahead of the ones after it
+  local back
+  back=$(q "$WORK/all.db" "SELECT count(*) FROM (SELECT ts - lag(ts) OVER (PARTITION BY
+      upid ORDER BY frame) AS d FROM frame) WHERE d < 0")
+  [ "$back" = 0 ] || fail "$back frame times go back (two time bases)"
   # rec-b answers clock syncs 250 ms ahead (its test hook)
   local off
   off=$(q "$WORK/all.db" "SELECT clock_offset_ns FROM process WHERE name = 'rec-b'")

@@ -27,6 +27,7 @@
 
 #include "record/rec.h"
 #include "record/rec_buffers.h"
+#include "record/rec_frames.h"
 #include "record/rec_trace.h"
 #include "spyglass/bus.h"
 #include "spyglass/consumer.h"
@@ -118,6 +119,7 @@ typedef struct source {
   rec_row stage[STAGE_ROWS]; /* rows not in the shared queue yet */
   uint32_t nstage;
   rec_bufs *bufs;      /* buffers recorded (NULL: none asked for) */
+  rec_frames *held;    /* frame rows waiting for their time (rec_frames.c) */
   uint32_t bufs_known; /* --buffers all: metadata entries asked for */
 } source;
 
@@ -380,6 +382,8 @@ static void arg_row(source *s, int64_t set, const char *key, int64_t i,
 
 static void slice_row(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
                       int64_t parent, int64_t off);
+static void drain_frames(source *s, const spy_state *st, int64_t now,
+                         int final);
 
 /* Zones still open when a provider's recording ends are written as cut
  * at the newest time seen (their children point at them). */
@@ -416,6 +420,7 @@ static void end_source(source *s, int64_t now) {
   if (!s->live)
     return;
   close_open(s, spy_consumer_state(s->c));
+  drain_frames(s, spy_consumer_state(s->c), now, 1);
   rec_row r;
   for (uint32_t i = 0; i < s->nthr; i++) {
     if (s->thr[i].ended)
@@ -574,19 +579,17 @@ static const char *const health_names[SPY_HEALTH_FIELD_COUNT] = {
     "health.pool_small_free", "health.pool_medium_free",
     "health.pool_large_free"};
 
-/* The time of frame `frame`: its zone frame marker if the state has it,
- * else back from now by the frames after it at their fps. */
-static int64_t frame_ts(const spy_state *st, uint64_t frame, int64_t est) {
-  for (uint32_t age = 0; age < st->zones.n_frames; age++) {
-    uint64_t f, start, end;
-    if (!spy_state_zone_frame(st, age, &f, &start, &end))
-      break;
-    if (f == frame)
-      return spy_state_zone_local_ns(st, start);
-    if (f < frame)
-      break;
-  }
-  return est;
+static void push_row(void *src, rec_row *r);
+static int clock_settled(const source *s, const spy_state *st, int64_t now);
+
+/* Frame rows wait for their zone frame marker and the clock sync
+ * (rec_frames.c); those whose time is known now are written. */
+static void drain_frames(source *s, const spy_state *st, int64_t now,
+                         int final) {
+  if (s->held)
+    spy__rec_frames_drain(s->held, st, (s->r->d.features & SPY_FEAT_ZONES) != 0,
+                          clock_settled(s, st, now), final, now, s->upid,
+                          push_row, s);
 }
 
 static void on_stats(source *s, const spy_section *sec, const spy_state *st,
@@ -617,29 +620,30 @@ static void on_stats(source *s, const spy_section *sec, const spy_state *st,
       snprintf(tn, sizeof tn, "counter%u", c);
     ctrack[c] = track_for(s, tn, "counter", "count");
   }
+  if (!s->held && !(s->held = spy__rec_frames_new()))
+    return;
+  rec_frame_sample fs;
   for (uint32_t i = 0; i < b.count; i++) {
     uint64_t fno = b.start_frame + i;
     if (s->have_frame && fno <= s->last_frame)
       continue; /* a resent sample */
-    int64_t t = frame_ts(st, fno, ts[i]);
-    rec_row r;
-    row_init(&r, S_FRAME);
-    cint(&r, s->upid);
-    cint(&r, (int64_t)fno);
-    cint(&r, t);
-    cdbl(&r, spy_stats_cpu_x100(&b, i) / 100.0);
+    fs.frame = fno;
+    fs.est = ts[i];
+    fs.seen = now;
+    fs.cpu_ms = spy_stats_cpu_x100(&b, i) / 100.0;
     uint16_t g = spy_stats_gpu_x100(&b, i);
-    if (g == SPY_GPU_NONE)
-      cnull(&r);
-    else
-      cdbl(&r, g / 100.0);
-    cdbl(&r, spy_stats_fps_x10(&b, i) / 10.0);
-    push(s, &r);
-    for (uint32_t c = 0; c < nc; c++)
-      counter_row(s, t, ctrack[c], spy_stats_counter(&b, c, i));
+    fs.gpu_ms = g == SPY_GPU_NONE ? NAN : g / 100.0;
+    fs.fps = spy_stats_fps_x10(&b, i) / 10.0;
+    fs.n_counters = nc;
+    for (uint32_t c = 0; c < nc; c++) {
+      fs.counter[c] = spy_stats_counter(&b, c, i);
+      fs.track[c] = ctrack[c];
+    }
+    spy__rec_frames_add(s->held, &fs, st, s->upid, push_row, s);
     s->last_frame = fno;
     s->have_frame = 1;
   }
+  drain_frames(s, st, now, 0);
 }
 
 static zthr *thread_for(source *s, const spy_zone_thread *t) {
@@ -917,6 +921,7 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
   if (spy_frame_find_section(f, SPY_SEC_ZONES, &sec) &&
       clock_settled(s, st, now))
     on_zones(s, st, now);
+  drain_frames(s, st, now, 0); /* markers, or the clock, may have come */
   if (spy_frame_find_section(f, SPY_SEC_MSGPROF, &sec))
     on_msgprof(s, st, now);
   if (spy_frame_find_section(f, SPY_SEC_BUILD, &sec))
@@ -1010,6 +1015,7 @@ static void source_free(source *s) {
   reset_provider(s);
   free(s->tracks);
   spy__rec_bufs_free(s->bufs);
+  spy__rec_frames_free(s->held);
   free(s);
 }
 
