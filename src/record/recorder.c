@@ -384,6 +384,7 @@ static void slice_row(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
                       int64_t parent, int64_t off);
 static void drain_frames(source *s, const spy_state *st, int64_t now,
                          int final);
+static void push_row(void *src, rec_row *r);
 
 /* Zones still open when a provider's recording ends are written as cut
  * at the newest time seen (their children point at them). */
@@ -421,6 +422,8 @@ static void end_source(source *s, int64_t now) {
     return;
   close_open(s, spy_consumer_state(s->c));
   drain_frames(s, spy_consumer_state(s->c), now, 1);
+  spy__rec_trace_end(spy_consumer_state(s->c), s->upid, &s->build_seen,
+                     push_row, s); /* a build still running: ended 0 */
   rec_row r;
   for (uint32_t i = 0; i < s->nthr; i++) {
     if (s->thr[i].ended)
@@ -579,7 +582,6 @@ static const char *const health_names[SPY_HEALTH_FIELD_COUNT] = {
     "health.pool_small_free", "health.pool_medium_free",
     "health.pool_large_free"};
 
-static void push_row(void *src, rec_row *r);
 static int clock_settled(const source *s, const spy_state *st, int64_t now);
 
 /* Frame rows wait for their zone frame marker and the clock sync
