@@ -165,6 +165,13 @@ process_frames_over() { # DB NAME N: more than N frames of process NAME
   [ "${n:-0}" -gt "$3" ]
 }
 
+chunks_over() { # DB N: more than N chunk rows committed
+  local n
+  [ -f "$1" ] || return 1
+  n=$(sqlite3 -readonly "$1" "SELECT count(*) FROM chunk" 2>/dev/null)
+  [ "${n:-0}" -gt "$2" ]
+}
+
 frames_over() { # DB N: more than N frames committed
   local n
   [ -f "$1" ] || return 1 # (the sqlite3 shell would create it)
@@ -575,6 +582,34 @@ case_buffers() {
       (SELECT min(frame) FROM frame) AND (SELECT max(frame) FROM frame)")" = 0 ] ||
     fail "chunks of frames outside the recording"
   check_chunks "$WORK/chunks.tsv" "$WORK"
+  # SIGKILL: the IVF file decodes to the count its header says, and every
+  # committed row points at a whole chunk in it
+  "$SPY" record rec-buf -o "$WORK/bufk.db" --buffers framebuffer 2>/dev/null &
+  local rec=$!
+  wait_until 60 chunks_over "$WORK/bufk.db" 2 || fail "no chunk rows committed"
+  kill -KILL $rec
+  wait $rec 2>/dev/null
+  q "$WORK/bufk.db" "SELECT file_offset, len FROM chunk" | tr '|' ' ' >"$WORK/bufk.rows"
+  local count
+  count=$(python3 - "$WORK/bufk.db.buffers/framebuffer-320x180.ivf" "$WORK/bufk.rows" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+count, = struct.unpack("<I", data[24:28])
+at, walked = 32, set()
+while at + 12 <= len(data):
+    size, = struct.unpack("<I", data[at:at + 4])
+    if at + 12 + size > len(data):
+        break
+    walked.add((at + 12, size))
+    at += 12 + size
+assert count == len(walked), (count, len(walked))
+rows = {tuple(map(int, l.split())) for l in open(sys.argv[2]) if l.strip()}
+assert rows and rows <= walked, (sorted(rows - walked)[:3])
+print(count)
+PY
+) || fail "after SIGKILL the IVF file and its rows disagree"
+  [ "$(vpxdec --summary -o /dev/null "$WORK/bufk.db.buffers/framebuffer-320x180.ivf" 2>&1 |
+    grep -o '^[0-9]* decoded')" = "$count decoded" ] || fail "vpxdec after SIGKILL"
   # every buffer the demo declares (learnt from its metadata), as PNG
   # thumbnails
   "$SPY" record rec-buf -o "$WORK/thumb.db" -s 4 --buffers all --buffer-mode thumb \
