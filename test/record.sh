@@ -568,9 +568,19 @@ case_buffers() {
   local demo=$!
   PIDS+=($demo)
   wait_until 60 provider_up rec-buf || fail "demo did not announce"
-  # the default mode: the VP9 stream of one buffer
-  "$SPY" record rec-buf -o "$WORK/buf.db" -s 4 --buffers framebuffer 2>"$WORK/buf.log" ||
-    { cat "$WORK/buf.log"; fail "record --buffers"; }
+  # the default mode: the VP9 stream of one buffer; meanwhile `snap`
+  # takes the same buffer raw (frames on the same channel the recorder
+  # must leave out)
+  "$SPY" record rec-buf -o "$WORK/buf.db" --buffers framebuffer 2>"$WORK/buf.log" &
+  local rec=$!
+  wait_until 60 chunks_over "$WORK/buf.db" 1 || fail "no chunks recorded"
+  "$SPY" snap rec-buf framebuffer -o "$WORK/snap.png" --timeout 30000 >/dev/null ||
+    fail "snap beside the recorder"
+  local before
+  before=$(q "$WORK/buf.db" "SELECT count(*) FROM chunk")
+  wait_until 60 chunks_over "$WORK/buf.db" $((before + 2)) || fail "no chunks after the snap"
+  kill -INT $rec
+  wait $rec || { cat "$WORK/buf.log"; fail "record --buffers"; }
   q "$WORK/buf.db" "SELECT $CHUNK_COLS FROM chunk" | tr '|' '\t' >"$WORK/chunks.tsv"
   [ "$(q "$WORK/buf.db" "SELECT count(*) FROM chunk")" -ge 3 ] || fail "fewer than 3 chunks in 4 s"
   [ "$(q "$WORK/buf.db" "SELECT group_concat(DISTINCT buffer || ' ' || mode || ' ' ||

@@ -381,17 +381,23 @@ static int asked(const rec_bufs *b, const spy_state *st, const spy_pixels *px) {
             memcmp(c->req[i].name, px->name, px->name_len) == 0;
   if (!named)
     return 0;
-  /* a thumbnail or raw image of the size this recorder's request makes
-   * (another subscriber may ask for the same buffer at another size) */
-  if (px->codec != SPY_CODEC_RGBA8 || c->wire_mode != SPY_BUFFER_THUMBNAIL)
-    return 1;
+  /* what this recorder's request makes (another subscriber may ask for
+   * the same buffer in another mode or at another size): VP9 chunks for
+   * a stream, RGBA8 images of the requested size otherwise; RGBA8 in
+   * stream mode only from a provider that cannot encode (its metadata
+   * says so) */
+  int stream = c->wire_mode == SPY_BUFFER_STREAM;
+  if (px->codec == SPY_CODEC_VP9)
+    return stream;
   char name[SPY_KEY_MAX + 1];
   memcpy(name, px->name, px->name_len);
   name[px->name_len] = 0;
   const spy_state_entry *e = spy_state_find(&st->buffers, name);
   spy_buffer_meta m;
   if (!e || !e->has_value || spy_buffer_meta_decode(&e->value, &m) < 0)
-    return 1; /* size unknown yet: keep it */
+    return !stream; /* size unknown yet: keep a thumbnail */
+  if (stream)
+    return m.mode == SPY_BUFFER_STREAM && m.codec == SPY_CODEC_RGBA8;
   uint32_t tw, th;
   spy_thumbnail_size(m.width, m.height, c->long_edge, &tw, &th);
   return tw == px->width && th == px->height;
