@@ -593,7 +593,9 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
     if (c->d.on_data)
       c->d.on_data(c->d.on_data_user, &f, &c->st);
   } else if (f.type == SPY_MSG_BUFFER_RAW || f.type == SPY_MSG_BUFFER_CHUNK) {
-    if (spy_state_apply_pixels(&c->st, &f, now) < 0)
+    if (c->d.on_pixels)
+      c->d.on_pixels(c->d.on_data_user, &f, &c->st);
+    else if (spy_state_apply_pixels(&c->st, &f, now) < 0)
       c->st.malformed++;
   }
 }
@@ -728,4 +730,51 @@ int spy_consumer_resync(spy_consumer *c) {
     return SPY_EGONE;
   c->st.resyncs++;
   return post_ctl(c, c->data, SPY_MSG_RESYNC);
+}
+
+int spy_consumer_set_buffers(spy_consumer *c, const spy_buffer_request *b,
+                             uint32_t n) {
+  if (n > SPY_SUB_MAX_NAMES || (n && !b))
+    return SPY_EINVAL;
+  spy_buffer_request *nb = n ? calloc(n, sizeof *nb) : NULL;
+  if (n && !nb)
+    return SPY_ENOMEM;
+  int rc = 0;
+  size_t cap = 256; /* as at create: room for every name */
+  for (uint32_t i = 0; c->reg && i < c->d.n_registry; i++)
+    cap += 2 + (c->reg[i] ? strlen(c->reg[i]) : 0);
+  for (uint32_t i = 0; i < n && !rc; i++) {
+    nb[i] = b[i];
+    if (!b[i].name)
+      rc = SPY_EINVAL;
+    else if (!(nb[i].name = strdup(b[i].name)))
+      rc = SPY_ENOMEM;
+    else
+      cap += 6 + strlen(b[i].name);
+  }
+  uint8_t *ctl = rc ? NULL : malloc(cap);
+  if (!rc && !ctl)
+    rc = SPY_ENOMEM;
+  if (rc) {
+    for (uint32_t i = 0; i < n; i++)
+      free((char *)nb[i].name);
+    free(nb);
+    return rc;
+  }
+  for (uint32_t i = 0; c->bufs && i < c->d.n_buffers; i++)
+    free((char *)c->bufs[i].name);
+  free(c->bufs);
+  free(c->ctl);
+  c->ctl = ctl;
+  c->ctl_cap = cap;
+  c->bufs = nb;
+  c->d.n_buffers = n;
+  c->st.image_names = c->bufs;
+  c->st.n_image_names = n;
+  if (c->data && (c->st.conn == SPY_CONN_SUBSCRIBING ||
+                  c->st.conn == SPY_CONN_CONNECTED)) {
+    c->st.subscribes++;
+    return post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
+  }
+  return 0;
 }
