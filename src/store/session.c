@@ -1227,8 +1227,8 @@ int64_t spy_trace_destroy(spy_trace *t) {
       close(q->fd);
       sf_path(t->spill_dir, q->id, path, sizeof path);
       unlink(path);
-      if (!t->dir)
-        rmdir(t->spill_dir); /* postgres: made for the spill only */
+      if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR))
+        rmdir(t->spill_dir); /* made for the spill only (when empty) */
     }
     free(q->rb);
     free(q->f_node);
