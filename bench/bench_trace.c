@@ -165,7 +165,8 @@ static const char *pg_local_start(char *why, size_t cap) {
     snprintf(why, cap, "PostgreSQL is not installed");
     return NULL;
   }
-  snprintf(pg_bin, sizeof pg_bin, "%.*s", (int)(strlen(g.gl_pathv[g.gl_pathc - 1]) - 9),
+  snprintf(pg_bin, sizeof pg_bin, "%.*s",
+           (int)(strlen(g.gl_pathv[g.gl_pathc - 1]) - 9),
            g.gl_pathv[g.gl_pathc - 1]);
   globfree(&g);
   snprintf(pg_dir, sizeof pg_dir, "/tmp/spy-bench-pg-XXXXXX");
@@ -174,7 +175,9 @@ static const char *pg_local_start(char *why, size_t cap) {
     return NULL;
   }
   snprintf(pg_user, sizeof pg_user, "%s",
-           getuid() != 0 ? "" : getpwnam("postgres") ? "postgres" : "nobody");
+           getuid() != 0          ? ""
+           : getpwnam("postgres") ? "postgres"
+                                  : "nobody");
   if (getuid() == 0) {
     struct passwd *pw = getpwnam(pg_user);
     if (!pw || chown(pg_dir, pw->pw_uid, pw->pw_gid) != 0) {
@@ -198,8 +201,7 @@ static const char *pg_local_start(char *why, size_t cap) {
            "-c listen_addresses=127.0.0.1\" start >/dev/null",
            pg_bin, pg_dir, pg_dir, port, pg_dir);
   if (as_pg(cmd) != 0) {
-    snprintf(why, cap, "the server did not start (see %s/server.log)",
-             pg_dir);
+    snprintf(why, cap, "the server did not start (see %s/server.log)", pg_dir);
     return NULL;
   }
   snprintf(pg_conninfo, sizeof pg_conninfo,
@@ -611,8 +613,8 @@ int bench_trace(int argc, char **argv) {
       .title = "bench trace: demo build, untraced vs each writer vs the "
                "naive baseline",
       .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
-               "writer_x_naive", "bytes_x_naive", "queue_waits",
-               "spilled_disk", "cpu_us_action", "cpu_ms_MB", "emit_ns"},
+               "writer_x_naive", "bytes_x_naive", "queue_waits", "spilled_disk",
+               "cpu_us_action", "cpu_ms_MB", "emit_ns"},
       .ncols = 12};
   static char n1[512], n2[512], n3[512];
   char label[32];

@@ -781,6 +781,62 @@ TEST(beyond_the_memory_bound_actions_spill_to_a_file_in_order) {
   rmrf(dir);
 }
 
+/* Payloads larger than the writer's read-ahead (1 MiB) come back whole
+ * from the spill file. */
+typedef struct sum_check {
+  uint64_t n, bytes;
+  int bad;
+} sum_check;
+static int sum_action(void *st, const spy_trace_record *r) {
+  sum_check *k = st;
+  const spy_trace_val *c = spy_trace_get(r->action, "content");
+  usleep(200);
+  k->n++;
+  if (!c || c->type != SPY_TV_SRC)
+    k->bad++;
+  else {
+    k->bytes += c->n;
+    for (uint32_t i = 0; i < c->n; i += 4093)
+      if (c->u.s[i] != 'q')
+        k->bad++;
+  }
+  return 0;
+}
+static const spy_trace_writer_ops sum_ops = {"sum", oc_open,  NULL, sum_action,
+                                             NULL,  oc_close, NULL};
+TEST(large_payloads_come_back_whole_from_the_spill_file) {
+  sum_check k = {0};
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &sum_ops,
+                      .ops_arg = &k,
+                      .dir = dir,
+                      .queue_bytes = 65536,
+                      .spill_bytes = 1};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static char huge3[3 << 20];
+  memset(huge3, 'q', sizeof huge3);
+  uint64_t want = 0;
+  for (int i = 0; i < 300; i++) {
+    size_t n = i % 100 == 99 ? sizeof huge3 - (size_t)i : 3000;
+    want += n;
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){"m", {huge3, n}, "p", i, "c", 0}));
+  }
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK(st.spilled_disk > 0);
+  CHECK_EQ(st.writer_errors, 0);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(k.n, 300);
+  CHECK_EQ(k.bytes, want);
+  CHECK_EQ(k.bad, 0);
+  rmrf(dir);
+}
+
 /* Both bounds used up (a spill file of 64 KiB): the emitter waits for
  * queue space, counted, and nothing is lost. */
 TEST(with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost) {
@@ -1754,6 +1810,7 @@ TEST_MAIN(
     TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),
     TEST_CASE(
         with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost),
+    TEST_CASE(large_payloads_come_back_whole_from_the_spill_file),
     TEST_CASE(threads_emit_into_one_session),
     TEST_CASE(two_threads_emit_at_full_speed_each_action_once_in_order),
     TEST_CASE(two_threads_spilling_each_action_once_in_order),

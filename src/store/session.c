@@ -144,7 +144,7 @@ struct spy_trace {
   uint32_t batch;
   size_t qcap, retry_bytes, spill_cap;
   uint64_t spill_file_cap;
-  _Atomic size_t spill_bytes; /* spilled and not yet taken by the writer */
+  _Atomic size_t spill_bytes;    /* spilled and not yet taken by the writer */
   _Atomic uint64_t file_pending; /* records in spill files not taken */
   _Atomic uint32_t nqueues;      /* queue ids */
   char *spill_dir;               /* where spill files go */
@@ -423,12 +423,17 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
   *bad = 0;
   if (q->f_rd >= end || q->fd < 0)
     return NULL;
-  for (int pass = 0; pass < 2; pass++) {
+  for (int pass = 0; pass < 3; pass++) {
     uint64_t in = q->f_rd - q->rb_off;
     if (q->f_rd >= q->rb_off && in + 8 <= q->rb_len) {
       uint32_t n, sum;
       memcpy(&n, q->rb + in, 4);
       memcpy(&sum, q->rb + in + 4, 4);
+      if (q->f_rd + 8 + n > end) { /* beyond what was published: damaged */
+        *len = (size_t)(end - q->f_rd);
+        *bad = 1;
+        return q->rb;
+      }
       if (in + 8 + n <= q->rb_len) {
         const uint8_t *rec = q->rb + in + 8;
         uint32_t rn = 0;
@@ -438,11 +443,6 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
         *bad = n < 16 || rn != n || sf_sum(rec, n) != sum;
         *seq = *bad ? 0 : rd64le(rec + 8);
         return rec;
-      }
-      if (pass) { /* a length beyond what was published: damaged */
-        *len = (size_t)(end - q->f_rd);
-        *bad = 1;
-        return q->rb;
       }
       if (8 + (size_t)n > q->rb_cap) {
         uint8_t *nb = realloc(q->rb, 8 + (size_t)n);
@@ -903,10 +903,9 @@ static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   if (need < 0)
     return (int)need;
   size_t n = sizeof(spill) + (size_t)need;
-  if (q->f_mode || atomic_load_explicit(&t->spill_bytes,
-                                        memory_order_relaxed) +
-                           n >
-                       t->spill_cap)
+  if (q->f_mode ||
+      atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + n >
+          t->spill_cap)
     return file_emit(t, q, kind, act, ts, build, (size_t)need);
   spill *sp = malloc(n);
   if (!sp)
@@ -1411,8 +1410,8 @@ int spy_trace_recover(const char *dir, const char *conninfo,
         memcmp(h, SF_MAGIC, 8) != 0) {
       if (fd >= 0)
         close(fd);
-      rc = recover_err(err, errcap, SPY_EBADVALUE, "%s: not a spill file",
-                       path);
+      rc =
+          recover_err(err, errcap, SPY_EBADVALUE, "%s: not a spill file", path);
       break;
     }
     uint32_t sl;
@@ -1436,8 +1435,8 @@ int spy_trace_recover(const char *dir, const char *conninfo,
       break;
     }
     cur = nb;
-    cur[nc] = (rcur){.fd = fd, .off = rd64le(h + SF_RESUME),
-                     .size = (uint64_t)sb.st_size};
+    cur[nc] = (rcur){
+        .fd = fd, .off = rd64le(h + SF_RESUME), .size = (uint64_t)sb.st_size};
     if (cur[nc].off < SF_DATA)
       cur[nc].off = SF_DATA;
     nc++;
@@ -1510,9 +1509,9 @@ int spy_trace_recover(const char *dir, const char *conninfo,
     spy_trace_reader_close(r);
   }
   if (rc == 0) {
-    spy_trace_writer_cfg cfg = {t->dir,        t->conninfo,  t->session_id,
-                                t->cwd,        64u << 20,    10000,
-                                NULL,          report,       t};
+    spy_trace_writer_cfg cfg = {t->dir, t->conninfo, t->session_id,
+                                t->cwd, 64u << 20,   10000,
+                                NULL,   report,      t};
     rc = t->ops->open(&t->wstate, &cfg);
     if (rc < 0)
       recover_err(err, errcap, rc, "%s: the writer cannot reopen the store",
@@ -1567,8 +1566,7 @@ done:
     while (d2 && (de = readdir(d2))) {
       unsigned id;
       char tail;
-      if (sscanf(de->d_name, "spill-%u.bi%c", &id, &tail) == 2 &&
-          tail == 'n') {
+      if (sscanf(de->d_name, "spill-%u.bi%c", &id, &tail) == 2 && tail == 'n') {
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         unlink(path);
       }

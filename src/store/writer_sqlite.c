@@ -246,8 +246,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   if (st != SQLITE_DONE)
     return fail(w, "insert session");
   /* its key (a session reopened by spy_trace_recover keeps its row) */
-  if ((rc = prepare(w, "SELECT session FROM sessions WHERE session_id=?1",
-                    &s)))
+  if ((rc = prepare(w, "SELECT session FROM sessions WHERE session_id=?1", &s)))
     return rc;
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
   st = sqlite3_step(s);

@@ -98,8 +98,8 @@ static int trace_recover(int argc, char **argv) {
   char err[512];
   int rc = spy_trace_recover(dir, db, &rv, err, sizeof err);
   if (rc < 0) {
-    fprintf(stderr, "spyglass trace recover: %s (%s)\n",
-            err[0] ? err : dir, spy_err_name(rc));
+    fprintf(stderr, "spyglass trace recover: %s (%s)\n", err[0] ? err : dir,
+            spy_err_name(rc));
     return EXIT_FAIL;
   }
   if (as_json) {
