@@ -771,7 +771,7 @@ TEST(beyond_the_memory_bound_actions_spill_to_a_file_in_order) {
   CHECK_OK(spy_trace_flush(t));
   spy_trace_get_stats(t, &st);
   CHECK_EQ(st.written, 3000);
-  CHECK_EQ(st.spill_failures, 0);
+  CHECK_EQ(st.spill_fails, 0);
   CHECK_EQ(spy_trace_destroy(t), 0);
   CHECK(access(path, F_OK) != 0); /* removed at the end */
   CHECK_EQ(o.n, 3000);

@@ -426,28 +426,28 @@ typedef struct spy_trace_desc {
  * sleeps this long after each action: a writer slower than the build). */
 
 typedef struct spy_trace_stats {
-  uint64_t emitted;          /* actions accepted by emit */
-  uint64_t written;          /* actions handed to the writer */
-  uint64_t lost;             /* actions the writer could not store */
-  uint64_t waits;            /* emits that found their queue full and waited */
-  uint64_t wait_ns;          /* total time spent waiting */
-  uint64_t queued_bytes;     /* bytes that went through the queue */
-  uint64_t sources;          /* distinct payloads stored */
-  uint64_t sources_dup;      /* payloads seen again and not stored */
-  uint64_t source_bytes;     /* bytes of distinct payloads */
-  uint64_t saved_bytes;      /* bytes not stored thanks to dedup */
-  uint64_t writer_errors;    /* failures the writer reported (each one; on_error
-                                hears the first of a kind, and the count of
-                                repeats when the session ends) */
-  uint64_t writer_ns;        /* writer thread busy time: decode … commit */
-  uint64_t packer_ns;        /* the writer's background threads' busy time */
-  uint32_t builds;           /* builds begun */
-  uint64_t spilled;          /* emits that found their queue full and spilled
-                                the action (to memory or the spill file)
-                                instead of waiting */
-  uint64_t spilled_disk;     /* of them, the actions written to a spill file */
-  uint64_t spill_disk_bytes; /* bytes written to spill files */
-  uint64_t spill_failures;   /* spill files that could not be made or
+  uint64_t emitted;       /* actions accepted by emit */
+  uint64_t written;       /* actions handed to the writer */
+  uint64_t lost;          /* actions the writer could not store */
+  uint64_t waits;         /* emits that found their queue full and waited */
+  uint64_t wait_ns;       /* total time spent waiting */
+  uint64_t queued_bytes;  /* bytes that went through the queue */
+  uint64_t sources;       /* distinct payloads stored */
+  uint64_t sources_dup;   /* payloads seen again and not stored */
+  uint64_t source_bytes;  /* bytes of distinct payloads */
+  uint64_t saved_bytes;   /* bytes not stored thanks to dedup */
+  uint64_t writer_errors; /* failures the writer reported (each one; on_error
+                             hears the first of a kind, and the count of
+                             repeats when the session ends) */
+  uint64_t writer_ns;     /* writer thread busy time: decode … commit */
+  uint64_t packer_ns;     /* the writer's background threads' busy time */
+  uint32_t builds;        /* builds begun */
+  uint64_t spilled;       /* emits that found their queue full and spilled
+                             the action (to memory or the spill file)
+                             instead of waiting */
+  uint64_t spilled_disk;  /* of them, the actions written to a spill file */
+  uint64_t spilled_bytes; /* bytes written to spill files */
+  uint64_t spill_fails;   /* spill files that could not be made or
                                 written (a full disk): the emitter then
                                 waits for queue space */
 } spy_trace_stats;

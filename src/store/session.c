@@ -102,7 +102,7 @@ typedef struct tq {
   uint64_t ptail;
   spill *sp_tail; /* the last spilled record (or the list's stub) */
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
-  _Atomic uint64_t spilled_disk, spill_disk_bytes, spill_fail;
+  _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
   _Atomic uint32_t space_wait;
   /* the spill file, the producer's side: fd (-1 none; set before f_len
    * is first published), write offset, sticky file mode, and the
@@ -883,7 +883,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
     atomic_fetch_add(&t->file_pending, 1); /* before it can be seen */
     atomic_store_explicit(&q->f_len, q->f_wr, memory_order_release);
     bump(&q->spilled_disk, 1);
-    bump(&q->spill_disk_bytes, total);
+    bump(&q->spilled_bytes, total);
     q->f_mode = 1;
   }
   bump(&q->emitted, 1);
@@ -1275,9 +1275,9 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
     out->spilled += atomic_load_explicit(&q->spilled, memory_order_relaxed);
     out->spilled_disk +=
         atomic_load_explicit(&q->spilled_disk, memory_order_relaxed);
-    out->spill_disk_bytes +=
-        atomic_load_explicit(&q->spill_disk_bytes, memory_order_relaxed);
-    out->spill_failures +=
+    out->spilled_bytes +=
+        atomic_load_explicit(&q->spilled_bytes, memory_order_relaxed);
+    out->spill_fails +=
         atomic_load_explicit(&q->spill_fail, memory_order_relaxed);
   }
   out->builds = atomic_load(&t->builds);

@@ -1315,11 +1315,11 @@ int cmd_demo_build(int argc, char **argv) {
              (unsigned long long)r.st.spilled,
              (unsigned long long)(r.st.spilled - r.st.spilled_disk),
              (unsigned long long)r.st.spilled_disk,
-             (double)r.st.spill_disk_bytes / 1e6, r.wall_ms - r.build_ms);
-    if (r.st.spill_failures)
+             (double)r.st.spilled_bytes / 1e6, r.wall_ms - r.build_ms);
+    if (r.st.spill_fails)
       printf("trace: %llu spill file(s) could not be written: the build "
              "waited for the writer (%llu queue waits)\n",
-             (unsigned long long)r.st.spill_failures,
+             (unsigned long long)r.st.spill_fails,
              (unsigned long long)r.st.waits);
     if (r.trace_dir[0])
       printf("trace: %s\n", r.trace_dir);
