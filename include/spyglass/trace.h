@@ -15,7 +15,11 @@
  * serialises the action once — its JSON-lines form for the JSON-lines writer
  * and custom writers, its binary record (payloads by reference) for the SQL
  * writers — and hands it to the writer. When the queue is full the emitter
- * waits (a build trace loses nothing) and the wait is counted.
+ * does not wait: the action is spilled to memory (spill_bytes) and beyond
+ * that to an append-only spill file in the session directory, which the
+ * writer reads back in order ("packed after"); a process killed while
+ * spilling leaves it for spy_trace_recover. Only when both bounds are used
+ * up does the emitter wait (counted): a build trace loses nothing.
  *
  * Writers: "jsonl" (default: Rolldown's devtools log format), "sqlite" and
  * "postgres", behind one table of function pointers (spy_trace_writer_ops);
@@ -157,8 +161,10 @@ typedef struct spy_trace_hot {
  * nothing is queued), SPY_ENOMEM, SPY_ECLOSED (the session is being
  * destroyed). Thread-safe and lock-free: any number of threads may emit
  * into one session; each thread's actions are stored in its emit order.
- * Waits, and counts the wait, while the thread's queue is full. The action
- * is copied: the caller's memory may be reused on return. */
+ * A full queue spills (to memory, then to the spill file: one write per
+ * action, no fsync); it waits, and counts the wait, only when both spill
+ * bounds are used up. The action is copied: the caller's memory may be
+ * reused on return. */
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act);
 
 #if defined(__GNUC__)
