@@ -9,13 +9,22 @@
 # its outputs, while the writer is still reading the spill file: the
 # committed prefix is intact, `trace recover` adds the spilled actions
 # (none lost, none cut), the counts equal what the build emitted, and the
-# answers equal the unspilled run's again.
+# answers equal the unspilled run's again. The same against a throw-away
+# PostgreSQL server when PostgreSQL is installed (the spill directory is
+# <out>/.spyglass/<session>, recovered with --db).
 set -euo pipefail
 tool=$1
 . "$(dirname "$0")/trace_lib.sh"
 work=$(mktemp -d /tmp/spy-trace-spill-XXXXXX)
-trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 pid=""
+trap 'kill -9 $pid 2>/dev/null || true; pg_cleanup; rm -rf "$work"' EXIT
+writers="sqlite jsonl"
+if [ -x "$PG_BIN/postgres" ]; then
+  pg_start
+  writers="$writers pg"
+else
+  echo "trace_spill: PostgreSQL is not installed: the postgres case is skipped"
+fi
 gen_tree "$work/src" 8 20
 
 # what the store answers, without times: counts, per-plugin hook calls,
@@ -33,36 +42,46 @@ answers() { # STORE OUT
 
 slow=(env SPY_TRACE_QUEUE_BYTES=65536 SPY_TRACE_SPILL_BYTES=1)
 
-for w in sqlite jsonl; do
+# the store of a run: its session directory, or (postgres) the server,
+# whose latest session is the run's; the spill directory
+store() { if [ "$w" = pg ]; then echo "$PG_URI"; else echo "$1"; fi; }
+spilldir() { ls -d "$1"/.spyglass/*/ 2>/dev/null | head -n 1 || true; }
+trace_of() { if [ "$w" = pg ]; then echo "$PG_URI"; else echo "$w"; fi; }
+recover() { if [ "$w" = pg ]; then "$tool" trace recover "$1" --db "$PG_URI" "${@:2}"; else "$tool" trace recover "$@"; fi; }
+
+for w in $writers; do
   # the baseline: an unspilled run
-  "$tool" demo build "$work/src" --trace "$w" --out "$work/base-$w" >"$work/base-$w.txt"
-  bdir=$(sed -n 's/^trace: \(\/.*\)$/\1/p' "$work/base-$w.txt")
-  [ -d "$bdir" ] || fail "$w: no baseline store"
+  "$tool" demo build "$work/src" --trace "$(trace_of)" --out "$work/base-$w" >"$work/base-$w.txt"
   grep -q "spilled" "$work/base-$w.txt" && fail "$w: the baseline spilled"
+  if [ "$w" = pg ]; then bdir=$PG_URI; else
+    bdir=$(sed -n 's/^trace: \(\/.*\)$/\1/p' "$work/base-$w.txt")
+    [ -d "$bdir" ] || fail "$w: no baseline store"
+  fi
   answers "$bdir" "$work/base-$w.json"
   emitted=$(jq -s ".[0].actions" "$work/base-$w.json")
 
   # (1) spilled to disk, not killed
   "${slow[@]}" SPY_TRACE_WRITER_DELAY_US=300 "$tool" demo build "$work/src" \
-    --trace "$w" --out "$work/sp-$w" >"$work/sp-$w.txt"
+    --trace "$(trace_of)" --out "$work/sp-$w" >"$work/sp-$w.txt"
   sdir=$(sed -n 's/^trace: \(\/.*\)$/\1/p' "$work/sp-$w.txt")
+  [ "$w" = pg ] && sdir=$work/sp-$w/.spyglass/none
   cat "$work/sp-$w.txt"
   n=$(sed -n 's/.*, \([0-9]*\) to the spill file.*/\1/p' "$work/sp-$w.txt")
   [ "${n:-0}" -gt 0 ] || fail "$w: nothing spilled to the file"
   grep -q "packing them after the build took" "$work/sp-$w.txt" || fail "$w: summary"
   ls "$sdir"/spill-*.bin >/dev/null 2>&1 && fail "$w: a spill file was left"
-  answers "$sdir" "$work/sp-$w.json"
+  answers "$(store "$sdir")" "$work/sp-$w.json"
   diff "$work/base-$w.json" "$work/sp-$w.json" || fail "$w: spilled store answers differ"
 
   # (2) killed while the writer reads the spill file back
   "${slow[@]}" SPY_TRACE_WRITER_DELAY_US=3000 "$tool" demo build "$work/src" \
-    --trace "$w" --out "$work/k-$w" >"$work/k-$w.txt" 2>&1 &
+    --trace "$(trace_of)" --out "$work/k-$w" >"$work/k-$w.txt" 2>&1 &
   pid=$!
   nchunks=$(ls "$work/base-$w/dist" | wc -l)
   kdir="" first="" ok=0
   for _ in $(seq 3000); do # the build's outputs, then a spilled record committed
     kill -0 "$pid" 2>/dev/null || break
-    [ -n "$kdir" ] || kdir=$(ls -d "$work"/k-$w/.spyglass/*/ 2>/dev/null | head -n 1 || true)
+    [ -n "$kdir" ] || kdir=$(spilldir "$work/k-$w")
     if [ -n "$kdir" ] && [ "$(ls "$work/k-$w/dist" 2>/dev/null | wc -l)" -ge "$nchunks" ]; then
       f=$(ls "$kdir"/spill-*.bin 2>/dev/null | head -n 1 || true)
       if [ -n "$f" ] && [ -z "$first" ]; then
@@ -70,7 +89,7 @@ for w in sqlite jsonl; do
         first=$(od -An -t u8 -j 4112 -N 8 "$f" | tr -d ' ')
       fi
       if [ -n "$first" ]; then
-        c=$("$tool" trace summary "$kdir" --json 2>/dev/null | jq .actions || echo 0)
+        c=$("$tool" trace summary "$(store "$kdir")" --json 2>/dev/null | jq .actions || echo 0)
         if [ "${c:-0}" -gt "$first" ]; then ok=1; break; fi
       fi
     fi
@@ -84,9 +103,9 @@ for w in sqlite jsonl; do
   if [ "$w" = sqlite ]; then
     [ "$(sqlite3 "$kdir/trace.db" 'pragma integrity_check')" = ok ] || fail "integrity"
   fi
-  before=$("$tool" trace summary "$kdir" --json | jq .actions)
+  before=$("$tool" trace summary "$(store "$kdir")" --json | jq .actions)
   [ "$before" -lt "$emitted" ] || fail "$w: nothing was left to recover"
-  "$tool" trace recover "$kdir" --json >"$work/rec-$w.json" || fail "$w: recover"
+  recover "$kdir" --json >"$work/rec-$w.json" || fail "$w: recover"
   cat "$work/rec-$w.json"
   [ "$(jq .committed "$work/rec-$w.json")" -eq "$before" ] || fail "$w: committed prefix"
   [ "$(jq .lost_in_memory "$work/rec-$w.json")" -eq 0 ] || fail "$w: actions lost"
@@ -94,10 +113,10 @@ for w in sqlite jsonl; do
   [ "$(jq .recovered "$work/rec-$w.json")" -eq $((emitted - before)) ] ||
     fail "$w: recovered $(jq .recovered "$work/rec-$w.json"), expected $((emitted - before))"
   ls "$kdir"/spill-*.bin >/dev/null 2>&1 && fail "$w: spill files left after recover"
-  answers "$kdir" "$work/k-$w.json"
+  answers "$(store "$kdir")" "$work/k-$w.json"
   diff "$work/base-$w.json" "$work/k-$w.json" || fail "$w: recovered store answers differ"
   # a second recover has nothing to do
-  "$tool" trace recover "$kdir" | grep -q "nothing to recover" || fail "$w: recover twice"
+  recover "$kdir" | grep -q "nothing to recover" || fail "$w: recover twice"
   echo "$w: spilled $n to disk unkilled; killed with $before committed, $(jq .recovered "$work/rec-$w.json") recovered"
 done
 echo "trace_spill: all passed"
