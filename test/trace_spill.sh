@@ -119,4 +119,40 @@ for w in $writers; do
   recover "$kdir" | grep -q "nothing to recover" || fail "$w: recover twice"
   echo "$w: spilled $n to disk unkilled; killed with $before committed, $(jq .recovered "$work/rec-$w.json") recovered"
 done
+# (3) SQLite, killed while the build itself still spills (its transforms
+# slowed): what was committed plus what the file holds is a gap-free
+# prefix of the session, nothing in between lost, at most one record cut
+w=sqlite
+"${slow[@]}" SPY_TRACE_WRITER_DELAY_US=3000 "$tool" demo build "$work/src" \
+  --trace sqlite --hook-delay-us 3000 --out "$work/m" >"$work/m.txt" 2>&1 &
+pid=$!
+mdir="" first="" ok=0
+for _ in $(seq 3000); do
+  kill -0 "$pid" 2>/dev/null || break
+  [ -n "$mdir" ] || mdir=$(spilldir "$work/m")
+  f=$(ls "$mdir"/spill-*.bin 2>/dev/null | head -n 1 || true)
+  if [ -n "$f" ] && [ -z "$first" ] && [ "$(stat -c %s "$f")" -gt 4200 ]; then
+    first=$(od -An -t u8 -j 4112 -N 8 "$f" | tr -d ' ')
+  fi
+  if [ -n "$first" ]; then
+    c=$("$tool" trace summary "$mdir" --json 2>/dev/null | jq .actions || echo 0)
+    if [ "${c:-0}" -gt "$first" ]; then ok=1; break; fi
+  fi
+  sleep 0.05
+done
+[ "$ok" -eq 1 ] || { cat "$work/m.txt"; fail "mid-build: no spilled record committed in time"; }
+running=$(kill -0 "$pid" 2>/dev/null && [ "$(ls "$work/m/dist" 2>/dev/null | wc -l)" -eq 0 ] && echo yes || echo no)
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+pid=""
+before=$("$tool" trace summary "$mdir" --json | jq .actions)
+recover "$mdir" --json >"$work/rec-m.json" || fail "mid-build: recover"
+cat "$work/rec-m.json"
+[ "$(jq .lost_in_memory "$work/rec-m.json")" -eq 0 ] || fail "mid-build: actions lost"
+[ "$(jq .torn "$work/rec-m.json")" -le 1 ] || fail "mid-build: more than the last record cut"
+r=$(jq .recovered "$work/rec-m.json")
+[ "$r" -gt 0 ] || fail "mid-build: nothing recovered"
+after=$("$tool" trace summary "$mdir" --json | jq .actions)
+[ "$after" -eq $((before + r)) ] || fail "mid-build: $after actions, expected $before + $r"
+echo "mid-build kill (build still running: $running): $before committed, $r recovered"
 echo "trace_spill: all passed"
