@@ -473,8 +473,9 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
 static void files_committed(spy_trace *t) {
   for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
        q = q->next) {
-    if (q->f_rd <= q->f_resume ||
-        !atomic_load_explicit(&q->f_len, memory_order_acquire))
+    /* f_len first: it publishes what the emitter set up in file_open */
+    if (!atomic_load_explicit(&q->f_len, memory_order_acquire) ||
+        q->f_rd <= q->f_resume)
       continue;
     uint8_t b[8];
     wr64le(b, q->f_rd);
