@@ -421,7 +421,8 @@ static void sf_path(const char *dir, uint32_t id, char *out, size_t cap) {
 static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
   uint64_t end = atomic_load_explicit(&q->f_len, memory_order_acquire);
   *bad = 0;
-  if (q->f_rd >= end || q->fd < 0)
+  /* f_len first: 0 until file_open has set up fd and f_rd */
+  if (!end || q->f_rd >= end)
     return NULL;
   for (int pass = 0; pass < 3; pass++) {
     uint64_t in = q->f_rd - q->rb_off;
