@@ -16,6 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <glob.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+
 #include <libpq-fe.h>
 
 #include "bench.h"
@@ -113,6 +119,111 @@ static int64_t pg_db_size(const char *conninfo) {
   return v;
 }
 
+/* ---- a throw-away PostgreSQL server ---------------------------------------
+ * When SPY_BENCH_PG is not set, the bench starts its own as test/trace_lib.sh
+ * does: initdb in a temporary directory, a free loopback port, the server
+ * run as an unprivileged user (postgres, else nobody) when we are root;
+ * its default durability settings (fsync on). Stopped and removed at the
+ * end. */
+
+static char pg_dir[64], pg_bin[512], pg_user[32], pg_conninfo[256];
+
+static int sh(const char *cmd) {
+  int rc = system(cmd);
+  return rc == 0 ? 0 : -1;
+}
+
+/* Runs cmd as the server's user (runuser when we are root). */
+static int as_pg(const char *cmd) {
+  char b[3000];
+  if (getuid() == 0)
+    snprintf(b, sizeof b, "runuser -u %s -- %s", pg_user, cmd);
+  else
+    snprintf(b, sizeof b, "%s", cmd);
+  return sh(b);
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t n = sizeof a;
+  int port = -1;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &n) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0)
+    close(fd);
+  return port;
+}
+
+/* Starts the server; returns its conninfo, or NULL with why in `why`. */
+static const char *pg_local_start(char *why, size_t cap) {
+  glob_t g;
+  if (glob("/usr/lib/postgresql/*/bin/postgres", 0, NULL, &g) != 0 ||
+      g.gl_pathc == 0) {
+    snprintf(why, cap, "PostgreSQL is not installed");
+    return NULL;
+  }
+  snprintf(pg_bin, sizeof pg_bin, "%.*s",
+           (int)(strlen(g.gl_pathv[g.gl_pathc - 1]) - 9),
+           g.gl_pathv[g.gl_pathc - 1]);
+  globfree(&g);
+  snprintf(pg_dir, sizeof pg_dir, "/tmp/spy-bench-pg-XXXXXX");
+  if (!mkdtemp(pg_dir)) {
+    snprintf(why, cap, "cannot make a directory for it");
+    return NULL;
+  }
+  snprintf(pg_user, sizeof pg_user, "%s",
+           getuid() != 0          ? ""
+           : getpwnam("postgres") ? "postgres"
+                                  : "nobody");
+  if (getuid() == 0) {
+    struct passwd *pw = getpwnam(pg_user);
+    if (!pw || chown(pg_dir, pw->pw_uid, pw->pw_gid) != 0) {
+      snprintf(why, cap, "cannot give %s to %s", pg_dir, pg_user);
+      return NULL;
+    }
+  }
+  chmod(pg_dir, 0700);
+  char cmd[2000];
+  snprintf(cmd, sizeof cmd,
+           "%s/initdb -D %s/data -U spy --auth=trust -E UTF8 --no-sync "
+           ">%s/initdb.log 2>&1",
+           pg_bin, pg_dir, pg_dir);
+  int port = free_port();
+  if (as_pg(cmd) != 0 || port < 0) {
+    snprintf(why, cap, "initdb failed (see %s/initdb.log)", pg_dir);
+    return NULL;
+  }
+  snprintf(cmd, sizeof cmd,
+           "%s/pg_ctl -D %s/data -l %s/server.log -w -t 60 -o \"-p %d -k %s "
+           "-c listen_addresses=127.0.0.1\" start >/dev/null",
+           pg_bin, pg_dir, pg_dir, port, pg_dir);
+  if (as_pg(cmd) != 0) {
+    snprintf(why, cap, "the server did not start (see %s/server.log)", pg_dir);
+    return NULL;
+  }
+  snprintf(pg_conninfo, sizeof pg_conninfo,
+           "host=127.0.0.1 port=%d user=spy dbname=postgres "
+           "connect_timeout=5",
+           port);
+  return pg_conninfo;
+}
+
+static void pg_local_stop(void) {
+  if (!pg_dir[0])
+    return;
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd,
+           "%s/pg_ctl -D %s/data -m fast -w stop >/dev/null 2>&1", pg_bin,
+           pg_dir);
+  if (pg_conninfo[0])
+    as_pg(cmd);
+  rmrf(pg_dir);
+  pg_dir[0] = 0;
+}
+
 /* ---- one tree --------------------------------------------------------------
  */
 
@@ -139,7 +250,11 @@ static int one(const char *src, const char *scratch, run *x) {
   const char *pg = getenv("SPY_BENCH_PG");
   if (strcmp(x->name, "postgres") == 0)
     before = pg_db_size(pg);
+  uint64_t t0 = bench_now_ns();
   int rc = demo_build_run(&o, &x->r);
+  /* progress on stderr: the bench is long, and this says where it went */
+  fprintf(stderr, "bench trace: %s %s: %.1f s\n", src, x->name,
+          (double)(bench_now_ns() - t0) / 1e9);
   if (rc < 0)
     return rc;
   x->ok = 1;
@@ -212,6 +327,7 @@ enum {
   C_WRITER_X,
   C_BYTES_X,
   C_WAITS,
+  C_SPILL,
   C_CPU_ACT,
   C_CPU_MB,
   C_EMIT,
@@ -247,6 +363,7 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
         cpu = x->r.naive_ns;
       } else if (i > 0) {
         v[C_WAITS] = (double)st->waits;
+        v[C_SPILL] = (double)st->spilled_disk;
         if (st->writer_ns)
           v[C_WRITER_X] =
               (double)st->written / (st->writer_ns * 1e-9) / naive_tput;
@@ -262,7 +379,7 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
 }
 
 static int bench_tree(bench_table *t, const char *label, const char *src,
-                      const char *scratch, int quick, int work, char *note,
+                      const char *scratch, int again2, int work, char *note,
                       size_t note_len) {
   const char *pg = getenv("SPY_BENCH_PG");
   run runs[] = {{"untraced", "none"},
@@ -285,7 +402,7 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
     if (one(src, scratch, &runs[i]) < 0)
       fprintf(stderr, "bench trace: %s run failed\n", runs[i].name);
   }
-  if (!quick)
+  if (again2)
     for (int i = 0; i < n; i += 3) {
       run again = runs[i];
       if (one(src, scratch, &again) == 0 && again.wall_ms < runs[i].wall_ms)
@@ -442,14 +559,49 @@ static void bench_emit(bench_table *t, int quick) {
 
 int bench_trace(int argc, char **argv) {
   bench_opts o;
-  int rc = bench_parse(argc, argv, &o,
-                       "usage: spyglass bench trace [--json] [--quick]\n"
-                       "env: SPY_BENCH_PG=conninfo adds the PostgreSQL "
-                       "writer; SPY_BENCH_REAL=dir the real tree "
-                       "(default /usr/include); SPY_BENCH_DIR scratch "
-                       "(default /tmp/spyglass-bench)\n");
+  /* --full: also the closest runs (untraced, sqlite) twice */
+  int full = 0, k = 0;
+  char *args[64];
+  for (int i = 0; i < argc && k < 63; i++) {
+    if (strcmp(argv[i], "--full") == 0)
+      full = 1;
+    else
+      args[k++] = argv[i];
+  }
+  args[k] = NULL;
+  int rc = bench_parse(
+      k, args, &o,
+      "usage: spyglass bench trace [--json] [--quick | --full]\n"
+      "default: the 20,000-module tree and the real tree, each untraced, "
+      "naive and with every writer, and the realistic-work build on a "
+      "2,000-module tree (about 10 minutes on a loaded 2-core machine); "
+      "--quick: the 2,000-module tree and its work build only (about a "
+      "minute); --full: the default with the work build on the 20k tree "
+      "and the untraced and sqlite runs twice, keeping the faster\n"
+      "env: SPY_BENCH_PG=conninfo a PostgreSQL server to use (default: one "
+      "started for the bench, skipped when PostgreSQL is not installed); "
+      "SPY_BENCH_REAL=dir the real tree (default /usr/include); "
+      "SPY_BENCH_DIR scratch (default /tmp/spyglass-bench)\n");
   if (rc)
     return rc == 1 ? 0 : rc;
+  static char pg_note[400];
+  if (!getenv("SPY_BENCH_PG")) {
+    char why[300];
+    const char *ci = pg_local_start(why, sizeof why);
+    if (ci) {
+      setenv("SPY_BENCH_PG", ci, 1);
+      snprintf(pg_note, sizeof pg_note,
+               "postgres: a server started for the bench on loopback "
+               "(%s), default durability (fsync on)",
+               ci);
+    } else {
+      fprintf(stderr, "bench trace: postgres rows skipped: %s\n", why);
+      snprintf(pg_note, sizeof pg_note,
+               "postgres rows skipped: %s (or set SPY_BENCH_PG)", why);
+      pg_local_stop();
+    }
+  } else
+    snprintf(pg_note, sizeof pg_note, "postgres: SPY_BENCH_PG's server");
   const char *scratch = getenv("SPY_BENCH_DIR");
   if (!scratch)
     scratch = "/tmp/spyglass-bench";
@@ -459,30 +611,42 @@ int bench_trace(int argc, char **argv) {
   snprintf(gen, sizeof gen, "%s/tree-%d", scratch, ndirs * nfiles);
   if (gen_tree(gen, ndirs, nfiles) < 0) {
     fprintf(stderr, "bench trace: cannot generate %s\n", gen);
+    pg_local_stop();
     return 1;
   }
   static bench_table t = {
       .title = "bench trace: demo build, untraced vs each writer vs the "
                "naive baseline",
       .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
-               "writer_x_naive", "bytes_x_naive", "queue_waits",
+               "writer_x_naive", "bytes_x_naive", "queue_waits", "spilled_disk",
                "cpu_us_action", "cpu_ms_MB", "emit_ns"},
-      .ncols = 11};
+      .ncols = 12};
   static char n1[512], n2[512], n3[512];
   char label[32];
   snprintf(label, sizeof label, "gen %dk", ndirs * nfiles / 1000);
-  if (bench_tree(&t, label, gen, scratch, o.quick, 0, n1, sizeof n1) < 0)
+  if (bench_tree(&t, label, gen, scratch, full, 0, n1, sizeof n1) < 0) {
+    pg_local_stop();
     return 1;
+  }
   t.notes[t.nnotes++] = n1;
   const char *real = getenv("SPY_BENCH_REAL");
   if (!real)
     real = "/usr/include";
   if (!o.quick &&
-      bench_tree(&t, "real", real, scratch, 0, 0, n2, sizeof n2) == 0)
+      bench_tree(&t, "real", real, scratch, full, 0, n2, sizeof n2) == 0)
     t.notes[t.nnotes++] = n2;
-  char wlabel[48];
-  snprintf(wlabel, sizeof wlabel, "%s work", label);
-  if (bench_tree(&t, wlabel, gen, scratch, o.quick, 1, n3, sizeof n3) == 0)
+  /* the realistic-work build: its ratio does not need the big tree, so
+   * only --full runs it on the 20k one (it takes minutes there) */
+  char wlabel[48], wtree[4200];
+  snprintf(wtree, sizeof wtree, "%s/tree-2000", scratch);
+  if (full || o.quick)
+    snprintf(wtree, sizeof wtree, "%s", gen);
+  else if (gen_tree(wtree, 20, 100) < 0)
+    wtree[0] = 0;
+  snprintf(wlabel, sizeof wlabel, "gen %dk work",
+           strcmp(wtree, gen) == 0 ? ndirs * nfiles / 1000 : 2);
+  if (wtree[0] &&
+      bench_tree(&t, wlabel, wtree, scratch, full, 1, n3, sizeof n3) == 0)
     t.notes[t.nnotes++] = n3;
   bench_emit(&t, o.quick);
   t.notes[t.nnotes++] =
@@ -493,11 +657,13 @@ int bench_trace(int argc, char **argv) {
       "over the naive baseline's (every action serialised twice, written "
       "and flushed inline); bytes_x_naive: the session's files (postgres: "
       "database growth) over the naive file; queue_waits: emits that found "
-      "their queue full; cpu_us_action, cpu_ms_MB: the trace's CPU (writer "
+      "their queue full and waited; spilled_disk: actions the build "
+      "spilled to the spill file (memory bound 64 MiB) instead of waiting; "
+      "cpu_us_action, cpu_ms_MB: the trace's CPU (writer "
       "+ packer threads) per action and per MB of new (deduplicated) "
       "source; emit_ns: the emitting call alone";
-  if (!getenv("SPY_BENCH_PG"))
-    t.notes[t.nnotes++] = "postgres rows: set SPY_BENCH_PG to a conninfo";
+  t.notes[t.nnotes++] = pg_note;
+  pg_local_stop();
   bench_print(&t, &o);
   return 0;
 }

@@ -579,7 +579,8 @@ TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
                       .ops_arg = &k,
                       .queue_bytes = 65536,
                       .batch_actions = 64,
-                      .spill_bytes = 1}; /* no spilling */
+                      .spill_bytes = 1, /* no spilling */
+                      .spill_file_bytes = 1};
   CHECK_OK(spy_trace_create(&t, &d));
   static char src[3000];
   memset(src, 'y', sizeof src);
@@ -737,16 +738,154 @@ TEST(full_queue_spills_and_the_emitter_never_waits) {
   CHECK_EQ(o.next[0], 3000);
 }
 
-static void two_threads_in_order(size_t spill_bytes) {
+/* Beyond the memory bound the actions go to the spill file (in the
+ * session directory) and come back from it in order; the build never
+ * waits, and the file is gone when the session ends. */
+TEST(beyond_the_memory_bound_actions_spill_to_a_file_in_order) {
   order_check o;
   memset(&o, 0, sizeof o);
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &slow_order_ops,
+                      .ops_arg = &o,
+                      .dir = dir,
+                      .queue_bytes = 65536,
+                      .batch_actions = 64,
+                      .spill_bytes = 256 << 10};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static char payload[97 * 211];
+  for (int i = 0; i < 3000; i++)
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){
+               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.waits, 0);
+  CHECK(st.spilled_disk > 0); /* memory (256 KiB) is far too small */
+  CHECK(st.spilled > st.spilled_disk);
+  char path[600];
+  snprintf(path, sizeof path, "%s/spill-0.bin", dir);
+  CHECK(access(path, F_OK) == 0);
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.written, 3000);
+  CHECK_EQ(st.spill_fails, 0);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK(access(path, F_OK) != 0); /* removed at the end */
+  CHECK_EQ(o.n, 3000);
+  CHECK_EQ(o.last_seq, 3000);
+  CHECK_EQ(o.bad, 0);
+  CHECK_EQ(o.next[0], 3000);
+  rmrf(dir);
+}
+
+/* Payloads larger than the writer's read-ahead (1 MiB) come back whole
+ * from the spill file. */
+typedef struct sum_check {
+  uint64_t n, bytes;
+  int bad;
+} sum_check;
+static int sum_action(void *st, const spy_trace_record *r) {
+  sum_check *k = st;
+  const spy_trace_val *c = spy_trace_get(r->action, "content");
+  usleep(200);
+  k->n++;
+  if (!c || c->type != SPY_TV_SRC)
+    k->bad++;
+  else {
+    k->bytes += c->n;
+    for (uint32_t i = 0; i < c->n; i += 4093)
+      if (c->u.s[i] != 'q')
+        k->bad++;
+  }
+  return 0;
+}
+static const spy_trace_writer_ops sum_ops = {"sum", oc_open,  NULL, sum_action,
+                                             NULL,  oc_close, NULL};
+TEST(large_payloads_come_back_whole_from_the_spill_file) {
+  sum_check k = {0};
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &sum_ops,
+                      .ops_arg = &k,
+                      .dir = dir,
+                      .queue_bytes = 65536,
+                      .spill_bytes = 1};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static char huge3[3 << 20];
+  memset(huge3, 'q', sizeof huge3);
+  uint64_t want = 0;
+  for (int i = 0; i < 300; i++) {
+    size_t n = i % 100 == 99 ? sizeof huge3 - (size_t)i : 3000;
+    want += n;
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){"m", {huge3, n}, "p", i, "c", 0}));
+  }
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK(st.spilled_disk > 0);
+  CHECK_EQ(st.writer_errors, 0);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(k.n, 300);
+  CHECK_EQ(k.bytes, want);
+  CHECK_EQ(k.bad, 0);
+  rmrf(dir);
+}
+
+/* Both bounds used up (a spill file of 64 KiB): the emitter waits for
+ * queue space, counted, and nothing is lost. */
+TEST(with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost) {
+  order_check o;
+  memset(&o, 0, sizeof o);
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &slow_order_ops,
+                      .ops_arg = &o,
+                      .dir = dir,
+                      .queue_bytes = 65536,
+                      .batch_actions = 64,
+                      .spill_bytes = 1,
+                      .spill_file_bytes = 65536};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static char payload[97 * 211];
+  for (int i = 0; i < 2000; i++)
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){
+               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK(st.waits > 0);
+  CHECK(st.spilled_disk > 0);
+  CHECK_EQ(st.written, 2000);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(o.n, 2000);
+  CHECK_EQ(o.bad, 0);
+  CHECK_EQ(o.next[0], 2000);
+  rmrf(dir);
+}
+
+static void two_threads_in_order(size_t spill_bytes, uint64_t file_bytes) {
+  order_check o;
+  memset(&o, 0, sizeof o);
+  const char *dir = mktmp();
+  CHECK(dir);
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1,
                       .ops = &order_ops,
                       .ops_arg = &o,
+                      .dir = dir,
                       .queue_bytes = 65536,
                       .batch_actions = 256,
-                      .spill_bytes = spill_bytes};
+                      .spill_bytes = spill_bytes,
+                      .spill_file_bytes = file_bytes};
   CHECK_OK(spy_trace_create(&t, &d));
   _Atomic int go = 0;
   racer rs[2] = {{t, "t0", &go, 0}, {t, "t1", &go, 0}};
@@ -768,16 +907,23 @@ static void two_threads_in_order(size_t spill_bytes) {
   CHECK_EQ(o.bad, 0);
   CHECK_EQ(o.next[0], ORDER_N);
   CHECK_EQ(o.next[1], ORDER_N);
+  rmrf(dir);
 }
 
 TEST(two_threads_emit_at_full_speed_each_action_once_in_order) {
-  two_threads_in_order(1); /* no spilling: full queues wait */
+  two_threads_in_order(1, 1); /* no spilling: full queues wait */
 }
 
 /* The same with spilling, its budget small enough that emits also wait
  * for it: records from rings and spill lists merge in one order. */
 TEST(two_threads_spilling_each_action_once_in_order) {
-  two_threads_in_order(256 << 10);
+  two_threads_in_order(256 << 10, 1);
+}
+
+/* The same with memory spilling off and each thread's spill file: rings
+ * and two files merge in one order. */
+TEST(two_threads_spilling_to_files_each_action_once_in_order) {
+  two_threads_in_order(1, 0);
 }
 
 /* The same race into a real SQLite store: each (thread, i) once, and in
@@ -1661,9 +1807,14 @@ TEST_MAIN(
     TEST_CASE(disabled_session_never_calls_the_writer),
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
     TEST_CASE(full_queue_spills_and_the_emitter_never_waits),
+    TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),
+    TEST_CASE(
+        with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost),
+    TEST_CASE(large_payloads_come_back_whole_from_the_spill_file),
     TEST_CASE(threads_emit_into_one_session),
     TEST_CASE(two_threads_emit_at_full_speed_each_action_once_in_order),
     TEST_CASE(two_threads_spilling_each_action_once_in_order),
+    TEST_CASE(two_threads_spilling_to_files_each_action_once_in_order),
     TEST_CASE(two_threads_into_sqlite_store_each_action_once_in_order),
     TEST_CASE(application_kinds_beyond_the_limit_are_refused),
     TEST_CASE(repeated_writer_failure_is_reported_once_with_its_count),

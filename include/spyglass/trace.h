@@ -15,7 +15,11 @@
  * serialises the action once — its JSON-lines form for the JSON-lines writer
  * and custom writers, its binary record (payloads by reference) for the SQL
  * writers — and hands it to the writer. When the queue is full the emitter
- * waits (a build trace loses nothing) and the wait is counted.
+ * does not wait: the action is spilled to memory (spill_bytes) and beyond
+ * that to an append-only spill file in the session directory, which the
+ * writer reads back in order ("packed after"); a process killed while
+ * spilling leaves it for spy_trace_recover. Only when both bounds are used
+ * up does the emitter wait (counted): a build trace loses nothing.
  *
  * Writers: "jsonl" (default: Rolldown's devtools log format), "sqlite" and
  * "postgres", behind one table of function pointers (spy_trace_writer_ops);
@@ -157,8 +161,10 @@ typedef struct spy_trace_hot {
  * nothing is queued), SPY_ENOMEM, SPY_ECLOSED (the session is being
  * destroyed). Thread-safe and lock-free: any number of threads may emit
  * into one session; each thread's actions are stored in its emit order.
- * Waits, and counts the wait, while the thread's queue is full. The action
- * is copied: the caller's memory may be reused on return. */
+ * A full queue spills (to memory, then to the spill file: one write per
+ * action, no fsync); it waits, and counts the wait, only when both spill
+ * bounds are used up. The action is copied: the caller's memory may be
+ * reused on return. */
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act);
 
 #if defined(__GNUC__)
@@ -408,10 +414,22 @@ typedef struct spy_trace_desc {
   void (*on_error)(void *arg, int err, const char *msg);
   void *on_error_arg;
   /* Bytes of actions held in memory off full queues and not yet taken by
-   * the writer, at most (beyond it an emit waits for queue space); default
-   * 512 MiB; 1 turns spilling off. */
+   * the writer, at most (beyond it they go to the spill file); default
+   * 64 MiB; 1 = none in memory. */
   size_t spill_bytes;
+  /* Bytes of a queue's spill file not yet taken by the writer, at most
+   * (beyond it, or when the file cannot be written, an emit waits for
+   * queue space, counted in waits); default 4 GiB; 1 = no spill file.
+   * Spill files (spill-<n>.bin) go in the session directory, for postgres
+   * in <cwd>/.spyglass/<session-id>; they are removed when the session
+   * ends, and spy_trace_recover reads one a killed process left. */
+  uint64_t spill_file_bytes;
 } spy_trace_desc;
+
+/* Environment knobs read by spy_trace_create (tests, debugging), each
+ * overriding the desc: SPY_TRACE_QUEUE_BYTES, SPY_TRACE_SPILL_BYTES,
+ * SPY_TRACE_SPILL_FILE_BYTES, and SPY_TRACE_WRITER_DELAY_US (the writer
+ * sleeps this long after each action: a writer slower than the build). */
 
 typedef struct spy_trace_stats {
   uint64_t emitted;       /* actions accepted by emit */
@@ -431,7 +449,13 @@ typedef struct spy_trace_stats {
   uint64_t packer_ns;     /* the writer's background threads' busy time */
   uint32_t builds;        /* builds begun */
   uint64_t spilled;       /* emits that found their queue full and spilled
-                             the action to memory instead of waiting */
+                             the action (to memory or the spill file)
+                             instead of waiting */
+  uint64_t spilled_disk;  /* of them, the actions written to a spill file */
+  uint64_t spilled_bytes; /* bytes written to spill files */
+  uint64_t spill_fails;   /* spill files that could not be made or
+                                written (a full disk): the emitter then
+                                waits for queue space */
 } spy_trace_stats;
 
 /* Creates a session. Enabled: resolves the defaults, creates the session
@@ -467,6 +491,33 @@ const char *spy_trace_dir(const spy_trace *t);
 const char *spy_trace_writer_name(const spy_trace *t);
 /* Counters so far; thread-safe. */
 void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out);
+
+/* What spy_trace_recover found and did. */
+typedef struct spy_trace_recovery {
+  uint32_t files;     /* spill files read */
+  uint64_t committed; /* the store's last action (its seq) before */
+  uint64_t recovered; /* spilled actions added to the store */
+  uint64_t skipped;   /* spilled actions the store already held */
+  uint64_t lost;      /* actions numbered between the store's last and the
+                         last recovered that no spill file holds: they were
+                         in memory when the process died */
+  uint64_t torn;      /* spill records cut or damaged (the file's end when
+                         the process died mid-write): not recovered */
+  int64_t not_stored; /* actions the writer could not store */
+} spy_trace_recovery;
+
+/* Recovers the session a killed process left in `dir` (a JSON-lines or
+ * SQLite session directory; for postgres the spill directory, with the
+ * server in `conninfo`, else NULL): the actions its spill files hold
+ * beyond what the store committed are added to the store in sequence
+ * order (a JSON-lines file's cut last line is cut off first), then the
+ * spill files are removed. Nothing to do (no spill file) is 0 with
+ * files 0. Returns 0 or a negative code (SPY_ENOENT: no store beside
+ * the spill files; SPY_EBADVALUE: not a spill file, files of different
+ * sessions), with a message in err. Not concurrent with a writer of the
+ * session. */
+int spy_trace_recover(const char *dir, const char *conninfo,
+                      spy_trace_recovery *out, char *err, size_t errcap);
 
 /* ---- readers ------------------------------------------------------------- */
 

@@ -29,16 +29,36 @@
  * encoded to the heap and appended to the ring's spill list (one producer,
  * one consumer, linked with release stores), counted in stats.spilled; the
  * writer merges the spill lists in sequence order with the rings, so the
- * trace stays complete and ordered while the build runs on. Only when the
- * spilled bytes not yet written reach spill_bytes does the emitter wait on
- * its own futex word (counted): a build trace loses nothing.
+ * trace stays complete and ordered while the build runs on.
+ *
+ * Spill file. Beyond spill_bytes of memory, a queue goes to its spill file
+ * (spill-<queue>.bin in the session directory, created on first use) and
+ * stays there until the writer has read the file up to its end, so every
+ * record of the queue after the switch is on disk: the ring and the memory
+ * list only hold records older than the file's. The emitter appends each
+ * record with one pwritev (8-byte header: length and checksum, then the
+ * record), no fsync — a killed process loses nothing it wrote (the bytes
+ * are in the OS), an OS crash may; the writer reads the file back in
+ * sequence order with the rest, records at each commit how far it has
+ * committed (the header's resume offset) and punches the consumed blocks
+ * out; the file is removed when the session ends. A process killed while
+ * spilling leaves the file beside its store: spy_trace_recover adds the
+ * records the store did not commit. Only when both bounds are used up
+ * (spill_file_bytes on disk, or the file cannot be written) does the
+ * emitter wait for ring space, counted in waits: a build trace loses
+ * nothing.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +74,12 @@
 #define GATHER_NS 2000000   /* a batch gathers for at most 2 ms */
 #define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
 #define MAX_FAULTS 16       /* distinct failures counted separately */
+/* spill file: a 4 KiB header block, then records (spill_hdr + record) */
+#define SF_MAGIC "SPYSPIL1"
+#define SF_DATA 4096u
+#define SF_RESUME 16 /* offset of the u64 resume offset in the header */
+#define SF_PUNCH ((uint64_t)4 << 20) /* punch consumed blocks per 4 MiB */
+#define SF_READ ((size_t)1 << 20)    /* the writer reads ahead this much */
 
 /* A record spilled off a full ring. */
 typedef struct spill {
@@ -76,14 +102,31 @@ typedef struct tq {
   uint64_t ptail;
   spill *sp_tail; /* the last spilled record (or the list's stub) */
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
+  _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
   _Atomic uint32_t space_wait;
+  /* the spill file, the producer's side: fd (-1 none; set before f_len
+   * is first published), write offset, sticky file mode, and the
+   * record it was last encoded in (reused) */
+  int fd, f_mode, f_bad;
+  uint32_t id;
+  uint64_t f_wr;
+  spill *f_node;
+  size_t f_node_cap;
+  _Atomic uint64_t f_len; /* bytes written, published (release) */
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
+  _Atomic uint64_t f_taken; /* file bytes the writer has taken */
   /* the writer's own head (records taken) and the spill list's stub,
    * whose next is the oldest spilled record not taken */
   _Alignas(LINE) uint64_t chead;
   spill *sp_head;
+  /* the writer's side of the spill file: next record's offset, a read
+   * buffer holding file bytes [rb_off, rb_off + rb_len), how far it is
+   * committed (recorded in the header) and punched out */
+  uint64_t f_rd, rb_off, f_resume, f_punched;
+  uint8_t *rb;
+  size_t rb_len, rb_cap;
 } tq;
 
 /* A counter only one thread adds to: no locked instruction. */
@@ -100,7 +143,12 @@ struct spy_trace {
   void *ops_arg;
   uint32_t batch;
   size_t qcap, retry_bytes, spill_cap;
-  _Atomic size_t spill_bytes; /* spilled and not yet taken by the writer */
+  uint64_t spill_file_cap;
+  _Atomic size_t spill_bytes;    /* spilled and not yet taken by the writer */
+  _Atomic uint64_t file_pending; /* records in spill files not taken */
+  _Atomic uint32_t nqueues;      /* queue ids */
+  char *spill_dir;               /* where spill files go */
+  uint32_t delay_us;             /* SPY_TRACE_WRITER_DELAY_US (tests) */
   uint32_t retry_ms;
   void (*on_error)(void *, int, const char *);
   void *on_error_arg;
@@ -224,6 +272,11 @@ static int dedup(spy_trace *t, spy_trace_val *v, spy_trace_stats *st) {
   return 0;
 }
 
+static void sleep_us(uint32_t us) {
+  struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
 static uint64_t rd64le(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--)
@@ -335,12 +388,129 @@ static spill *spill_peek(tq *q) {
   return atomic_load_explicit(&q->sp_head->next, memory_order_acquire);
 }
 
+/* ---- spill files ---------------------------------------------------- */
+
+static uint32_t sf_sum(const void *p, size_t n) {
+  uint64_t h[2];
+  spy_trace_hash(p, n, h);
+  return (uint32_t)h[1];
+}
+
+static int pread_all(int fd, void *p, size_t n, uint64_t off) {
+  while (n) {
+    ssize_t r = pread(fd, p, n, (off_t)off);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return r < 0 ? -errno : SPY_ETRUNCATED;
+    p = (char *)p + r;
+    n -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return 0;
+}
+
+static void sf_path(const char *dir, uint32_t id, char *out, size_t cap) {
+  snprintf(out, cap, "%s/spill-%u.bin", dir, id);
+}
+
+/* The next record of q's spill file (in q->rb), or NULL when the file
+ * holds nothing more that was published. *len receives its bytes on disk
+ * (header included); *bad is set when it fails its checksum (the caller
+ * skips it and counts it lost). */
+static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
+  uint64_t end = atomic_load_explicit(&q->f_len, memory_order_acquire);
+  *bad = 0;
+  /* f_len first: 0 until file_open has set up fd and f_rd */
+  if (!end || q->f_rd >= end)
+    return NULL;
+  for (int pass = 0; pass < 3; pass++) {
+    uint64_t in = q->f_rd - q->rb_off;
+    if (q->f_rd >= q->rb_off && in + 8 <= q->rb_len) {
+      uint32_t n, sum;
+      memcpy(&n, q->rb + in, 4);
+      memcpy(&sum, q->rb + in + 4, 4);
+      if (q->f_rd + 8 + n > end) { /* beyond what was published: damaged */
+        *len = (size_t)(end - q->f_rd);
+        *bad = 1;
+        return q->rb;
+      }
+      if (in + 8 + n <= q->rb_len) {
+        const uint8_t *rec = q->rb + in + 8;
+        uint32_t rn = 0;
+        if (n >= 16)
+          memcpy(&rn, rec, 4);
+        *len = 8 + (size_t)n;
+        *bad = n < 16 || rn != n || sf_sum(rec, n) != sum;
+        *seq = *bad ? 0 : rd64le(rec + 8);
+        return rec;
+      }
+      if (8 + (size_t)n > q->rb_cap) {
+        uint8_t *nb = realloc(q->rb, 8 + (size_t)n);
+        if (!nb)
+          return NULL;
+        q->rb = nb;
+        q->rb_cap = 8 + (size_t)n;
+      }
+    }
+    if (!q->rb) {
+      if (!(q->rb = malloc(SF_READ)))
+        return NULL;
+      q->rb_cap = SF_READ;
+    }
+    size_t want = q->rb_cap;
+    if (want > end - q->f_rd)
+      want = (size_t)(end - q->f_rd);
+    if (pread_all(q->fd, q->rb, want, q->f_rd) < 0)
+      return NULL;
+    q->rb_off = q->f_rd;
+    q->rb_len = want;
+  }
+  return NULL;
+}
+
+/* After a commit: the header's resume offset moves to what the writer has
+ * taken (all of it is committed now), and consumed space is punched out. */
+static void files_committed(spy_trace *t) {
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next) {
+    /* f_len first: it publishes what the emitter set up in file_open */
+    if (!atomic_load_explicit(&q->f_len, memory_order_acquire) ||
+        q->f_rd <= q->f_resume)
+      continue;
+    uint8_t b[8];
+    wr64le(b, q->f_rd);
+    if (pwrite(q->fd, b, 8, SF_RESUME) == 8)
+      q->f_resume = q->f_rd;
+    uint64_t upto = q->f_resume & ~(uint64_t)(SF_DATA - 1);
+    if (!q->f_punched)
+      q->f_punched = SF_DATA;
+    if (upto >= q->f_punched + SF_PUNCH) {
+      (void)fallocate(q->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                      (off_t)q->f_punched, (off_t)(upto - q->f_punched));
+      q->f_punched = upto;
+    }
+  }
+}
+
 /* Takes the record numbered t->wseq + 1 into *out: 1, or 0 when it is not
- * published yet; *spilled is set when it comes from a spill list. */
+ * published yet; *spilled is set when it comes from a spill list (1) or a
+ * spill file (2; *flen its bytes there, *bad when damaged). */
 static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
-                     int *spilled) {
+                     int *spilled, size_t *flen, int *bad) {
   uint64_t want = t->wseq + 1, seq;
   *spilled = 0;
+  if (atomic_load(&t->file_pending))
+    for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+         q = q->next) {
+      const uint8_t *rec = file_peek(q, &seq, flen, bad);
+      if (rec && (seq == want || *bad)) {
+        *slot = rec;
+        *from = q;
+        *spilled = 2;
+        return 1;
+      }
+    }
   if (atomic_load(&t->spill_bytes))
     for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
          q = q->next) {
@@ -416,8 +586,9 @@ static void *writer_main(void *arg) {
     while (n < t->batch && atomic_load(&t->seq) > t->wseq) {
       const uint8_t *slot;
       tq *q;
-      int spilled;
-      if (!take_next(t, &slot, &q, &spilled)) {
+      int spilled, bad = 0;
+      size_t flen = 0;
+      if (!take_next(t, &slot, &q, &spilled, &flen, &bad)) {
         /* numbered but not yet published: its emitter is between the
          * increment and the store (or was preempted there) */
         if (++gaps < 64)
@@ -426,31 +597,44 @@ static void *writer_main(void *arg) {
           writer_sleep(t, WAIT_GAP, 200000);
         continue;
       }
-      if (spilled) { /* the record becomes the list's stub */
+      if (spilled == 2) { /* from the spill file */
+        if (bad)
+          report(t, SPY_EIO, "a spill file record is damaged; lost");
+        else
+          process(t, slot, &st);
+        q->f_rd += flen;
+        atomic_store_explicit(&q->f_taken, q->f_rd, memory_order_release);
+        atomic_fetch_sub(&t->file_pending, 1);
+      } else if (spilled) { /* the record becomes the list's stub */
         spill *sp = spill_peek(q);
         process(t, sp->rec, &st);
         free(q->sp_head);
         q->sp_head = sp;
         atomic_fetch_sub(&t->spill_bytes, sp->n);
-        t->wseq++;
-        n++;
-        continue;
+      } else {
+        uint32_t m;
+        memcpy(&m, slot, 4);
+        const uint8_t *rec = slot;
+        uint8_t *heap = NULL;
+        if (m == MARK_HEAP) {
+          memcpy(&heap, slot + 8, sizeof heap);
+          rec = heap;
+        }
+        process(t, rec, &st);
+        free(heap);
+        q->chead += m == MARK_HEAP ? HEAP_REC : ((size_t)m + 3u) & ~(size_t)3u;
       }
-      uint32_t m;
-      memcpy(&m, slot, 4);
-      const uint8_t *rec = slot;
-      uint8_t *heap = NULL;
-      if (m == MARK_HEAP) {
-        memcpy(&heap, slot + 8, sizeof heap);
-        rec = heap;
-      }
-      process(t, rec, &st);
-      free(heap);
-      q->chead += m == MARK_HEAP ? HEAP_REC : ((size_t)m + 3u) & ~(size_t)3u;
       t->wseq++;
       n++;
-      if ((n & 63) == 0) /* hand space back early: an emitter may wait */
+      if (t->delay_us)
+        sleep_us(t->delay_us);
+      if ((n & 63) == 0) { /* hand space back early: an emitter may wait */
         give_back(t);
+        /* a writer that is behind still commits every COMMIT_NS: what a
+         * killed process loses stays bounded in time */
+        if (spy__mono_ns() - last_commit >= COMMIT_NS)
+          break;
+      }
     }
     give_back(t);
     uint64_t now = spy__mono_ns();
@@ -470,6 +654,8 @@ static void *writer_main(void *arg) {
       int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
       if (rc < 0)
         report(t, rc, "committing a batch failed");
+      else if (t->spill_dir)
+        files_committed(t);
       uncommitted = 0;
       last_commit = spy__mono_ns();
       pthread_mutex_lock(&t->mu);
@@ -506,6 +692,7 @@ static tq *tq_new(size_t cap) {
   if (!q)
     return NULL;
   q->cap = cap;
+  q->fd = -1;
   q->ring = malloc(cap);
   q->sp_head = q->sp_tail = calloc(1, sizeof(spill));
   if (!q->ring || !q->sp_head) {
@@ -536,6 +723,7 @@ static tq *claim_queue(spy_trace *t) {
   }
   if (!q && (q = tq_new(t->qcap))) {
     q->owned = 1;
+    q->id = atomic_fetch_add(&t->nqueues, 1);
     q->next = atomic_load_explicit(&t->queues, memory_order_relaxed);
     atomic_store_explicit(&t->queues, q, memory_order_release);
   }
@@ -595,29 +783,142 @@ static void wait_space(spy_trace *t, tq *q, uint64_t head) {
   atomic_store(&q->space_wait, 0);
 }
 
+/* Appends a numbered record (in sp) to q's spill list. */
+static void spill_push(spy_trace *t, tq *q, spill *sp) {
+  atomic_store_explicit(&q->sp_tail->next, sp, memory_order_release);
+  q->sp_tail = sp;
+  (void)t;
+}
+
+/* Creates q's spill file with its header block. 0 or a negative code. */
+static int file_open(spy_trace *t, tq *q) {
+  int rc = spy__mkdirs(t->spill_dir);
+  if (rc < 0)
+    return rc;
+  char path[4200];
+  sf_path(t->spill_dir, q->id, path, sizeof path);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -errno;
+  uint8_t h[SF_DATA];
+  memset(h, 0, sizeof h);
+  memcpy(h, SF_MAGIC, 8);
+  uint32_t ver = 1, sl = (uint32_t)strlen(t->session_id);
+  memcpy(h + 8, &ver, 4);
+  memcpy(h + 12, &q->id, 4);
+  wr64le(h + SF_RESUME, SF_DATA);
+  wr64le(h + 24, spy__wall_us());
+  if (sl > 200)
+    sl = 200;
+  memcpy(h + 32, &sl, 4);
+  memcpy(h + 36, t->session_id, sl);
+  if (pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
+    rc = errno ? -errno : SPY_EIO;
+    close(fd);
+    unlink(path);
+    return rc;
+  }
+  q->fd = fd;
+  q->f_wr = SF_DATA;
+  q->f_resume = SF_DATA;
+  q->f_rd = SF_DATA;
+  atomic_store_explicit(&q->f_taken, SF_DATA, memory_order_relaxed);
+  atomic_store_explicit(&q->f_len, SF_DATA, memory_order_release);
+  return 0;
+}
+
+/* Memory is used up (or q is in file mode): appends the record to q's
+ * spill file. Returns 0, a negative code, or 1 when the file cannot take
+ * it (no file, its bound reached): the caller waits for ring space. */
+static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
+                     const void *act, uint64_t ts, uint32_t build,
+                     size_t need) {
+  if (q->f_bad || !t->spill_dir)
+    return 1;
+  if (q->fd < 0) {
+    int rc = file_open(t, q);
+    if (rc < 0) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+      return 1;
+    }
+  }
+  uint64_t live =
+      q->f_wr - atomic_load_explicit(&q->f_taken, memory_order_acquire);
+  if (live + 8 + need > t->spill_file_cap)
+    return 1;
+  if (!q->f_node || q->f_node_cap < need) {
+    free(q->f_node);
+    q->f_node_cap = need < 4096 ? 4096 : need;
+    if (!(q->f_node = malloc(sizeof(spill) + q->f_node_cap))) {
+      q->f_node_cap = 0;
+      return 1;
+    }
+  }
+  spill *sp = q->f_node;
+  atomic_init(&sp->next, NULL);
+  sp->n = sizeof(spill) + need;
+  spy_trace_encode(kind, act, 0, ts, build, sp->rec, need);
+  uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
+  wr64le(sp->rec + 8, seq);
+  uint32_t hdr[2] = {(uint32_t)need, sf_sum(sp->rec, need)};
+  struct iovec iov[2] = {{hdr, 8}, {sp->rec, need}};
+  size_t total = 8 + need;
+  ssize_t w;
+  do
+    w = pwritev(q->fd, iov, 2, (off_t)q->f_wr);
+  while (w < 0 && errno == EINTR);
+  if (w != (ssize_t)total) {
+    /* a full disk or an error: the file takes no more; the record has its
+     * number, so it goes to memory whatever the bound (one record) */
+    if (w > 0 && ftruncate(q->fd, (off_t)q->f_wr) != 0) {
+      /* the file keeps a cut record past f_len: never read */
+    }
+    q->f_bad = 1;
+    bump(&q->spill_fail, 1);
+    q->f_node = NULL;
+    q->f_node_cap = 0;
+    atomic_fetch_add(&t->spill_bytes, sp->n);
+    spill_push(t, q, sp);
+  } else {
+    q->f_wr += total;
+    atomic_fetch_add(&t->file_pending, 1); /* before it can be seen */
+    atomic_store_explicit(&q->f_len, q->f_wr, memory_order_release);
+    bump(&q->spilled_disk, 1);
+    bump(&q->spilled_bytes, total);
+    q->f_mode = 1;
+  }
+  bump(&q->emitted, 1);
+  bump(&q->spilled, 1);
+  bump(&q->queued_bytes, (uint64_t)need);
+  wake_writer(t, 1, 0, 1);
+  return 0;
+}
+
 /* The ring is full: encodes the action to the heap and appends it to q's
- * spill list. Returns 0, a negative code, or 1 when the spill budget is
- * used up (the caller waits for ring space). */
+ * spill list, or beyond the memory bound to q's spill file. Returns 0, a
+ * negative code, or 1 when both bounds are used up (the caller waits for
+ * ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                       const void *act, uint64_t ts, uint32_t build) {
   int64_t need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
   if (need < 0)
     return (int)need;
   size_t n = sizeof(spill) + (size_t)need;
-  if (atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + n >
-      t->spill_cap)
-    return 1;
+  if (q->f_mode ||
+      atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + n >
+          t->spill_cap)
+    return file_emit(t, q, kind, act, ts, build, (size_t)need);
   spill *sp = malloc(n);
   if (!sp)
-    return 1; /* wait instead */
+    return file_emit(t, q, kind, act, ts, build, (size_t)need);
   atomic_init(&sp->next, NULL);
   sp->n = n;
   spy_trace_encode(kind, act, 0, ts, build, sp->rec, (size_t)need);
   atomic_fetch_add(&t->spill_bytes, n); /* before it can be taken */
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(sp->rec + 8, seq);
-  atomic_store_explicit(&q->sp_tail->next, sp, memory_order_release);
-  q->sp_tail = sp;
+  spill_push(t, q, sp);
   bump(&q->emitted, 1);
   bump(&q->spilled, 1);
   bump(&q->queued_bytes, (uint64_t)need);
@@ -645,6 +946,17 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (t->tap.gate &&
       (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask))
     t->tap.action(t->tap.ctx, kind, act, ts, build);
+  if (SPY_TRACE_UNLIKELY(q->f_mode)) {
+    /* the queue spills to its file until the writer has read it all */
+    if (atomic_load_explicit(&q->f_taken, memory_order_acquire) == q->f_wr)
+      q->f_mode = 0;
+    else {
+      int rc = spill_emit(t, q, kind, act, ts, build);
+      if (rc <= 0)
+        return rc;
+      q->f_mode = 0; /* the file takes no more: the ring, waiting */
+    }
+  }
   uint64_t tail = q->ptail;
   uint64_t head = atomic_load_explicit(&q->head, memory_order_acquire);
   uint8_t *heap = NULL;
@@ -819,13 +1131,35 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
   t->on_error = d.on_error ? d.on_error : default_report;
   t->on_error_arg = d.on_error_arg;
   t->qcap = d.queue_bytes ? d.queue_bytes : (size_t)8 << 20;
+  t->spill_cap = d.spill_bytes ? d.spill_bytes : (size_t)64 << 20;
+  t->spill_file_cap =
+      d.spill_file_bytes ? d.spill_file_bytes : (uint64_t)4 << 30;
+  /* test and debug knobs (trace.h) */
+  const char *e;
+  if ((e = getenv("SPY_TRACE_QUEUE_BYTES")) && *e)
+    t->qcap = (size_t)strtoull(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_SPILL_BYTES")) && *e)
+    t->spill_cap = (size_t)strtoull(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_SPILL_FILE_BYTES")) && *e)
+    t->spill_file_cap = strtoull(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_WRITER_DELAY_US")) && *e)
+    t->delay_us = (uint32_t)strtoul(e, NULL, 10);
   if (t->qcap < 65536)
     t->qcap = 65536;
   t->qcap &= ~(size_t)3u;
-  t->spill_cap = d.spill_bytes ? d.spill_bytes : (size_t)512 << 20;
+  if (t->spill_file_cap > 1) {
+    if (t->dir)
+      t->spill_dir = strdup(t->dir);
+    else if (t->cwd && t->session_id) { /* postgres: beside the build */
+      size_t n = strlen(t->cwd) + strlen(t->session_id) + 16;
+      if ((t->spill_dir = malloc(n)))
+        snprintf(t->spill_dir, n, "%s/.spyglass/%s", t->cwd, t->session_id);
+    }
+  }
   /* one ring ready for the first emitting thread */
   tq *first = tq_new(t->qcap);
   atomic_store(&t->queues, first);
+  atomic_store(&t->nqueues, 1); /* first is queue 0 */
   if (!t->session_id || !t->cwd || (has_dir && !t->dir) ||
       (d.conninfo && !t->conninfo) || !first) {
     spy_trace_destroy(t);
@@ -889,6 +1223,16 @@ int64_t spy_trace_destroy(spy_trace *t) {
     pthread_key_delete(t->key);
   for (tq *q = atomic_load(&t->queues), *nx; q; q = nx) {
     nx = q->next;
+    if (q->fd >= 0) { /* the writer has taken every record: not needed */
+      char path[4200];
+      close(q->fd);
+      sf_path(t->spill_dir, q->id, path, sizeof path);
+      unlink(path);
+      if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR))
+        rmdir(t->spill_dir); /* made for the spill only (when empty) */
+    }
+    free(q->rb);
+    free(q->f_node);
     free(q->ring);
     for (spill *sp = q->sp_head, *sn; sp; sp = sn) {
       sn = atomic_load(&sp->next);
@@ -903,6 +1247,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
   free(t->cwd);
   free(t->dir);
   free(t->conninfo);
+  free(t->spill_dir);
   free(t);
   return lost;
 }
@@ -930,10 +1275,307 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
     out->waits += atomic_load_explicit(&q->waits, memory_order_relaxed);
     out->wait_ns += atomic_load_explicit(&q->wait_ns, memory_order_relaxed);
     out->spilled += atomic_load_explicit(&q->spilled, memory_order_relaxed);
+    out->spilled_disk +=
+        atomic_load_explicit(&q->spilled_disk, memory_order_relaxed);
+    out->spilled_bytes +=
+        atomic_load_explicit(&q->spilled_bytes, memory_order_relaxed);
+    out->spill_fails +=
+        atomic_load_explicit(&q->spill_fail, memory_order_relaxed);
   }
   out->builds = atomic_load(&t->builds);
   if (t->ops->lost && t->wstate)
     out->lost = t->ops->lost(t->wstate); /* read-only counter of the writer */
   if (t->ops->busy_ns && t->wstate)
     out->packer_ns = t->ops->busy_ns(t->wstate); /* thread-safe */
+}
+
+/* ---- recovery of a killed session's spill files ------------------------- */
+
+/* One spill file read in order from its resume offset. */
+typedef struct rcur {
+  int fd;
+  uint64_t off, size, seq;
+  uint8_t *rec;
+  size_t cap;
+  int live; /* rec holds the next record */
+} rcur;
+
+/* Reads the next record of c; 0 at the end (counted torn when cut). */
+static int rcur_next(rcur *c, uint64_t *torn) {
+  c->live = 0;
+  if (c->off + 8 > c->size) {
+    if (c->off < c->size)
+      (*torn)++;
+    return 0;
+  }
+  uint32_t h[2];
+  if (pread_all(c->fd, h, 8, c->off) < 0 || h[0] < 16 ||
+      c->off + 8 + h[0] > c->size) {
+    (*torn)++;
+    return 0;
+  }
+  if (h[0] > c->cap) {
+    uint8_t *nb = realloc(c->rec, h[0]);
+    if (!nb)
+      return SPY_ENOMEM;
+    c->rec = nb;
+    c->cap = h[0];
+  }
+  uint32_t rn;
+  if (pread_all(c->fd, c->rec, h[0], c->off + 8) < 0 ||
+      sf_sum(c->rec, h[0]) != h[1] || (memcpy(&rn, c->rec, 4), rn != h[0])) {
+    (*torn)++;
+    return 0;
+  }
+  c->seq = rd64le(c->rec + 8);
+  c->off += 8 + (uint64_t)h[0];
+  c->live = 1;
+  return 1;
+}
+
+/* Cuts a JSON-lines file after its last complete line. */
+static int cut_to_line(const char *path) {
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : -errno;
+  struct stat sb;
+  int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
+  off_t end = rc == 0 ? sb.st_size : 0;
+  char b[4096];
+  while (rc == 0 && end > 0) {
+    off_t from = end > (off_t)sizeof b ? end - (off_t)sizeof b : 0;
+    if (pread_all(fd, b, (size_t)(end - from), (uint64_t)from) < 0) {
+      rc = SPY_EIO;
+      break;
+    }
+    size_t i = (size_t)(end - from);
+    while (i > 0 && b[i - 1] != '\n')
+      i--;
+    if (i > 0) {
+      end = from + (off_t)i;
+      break;
+    }
+    end = from;
+  }
+  if (rc == 0 && end < sb.st_size && ftruncate(fd, end) != 0)
+    rc = -errno;
+  close(fd);
+  return rc;
+}
+
+/* Adds the content hashes a decoded tree refers to. */
+static int seen_add(spy__hset *s, const spy_trace_val *v) {
+  if ((v->type == SPY_TV_SRC || v->type == SPY_TV_SRCREF) && v->has_hash)
+    return spy__hset_add(s, v->hash) < 0 ? SPY_ENOMEM : 0;
+  if (v->type == SPY_TV_LIST || v->type == SPY_TV_REC)
+    for (uint32_t i = 0; i < v->n; i++)
+      if (seen_add(s, &v->u.items[i]) < 0)
+        return SPY_ENOMEM;
+  return 0;
+}
+
+static int recover_err(char *err, size_t cap, int rc, const char *fmt,
+                       const char *a) {
+  if (err && cap)
+    snprintf(err, cap, fmt, a);
+  return rc;
+}
+
+int spy_trace_recover(const char *dir, const char *conninfo,
+                      spy_trace_recovery *out, char *err, size_t errcap) {
+  spy_trace_recovery rv = {0};
+  if (out)
+    *out = rv;
+  if (err && errcap)
+    err[0] = 0;
+  if (!dir || !out)
+    return SPY_EINVAL;
+  /* the spill files and their session */
+  DIR *dd = opendir(dir);
+  if (!dd)
+    return recover_err(err, errcap, -errno, "%s: cannot open", dir);
+  rcur *cur = NULL;
+  size_t nc = 0;
+  char sid[201] = "", path[4200];
+  int rc = 0;
+  struct dirent *de;
+  while (rc == 0 && (de = readdir(dd))) {
+    unsigned id;
+    char tail;
+    if (sscanf(de->d_name, "spill-%u.bi%c", &id, &tail) != 2 || tail != 'n')
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint8_t h[236];
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || pread_all(fd, h, sizeof h, 0) < 0 ||
+        memcmp(h, SF_MAGIC, 8) != 0) {
+      if (fd >= 0)
+        close(fd);
+      rc =
+          recover_err(err, errcap, SPY_EBADVALUE, "%s: not a spill file", path);
+      break;
+    }
+    uint32_t sl;
+    memcpy(&sl, h + 32, 4);
+    if (sl > 200)
+      sl = 200;
+    char s1[201];
+    memcpy(s1, h + 36, sl);
+    s1[sl] = 0;
+    if (sid[0] && strcmp(sid, s1) != 0) {
+      close(fd);
+      rc = recover_err(err, errcap, SPY_EBADVALUE,
+                       "%s: spill files of two sessions", dir);
+      break;
+    }
+    snprintf(sid, sizeof sid, "%s", s1);
+    rcur *nb = realloc(cur, (nc + 1) * sizeof *cur);
+    if (!nb) {
+      close(fd);
+      rc = SPY_ENOMEM;
+      break;
+    }
+    cur = nb;
+    cur[nc] = (rcur){
+        .fd = fd, .off = rd64le(h + SF_RESUME), .size = (uint64_t)sb.st_size};
+    if (cur[nc].off < SF_DATA)
+      cur[nc].off = SF_DATA;
+    nc++;
+  }
+  closedir(dd);
+  rv.files = (uint32_t)nc;
+  spy_trace *t = NULL;
+  if (rc == 0 && nc == 0)
+    goto done;
+  /* the store beside them */
+  const char *wname = "postgres";
+  if (rc == 0 && !conninfo) {
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/trace.db", dir);
+    if (stat(path, &sb) == 0)
+      wname = "sqlite";
+    else {
+      snprintf(path, sizeof path, "%s/logs.json", dir);
+      if (stat(path, &sb) == 0)
+        wname = "jsonl";
+      else
+        rc = recover_err(err, errcap, SPY_ENOENT,
+                         "%s: spill files but no store (trace.db or "
+                         "logs.json; for postgres give the server)",
+                         dir);
+    }
+  }
+  if (rc == 0 && strcmp(wname, "jsonl") == 0) {
+    snprintf(path, sizeof path, "%s/logs.json", dir);
+    rc = cut_to_line(path);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    if (rc == 0)
+      rc = cut_to_line(path);
+    if (rc < 0)
+      recover_err(err, errcap, rc, "%s: cannot cut the last line", dir);
+  }
+  if (rc == 0 && !(t = zalloc_lines(sizeof *t)))
+    rc = SPY_ENOMEM;
+  if (rc == 0) {
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->qmu, NULL);
+    pthread_cond_init(&t->committed_cv, NULL);
+    t->sync_made = 1;
+    t->ops = spy_trace_writer_find(wname);
+    t->on_error = default_report;
+    t->session_id = strdup(sid);
+    t->cwd = strdup(dir);
+    t->dir = conninfo ? NULL : strdup(dir);
+    t->conninfo = dupstr(conninfo);
+    if (!t->session_id || !t->cwd || (!conninfo && !t->dir) ||
+        (conninfo && !t->conninfo))
+      rc = SPY_ENOMEM;
+  }
+  /* what the store committed: its last action, and the payloads it has */
+  if (rc == 0) {
+    spy_trace_reader *r = NULL;
+    rc = spy_trace_reader_open(conninfo ? conninfo : dir, sid, &r);
+    spy_trace_action a;
+    int k;
+    while (rc == 0 && (k = spy_trace_reader_next(r, &a)) > 0) {
+      if (a.seq > rv.committed)
+        rv.committed = a.seq;
+      rc = seen_add(&t->seen, &a.fields);
+    }
+    if (rc == 0 && k < 0)
+      rc = k;
+    if (rc < 0)
+      recover_err(err, errcap, rc, "%s",
+                  r ? spy_trace_reader_error(r) : "cannot read the store");
+    spy_trace_reader_close(r);
+  }
+  if (rc == 0) {
+    spy_trace_writer_cfg cfg = {t->dir, t->conninfo, t->session_id,
+                                t->cwd, 64u << 20,   10000,
+                                NULL,   report,      t};
+    rc = t->ops->open(&t->wstate, &cfg);
+    if (rc < 0)
+      recover_err(err, errcap, rc, "%s: the writer cannot reopen the store",
+                  dir);
+  }
+  /* the records beyond it, merged in sequence order */
+  for (size_t i = 0; rc == 0 && i < nc; i++)
+    if ((rc = rcur_next(&cur[i], &rv.torn)) > 0)
+      rc = 0;
+  uint64_t last = rv.committed;
+  uint32_t batch = 0;
+  spy_trace_stats st = {0};
+  while (rc == 0) {
+    rcur *m = NULL;
+    for (size_t i = 0; i < nc; i++)
+      if (cur[i].live && (!m || cur[i].seq < m->seq))
+        m = &cur[i];
+    if (!m)
+      break;
+    if (m->seq <= last) /* committed already (or a repeat) */
+      rv.skipped++;
+    else {
+      rv.lost += m->seq - last - 1;
+      process(t, m->rec, &st);
+      rv.recovered++;
+      last = m->seq;
+      if (++batch == 4096) {
+        if (t->ops->commit && (rc = t->ops->commit(t->wstate)) < 0)
+          recover_err(err, errcap, rc, "%s: a commit failed", dir);
+        batch = 0;
+      }
+    }
+    int k = rcur_next(m, &rv.torn);
+    if (k < 0)
+      rc = k;
+  }
+  if (rc == 0 && batch && t->ops->commit &&
+      (rc = t->ops->commit(t->wstate)) < 0)
+    recover_err(err, errcap, rc, "%s: a commit failed", dir);
+done:
+  if (t) {
+    int64_t ns = spy_trace_destroy(t);
+    rv.not_stored = ns;
+  }
+  for (size_t i = 0; i < nc; i++) {
+    close(cur[i].fd);
+    free(cur[i].rec);
+  }
+  free(cur);
+  if (rc == 0 && nc) { /* all in the store now: the files go */
+    DIR *d2 = opendir(dir);
+    while (d2 && (de = readdir(d2))) {
+      unsigned id;
+      char tail;
+      if (sscanf(de->d_name, "spill-%u.bi%c", &id, &tail) == 2 && tail == 'n') {
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unlink(path);
+      }
+    }
+    if (d2)
+      closedir(d2);
+  }
+  *out = rv;
+  return rc < 0 ? rc : 0;
 }

@@ -232,7 +232,8 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_stmt *s;
   if ((rc = prepare(w,
                     "INSERT INTO sessions(session_id,cwd,created_at,"
-                    "schema_version) VALUES(?,?,?,?)",
+                    "schema_version) VALUES(?,?,?,?) ON CONFLICT(session_id) "
+                    "DO NOTHING",
                     &s)))
     return rc;
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
@@ -244,7 +245,15 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_finalize(s);
   if (st != SQLITE_DONE)
     return fail(w, "insert session");
-  w->schema.session = sqlite3_last_insert_rowid(w->db);
+  /* its key (a session reopened by spy_trace_recover keeps its row) */
+  if ((rc = prepare(w, "SELECT session FROM sessions WHERE session_id=?1", &s)))
+    return rc;
+  sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
+  st = sqlite3_step(s);
+  w->schema.session = st == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+  sqlite3_finalize(s);
+  if (st != SQLITE_ROW)
+    return fail(w, "find session");
   /* best effort: without it a full disk may keep the counts out */
   snprintf(path, sizeof path, "%s/trace.db-reserve", cfg->dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

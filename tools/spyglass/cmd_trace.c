@@ -63,14 +63,77 @@ static void help(FILE *f) {
              "[--slowest N]\n"
              "       spyglass trace module STORE MODULE [--build N] [--diff]\n"
              "       spyglass trace source STORE ID\n"
+             "       spyglass trace recover DIR [--db CONNINFO] [--json]\n"
              "(each with --session ID and --json; `spyglass trace SUB --help`)"
              "\n\n"
              "STORE is a session directory (JSON-lines or SQLite), a trace.db\n"
              "file, or a postgres:// URI. Prints actions and builds, module\n"
              "and chunk counts, the slowest hooks per plugin, bytes of source\n"
              "stored and saved by dedup, and actions not stored.\n"
+             "recover: after a traced process was killed while its trace\n"
+             "spilled to disk, adds the spilled actions the store did not\n"
+             "commit (DIR: the session directory; postgres: the spill\n"
+             "directory and --db) and removes the spill files.\n"
              "exit codes: 0 ok, 1 the store cannot be read (or is from a\n"
              "newer schema), 2 bad usage\n");
+}
+
+/* `trace recover DIR`: spy_trace_recover and what it did. */
+static int trace_recover(int argc, char **argv) {
+  const char *dir = NULL, *db = NULL;
+  int as_json = 0;
+  const cli_opt opts[] = {
+      {"--json", CLI_FLAG, &as_json, 0, 0, 0, NULL},
+      {"--db", CLI_STR, &db, 0, 0, 0, "a postgres conninfo"},
+  };
+  int prc = cli_parse("trace recover", argc, argv, opts,
+                      sizeof opts / sizeof opts[0], &dir, 1, NULL, help);
+  if (prc)
+    return prc == 1 ? EXIT_OK : EXIT_USAGE;
+  if (!dir) {
+    help(stderr);
+    return EXIT_USAGE;
+  }
+  spy_trace_recovery rv;
+  char err[512];
+  int rc = spy_trace_recover(dir, db, &rv, err, sizeof err);
+  if (rc < 0) {
+    fprintf(stderr, "spyglass trace recover: %s (%s)\n", err[0] ? err : dir,
+            spy_err_name(rc));
+    return EXIT_FAIL;
+  }
+  if (as_json) {
+    json_out j;
+    json_init(&j, stdout);
+    json_obj_begin(&j);
+    json_key(&j, "files");
+    json_uint(&j, rv.files);
+    json_key(&j, "committed");
+    json_uint(&j, rv.committed);
+    json_key(&j, "recovered");
+    json_uint(&j, rv.recovered);
+    json_key(&j, "skipped");
+    json_uint(&j, rv.skipped);
+    json_key(&j, "lost_in_memory");
+    json_uint(&j, rv.lost);
+    json_key(&j, "torn");
+    json_uint(&j, rv.torn);
+    json_key(&j, "not_stored");
+    json_int(&j, rv.not_stored);
+    json_obj_end(&j);
+    json_newline(&j);
+  } else if (!rv.files)
+    printf("%s: no spill files, nothing to recover\n", dir);
+  else
+    printf("%s: %u spill file(s); the store held actions up to %llu; %llu "
+           "recovered from the spill, %llu already stored, %llu lost (in "
+           "memory when the process died), %llu cut records, %lld not "
+           "stored\n",
+           dir, rv.files, (unsigned long long)rv.committed,
+           (unsigned long long)rv.recovered, (unsigned long long)rv.skipped,
+           (unsigned long long)rv.lost, (unsigned long long)rv.torn,
+           (long long)rv.not_stored);
+  return rv.not_stored > 0 ? EXIT_FAIL : EXIT_OK;
 }
 
 int cmd_trace(int argc, char **argv) {
@@ -86,6 +149,8 @@ int cmd_trace(int argc, char **argv) {
     return trace_module(argc - 1, argv + 1);
   if (strcmp(argv[1], "source") == 0)
     return trace_source(argc - 1, argv + 1);
+  if (strcmp(argv[1], "recover") == 0)
+    return trace_recover(argc - 1, argv + 1);
   if (strcmp(argv[1], "summary") != 0) {
     fprintf(stderr, "spyglass trace: unknown subcommand '%s'\n", argv[1]);
     help(stderr);

@@ -1309,9 +1309,18 @@ int cmd_demo_build(int argc, char **argv) {
            (unsigned long long)r.st.written, (long long)r.not_stored,
            (unsigned long long)r.st.waits);
     if (r.st.spilled)
-      printf("trace: the writer fell behind: %llu actions spilled to memory "
-             "(the build did not wait for them; all were written)\n",
-             (unsigned long long)r.st.spilled);
+      printf("trace: the writer fell behind: %llu actions spilled (%llu to "
+             "memory, %llu to the spill file, %.1f MB); the build did not "
+             "wait for them; packing them after the build took %.1f ms\n",
+             (unsigned long long)r.st.spilled,
+             (unsigned long long)(r.st.spilled - r.st.spilled_disk),
+             (unsigned long long)r.st.spilled_disk,
+             (double)r.st.spilled_bytes / 1e6, r.wall_ms - r.build_ms);
+    if (r.st.spill_fails)
+      printf("trace: %llu spill file(s) could not be written: the build "
+             "waited for the writer (%llu queue waits)\n",
+             (unsigned long long)r.st.spill_fails,
+             (unsigned long long)r.st.waits);
     if (r.trace_dir[0])
       printf("trace: %s\n", r.trace_dir);
   }
