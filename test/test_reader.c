@@ -525,7 +525,8 @@ static size_t heap_now(void) {
 }
 
 /* Bytes of the session's stored actions: logs.json, or the SQL store's
- * action_batches data of the session. */
+ * rows of the session (the case's one kind: its table, plus whatever
+ * action_batches keeps). */
 static size_t action_bytes(const store *s) {
   if (!s->conninfo) {
     char path[512];
@@ -536,8 +537,12 @@ static size_t action_bytes(const store *s) {
   PGconn *c = PQconnectdb(s->conninfo);
   const char *params[1] = {s->sid};
   PGresult *res = PQexecParams(c,
-                               "SELECT sum(length(data)) FROM action_batches "
-                               "WHERE session_id=$1",
+                               "SELECT (SELECT coalesce(sum(length(data)),0) "
+                               "FROM action_batches WHERE session_id=$1) + "
+                               "(SELECT coalesce(sum(pg_column_size(t.*)),0) "
+                               "FROM hook_resolve_id_call_start t JOIN "
+                               "sessions x ON x.session=t.session WHERE "
+                               "x.session_id=$1)",
                                1, NULL, params, NULL, NULL, 0);
   size_t n = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
                  ? strtoull(PQgetvalue(res, 0, 0), NULL, 10)

@@ -4,13 +4,17 @@
  * Own tables: sessions (one row per session; `session` is the integer key
  * every action table carries), sources (each payload once, by content id,
  * compressed alone or, codec SPY__CODEC_ZSTD_DELTA, against the payload
- * named by its base_source_id) and action_batches (every action's binary
- * record, payloads by reference, one compressed blob per writer batch: the log
- * the readers replay). The action tables themselves are derived from the
- * catalog (schema.c). The reference's tables — builds, modules, module_imports,
- * chunks, chunk_imports, assets, hook_calls — are views over them, and
- * the indexes below serve the common questions: slowest hooks per plugin,
- * the import graph of a build, what a plugin did to a module. Both are
+ * named by its base_source_id) and action_batches (one row per writer
+ * batch: its seq range and action count, and the binary records — payloads
+ * by reference, compressed — of those of its actions that their tables
+ * cannot give back exactly: application kinds and rows whose text the
+ * store would change; schema versions before 4 held every action there).
+ * The readers rebuild the action stream from the kinds' tables merged in
+ * seq order with those records. The action tables themselves are derived from
+ * the catalog (schema.c). The reference's tables — builds, modules,
+ * module_imports, chunks, chunk_imports, assets, hook_calls — are views over
+ * them, and the indexes below serve the common questions: slowest hooks per
+ * plugin, the import graph of a build, what a plugin did to a module. Both are
  * derived from the catalog too: the kinds by their role (build start and
  * end, the module, chunk and asset graphs), the hooks by SPY_TRACE_HOOKS,
  * the columns by the records' fields. Times are µs since the epoch. */
@@ -264,4 +268,24 @@ void spy__index_sql(const spy__schema *s, spy__buf *b) {
     add_index(b, e->snake, "_build", "(session, build_id)");
   for (int t = 0; t < s->n; t++)
     spy__schema_index_sql(s, t, b);
+}
+
+void spy__batch_mark_add(spy__batch_mark *m, uint64_t seq) {
+  if (!m->n)
+    m->first = seq;
+  m->last = seq;
+  m->n++;
+}
+
+void spy__batch_mark_cells(const spy__batch_mark *m, spy__cell c[7]) {
+  c[1] = (spy__cell){SPY__COL_INT, (int64_t)m->first, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_INT, (int64_t)m->last, NULL, 0};
+  c[3] = (spy__cell){SPY__COL_INT, m->n, NULL, 0};
+}
+
+int spy__batch_keeps(const spy__schema *s, int root,
+                     const spy_trace_action *a) {
+  /* the readers rebuild only the built-in kinds from their tables */
+  return root < 0 || root >= s->nbuiltin || !a->kind || a->kind->id == 0 ||
+         s->inexact;
 }

@@ -1,8 +1,10 @@
 /* writer_sqlite.c — the SQLite writer: one trace.db per session directory,
  * WAL journal, one transaction per batch, a prepared insert per table of
  * the schema derived from the catalog (an application kind's tables are
- * created when its first action arrives), the batch's actions also as one
- * compressed action_batches row, indexes built at close. Source payloads
+ * created when its first action arrives), one action_batches row per
+ * batch (its seq range and count, and the binary records of the actions
+ * the tables cannot give back exactly: application kinds, rows whose
+ * JSON lists changed bytes), indexes built at close. Source payloads
  * go to the sources table once, zstd-compressed, most as deltas of the
  * payload stored before them (src_codec.c); a row that may not have
  * reached the database (a failed insert or commit) is never used as a
@@ -38,9 +40,10 @@ typedef struct sqlw {
   int ngins;
   sqlite3_stmt *finish;
   spy__schema schema;
-  spy__buf rec; /* one action's binary record */
-  spy__abatch batch;
-  spy__src_pipe *pipe; /* packs sources on its own thread */
+  spy__buf rec;         /* one action's binary record */
+  spy__abatch batch;    /* records the tables cannot hold exactly */
+  spy__batch_mark mark; /* the whole batch: its action_batches row */
+  spy__src_pipe *pipe;  /* packs sources on its own thread */
   spy__buf sql;
   char *session_id;
   char *reserve;         /* path of the reserve file, or NULL */
@@ -310,14 +313,11 @@ static int sq_action(void *state, const spy_trace_record *r) {
   int rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
   if (rc == 0)
     rc = begin(w);
-  w->rec.len = 0;
-  if (rc == 0 && (rc = spy__trace_record_put(&w->rec, a)) == 0) {
-    spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
-    rc = w->batch.text.err;
-  }
+  int root = -1;
+  w->schema.inexact = 0;
   if (rc == 0 && a->kind) {
     int fresh, from = w->schema.n;
-    int root = spy__schema_root(&w->schema, a->kind, &fresh);
+    root = spy__schema_root(&w->schema, a->kind, &fresh);
     if (root < -1)
       rc = root;
     else if (fresh && root >= 0)
@@ -328,6 +328,17 @@ static int sq_action(void *state, const spy_trace_record *r) {
                 "kept in action_batches only");
     if (rc == 0)
       rc = spy__schema_rows(&w->schema, root, a, sink, w);
+  }
+  /* the binary record only when the tables cannot give the action back */
+  if (rc == 0) {
+    spy__batch_mark_add(&w->mark, a->seq);
+    if (spy__batch_keeps(&w->schema, root, a)) {
+      w->rec.len = 0;
+      if ((rc = spy__trace_record_put(&w->rec, a)) == 0) {
+        spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
+        rc = w->batch.text.err;
+      }
+    }
   }
   if (w->in_txn) {
     w->txn_n++; /* stored or lost with its transaction */
@@ -342,13 +353,15 @@ static int sq_commit(void *state) {
   sqlw *w = state;
   /* every payload the batch's actions name goes in with them */
   int rc = spy__src_pipe_drain(w->pipe);
-  if (w->batch.n && w->in_txn && rc == 0 && !w->txn_failed) {
+  if (w->mark.n && w->in_txn && rc == 0 && !w->txn_failed) {
     spy__cell c[7];
     rc = spy__abatch_row(&w->batch, w->session_id, c);
+    spy__batch_mark_cells(&w->mark, c);
     if (rc == 0)
       rc = run(w, w->ins[SPY__T_BATCHES], c, 7);
   }
   spy__abatch_clear(&w->batch);
+  w->mark = (spy__batch_mark){0};
   if (!w->in_txn)
     return rc;
   if (rc == 0 && !w->txn_failed)
