@@ -1596,8 +1596,11 @@ TEST(missing_or_cyclic_delta_base_is_an_error) {
 TEST(schema_2_sqlite_store_still_reads_and_is_not_appended_to) {
   const char *dir = mktmp();
   CHECK(dir);
-  /* a version 2 store: no base_source_id column */
+  /* a version 2 store: no base_source_id column, every action's record
+   * in action_batches */
+  setenv("SPY_TRACE_SQL_RECORDS", "all", 1);
   CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  unsetenv("SPY_TRACE_SQL_RECORDS");
   CHECK_OK(db_exec(dir, "ALTER TABLE sources DROP COLUMN base_source_id; "
                         "PRAGMA user_version=2"));
   CHECK_EQ(db_int(dir, "PRAGMA user_version"), 2);

@@ -19,6 +19,7 @@
  * end, the module, chunk and asset graphs), the hooks by SPY_TRACE_HOOKS,
  * the columns by the records' fields. Times are µs since the epoch. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store.h"
@@ -288,4 +289,9 @@ int spy__batch_keeps(const spy__schema *s, int root,
   /* the readers rebuild only the built-in kinds from their tables */
   return root < 0 || root >= s->nbuiltin || !a->kind || a->kind->id == 0 ||
          s->inexact;
+}
+
+int spy__sql_all_records(void) {
+  const char *e = getenv("SPY_TRACE_SQL_RECORDS");
+  return e && strcmp(e, "all") == 0;
 }

@@ -252,6 +252,10 @@ void spy__batch_mark_cells(const spy__batch_mark *m, spy__cell c[7]);
  * action_batches (schema 4): an application kind, a kind without a
  * table (root < 0), or rows that are inexact. */
 int spy__batch_keeps(const spy__schema *s, int root, const spy_trace_action *a);
+/* 1 when the environment has SPY_TRACE_SQL_RECORDS=all: the SQL writers
+ * then keep every action's record in action_batches, as schema 3 did
+ * (read at open; for tests that make stores of the older layouts). */
+int spy__sql_all_records(void);
 
 /* ---- source blobs
  * ------------------------------------------------------------ */

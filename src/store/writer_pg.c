@@ -58,6 +58,7 @@ typedef struct pgw {
   spy__buf rec;             /* one action's binary record */
   spy__abatch ab;           /* records the tables cannot hold exactly */
   spy__batch_mark mark;     /* the whole batch: its action_batches row */
+  int all_records;          /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
   spy__src_pipe *pipe;      /* packs sources on its own thread */
   int dropped;              /* a batch was dropped since the last commit */
   spy__hset gone;           /* payloads of dropped batches */
@@ -326,6 +327,7 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   if (rc)
     return rc;
   w->schema.utf8_only = 1;
+  w->all_records = spy__sql_all_records();
   rc = connect_now(w);
   if (rc)
     return rc;
@@ -428,7 +430,7 @@ static int pg_action(void *state, const spy_trace_record *r) {
    * (an application kind, text the server would change) */
   if (rc == 0) {
     spy__batch_mark_add(&w->mark, a->seq);
-    if (spy__batch_keeps(&w->schema, root, a)) {
+    if (w->all_records || spy__batch_keeps(&w->schema, root, a)) {
       w->rec.len = 0;
       if ((rc = spy__trace_record_put(&w->rec, a)) == 0) {
         spy__abatch_add(&w->ab, a->seq, w->rec.p, w->rec.len);

@@ -43,6 +43,7 @@ typedef struct sqlw {
   spy__buf rec;         /* one action's binary record */
   spy__abatch batch;    /* records the tables cannot hold exactly */
   spy__batch_mark mark; /* the whole batch: its action_batches row */
+  int all_records;      /* SPY_TRACE_SQL_RECORDS=all: as schema 3 did */
   spy__src_pipe *pipe;  /* packs sources on its own thread */
   spy__buf sql;
   char *session_id;
@@ -164,6 +165,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   int rc = spy__schema_init(&w->schema);
   if (rc)
     return rc;
+  w->all_records = spy__sql_all_records();
   char path[4096];
   snprintf(path, sizeof path, "%s/trace.db", cfg->dir);
   if (sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
@@ -332,7 +334,7 @@ static int sq_action(void *state, const spy_trace_record *r) {
   /* the binary record only when the tables cannot give the action back */
   if (rc == 0) {
     spy__batch_mark_add(&w->mark, a->seq);
-    if (spy__batch_keeps(&w->schema, root, a)) {
+    if (w->all_records || spy__batch_keeps(&w->schema, root, a)) {
       w->rec.len = 0;
       if ((rc = spy__trace_record_put(&w->rec, a)) == 0) {
         spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
