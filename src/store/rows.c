@@ -173,6 +173,12 @@ static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
   }
 }
 
+/* The columns of hook_calls (the view's, in its order). */
+#define HOOK_CALLS_COLS                                                        \
+  "session_id TEXT,build_id INTEGER,call_id TEXT,hook_type TEXT,"              \
+  "plugin_name TEXT,plugin_id INTEGER,module_id TEXT,started_at INTEGER,"      \
+  "ended_at INTEGER,input_source_id TEXT,output_source_id TEXT"
+
 /* hook_calls: every hook's Start joined to its End by call_id. */
 static void hook_calls_view(spy__buf *b, int pg, const char *name) {
   view_head(b, pg, name, strlen(name));
@@ -225,19 +231,20 @@ void spy__views_sql(spy__buf *b, int pg) {
     if (r == SPY_ROLE_MODULES || r == SPY_ROLE_CHUNKS || r == SPY_ROLE_ASSETS)
       graph_views(b, pg, spy_trace_kinds[i]);
   }
-  hook_calls_view(b, pg, "hook_calls");
-  /* SQLite: the same view under another name, which stays a view when
-   * the writer makes hook_calls a table at close */
-  if (!pg)
-    hook_calls_view(b, pg, "hook_calls_live");
+  /* SQLite: hook_calls is a table the writer fills (its view's join
+   * costs too much for interactive questions); the view stays as
+   * hook_calls_live */
+  hook_calls_view(b, pg, pg ? "hook_calls" : "hook_calls_live");
 }
 
 void spy__hook_calls_table_sql(spy__buf *b) {
-  spy__buf_puts(b, "CREATE TABLE hook_calls AS SELECT * FROM hook_calls_live;\n"
-                   "CREATE INDEX hook_calls_plugin ON hook_calls(plugin_name, "
-                   "hook_type, started_at, ended_at);\n"
-                   "CREATE INDEX hook_calls_module ON hook_calls(module_id, "
-                   "build_id);\n");
+  spy__buf_puts(b,
+                "CREATE TABLE IF NOT EXISTS hook_calls(" HOOK_CALLS_COLS ");\n"
+                "CREATE INDEX IF NOT EXISTS hook_calls_plugin ON "
+                "hook_calls(plugin_name, hook_type, started_at, "
+                "ended_at);\n"
+                "CREATE INDEX IF NOT EXISTS hook_calls_module ON "
+                "hook_calls(module_id, build_id);\n");
 }
 
 static void add_index(spy__buf *b, const char *table, const char *what,

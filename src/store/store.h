@@ -211,9 +211,10 @@ void spy__field_col(const spy_trace_field *f, const char **suffix, char *type);
 void spy__own_tables_sql(spy__buf *b, int pg);
 /* The reference's tables as views over the derived ones. */
 void spy__views_sql(spy__buf *b, int pg);
-/* SQLite at close: hook_calls as a table (a copy of the hook_calls_live
- * view, with indexes) — the view's join costs too much for interactive
- * questions. The caller drops the view (or an older copy) first. */
+/* SQLite: hook_calls as a table with the hook_calls_live view's columns
+ * and two covering indexes (the view's join costs too much for
+ * interactive questions), filled by the writer as each call ends
+ * (writer_sqlite.c); IF NOT EXISTS. */
 void spy__hook_calls_table_sql(spy__buf *b);
 /* Every index: the questions' and each derived table's generic one. */
 void spy__index_sql(const spy__schema *s, spy__buf *b);
