@@ -212,12 +212,15 @@ void spy__own_tables_sql(spy__buf *b, int pg);
 /* The reference's tables as views over the derived ones. */
 void spy__views_sql(spy__buf *b, int pg);
 /* SQLite: hook_calls as a table with the hook_calls_live view's columns
- * and two covering indexes (the view's join costs too much for
- * interactive questions), filled by the writer as each call ends
- * (writer_sqlite.c); IF NOT EXISTS. */
+ * (the view's join costs too much for interactive questions), filled by
+ * the writer as each call ends (writer_sqlite.c); IF NOT EXISTS. Its two
+ * covering indexes: spy__hook_calls_index_sql, built at close. */
 void spy__hook_calls_table_sql(spy__buf *b);
-/* Every index: the questions' and each derived table's generic one. */
-void spy__index_sql(const spy__schema *s, spy__buf *b);
+void spy__hook_calls_index_sql(spy__buf *b);
+/* Every index: the questions' and each derived table's generic one
+ * (SQLite, !pg: not the hook Starts' by plugin and by module, which the
+ * hook_calls table's indexes answer). */
+void spy__index_sql(const spy__schema *s, spy__buf *b, int pg);
 
 /* One writer batch of actions as binary records back to back (schema
  * version 2; version 1 stored JSON lines), compressed into one

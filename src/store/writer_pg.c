@@ -709,7 +709,7 @@ static int create_missing_indexes(pgw *w) {
   if (rc)
     return rc;
   spy__buf all = {0}, one = {0};
-  spy__index_sql(&w->schema, &all);
+  spy__index_sql(&w->schema, &all, 1);
   spy__buf_putc(&all, 0);
   /* one "CREATE INDEX IF NOT EXISTS <name> ON …;" per line */
   for (char *line = all.err ? NULL : all.p, *end; line && *line && !rc;

@@ -663,13 +663,14 @@ static int64_t sq_close(void *state) {
                       {SPY__COL_INT, (int64_t)w->actions, NULL, 0},
                       {SPY__COL_INT, (int64_t)atomic_load(&w->lost), NULL, 0}};
     run(w, w->finish, c, 3);
+    open_calls(w); /* before the indexes: no index update per row */
     /* indexes are built once at the end, not updated per insert */
     w->sql.len = 0;
-    spy__index_sql(&w->schema, &w->sql);
+    spy__index_sql(&w->schema, &w->sql, 0);
+    spy__hook_calls_index_sql(&w->sql);
     spy__buf_putc(&w->sql, 0);
     if (!w->sql.err && exec(w, w->sql.p) < 0 && !sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-    open_calls(w);
     /* the last connection to close checkpoints and removes the WAL and
      * shared-memory files (unless another connection still reads) */
     sqlite3_db_config(w->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
