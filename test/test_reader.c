@@ -30,9 +30,11 @@
 #include <unistd.h>
 
 #include <libpq-fe.h>
+#include <sqlite3.h>
 
 #include "core/json_escape.h"
 #include "spyglass/trace.h"
+#include "store/store.h"
 #include "testlib.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -525,7 +527,8 @@ static size_t heap_now(void) {
 }
 
 /* Bytes of the session's stored actions: logs.json, or the SQL store's
- * action_batches data of the session. */
+ * rows of the session (the case's one kind: its table, plus whatever
+ * action_batches keeps). */
 static size_t action_bytes(const store *s) {
   if (!s->conninfo) {
     char path[512];
@@ -536,8 +539,12 @@ static size_t action_bytes(const store *s) {
   PGconn *c = PQconnectdb(s->conninfo);
   const char *params[1] = {s->sid};
   PGresult *res = PQexecParams(c,
-                               "SELECT sum(length(data)) FROM action_batches "
-                               "WHERE session_id=$1",
+                               "SELECT (SELECT coalesce(sum(length(data)),0) "
+                               "FROM action_batches WHERE session_id=$1) + "
+                               "(SELECT coalesce(sum(pg_column_size(t.*)),0) "
+                               "FROM hook_resolve_id_call_start t JOIN "
+                               "sessions x ON x.session=t.session WHERE "
+                               "x.session_id=$1)",
                                1, NULL, params, NULL, NULL, 0);
   size_t n = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
                  ? strtoull(PQgetvalue(res, 0, 0), NULL, 10)
@@ -743,8 +750,284 @@ TEST(json_form_round_trips_64_bit_integers_and_nul_bytes) {
   spy_trace_arena_free(&arena);
 }
 
+/* ---- every action back byte for byte from the SQL tables ----------------- */
+
+/* An application kind: kept in action_batches, and in its own table. */
+#define APP_EVENT(F, X)                                                        \
+  F(X, STR, label, _)                                                          \
+  F(X, OINT, n, _)                                                             \
+  F(X, OBOOL, ok, _)
+SPY_TRACE_DECLARE_KIND(AppEvent, app_event, APP_EVENT)
+SPY_TRACE_DEFINE_KIND(AppEvent, app_event, APP_EVENT)
+
+/* A writer in front of a built-in one that keeps the binary record of
+ * every action it is given (payloads by reference): what the store must
+ * give back. */
+typedef struct capture {
+  const spy_trace_writer_ops *real;
+  void *st;
+  spy__buf recs;
+  size_t kept; /* record bytes of the kinds the tables cannot hold */
+  int pg;
+} capture;
+
+static int cap_open(void **state, const spy_trace_writer_cfg *cfg) {
+  capture *c = cfg->arg;
+  *state = c;
+  return c->real->open(&c->st, cfg);
+}
+static int cap_source(void *state, const uint64_t h[2], const char *p,
+                      size_t n) {
+  capture *c = state;
+  return c->real->source(c->st, h, p, n);
+}
+static int cap_action(void *state, const spy_trace_record *r) {
+  capture *c = state;
+  size_t before = c->recs.len;
+  spy__trace_record_put(&c->recs, r->action);
+  const spy_trace_action *a = r->action;
+  const spy_trace_val *m = spy_trace_get(a, "module_id");
+  /* an application kind; a list string that is not UTF-8 (JSON changes
+   * it); postgres: any text that is not UTF-8 */
+  if (a->kind == &spy_kind_app_event ||
+      a->kind == &spy_kind_module_graph_ready ||
+      (c->pg && m && m->type == SPY_TV_STR && memchr(m->u.s, '\xe9', m->n)))
+    c->kept += c->recs.len - before;
+  return c->real->action(c->st, r);
+}
+static int cap_commit(void *state) {
+  capture *c = state;
+  return c->real->commit(c->st);
+}
+static int64_t cap_close(void *state) {
+  capture *c = state;
+  return c->real->close(c->st);
+}
+static const spy_trace_writer_ops cap_sqlite = {
+    .name = "capture",
+    .open = cap_open,
+    .source = cap_source,
+    .action = cap_action,
+    .commit = cap_commit,
+    .close = cap_close,
+    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_MKDIR};
+static const spy_trace_writer_ops cap_pg = {.name = "capture",
+                                            .open = cap_open,
+                                            .source = cap_source,
+                                            .action = cap_action,
+                                            .commit = cap_commit,
+                                            .close = cap_close,
+                                            .flags = SPY_TRACE_WRITER_RECORDS |
+                                                     SPY_TRACE_WRITER_CONNINFO};
+
+/* One of every built-in kind with lists nested, empty and null, null and
+ * extreme integers, payloads present and null, non-UTF-8 text, and an
+ * application kind. */
+static void emit_every_kind(spy_trace *t) {
+  spy_rec_input_item in[] = {{NULL, "src", 0}, {"main", "a.c", 0}};
+  spy_rec_plugin_item pl[] = {{"p", 0, 0}, {"q", 1, 0}};
+  spy_emit_session_meta(t, &(spy_act_session_meta){.inputs = {in, 2},
+                                                   .plugins = {pl, 2},
+                                                   .cwd = "/w",
+                                                   .platform = "node",
+                                                   .format = "esm",
+                                                   .file = "out.js"});
+  spy_trace_build_begin(t);
+  spy_rec_module_import im[] = {{"b.h", "include", "b.h", 0},
+                                {"c\tq\n.h", "include", "\"c.h\"", 0}};
+  const char *importers[] = {"x\xe9.c", "y.c"};
+  spy_rec_module mods[] = {
+      {.id = "a.c", .imports = {im, 2}, .importers = {importers, 2}},
+      {.id = "b.h", .is_external = 1},
+      {.id = "e.c", .imports = {im, 0}, .importers = {importers, 0}}};
+  spy_emit_module_graph_ready(t, &(spy_act_module_graph_ready){{mods, 3}, 0});
+  static const char *const cm[] = {"a.c", "b.h"};
+  spy_rec_chunk_import ci[] = {{2, "static", 0}};
+  spy_rec_chunk ch[] = {{.chunk_id = 1,
+                         .name = "main",
+                         .advanced_chunk_group_id = SPY_TRACE_NULL_INT,
+                         .is_user_defined_entry = 1,
+                         .modules = {cm, 2},
+                         .reason = "entry",
+                         .imports = {ci, 1}},
+                        {.chunk_id = 2,
+                         .advanced_chunk_group_id = 7,
+                         .is_async_entry = 1,
+                         .entry_module = "b.h",
+                         .reason = "dynamic"}};
+  spy_emit_chunk_graph_ready(t, &(spy_act_chunk_graph_ready){{ch, 2}, 0});
+  static const int64_t ids[] = {INT64_MIN, -1, 0, INT64_MAX};
+  spy_rec_package_info pk[] = {{.package_id = "p@1",
+                                .version = "1.0",
+                                .package_json_path = "/p/package.json",
+                                .package_root = "/p",
+                                .is_used = 1,
+                                .dependency_type = "prod",
+                                .size = 1234,
+                                .modules = {cm, 2},
+                                .chunk_ids = {ids, 4}}};
+  spy_emit_package_graph_ready(t, &(spy_act_package_graph_ready){{pk, 1}, 0});
+  const char *src = "int a;\n", *out = "int a; /* x */\n";
+  spy_emit_hook_resolve_id_call_start(
+      t, &(spy_act_hook_resolve_id_call_start){.module_request = "b.h",
+                                               .import_kind = "include",
+                                               .plugin_name = "p",
+                                               .trigger = "automatic",
+                                               .call_id = "r1"});
+  spy_emit_hook_resolve_id_call_end(
+      t, &(spy_act_hook_resolve_id_call_end){.resolved_id = "/w/b.h",
+                                             .is_external = -1,
+                                             .plugin_name = "p",
+                                             .trigger = "automatic",
+                                             .call_id = "r1"});
+  spy_emit_hook_load_call_start(
+      t, &(spy_act_hook_load_call_start){"m\xe9.c", "p", 0, "l1", 0});
+  spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){"m\xe9.c", {NULL, 0}, "p", 0, "l1", 0});
+  spy_emit_hook_transform_call_start(
+      t, &(spy_act_hook_transform_call_start){
+             "a.c", {src, strlen(src)}, "q", 1, "t1", 0});
+  spy_emit_hook_transform_call_end(
+      t, &(spy_act_hook_transform_call_end){
+             "a.c", {out, strlen(out)}, "q", 1, "t1", 0});
+  spy_emit_app_event(t, &(spy_act_app_event){"hello", SPY_TRACE_NULL_INT, 1});
+  spy_emit_hook_render_chunk_start(
+      t, &(spy_act_hook_render_chunk_start){"q", 1, "c1", {out, strlen(out)}});
+  spy_emit_hook_render_chunk_end(
+      t, &(spy_act_hook_render_chunk_end){"q", 1, "c1", {NULL, 0}});
+  spy_rec_asset as[] = {{1, {out, strlen(out)}, 15, "main.js", 0},
+                        {SPY_TRACE_NULL_INT, {NULL, 0}, 0, "x.map", 0}};
+  spy_emit_assets_ready(t, &(spy_act_assets_ready){{as, 2}, 0});
+  spy_emit_app_event(t, &(spy_act_app_event){"bye", 3, -1});
+  /* a call that never ends */
+  spy_emit_hook_transform_call_start(
+      t, &(spy_act_hook_transform_call_start){
+             "e.c", {src, strlen(src)}, "p", 0, "t2", 0});
+  spy_trace_build_end(t);
+}
+
+static void exact_case(store *s) {
+  if (strcmp(s->writer, "jsonl") == 0)
+    return; /* JSON holds U+FFFD for the non-UTF-8 bytes */
+  capture c = {0};
+  c.pg = s->conninfo != NULL;
+  c.real = spy_trace_writer_find(s->writer);
+  spy_trace *t = NULL;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = c.pg ? &cap_pg : &cap_sqlite,
+                      .ops_arg = &c,
+                      .dir = s->dir,
+                      .conninfo = s->conninfo,
+                      .batch_actions = 3}; /* records across batches */
+  CHECK_OK(spy_trace_create(&t, &d));
+  snprintf(s->sid, sizeof s->sid, "%s", spy_trace_session_id(t));
+  emit_every_kind(t);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  spy__buf got = {0};
+  for (int pass = 0; pass < 2; pass++) {
+    got.len = 0;
+    spy_trace_action a;
+    int rc;
+    while ((rc = spy_trace_reader_next(r, &a)) == 1)
+      spy__trace_record_put(&got, &a);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(got.len, c.recs.len);
+    CHECK(memcmp(got.p, c.recs.p, got.len) == 0);
+    CHECK_OK(spy_trace_reader_rewind(r));
+  }
+  spy_trace_reader_close(r);
+  /* action_batches held the records of only the kept actions */
+  if (!c.pg) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/trace.db", s->dir);
+    sqlite3 *db;
+    CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_stmt *st;
+    CHECK(sqlite3_prepare_v2(db,
+                             "SELECT sum(size), sum(count) FROM "
+                             "action_batches",
+                             -1, &st, NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    fprintf(stderr, "  records kept: %lld of %zu bytes\n",
+            (long long)sqlite3_column_int64(st, 0), c.recs.len);
+    CHECK_EQ((size_t)sqlite3_column_int64(st, 0), c.kept);
+    CHECK_EQ(sqlite3_column_int64(st, 1), 18); /* every action counted */
+    sqlite3_finalize(st);
+    /* hook_calls, filled as calls ended, holds what its view joins */
+    CHECK(sqlite3_prepare_v2(
+              db,
+              "SELECT (SELECT count(*) FROM hook_calls), (SELECT count(*) "
+              "FROM hook_calls_live), (SELECT count(*) FROM (SELECT * FROM "
+              "hook_calls EXCEPT SELECT * FROM hook_calls_live)), (SELECT "
+              "count(*) FROM (SELECT * FROM hook_calls_live EXCEPT SELECT * "
+              "FROM hook_calls)), (SELECT count(*) FROM hook_calls WHERE "
+              "ended_at IS NULL)",
+              -1, &st, NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_EQ(sqlite3_column_int64(st, 0), 5);
+    CHECK_EQ(sqlite3_column_int64(st, 1), 5);
+    CHECK_EQ(sqlite3_column_int64(st, 2), 0);
+    CHECK_EQ(sqlite3_column_int64(st, 3), 0);
+    CHECK_EQ(sqlite3_column_int64(st, 4), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  spy__buf_free(&got);
+  spy__buf_free(&c.recs);
+}
+
+TEST(sql_tables_give_every_action_back_byte_for_byte) {
+  FOR_STORES(exact_case);
+}
+
+/* A store written by the schema-3 writer (every action in action_batches
+ * too): the fixture's SQL text, the stream its reader gave as JSON lines. */
+TEST(schema_3_store_still_reads_the_same) {
+  store s;
+  CHECK(store_init(&s, "sqlite") == 0);
+  size_t n;
+  char *sql = slurp(SPY_FIXTURES "/trace_v3.sql", &n);
+  char *want = slurp(SPY_FIXTURES "/trace_v3.jsonl", &n);
+  CHECK(sql && want);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", s.dir);
+  sqlite3 *db;
+  CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+  sqlite3_close(db);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(&s, &r));
+  spy__buf got = {0};
+  spy_trace_action a;
+  int rc;
+  static char line[1 << 16];
+  while ((rc = spy_trace_reader_next(r, &a)) == 1) {
+    int64_t len = spy_trace_json_format(&a, "S", line, sizeof line);
+    CHECK(len > 0 && len < (int64_t)sizeof line);
+    spy__buf_put(&got, line, (size_t)len);
+    spy__buf_putc(&got, '\n');
+  }
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(got.len, n);
+  CHECK(memcmp(got.p, want, n) == 0);
+  spy_trace_summary sum;
+  CHECK_OK(spy_trace_reader_summary(r, &sum));
+  CHECK_EQ(sum.actions, 50);
+  CHECK_EQ(sum.lost, 0);
+  CHECK(sum.sources > 0);
+  spy_trace_reader_close(r);
+  spy__buf_free(&got);
+  free(sql);
+  free(want);
+  store_free(&s);
+}
+
 TEST_MAIN(
     TEST_CASE(escaper_replaces_every_invalid_byte_and_never_splits_a_sequence),
+    TEST_CASE(sql_tables_give_every_action_back_byte_for_byte),
+    TEST_CASE(schema_3_store_still_reads_the_same),
     TEST_CASE(latin1_is_valid_json_and_counted_while_sql_keeps_the_bytes),
     TEST_CASE(old_trace_with_raw_latin1_bytes_still_reads),
     TEST_CASE(jsonl_lines_read_in_any_key_order_and_spacing),

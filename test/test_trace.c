@@ -1341,8 +1341,8 @@ TEST(sql_tables_are_derived_from_the_catalog) {
                "BY hook_type");
   CHECK(strncmp(calls, want, strlen(want)) == 0);
   CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls"), "4");
-  /* the common questions use the indexes: the live view its tables',
-   * hook_calls (a table since the close) its own */
+  /* the common questions use the indexes: the live view its join's,
+   * hook_calls (a table the writer fills) its own */
   CHECK_STR(q1(db, "SELECT type FROM sqlite_master WHERE name='hook_calls'"),
             "table");
   CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls_live"), "4");
@@ -1350,7 +1350,6 @@ TEST(sql_tables_are_derived_from_the_catalog) {
       qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls_live WHERE "
                "session_id='x' AND build_id=1 AND module_id='main.c' AND "
                "plugin_name='p1'");
-  CHECK(strstr(plan, "hook_transform_call_start_module") != NULL);
   CHECK(strstr(plan, "hook_transform_call_end_call") != NULL);
   plan = qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls WHERE "
                   "build_id=1 AND module_id='main.c'");
@@ -1742,8 +1741,11 @@ TEST(missing_or_cyclic_delta_base_is_an_error) {
 TEST(schema_2_sqlite_store_still_reads_and_is_not_appended_to) {
   const char *dir = mktmp();
   CHECK(dir);
-  /* a version 2 store: no base_source_id column */
+  /* a version 2 store: no base_source_id column, every action's record
+   * in action_batches */
+  setenv("SPY_TRACE_SQL_RECORDS", "all", 1);
   CHECK_EQ(record("sqlite", dir, NULL, NULL), 0);
+  unsetenv("SPY_TRACE_SQL_RECORDS");
   CHECK_OK(db_exec(dir, "ALTER TABLE sources DROP COLUMN base_source_id; "
                         "PRAGMA user_version=2"));
   CHECK_EQ(db_int(dir, "PRAGMA user_version"), 2);

@@ -6,19 +6,32 @@
  * stream, the same way for all three. A store whose schema version is
  * newer than SPY_TRACE_SCHEMA_VERSION is refused.
  *
- * The SQL stores keep actions in compressed action_batches rows (binary
- * records; JSON lines in schema version 1), replayed here one batch at a
- * time. A payload stored as a delta (schema version 3) names its base:
- * the reader fetches the chain down to a standalone blob, at most
- * SPY__SRC_READ_DEPTH deep, then decodes it back up. A missing base, a
- * cycle or a longer chain is an error, never a guess. */
+ * The SQL stores of schema version 4 keep each action in its kind's table
+ * (and its lists' child tables): the backend steps every table of the
+ * built-in kinds in seq order and the action is rebuilt here from its
+ * rows, merged in seq order with the records the writer kept in
+ * action_batches (application kinds, rows that could not hold the exact
+ * bytes — those win over their rows). Older versions keep every action in
+ * compressed action_batches rows (binary records; JSON lines in schema
+ * version 1), replayed here one batch at a time. A payload stored as a delta
+ * (schema version 3) names its base: the reader fetches the chain down to a
+ * standalone blob, at most SPY__SRC_READ_DEPTH deep, then decodes it back up. A
+ * missing base, a cycle or a longer chain is an error, never a guess. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "reader.h"
+
+/* Schema 4+: one derived table's cursor. */
+typedef struct spy__tcur {
+  spy__cell *c; /* its current row */
+  int state;    /* 0 not read, 1 c holds a row, 2 at the end */
+} spy__tcur;
 
 int spy__reader_err(spy_trace_reader *r, int rc, const char *fmt, ...) {
   va_list ap;
@@ -85,6 +98,12 @@ void spy_trace_reader_close(spy_trace_reader *r) {
   for (int i = 0; i <= SPY__SRC_READ_DEPTH; i++)
     spy__buf_free(&r->chain[i].z);
   spy__buf_free(&r->btext);
+  if (r->tc)
+    for (int t = 0; t < r->schema.n; t++)
+      free(r->tc[t].c);
+  free(r->tc);
+  spy__schema_free(&r->schema);
+  spy_trace_arena_free(&r->parena);
   free(r->session_id);
   free(r);
 }
@@ -93,12 +112,265 @@ int spy_trace_reader_rewind(spy_trace_reader *r) {
   r->btext.len = 0;
   r->boff = 0;
   r->warn[0] = 0;
+  if (r->tables) {
+    for (int t = 0; t < r->schema.n; t++)
+      r->tc[t].state = 0;
+    r->bstate = 0;
+    r->ops->trewind(r);
+  }
   return r->ops->rewind(r);
 }
 
+static int tables_next(spy_trace_reader *r, spy_trace_action *a);
+
 int spy_trace_reader_next(spy_trace_reader *r, spy_trace_action *a) {
   spy_trace_arena_reset(&r->arena);
+  if (r->tables)
+    return tables_next(r, a);
   return r->ops->next(r, a);
+}
+
+/* ---- actions rebuilt from their tables (schema 4+) -----------------------
+ */
+
+int spy__reader_tables(spy_trace_reader *r) {
+  int rc = spy__schema_init(&r->schema);
+  if (rc < 0)
+    return spy__reader_err(r, rc, "out of memory");
+  r->tc = calloc((size_t)r->schema.n, sizeof *r->tc);
+  if (!r->tc)
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  for (int t = 0; t < r->schema.n; t++)
+    if (!(r->tc[t].c = calloc(r->schema.t[t].ncols, sizeof(spy__cell))))
+      return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  r->tables = 1;
+  return 0;
+}
+
+/* Table t's current row (reading it if needed): 1, 0 at its end, < 0. */
+static int tpeek(spy_trace_reader *r, int t) {
+  spy__tcur *c = &r->tc[t];
+  if (c->state == 0) {
+    int rc = r->ops->tnext(r, t, c->c);
+    if (rc < 0)
+      return rc;
+    c->state = rc == 1 ? 1 : 2;
+  }
+  return c->state == 1;
+}
+
+static int corrupt(spy_trace_reader *r, int t, const char *what) {
+  return spy__reader_err(r, SPY_EBADVALUE,
+                         "the store's table %s is inconsistent: %s",
+                         r->schema.t[t].name, what);
+}
+
+/* A copy of s[0..n) in the arena (NUL-terminated), or NULL. */
+static const char *acopy(spy_trace_arena *a, const char *s, size_t n) {
+  char *p = spy_trace_arena_alloc(a, n + 1);
+  if (p) {
+    memcpy(p, s, n);
+    p[n] = 0;
+  }
+  return p;
+}
+
+/* A JSON array of strings or integers (a STRS / INTS column) as a LIST. */
+static int json_list(spy_trace_reader *r, int t, const spy__cell *c,
+                     spy_trace_val *out) {
+  json_error_t e;
+  json_t *j = json_loadb(c->s, c->n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+  if (!j || !json_is_array(j)) {
+    json_decref(j);
+    return corrupt(r, t, "a list column is not a JSON array");
+  }
+  size_t n = json_array_size(j);
+  spy_trace_val *it = NULL;
+  int rc = 0;
+  if (n > UINT32_MAX)
+    rc = corrupt(r, t, "a list too long");
+  else if (n && !(it = spy_trace_arena_alloc(&r->arena, n * sizeof *it)))
+    rc = spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    json_t *v = json_array_get(j, i);
+    memset(&it[i], 0, sizeof it[i]);
+    if (json_is_string(v)) {
+      it[i].type = SPY_TV_STR;
+      it[i].n = (uint32_t)json_string_length(v);
+      if (!(it[i].u.s = acopy(&r->arena, json_string_value(v), it[i].n)))
+        rc = spy__reader_err(r, SPY_ENOMEM, "out of memory");
+    } else if (json_is_integer(v)) {
+      it[i].type = SPY_TV_INT;
+      it[i].u.i = (int64_t)json_integer_value(v);
+    } else if (!json_is_null(v))
+      rc = corrupt(r, t, "a list item that is neither string nor integer");
+  }
+  json_decref(j);
+  if (rc == 0) {
+    out->type = SPY_TV_LIST;
+    out->n = (uint32_t)n;
+    out->u.items = it;
+  }
+  return rc;
+}
+
+/* The record of table t from its row c (fields from column `first` on)
+ * and, for its lists, the next rows of its child tables, which must be
+ * this action's (seq) elements in order under path[0..depth). */
+static int rebuild(spy_trace_reader *r, int t, const spy__cell *c, int first,
+                   uint64_t seq, uint32_t *path, int depth,
+                   spy_trace_val *out) {
+  const spy__gtable *g = &r->schema.t[t];
+  const spy_trace_kind *k = g->rec;
+  spy_trace_val *it = NULL;
+  if (k->nfields &&
+      !(it = spy_trace_arena_alloc(&r->arena, k->nfields * sizeof *it)))
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  memset(out, 0, sizeof *out);
+  out->type = SPY_TV_REC;
+  out->n = k->nfields;
+  out->u.items = it;
+  for (uint32_t i = 0; i < k->nfields; i++) {
+    const spy__cell *v = &c[first + (int)i];
+    spy_trace_val *o = &it[i];
+    memset(o, 0, sizeof *o);
+    if (v->kind == 0)
+      continue; /* null */
+    int text = v->kind == SPY__COL_TEXT || v->kind == SPY__COL_BLOB;
+    switch (k->fields[i].type) {
+    case SPY_TF_STR:
+    case SPY_TF_OSTR:
+      if (!text)
+        return corrupt(r, t, "a string column holds a number");
+      o->type = SPY_TV_STR;
+      o->n = (uint32_t)v->n;
+      if (!(o->u.s = acopy(&r->arena, v->s, v->n)))
+        return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+      break;
+    case SPY_TF_INT:
+    case SPY_TF_OINT:
+    case SPY_TF_BOOL:
+    case SPY_TF_OBOOL:
+      if (v->kind != SPY__COL_INT)
+        return corrupt(r, t, "an integer column holds text");
+      if (k->fields[i].type == SPY_TF_INT || k->fields[i].type == SPY_TF_OINT) {
+        o->type = SPY_TV_INT;
+        o->u.i = v->i;
+      } else
+        o->type = v->i ? SPY_TV_TRUE : SPY_TV_FALSE;
+      break;
+    case SPY_TF_SRC:
+    case SPY_TF_OSRC:
+      if (!text || spy__hash_parse(v->s, v->n, o->hash) < 0)
+        return corrupt(r, t, "a source id that is not 32 hex digits");
+      o->type = SPY_TV_SRCREF;
+      o->has_hash = 1;
+      break;
+    case SPY_TF_STRS:
+    case SPY_TF_OSTRS:
+    case SPY_TF_INTS: {
+      if (!text)
+        return corrupt(r, t, "a list column holds a number");
+      int rc = json_list(r, t, v, o);
+      if (rc < 0)
+        return rc;
+      break;
+    }
+    default: { /* a list of records: its count, its rows in the child */
+      int ch = g->child[i];
+      if (v->kind != SPY__COL_INT || v->i < 0 || v->i > UINT32_MAX || ch < 0)
+        return corrupt(r, t, "a list count that is not a count");
+      uint32_t n = (uint32_t)v->i;
+      spy_trace_val *el = NULL;
+      if (n && !(el = spy_trace_arena_alloc(&r->arena, n * sizeof *el)))
+        return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+      for (uint32_t j = 0; j < n; j++) {
+        int rc = tpeek(r, ch);
+        if (rc < 0)
+          return rc;
+        const spy__cell *cc = r->tc[ch].c;
+        /* session, seq, build_id, i0 … i<depth> */
+        int ok =
+            rc == 1 && cc[1].kind == SPY__COL_INT && (uint64_t)cc[1].i == seq;
+        path[depth] = j;
+        for (int d = 0; ok && d <= depth; d++)
+          ok = cc[3 + d].kind == SPY__COL_INT && cc[3 + d].i == path[d];
+        if (!ok)
+          return corrupt(r, ch, "an element is missing or out of order");
+        rc = rebuild(r, ch, cc, 3 + depth + 1, seq, path, depth + 1, &el[j]);
+        if (rc < 0)
+          return rc;
+        r->tc[ch].state = 0; /* used */
+      }
+      o->type = SPY_TV_LIST;
+      o->n = n;
+      o->u.items = el;
+    }
+    }
+  }
+  return 0;
+}
+
+/* The action of root table t's current row, its rows then used. */
+static int rebuild_action(spy_trace_reader *r, int t, spy_trace_action *a) {
+  const spy__cell *c = r->tc[t].c;
+  const spy_trace_kind *k = r->schema.t[t].rec;
+  memset(a, 0, sizeof *a);
+  if (c[1].kind != SPY__COL_INT || c[2].kind != SPY__COL_INT ||
+      c[3].kind != SPY__COL_INT)
+    return corrupt(r, t, "a row without seq, build_id or ts_us");
+  a->kind = k;
+  a->name = k->name;
+  a->name_len = (uint32_t)strlen(k->name);
+  a->seq = (uint64_t)c[1].i;
+  a->build = (uint32_t)c[2].i;
+  a->ts_us = (uint64_t)c[3].i;
+  uint32_t path[4] = {0};
+  int rc = rebuild(r, t, c, 4, a->seq, path, 0, &a->fields);
+  r->tc[t].state = 0;
+  return rc < 0 ? rc : 1;
+}
+
+static int tables_next(spy_trace_reader *r, spy_trace_action *a) {
+  if (r->bstate == 0) { /* the next record kept in action_batches */
+    spy_trace_arena_reset(&r->parena);
+    int rc = r->ops->next(r, &r->bact);
+    if (rc < 0)
+      return rc;
+    r->bstate = rc == 1 ? 1 : 2;
+  }
+  int best = -1;
+  uint64_t bseq = 0;
+  for (int t = 0; t < r->schema.nbuiltin; t++) {
+    if (r->schema.t[t].depth)
+      continue;
+    int rc = tpeek(r, t);
+    if (rc < 0)
+      return rc;
+    if (rc == 0)
+      continue;
+    const spy__cell *c = r->tc[t].c;
+    if (c[1].kind != SPY__COL_INT)
+      return corrupt(r, t, "a row without seq");
+    if (best < 0 || (uint64_t)c[1].i < bseq) {
+      best = t;
+      bseq = (uint64_t)c[1].i;
+    }
+  }
+  if (r->bstate == 1 && (best < 0 || r->bact.seq <= bseq)) {
+    if (best >= 0 && r->bact.seq == bseq) { /* the record wins its rows */
+      int rc = rebuild_action(r, best, a);
+      if (rc < 0)
+        return rc;
+      spy_trace_arena_reset(&r->arena);
+    }
+    *a = r->bact;
+    r->bstate = 0;
+    return 1;
+  }
+  if (best < 0)
+    return 0;
+  return rebuild_action(r, best, a);
 }
 
 /* ---- stored action batches (SQL stores) ---------------------------------
@@ -124,7 +396,8 @@ int spy__reader_batch_next(spy_trace_reader *r, spy_trace_action *a) {
     const char *s = r->btext.p + r->boff;
     size_t left = r->btext.len - r->boff;
     if (r->brecords) { /* the record's length leads it; decode checks it */
-      int len = spy_trace_decode(s, left, &r->arena, a);
+      int len =
+          spy_trace_decode(s, left, r->tables ? &r->parena : &r->arena, a);
       if (len < 0) {
         r->boff = r->btext.len;
         return spy__reader_err(r, len, "malformed action in the store");

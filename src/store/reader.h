@@ -5,7 +5,8 @@
  * cursor batch at a time, never the whole session in memory — and finds
  * payloads by content id; reader.c holds what the three share: the
  * public calls, the derived views and the summary, the replay of stored
- * action batches and the decoding of delta chains. */
+ * action batches, the actions rebuilt from the kinds' tables (schema 4)
+ * and the decoding of delta chains. */
 #ifndef SPY_STORE_READER_H
 #define SPY_STORE_READER_H
 
@@ -52,6 +53,14 @@ typedef struct spy__reader_ops {
   uint64_t (*replaced)(spy_trace_reader *r);
   /* Frees the backend's state (safe on a half-open one). */
   void (*close)(spy_trace_reader *r);
+  /* SQL stores of schema 4+ (r->tables set by open): `next` above gives
+   * the records kept in action_batches only, and these the session's rows
+   * of derived table t (an index of r->schema) in seq order, elements in
+   * their order within an action. tnext steps table t and fills c with
+   * its columns (valid until the next tnext of t): 1, 0 at its end, or a
+   * negative code with r's error set. trewind restarts every table. */
+  int (*tnext)(spy_trace_reader *r, int t, spy__cell *c);
+  void (*trewind)(spy_trace_reader *r);
 } spy__reader_ops;
 
 extern const spy__reader_ops spy__reader_jsonl;
@@ -70,7 +79,19 @@ struct spy_trace_reader {
   spy__buf btext;
   size_t boff;
   int brecords; /* binary records (schema 2+), else JSON lines */
+  /* schema 4+: actions rebuilt from their tables, merged in seq order
+   * with the records of action_batches (reader.c) */
+  int tables;
+  spy__schema schema;     /* the built-in kinds' tables */
+  struct spy__tcur *tc;   /* per table: its current row */
+  spy_trace_arena parena; /* the action_batches action waiting */
+  spy_trace_action bact;  /* … that action */
+  int bstate;             /* 0 none read, 1 bact waits, 2 at the end */
 };
+
+/* Schema 4+: sets up the merge of tables and batches (the backend's open
+ * calls it). Returns 0 or SPY_ENOMEM. */
+int spy__reader_tables(spy_trace_reader *r);
 
 /* Sets the reader's error message; returns rc. */
 int spy__reader_err(spy_trace_reader *r, int rc, const char *fmt, ...)

@@ -3,8 +3,10 @@
  * lookup sees the same snapshot) and the session's action_batches come
  * through a cursor, FETCH_ROWS rows at a time, so a session of any size
  * needs one batch in memory, and payloads can be fetched between two
- * batches on the same connection. The summary's payload sizes are one
- * query over the ids it names. */
+ * batches on the same connection. From schema 4 each built-in kind's
+ * table (and child table) is read through a cursor of its own too, in
+ * seq and element order, TABLE_ROWS rows per FETCH. The summary's payload
+ * sizes are one query over the ids it names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +20,22 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+/* rows of one derived table per FETCH (schema 4+) */
+#define TABLE_ROWS 1000
+
+typedef struct pgt {
+  PGresult *rows; /* its current FETCH */
+  int row, declared, done, missing;
+} pgt;
+
 typedef struct pgr {
   PGconn *c;
   PGresult *rows; /* the current FETCH */
   int row, declared, done;
   int schema;
+  pgt *t; /* schema 4+: per derived table */
+  int nt;
+  long long key; /* the session's key in the tables */
 } pgr;
 
 static uint64_t be64(const char *p) {
@@ -47,10 +60,126 @@ static void pg_close(spy_trace_reader *r) {
   if (!p)
     return;
   PQclear(p->rows);
+  for (int t = 0; t < p->nt; t++)
+    PQclear(p->t[t].rows);
+  free(p->t);
   if (p->c)
     PQfinish(p->c);
   free(p);
   r->st = NULL;
+}
+
+/* Schema 4+: the session's key and which derived tables the store has (a
+ * kind added to the catalog later reads as empty). */
+static int open_tables(spy_trace_reader *r) {
+  pgr *p = r->st;
+  int rc = spy__reader_tables(r);
+  if (rc < 0)
+    return rc;
+  if (!(p->t = calloc((size_t)r->schema.n, sizeof *p->t)))
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  p->nt = r->schema.n;
+  const char *params[1] = {r->session_id};
+  PGresult *res = PQexecParams(p->c,
+                               "SELECT session FROM sessions WHERE "
+                               "session_id=$1",
+                               1, NULL, params, NULL, NULL, 0);
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    PQclear(res);
+    return spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+  }
+  p->key = PQntuples(res) == 1 ? atoll(PQgetvalue(res, 0, 0)) : -1;
+  PQclear(res);
+  res = PQexec(p->c, "SELECT tablename FROM pg_tables WHERE schemaname = "
+                     "current_schema()");
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    PQclear(res);
+    return spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+  }
+  for (int t = 0; t < p->nt; t++) {
+    p->t[t].missing = 1;
+    for (int i = 0; i < PQntuples(res) && p->t[t].missing; i++)
+      p->t[t].missing = strcmp(PQgetvalue(res, i, 0), r->schema.t[t].name);
+  }
+  PQclear(res);
+  return 0;
+}
+
+static void pg_trewind(spy_trace_reader *r) {
+  pgr *p = r->st;
+  for (int t = 0; t < p->nt; t++) {
+    pgt *c = &p->t[t];
+    PQclear(c->rows);
+    c->rows = NULL;
+    c->row = 0;
+    c->done = 0;
+    if (c->declared) {
+      char sql[64];
+      snprintf(sql, sizeof sql, "CLOSE spy_t%d", t);
+      PQclear(PQexec(p->c, sql));
+      c->declared = 0;
+    }
+  }
+}
+
+static int pg_tnext(spy_trace_reader *r, int t, spy__cell *cells) {
+  pgr *p = r->st;
+  pgt *c = &p->t[t];
+  const spy__gtable *g = &r->schema.t[t];
+  if (c->done || c->missing)
+    return 0;
+  if (!c->rows || c->row >= PQntuples(c->rows)) {
+    char sql[64];
+    if (!c->declared) {
+      spy__buf q = {0};
+      snprintf(sql, sizeof sql, "DECLARE spy_t%d NO SCROLL CURSOR FOR ", t);
+      spy__buf_puts(&q, sql);
+      spy__buf_puts(&q, "SELECT ");
+      spy__buf_puts(&q, g->cols);
+      spy__buf_puts(&q, " FROM ");
+      spy__buf_puts(&q, g->name);
+      spy__buf_puts(&q, " WHERE session=");
+      spy__buf_i64(&q, p->key);
+      spy__buf_puts(&q, " ORDER BY seq");
+      for (int d = 0; d < g->depth; d++) {
+        snprintf(sql, sizeof sql, ",i%d", d);
+        spy__buf_puts(&q, sql);
+      }
+      spy__buf_putc(&q, 0);
+      int rc =
+          q.err ? spy__reader_err(r, SPY_ENOMEM, "out of memory") : cmd(r, q.p);
+      spy__buf_free(&q);
+      if (rc < 0)
+        return rc;
+      c->declared = 1;
+    }
+    PQclear(c->rows);
+    c->row = 0;
+    snprintf(sql, sizeof sql, "FETCH " STR(TABLE_ROWS) " FROM spy_t%d", t);
+    c->rows = PQexec(p->c, sql);
+    if (PQresultStatus(c->rows) != PGRES_TUPLES_OK)
+      return spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+    if (PQntuples(c->rows) == 0) {
+      c->done = 1;
+      return 0;
+    }
+  }
+  int row = c->row++;
+  if (PQnfields(c->rows) != g->ncols)
+    return spy__reader_err(r, SPY_EBADVALUE, "postgres: table %s: columns",
+                           g->name);
+  for (int i = 0; i < g->ncols; i++) {
+    if (PQgetisnull(c->rows, row, i))
+      cells[i] = (spy__cell){0};
+    else if (g->types[i] == SPY__COL_INT)
+      cells[i] =
+          (spy__cell){SPY__COL_INT,
+                      strtoll(PQgetvalue(c->rows, row, i), NULL, 10), NULL, 0};
+    else
+      cells[i] = (spy__cell){SPY__COL_TEXT, 0, PQgetvalue(c->rows, row, i),
+                             (size_t)PQgetlength(c->rows, row, i)};
+  }
+  return 1;
 }
 
 static int pg_open(spy_trace_reader *r, const char *conninfo) {
@@ -87,7 +216,7 @@ static int pg_open(spy_trace_reader *r, const char *conninfo) {
     if (!r->session_id)
       return spy__reader_err(r, SPY_ENOENT, "postgres: no session");
   }
-  return 0;
+  return p->schema >= 4 ? open_tables(r) : 0;
 }
 
 static int pg_rewind(spy_trace_reader *r) {
@@ -264,5 +393,5 @@ static uint64_t pg_replaced(spy_trace_reader *r) {
 }
 
 const spy__reader_ops spy__reader_pg = {
-    "postgres", pg_open,  pg_next, pg_rewind,   pg_fetch,
-    NULL,       pg_sizes, pg_lost, pg_replaced, pg_close};
+    "postgres", pg_open, pg_next,     pg_rewind, pg_fetch, NULL,
+    pg_sizes,   pg_lost, pg_replaced, pg_close,  pg_tnext, pg_trewind};

@@ -1,7 +1,10 @@
 /* reader_sqlite.c — the reader's SQLite backend: the session's
  * action_batches rows stepped one at a time in first_seq order (one batch
- * unpacked in memory at once), payload blobs by id from the sources table,
- * and the summary's payload sizes in one query. Opened read-only. */
+ * unpacked in memory at once); from schema 4 also the rows of every
+ * built-in kind's table, each stepped in rowid order (the order the
+ * writer inserted them: seq, then element order) with a statement of its
+ * own; payload blobs by id from the sources table, and the summary's
+ * payload sizes in one query. Opened read-only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,8 @@
 typedef struct sq {
   sqlite3 *db;
   sqlite3_stmt *iter, *src;
+  sqlite3_stmt **rows; /* schema 4+: per derived table, NULL: none */
+  int nrows;
   int schema;
 } sq;
 
@@ -20,12 +25,75 @@ static void sq_close(spy_trace_reader *r) {
   sq *s = r->st;
   if (!s)
     return;
+  for (int t = 0; t < s->nrows; t++)
+    sqlite3_finalize(s->rows[t]);
+  free(s->rows);
   sqlite3_finalize(s->iter);
   sqlite3_finalize(s->src);
   if (s->db)
     sqlite3_close(s->db);
   free(s);
   r->st = NULL;
+}
+
+/* Schema 4+: the session's key and one statement per derived table of the
+ * built-in kinds, in the order the writer inserted its rows (NOT INDEXED:
+ * a child table's index would give another order). A table the store
+ * lacks (a kind added to the catalog later) reads as empty. */
+static int open_tables(spy_trace_reader *r, const char *path) {
+  sq *s = r->st;
+  int rc = spy__reader_tables(r);
+  if (rc < 0)
+    return rc;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT session FROM sessions WHERE "
+                         "session_id=?1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return spy__reader_err(r, SPY_EIO, "%s", sqlite3_errmsg(s->db));
+  sqlite3_bind_text(st, 1, r->session_id, -1, SQLITE_STATIC);
+  /* an unknown session has no rows (as it has no action_batches) */
+  sqlite3_int64 key =
+      sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  s->rows = calloc((size_t)r->schema.n, sizeof *s->rows);
+  if (!s->rows)
+    return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
+  s->nrows = r->schema.n;
+  spy__buf q = {0};
+  for (int t = 0; t < r->schema.n && rc == 0; t++) {
+    const spy__gtable *g = &r->schema.t[t];
+    q.len = 0;
+    spy__buf_puts(&q, "SELECT ");
+    spy__buf_puts(&q, g->cols);
+    spy__buf_puts(&q, " FROM ");
+    spy__buf_puts(&q, g->name);
+    spy__buf_puts(&q, " NOT INDEXED WHERE session=?1 ORDER BY rowid");
+    spy__buf_putc(&q, 0);
+    if (q.err) {
+      rc = spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
+      break;
+    }
+    if (sqlite3_prepare_v2(s->db, q.p, -1, &s->rows[t], NULL) != SQLITE_OK) {
+      sqlite3_stmt *has;
+      int exists = 1;
+      if (sqlite3_prepare_v2(s->db,
+                             "SELECT 1 FROM sqlite_master WHERE "
+                             "name=?1",
+                             -1, &has, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(has, 1, g->name, -1, SQLITE_STATIC);
+        exists = sqlite3_step(has) == SQLITE_ROW;
+        sqlite3_finalize(has);
+      }
+      if (exists)
+        rc = spy__reader_err(r, SPY_EIO, "%s: %s", path, sqlite3_errmsg(s->db));
+      s->rows[t] = NULL;
+      continue;
+    }
+    sqlite3_bind_int64(s->rows[t], 1, key);
+  }
+  spy__buf_free(&q);
+  return rc;
 }
 
 static int sq_open(spy_trace_reader *r, const char *path) {
@@ -71,12 +139,51 @@ static int sq_open(spy_trace_reader *r, const char *path) {
                          -1, &s->src, NULL) != SQLITE_OK)
     return spy__reader_err(r, SPY_EIO, "%s", sqlite3_errmsg(s->db));
   sqlite3_bind_text(s->iter, 1, r->session_id, -1, SQLITE_STATIC);
-  return 0;
+  return v >= 4 ? open_tables(r, path) : 0;
 }
 
 static int sq_rewind(spy_trace_reader *r) {
   sqlite3_reset(((sq *)r->st)->iter);
   return 0;
+}
+
+static void sq_trewind(spy_trace_reader *r) {
+  sq *s = r->st;
+  for (int t = 0; t < s->nrows; t++)
+    if (s->rows[t])
+      sqlite3_reset(s->rows[t]);
+}
+
+static int sq_tnext(spy_trace_reader *r, int t, spy__cell *c) {
+  sq *s = r->st;
+  sqlite3_stmt *st = s->rows[t];
+  if (!st)
+    return 0;
+  int step = sqlite3_step(st);
+  if (step == SQLITE_DONE)
+    return 0;
+  if (step != SQLITE_ROW)
+    return spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  int n = sqlite3_column_count(st);
+  for (int i = 0; i < n; i++) {
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER:
+    case SQLITE_FLOAT:
+      c[i] = (spy__cell){SPY__COL_INT, sqlite3_column_int64(st, i), NULL, 0};
+      break;
+    case SQLITE_TEXT:
+    case SQLITE_BLOB: {
+      const char *p = (const char *)sqlite3_column_text(st, i);
+      size_t len = (size_t)sqlite3_column_bytes(st, i);
+      if (!p)
+        return spy__reader_err(r, SPY_ENOMEM, "sqlite: out of memory");
+      c[i] = (spy__cell){SPY__COL_TEXT, 0, p, len};
+      break;
+    }
+    default: c[i] = (spy__cell){0};
+    }
+  }
+  return 1;
 }
 
 static int sq_next(spy_trace_reader *r, spy_trace_action *a) {
@@ -203,5 +310,5 @@ static uint64_t sq_replaced(spy_trace_reader *r) {
 }
 
 const spy__reader_ops spy__reader_sqlite = {
-    "sqlite", sq_open,  sq_next, sq_rewind,   sq_fetch,
-    NULL,     sq_sizes, sq_lost, sq_replaced, sq_close};
+    "sqlite", sq_open, sq_next,     sq_rewind, sq_fetch, NULL,
+    sq_sizes, sq_lost, sq_replaced, sq_close,  sq_tnext, sq_trewind};

@@ -4,17 +4,22 @@
  * Own tables: sessions (one row per session; `session` is the integer key
  * every action table carries), sources (each payload once, by content id,
  * compressed alone or, codec SPY__CODEC_ZSTD_DELTA, against the payload
- * named by its base_source_id) and action_batches (every action's binary
- * record, payloads by reference, one compressed blob per writer batch: the log
- * the readers replay). The action tables themselves are derived from the
- * catalog (schema.c). The reference's tables — builds, modules, module_imports,
- * chunks, chunk_imports, assets, hook_calls — are views over them, and
- * the indexes below serve the common questions: slowest hooks per plugin,
- * the import graph of a build, what a plugin did to a module. Both are
+ * named by its base_source_id) and action_batches (one row per writer
+ * batch: its seq range and action count, and the binary records — payloads
+ * by reference, compressed — of those of its actions that their tables
+ * cannot give back exactly: application kinds and rows whose text the
+ * store would change; schema versions before 4 held every action there).
+ * The readers rebuild the action stream from the kinds' tables merged in
+ * seq order with those records. The action tables themselves are derived from
+ * the catalog (schema.c). The reference's tables — builds, modules,
+ * module_imports, chunks, chunk_imports, assets, hook_calls — are views over
+ * them, and the indexes below serve the common questions: slowest hooks per
+ * plugin, the import graph of a build, what a plugin did to a module. Both are
  * derived from the catalog too: the kinds by their role (build start and
  * end, the module, chunk and asset graphs), the hooks by SPY_TRACE_HOOKS,
  * the columns by the records' fields. Times are µs since the epoch. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store.h"
@@ -168,6 +173,12 @@ static void graph_views(spy__buf *b, int pg, const spy_trace_kind *k) {
   }
 }
 
+/* The columns of hook_calls (the view's, in its order). */
+#define HOOK_CALLS_COLS                                                        \
+  "session_id TEXT,build_id INTEGER,call_id TEXT,hook_type TEXT,"              \
+  "plugin_name TEXT,plugin_id INTEGER,module_id TEXT,started_at INTEGER,"      \
+  "ended_at INTEGER,input_source_id TEXT,output_source_id TEXT"
+
 /* hook_calls: every hook's Start joined to its End by call_id. */
 static void hook_calls_view(spy__buf *b, int pg, const char *name) {
   view_head(b, pg, name, strlen(name));
@@ -220,19 +231,23 @@ void spy__views_sql(spy__buf *b, int pg) {
     if (r == SPY_ROLE_MODULES || r == SPY_ROLE_CHUNKS || r == SPY_ROLE_ASSETS)
       graph_views(b, pg, spy_trace_kinds[i]);
   }
-  hook_calls_view(b, pg, "hook_calls");
-  /* SQLite: the same view under another name, which stays a view when
-   * the writer makes hook_calls a table at close */
-  if (!pg)
-    hook_calls_view(b, pg, "hook_calls_live");
+  /* SQLite: hook_calls is a table the writer fills (its view's join
+   * costs too much for interactive questions); the view stays as
+   * hook_calls_live */
+  hook_calls_view(b, pg, pg ? "hook_calls" : "hook_calls_live");
 }
 
 void spy__hook_calls_table_sql(spy__buf *b) {
-  spy__buf_puts(b, "CREATE TABLE hook_calls AS SELECT * FROM hook_calls_live;\n"
-                   "CREATE INDEX hook_calls_plugin ON hook_calls(plugin_name, "
-                   "hook_type, started_at, ended_at);\n"
-                   "CREATE INDEX hook_calls_module ON hook_calls(module_id, "
-                   "build_id);\n");
+  spy__buf_puts(b, "CREATE TABLE IF NOT EXISTS hook_calls(" HOOK_CALLS_COLS
+                   ");\n");
+}
+
+void spy__hook_calls_index_sql(spy__buf *b) {
+  spy__buf_puts(b, "CREATE INDEX IF NOT EXISTS hook_calls_plugin ON "
+                   "hook_calls(plugin_name, hook_type, started_at, "
+                   "ended_at);\n"
+                   "CREATE INDEX IF NOT EXISTS hook_calls_module ON "
+                   "hook_calls(module_id, build_id);\n");
 }
 
 static void add_index(spy__buf *b, const char *table, const char *what,
@@ -246,10 +261,13 @@ static void add_index(spy__buf *b, const char *table, const char *what,
   spy__buf_puts(b, ";\n");
 }
 
-void spy__index_sql(const spy__schema *s, spy__buf *b) {
+void spy__index_sql(const spy__schema *s, spy__buf *b, int pg) {
   for (const spy__hook *h = spy__hooks; h->hook; h++) {
     /* hook_calls: each start finds its end */
     add_index(b, h->end->snake, "_call", "(session, build_id, call_id)");
+    /* SQLite: the hook_calls table's own indexes answer the next two */
+    if (!pg)
+      continue;
     /* slowest hooks of one plugin */
     add_index(b, h->start->snake, "_plugin", "(session, plugin_name)");
     /* what did plugin X do to module Y */
@@ -264,4 +282,29 @@ void spy__index_sql(const spy__schema *s, spy__buf *b) {
     add_index(b, e->snake, "_build", "(session, build_id)");
   for (int t = 0; t < s->n; t++)
     spy__schema_index_sql(s, t, b);
+}
+
+void spy__batch_mark_add(spy__batch_mark *m, uint64_t seq) {
+  if (!m->n)
+    m->first = seq;
+  m->last = seq;
+  m->n++;
+}
+
+void spy__batch_mark_cells(const spy__batch_mark *m, spy__cell c[7]) {
+  c[1] = (spy__cell){SPY__COL_INT, (int64_t)m->first, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_INT, (int64_t)m->last, NULL, 0};
+  c[3] = (spy__cell){SPY__COL_INT, m->n, NULL, 0};
+}
+
+int spy__batch_keeps(const spy__schema *s, int root,
+                     const spy_trace_action *a) {
+  /* the readers rebuild only the built-in kinds from their tables */
+  return root < 0 || root >= s->nbuiltin || !a->kind || a->kind->id == 0 ||
+         s->inexact;
+}
+
+int spy__sql_all_records(void) {
+  const char *e = getenv("SPY_TRACE_SQL_RECORDS");
+  return e && strcmp(e, "all") == 0;
 }

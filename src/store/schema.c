@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json_escape.h"
 #include "store.h"
 
 /* Columns every table starts with; a kind's field may not reuse them. */
@@ -356,8 +357,11 @@ static int emit_rec(walk *w, int ti, const spy_trace_val *rec) {
     switch (k->fields[i].type) {
     case SPY_TF_STR:
     case SPY_TF_OSTR:
-      if (v->type == SPY_TV_STR)
+      if (v->type == SPY_TV_STR) {
         *o = (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
+        if (s->utf8_only && spy__utf8_invalid(v->u.s, v->n))
+          s->inexact = 1; /* the server would get U+FFFD */
+      }
       break;
     case SPY_TF_INT:
     case SPY_TF_OINT:
@@ -385,8 +389,11 @@ static int emit_rec(walk *w, int ti, const spy_trace_val *rec) {
     case SPY_TF_INTS:
       if (v->type == SPY_TV_LIST) {
         size_t from = s->text.len;
+        uint64_t replaced = s->text.replaced;
         json_list(&s->text, v);
         put_text_cell(s, o, from);
+        if (s->text.replaced != replaced)
+          s->inexact = 1; /* JSON holds U+FFFD where the bytes were */
       }
       break;
     case SPY_TF_LIST:
@@ -424,8 +431,10 @@ static int emit_rec(walk *w, int ti, const spy_trace_val *rec) {
 
 int spy__schema_rows(spy__schema *s, int root, const spy_trace_action *a,
                      spy__gsink sink, void *arg) {
+  s->inexact = 0;
   if (root < 0)
     return 0;
   walk w = {s, a, sink, arg, {0}};
+  s->inexact = 0;
   return emit_rec(&w, root, &a->fields);
 }

@@ -164,6 +164,11 @@ typedef struct spy__schema {
   } * kinds;
   int nkinds, kcap;
   int64_t session; /* the sessions.session key written in every row */
+  int utf8_only;   /* the store's text must be UTF-8 (PostgreSQL) */
+  int inexact;     /* set by spy__schema_rows: the rows cannot give the
+                      action back byte for byte (a string the store's
+                      text or JSON changes); the writer then keeps its
+                      binary record in action_batches too */
   spy__cell *cells;
   int ccap;
   spy__buf text;
@@ -192,8 +197,9 @@ void spy__schema_index_sql(const spy__schema *s, int t, spy__buf *b);
 /* INSERT INTO t(cols) VALUES(?,…) — SQLite's placeholders. */
 void spy__schema_insert_sql(const spy__schema *s, int t, spy__buf *b);
 /* Calls sink once per row of action a (root: spy__schema_root of its
- * kind; nothing when < 0): its own row, then its list elements'. The cells
- * are valid during the call. Returns 0 or the first negative result. */
+ * kind; nothing when < 0): its own row, then its list elements', in
+ * element order. The cells are valid during the call. Sets s->inexact
+ * (cleared first). Returns 0 or the first negative result. */
 typedef int (*spy__gsink)(void *arg, int table, const spy__cell *cells, int n);
 int spy__schema_rows(spy__schema *s, int root, const spy_trace_action *a,
                      spy__gsink sink, void *arg);
@@ -205,16 +211,24 @@ void spy__field_col(const spy_trace_field *f, const char **suffix, char *type);
 void spy__own_tables_sql(spy__buf *b, int pg);
 /* The reference's tables as views over the derived ones. */
 void spy__views_sql(spy__buf *b, int pg);
-/* SQLite at close: hook_calls as a table (a copy of the hook_calls_live
- * view, with indexes) — the view's join costs too much for interactive
- * questions. The caller drops the view (or an older copy) first. */
+/* SQLite: hook_calls as a table with the hook_calls_live view's columns
+ * (the view's join costs too much for interactive questions), filled by
+ * the writer as each call ends (writer_sqlite.c); IF NOT EXISTS. Its two
+ * covering indexes: spy__hook_calls_index_sql, built at close. */
 void spy__hook_calls_table_sql(spy__buf *b);
-/* Every index: the questions' and each derived table's generic one. */
-void spy__index_sql(const spy__schema *s, spy__buf *b);
+void spy__hook_calls_index_sql(spy__buf *b);
+/* Every index: the questions' and each derived table's generic one
+ * (SQLite, !pg: not the hook Starts' by plugin and by module, which the
+ * hook_calls table's indexes answer). */
+void spy__index_sql(const spy__schema *s, spy__buf *b, int pg);
 
 /* One writer batch of actions as binary records back to back (schema
  * version 2; version 1 stored JSON lines), compressed into one
- * action_batches row whose codec carries SPY__CODEC_RECORDS. Zero-
+ * action_batches row whose codec carries SPY__CODEC_RECORDS. From schema
+ * version 4 the row holds only the records of the batch's actions that
+ * their tables cannot give back exactly (application kinds, inexact
+ * rows; often none) while first_seq, last_seq and count describe the
+ * whole batch: the writer sets them (spy__batch_mark). Zero-
  * initialise. */
 typedef struct spy__abatch {
   spy__buf text, packed;
@@ -230,6 +244,22 @@ void spy__abatch_clear(spy__abatch *b);
  * until the batch changes). Returns 0 or SPY_ENOMEM. */
 int spy__abatch_row(spy__abatch *b, const char *session_id, spy__cell c[7]);
 void spy__abatch_free(spy__abatch *b);
+/* Schema 4: the whole batch's range and action count, written over the
+ * cells spy__abatch_row filled from the records it holds. */
+typedef struct spy__batch_mark {
+  uint64_t first, last;
+  uint32_t n;
+} spy__batch_mark;
+void spy__batch_mark_add(spy__batch_mark *m, uint64_t seq);
+void spy__batch_mark_cells(const spy__batch_mark *m, spy__cell c[7]);
+/* Whether the SQL writers keep action a's binary record in
+ * action_batches (schema 4): an application kind, a kind without a
+ * table (root < 0), or rows that are inexact. */
+int spy__batch_keeps(const spy__schema *s, int root, const spy_trace_action *a);
+/* 1 when the environment has SPY_TRACE_SQL_RECORDS=all: the SQL writers
+ * then keep every action's record in action_batches, as schema 3 did
+ * (read at open; for tests that make stores of the older layouts). */
+int spy__sql_all_records(void);
 
 /* ---- source blobs
  * ------------------------------------------------------------ */

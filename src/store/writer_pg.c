@@ -2,8 +2,11 @@
  * (derived from the catalog; an application kind's tables are created with
  * the first batch that holds its rows), one transaction per batch, rows
  * sent with COPY (sources through a staging table so a payload already
- * stored is skipped), the batch's actions also as one compressed
- * action_batches row, indexes created at close if missing.
+ * stored is skipped), one action_batches row per batch (its seq range
+ * and count — how a batch whose COMMIT answer was lost is found — and
+ * the binary records of the actions the tables cannot give back exactly:
+ * application kinds, text that is not UTF-8), indexes created at close
+ * if missing.
  *
  * A server that goes away: the failed batch and the ones after it are kept
  * in memory, up to retry_bytes; over that the oldest batch is dropped and
@@ -52,8 +55,10 @@ typedef struct pgw {
   PGconn *conn;
   char *conninfo, *session_id, *cwd;
   spy__schema schema;
-  spy__buf rec; /* one action's binary record */
-  spy__abatch ab;
+  spy__buf rec;             /* one action's binary record */
+  spy__abatch ab;           /* records the tables cannot hold exactly */
+  spy__batch_mark mark;     /* the whole batch: its action_batches row */
+  int all_records;          /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
   spy__src_pipe *pipe;      /* packs sources on its own thread */
   int dropped;              /* a batch was dropped since the last commit */
   spy__hset gone;           /* payloads of dropped batches */
@@ -321,6 +326,8 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   int rc = spy__schema_init(&w->schema);
   if (rc)
     return rc;
+  w->schema.utf8_only = 1;
+  w->all_records = spy__sql_all_records();
   rc = connect_now(w);
   if (rc)
     return rc;
@@ -406,15 +413,11 @@ static int pg_action(void *state, const spy_trace_record *r) {
       return rc;
   }
   w->cur->actions++;
-  w->rec.len = 0;
-  int rc = spy__trace_record_put(&w->rec, a);
-  if (rc == 0) {
-    spy__abatch_add(&w->ab, a->seq, w->rec.p, w->rec.len);
-    rc = w->ab.text.err;
-  }
-  if (rc == 0 && a->kind) {
+  int rc = 0, root = -1;
+  w->schema.inexact = 0;
+  if (a->kind) {
     int fresh;
-    int root = spy__schema_root(&w->schema, a->kind, &fresh);
+    root = spy__schema_root(&w->schema, a->kind, &fresh);
     if (root < -1)
       return root;
     if (fresh && root < 0)
@@ -422,6 +425,18 @@ static int pg_action(void *state, const spy_trace_record *r) {
           "an action kind whose names cannot be SQL tables is kept in "
           "action_batches only");
     rc = spy__schema_rows(&w->schema, root, a, sink, w);
+  }
+  /* the binary record only when the tables cannot give the action back
+   * (an application kind, text the server would change) */
+  if (rc == 0) {
+    spy__batch_mark_add(&w->mark, a->seq);
+    if (w->all_records || spy__batch_keeps(&w->schema, root, a)) {
+      w->rec.len = 0;
+      if ((rc = spy__trace_record_put(&w->rec, a)) == 0) {
+        spy__abatch_add(&w->ab, a->seq, w->rec.p, w->rec.len);
+        rc = w->ab.text.err;
+      }
+    }
   }
   return rc;
 }
@@ -592,13 +607,15 @@ static int pg_commit(void *state) {
   /* every payload the batch's actions name goes in with them */
   int src_rc = spy__src_pipe_drain(w->pipe);
   batch *b = w->cur;
-  if (w->ab.n) {
+  if (w->mark.n) {
     spy__cell c[7];
-    b->first_seq = w->ab.first;
+    b->first_seq = w->mark.first;
     int rc = spy__abatch_row(&w->ab, w->session_id, c);
+    spy__batch_mark_cells(&w->mark, c);
     if (rc == 0)
       rc = put_row(b, &b->copy[SPY__T_BATCHES], c, 7);
     spy__abatch_clear(&w->ab);
+    w->mark = (spy__batch_mark){0};
     if (rc < 0) {
       spy__src_pipe_reset(w->pipe);
       return rc;
@@ -692,7 +709,7 @@ static int create_missing_indexes(pgw *w) {
   if (rc)
     return rc;
   spy__buf all = {0}, one = {0};
-  spy__index_sql(&w->schema, &all);
+  spy__index_sql(&w->schema, &all, 1);
   spy__buf_putc(&all, 0);
   /* one "CREATE INDEX IF NOT EXISTS <name> ON …;" per line */
   for (char *line = all.err ? NULL : all.p, *end; line && *line && !rc;

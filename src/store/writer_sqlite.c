@@ -1,8 +1,10 @@
 /* writer_sqlite.c — the SQLite writer: one trace.db per session directory,
  * WAL journal, one transaction per batch, a prepared insert per table of
  * the schema derived from the catalog (an application kind's tables are
- * created when its first action arrives), the batch's actions also as one
- * compressed action_batches row, indexes built at close. Source payloads
+ * created when its first action arrives), one action_batches row per
+ * batch (its seq range and count, and the binary records of the actions
+ * the tables cannot give back exactly: application kinds, rows whose
+ * JSON lists changed bytes), indexes built at close. Source payloads
  * go to the sources table once, zstd-compressed, most as deltas of the
  * payload stored before them (src_codec.c); a row that may not have
  * reached the database (a failed insert or commit) is never used as a
@@ -31,16 +33,44 @@
 
 #include "store.h"
 
+/* A hook call whose Start is stored (hook_calls gets its row at its End,
+ * or at close when it never ends). The generations undo what a rolled
+ * back batch did: a Start it stored is forgotten, an End it stored is
+ * taken back. */
+typedef struct ocall {
+  const spy__hook *hook;
+  uint32_t build;
+  uint32_t start_gen, end_gen; /* end_gen 0: open */
+  int64_t plugin_id, started;
+  char *call_id, *plugin, *module; /* module NULL: none */
+  char input[33];                  /* "" none */
+} ocall;
+
+/* Where a hook's fields are in its Start and End records. */
+typedef struct hookcols {
+  int call, plugin, plugin_id, subject, src; /* Start; -1 none */
+  int end_call, end_src;                     /* End */
+} hookcols;
+
 typedef struct sqlw {
   sqlite3 *db;
   sqlite3_stmt *ins[SPY__T_COUNT];
   sqlite3_stmt **gins; /* per derived table */
   int ngins;
   sqlite3_stmt *finish;
+  sqlite3_stmt *hcall; /* INSERT INTO hook_calls */
+  hookcols hcols[8];
+  ocall *oc; /* open calls, in Start order */
+  size_t noc, capoc;
+  uint32_t *ocix; /* hash of (build, call_id) → oc index + 1 */
+  size_t ixcap;   /* a power of two, > 2 noc */
+  uint32_t gen;   /* the open transaction's generation */
   spy__schema schema;
-  spy__buf rec; /* one action's binary record */
-  spy__abatch batch;
-  spy__src_pipe *pipe; /* packs sources on its own thread */
+  spy__buf rec;         /* one action's binary record */
+  spy__abatch batch;    /* records the tables cannot hold exactly */
+  spy__batch_mark mark; /* the whole batch: its action_batches row */
+  int all_records;      /* SPY_TRACE_SQL_RECORDS=all: as schema 3 did */
+  spy__src_pipe *pipe;  /* packs sources on its own thread */
   spy__buf sql;
   char *session_id;
   char *reserve;         /* path of the reserve file, or NULL */
@@ -147,6 +177,209 @@ static int add_tables(sqlw *w, int from) {
   return 0;
 }
 
+/* ---- hook_calls, filled as calls end --------------------------------------
+ */
+
+static int field_ix(const spy_trace_kind *k, const char *name) {
+  for (uint32_t i = 0; k && name && i < k->nfields; i++)
+    if (strcmp(k->fields[i].name, name) == 0)
+      return (int)i;
+  return -1;
+}
+
+static int src_ix(const spy_trace_kind *k) {
+  for (uint32_t i = 0; i < k->nfields; i++)
+    if (k->fields[i].type == SPY_TF_SRC || k->fields[i].type == SPY_TF_OSRC)
+      return (int)i;
+  return -1;
+}
+
+static void hook_cols(sqlw *w) {
+  int i = 0;
+  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++)
+    w->hcols[i] = (hookcols){
+        field_ix(h->start, "call_id"),
+        field_ix(h->start, "plugin_name"),
+        field_ix(h->start, "plugin_id"),
+        strcmp(h->subject, "_") ? field_ix(h->start, h->subject) : -1,
+        src_ix(h->start),
+        field_ix(h->end, "call_id"),
+        src_ix(h->end)};
+}
+
+static const spy_trace_val *fval(const spy_trace_action *a, int i) {
+  return i >= 0 && a->fields.type == SPY_TV_REC && (uint32_t)i < a->fields.n
+             ? &a->fields.u.items[i]
+             : NULL;
+}
+
+static uint64_t call_hash(uint32_t build, const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull ^ build;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Rebuilds the hash over oc (after a compaction or to grow). */
+static int ocix_rebuild(sqlw *w, size_t want) {
+  size_t cap = w->ixcap ? w->ixcap : 64;
+  while (cap < 2 * want + 2)
+    cap *= 2;
+  if (cap != w->ixcap) {
+    uint32_t *n = realloc(w->ocix, cap * sizeof *n);
+    if (!n)
+      return SPY_ENOMEM;
+    w->ocix = n;
+    w->ixcap = cap;
+  }
+  memset(w->ocix, 0, w->ixcap * sizeof *w->ocix);
+  for (size_t i = 0; i < w->noc; i++) {
+    size_t j =
+        call_hash(w->oc[i].build, w->oc[i].call_id, strlen(w->oc[i].call_id)) &
+        (w->ixcap - 1);
+    while (w->ocix[j])
+      j = (j + 1) & (w->ixcap - 1);
+    w->ocix[j] = (uint32_t)i + 1;
+  }
+  return 0;
+}
+
+static void ocall_free(ocall *o) {
+  free(o->call_id);
+  free(o->plugin);
+  free(o->module);
+}
+
+static char *vdup(const spy_trace_val *v) {
+  return v && v->type == SPY_TV_STR ? strndup(v->u.s, v->n) : NULL;
+}
+
+/* A Start: remembered until its End. */
+static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
+                      const spy_trace_action *a) {
+  const spy_trace_val *id = fval(a, c->call);
+  if (!id || id->type != SPY_TV_STR)
+    return 0;
+  if (w->noc == w->capoc) {
+    size_t cap = w->capoc ? 2 * w->capoc : 64;
+    ocall *n = realloc(w->oc, cap * sizeof *n);
+    if (!n)
+      return SPY_ENOMEM;
+    w->oc = n;
+    w->capoc = cap;
+  }
+  if (2 * (w->noc + 1) + 2 > w->ixcap && ocix_rebuild(w, w->noc + 1) < 0)
+    return SPY_ENOMEM;
+  ocall *o = &w->oc[w->noc];
+  const spy_trace_val *pid = fval(a, c->plugin_id), *src = fval(a, c->src);
+  *o = (ocall){h,
+               a->build,
+               w->gen,
+               0,
+               pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
+               (int64_t)a->ts_us,
+               vdup(id),
+               vdup(fval(a, c->plugin)),
+               vdup(fval(a, c->subject)),
+               ""};
+  if (src && src->has_hash)
+    spy_trace_hash_hex(src->hash, o->input);
+  if (!o->call_id) {
+    ocall_free(o);
+    return SPY_ENOMEM;
+  }
+  size_t j = call_hash(a->build, id->u.s, id->n) & (w->ixcap - 1);
+  while (w->ocix[j])
+    j = (j + 1) & (w->ixcap - 1);
+  w->ocix[j] = (uint32_t)++w->noc;
+  return 0;
+}
+
+/* The hook_calls row of o, ended by `end` (NULL: never ended). */
+static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
+                    const char *output) {
+  spy__cell c[11] = {{SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
+                     {SPY__COL_INT, o->build, NULL, 0},
+                     {SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)},
+                     {SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)},
+                     {0},
+                     {SPY__COL_INT, o->plugin_id, NULL, 0},
+                     {0},
+                     {SPY__COL_INT, o->started, NULL, 0},
+                     {0},
+                     {0},
+                     {0}};
+  if (o->plugin)
+    c[4] = (spy__cell){SPY__COL_TEXT, 0, o->plugin, strlen(o->plugin)};
+  if (o->module)
+    c[6] = (spy__cell){SPY__COL_TEXT, 0, o->module, strlen(o->module)};
+  if (end)
+    c[8] = (spy__cell){SPY__COL_INT, (int64_t)end->ts_us, NULL, 0};
+  if (o->input[0])
+    c[9] = (spy__cell){SPY__COL_TEXT, 0, o->input, 32};
+  if (output && output[0])
+    c[10] = (spy__cell){SPY__COL_TEXT, 0, output, 32};
+  return run(w, w->hcall, c, 11);
+}
+
+/* An End: the row of its open Start (the view's join: an End without a
+ * stored Start has none). */
+static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
+                    const spy_trace_action *a) {
+  const spy_trace_val *id = fval(a, c->end_call);
+  if (!id || id->type != SPY_TV_STR || !w->ixcap)
+    return 0;
+  size_t j = call_hash(a->build, id->u.s, id->n) & (w->ixcap - 1);
+  for (; w->ocix[j]; j = (j + 1) & (w->ixcap - 1)) {
+    ocall *o = &w->oc[w->ocix[j] - 1];
+    if (o->end_gen || o->hook != h || o->build != a->build ||
+        strlen(o->call_id) != id->n || memcmp(o->call_id, id->u.s, id->n))
+      continue;
+    char out[33] = "";
+    const spy_trace_val *src = fval(a, c->end_src);
+    if (src && src->has_hash)
+      spy_trace_hash_hex(src->hash, out);
+    o->end_gen = w->gen;
+    return call_row(w, o, a, out);
+  }
+  return 0;
+}
+
+static int hook_action(sqlw *w, const spy_trace_action *a) {
+  if (!a->kind || !w->hcall ||
+      (a->kind->role != SPY_ROLE_HOOK_START &&
+       a->kind->role != SPY_ROLE_HOOK_END))
+    return 0;
+  int i = 0;
+  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++) {
+    if (h->start == a->kind)
+      return call_start(w, h, &w->hcols[i], a);
+    if (h->end == a->kind)
+      return call_end(w, h, &w->hcols[i], a);
+  }
+  return 0;
+}
+
+/* The transaction ended (ok: committed): ended calls are done; a rolled
+ * back one's Starts are forgotten and its Ends taken back. */
+static void calls_txn_end(sqlw *w, int ok) {
+  size_t k = 0;
+  for (size_t i = 0; i < w->noc; i++) {
+    ocall *o = &w->oc[i];
+    int drop = ok ? o->end_gen != 0 : o->start_gen == w->gen;
+    if (!ok && o->end_gen == w->gen)
+      o->end_gen = 0;
+    if (drop)
+      ocall_free(o);
+    else
+      w->oc[k++] = *o;
+  }
+  w->noc = k;
+  w->gen++;
+  if (w->ixcap)
+    ocix_rebuild(w, w->noc); /* shrinks nothing: cannot fail */
+}
+
 static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlw *w = calloc(1, sizeof *w);
   if (!w)
@@ -161,6 +394,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   int rc = spy__schema_init(&w->schema);
   if (rc)
     return rc;
+  w->all_records = spy__sql_all_records();
   char path[4096];
   snprintf(path, sizeof path, "%s/trace.db", cfg->dir);
   if (sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
@@ -206,6 +440,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     return rc;
   w->sql.len = 0;
   spy__views_sql(&w->sql, 0);
+  spy__hook_calls_table_sql(&w->sql);
   spy__buf_putc(&w->sql, 0);
   if ((rc = w->sql.err ? w->sql.err : exec(w, w->sql.p)) ||
       (rc = exec(w, "COMMIT")))
@@ -226,8 +461,12 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   if ((rc = prepare(w,
                     "UPDATE sessions SET actions=?2, actions_lost=?3 WHERE "
                     "session_id=?1",
-                    &w->finish)))
+                    &w->finish)) ||
+      (rc = prepare(w, "INSERT INTO hook_calls VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                    &w->hcall)))
     return rc;
+  hook_cols(w);
+  w->gen = 1; /* end_gen 0 means open */
   /* the session row exists from the start; its key is in every row */
   sqlite3_stmt *s;
   if ((rc = prepare(w,
@@ -319,14 +558,11 @@ static int sq_action(void *state, const spy_trace_record *r) {
   int rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
   if (rc == 0)
     rc = begin(w);
-  w->rec.len = 0;
-  if (rc == 0 && (rc = spy__trace_record_put(&w->rec, a)) == 0) {
-    spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
-    rc = w->batch.text.err;
-  }
+  int root = -1;
+  w->schema.inexact = 0;
   if (rc == 0 && a->kind) {
     int fresh, from = w->schema.n;
-    int root = spy__schema_root(&w->schema, a->kind, &fresh);
+    root = spy__schema_root(&w->schema, a->kind, &fresh);
     if (root < -1)
       rc = root;
     else if (fresh && root >= 0)
@@ -337,6 +573,19 @@ static int sq_action(void *state, const spy_trace_record *r) {
                 "kept in action_batches only");
     if (rc == 0)
       rc = spy__schema_rows(&w->schema, root, a, sink, w);
+    if (rc == 0)
+      rc = hook_action(w, a);
+  }
+  /* the binary record only when the tables cannot give the action back */
+  if (rc == 0) {
+    spy__batch_mark_add(&w->mark, a->seq);
+    if (w->all_records || spy__batch_keeps(&w->schema, root, a)) {
+      w->rec.len = 0;
+      if ((rc = spy__trace_record_put(&w->rec, a)) == 0) {
+        spy__abatch_add(&w->batch, a->seq, w->rec.p, w->rec.len);
+        rc = w->batch.text.err;
+      }
+    }
   }
   if (w->in_txn) {
     w->txn_n++; /* stored or lost with its transaction */
@@ -351,13 +600,15 @@ static int sq_commit(void *state) {
   sqlw *w = state;
   /* every payload the batch's actions name goes in with them */
   int rc = spy__src_pipe_drain(w->pipe);
-  if (w->batch.n && w->in_txn && rc == 0 && !w->txn_failed) {
+  if (w->mark.n && w->in_txn && rc == 0 && !w->txn_failed) {
     spy__cell c[7];
     rc = spy__abatch_row(&w->batch, w->session_id, c);
+    spy__batch_mark_cells(&w->mark, c);
     if (rc == 0)
       rc = run(w, w->ins[SPY__T_BATCHES], c, 7);
   }
   spy__abatch_clear(&w->batch);
+  w->mark = (spy__batch_mark){0};
   if (!w->in_txn)
     return rc;
   if (rc == 0 && !w->txn_failed)
@@ -371,9 +622,11 @@ static int sq_commit(void *state) {
     int r = spy__lost_src_fail(&w->lostsrc);
     if (rc == 0)
       rc = r < 0 ? r : SPY_EIO;
+    calls_txn_end(w, 0);
   } else {
     w->actions += w->txn_n;
     spy__lost_src_commit(&w->lostsrc);
+    calls_txn_end(w, 1);
   }
   w->in_txn = 0;
   w->txn_n = 0;
@@ -389,34 +642,21 @@ static uint64_t sq_lost(void *state) {
   return atomic_load(&((sqlw *)state)->lost);
 }
 
-/* Replaces hook_calls (the view, or the copy an earlier session of this
- * store made) with a table copied from hook_calls_live, in one
- * transaction; on failure the store keeps what it had. */
-static void hook_calls_table(sqlw *w) {
-  sqlite3_stmt *st;
-  const char *drop = NULL;
-  if (sqlite3_prepare_v2(w->db,
-                         "SELECT type FROM sqlite_master WHERE "
-                         "name='hook_calls'",
-                         -1, &st, NULL) != SQLITE_OK)
+/* At close: the calls that never ended get their rows (NULL end), as the
+ * view's LEFT JOIN gives them. */
+static void open_calls(sqlw *w) {
+  if (!w->noc || begin(w) < 0)
     return;
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    const char *t = (const char *)sqlite3_column_text(st, 0);
-    drop = t && strcmp(t, "table") == 0 ? "DROP TABLE hook_calls"
-                                        : "DROP VIEW hook_calls";
+  for (size_t i = 0; i < w->noc; i++)
+    if (!w->oc[i].end_gen)
+      call_row(w, &w->oc[i], NULL, NULL);
+  w->txn_n = 0; /* no actions: nothing to count */
+  if (w->txn_failed || exec(w, "COMMIT") < 0) {
+    if (!sqlite3_get_autocommit(w->db))
+      sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
   }
-  sqlite3_finalize(st);
-  w->sql.len = 0;
-  spy__buf_puts(&w->sql, "BEGIN;\n");
-  if (drop) {
-    spy__buf_puts(&w->sql, drop);
-    spy__buf_puts(&w->sql, ";\n");
-  }
-  spy__hook_calls_table_sql(&w->sql);
-  spy__buf_puts(&w->sql, "COMMIT;");
-  spy__buf_putc(&w->sql, 0);
-  if (!w->sql.err && exec(w, w->sql.p) < 0 && !sqlite3_get_autocommit(w->db))
-    sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+  w->in_txn = 0;
+  w->txn_failed = 0;
 }
 
 static int64_t sq_close(void *state) {
@@ -432,13 +672,14 @@ static int64_t sq_close(void *state) {
                       {SPY__COL_INT, (int64_t)w->actions, NULL, 0},
                       {SPY__COL_INT, (int64_t)atomic_load(&w->lost), NULL, 0}};
     run(w, w->finish, c, 3);
+    open_calls(w); /* before the indexes: no index update per row */
     /* indexes are built once at the end, not updated per insert */
     w->sql.len = 0;
-    spy__index_sql(&w->schema, &w->sql);
+    spy__index_sql(&w->schema, &w->sql, 0);
+    spy__hook_calls_index_sql(&w->sql);
     spy__buf_putc(&w->sql, 0);
     if (!w->sql.err && exec(w, w->sql.p) < 0 && !sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-    hook_calls_table(w);
     /* the last connection to close checkpoints and removes the WAL and
      * shared-memory files (unless another connection still reads) */
     sqlite3_db_config(w->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
@@ -449,6 +690,11 @@ static int64_t sq_close(void *state) {
     sqlite3_finalize(w->gins[t]);
   free(w->gins);
   sqlite3_finalize(w->finish);
+  sqlite3_finalize(w->hcall);
+  for (size_t i = 0; i < w->noc; i++)
+    ocall_free(&w->oc[i]);
+  free(w->oc);
+  free(w->ocix);
   if (w->db)
     sqlite3_close(w->db);
   int64_t lost = (int64_t)atomic_load(&w->lost);
