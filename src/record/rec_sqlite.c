@@ -41,7 +41,7 @@ static int exec(sq *s, const char *q) {
 static int sq_close(void *st, int64_t end_ns);
 
 static void *sq_open(const char *path, const char *args, int64_t start_ns,
-                     int64_t *rec_id) {
+                     int packed, int64_t *rec_id) {
   if (access(path, F_OK) == 0) {
     fprintf(stderr, "spyglass record: %s exists (a recording is a new file)\n",
             path);
@@ -62,7 +62,7 @@ static void *sq_open(const char *path, const char *args, int64_t start_ns,
       exec(s, "CREATE TABLE IF NOT EXISTS recording(id INTEGER PRIMARY KEY,"
               " started_ns BIGINT, ended_ns BIGINT, wall_start_ms BIGINT,"
               " host TEXT, args TEXT, version TEXT);") ||
-      exec(s, spy__rec_ddl(0)) || exec(s, spy__rec_slice_ddl(0)))
+      exec(s, spy__rec_ddl(0)) || exec(s, spy__rec_slice_ddl(0, packed)))
     goto fail;
   sqlite3_stmt *ins;
   if (sqlite3_prepare_v2(s->db,
@@ -126,6 +126,9 @@ static int sq_row(void *st, const rec_row *r) {
     case C_REAL: sqlite3_bind_double(q, p, c->v.r); break;
     case C_CONST:
     case C_TEXT: sqlite3_bind_text(q, p, c->v.s, -1, SQLITE_STATIC); break;
+    case C_BLOB:
+      sqlite3_bind_blob(q, p, c->v.s, (int)c->len, SQLITE_STATIC);
+      break;
     default: sqlite3_bind_null(q, p);
     }
   }
