@@ -50,7 +50,8 @@ static const char *const sql[S_COUNT] = {
     [S_BUILD_HOOK] = SPY_REC_SQL_BUILD_HOOK,
     [S_HOOK_CALL] = SPY_REC_SQL_HOOK_CALL,
     [S_ZONE_BLOCK] = "INSERT INTO zone_block(recording_id, track_id, ts0, "
-                     "ts1, n, data) VALUES($1,$2,$3,$4,$5,$6)",
+                     "ts1, id0, id1, n, data) "
+                     "VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
 };
 
 const char *spy__rec_sql(int s) {
@@ -98,9 +99,11 @@ static const char ddl[] =
     " bytes_per_s DOUBLE PRECISION, encode_p50_ns BIGINT,"
     " encode_p99_ns BIGINT, post_p50_ns BIGINT, post_p99_ns BIGINT);\n"
     /* Packed zones (zblock.h): one row per block of a thread's zones,
-     * ts0 / ts1 the first and last start in it */
+     * ts0 / ts1 the first and last start in it, id0 / id1 its lowest and
+     * highest zone id (a lookup by id reads the blocks that may hold it) */
     "CREATE TABLE IF NOT EXISTS zone_block(recording_id BIGINT NOT NULL,"
-    " track_id BIGINT, ts0 BIGINT, ts1 BIGINT, n BIGINT, data BYTEA);\n"
+    " track_id BIGINT, ts0 BIGINT, ts1 BIGINT, id0 BIGINT, id1 BIGINT,"
+    " n BIGINT, data BYTEA);\n"
     "CREATE INDEX IF NOT EXISTS zone_block_track ON zone_block(recording_id,"
     " track_id, ts0);\n"
     "CREATE TABLE IF NOT EXISTS loss(recording_id BIGINT NOT NULL,"

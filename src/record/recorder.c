@@ -286,7 +286,7 @@ static void *writer_main(void *arg) {
         if (!rc && r->ops->row(r->db, &batch[i]) < 0)
           rc = SPY_EIO;
         if (batch[i].stmt == S_ZONE_BLOCK)
-          nb++, nz += (uint64_t)batch[i].c[3].v.i;
+          nb++, nz += (uint64_t)batch[i].c[5].v.i;
         else if (batch[i].stmt == S_SLICE && r->zmode != SPY_RECORD_ZONES_BOTH)
           nz++;
         row_free(&batch[i]);
@@ -723,14 +723,20 @@ static void seal(source *s, zthr *z) {
     z->nblk = 0;
     return;
   }
-  int64_t ts1 = z->blk[0].ts;
-  for (uint32_t i = 1; i < z->nblk; i++)
-    ts1 = z->blk[i].ts > ts1 ? z->blk[i].ts : ts1;
+  int64_t ts1 = z->blk[0].ts, id0 = z->blk[0].id, id1 = id0;
+  for (uint32_t i = 1; i < z->nblk; i++) {
+    const spy_zb_zone *e = &z->blk[i];
+    ts1 = e->ts > ts1 ? e->ts : ts1;
+    id0 = e->id < id0 ? e->id : id0;
+    id1 = e->id > id1 ? e->id : id1;
+  }
   rec_row r;
   row_init(&r, S_ZONE_BLOCK);
   cint(&r, z->track);
   cint(&r, z->blk[0].ts);
   cint(&r, ts1);
+  cint(&r, id0);
+  cint(&r, id1);
   cint(&r, z->nblk);
   r.c[r.n].t = C_BLOB;
   r.c[r.n].len = (uint32_t)len;

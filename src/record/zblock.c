@@ -16,6 +16,10 @@
 /* A raw column buffer never exceeds n zones x 7 columns x 10 bytes. */
 #define RAW_MAX ((size_t)SPY_ZB_MAX * NCOLS * VARINT_MAX)
 
+/* a - b without signed overflow (the values may come from a fuzzer) */
+static int64_t sub(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
 static uint64_t zz(int64_t v) {
   return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
@@ -95,10 +99,10 @@ int spy__zb_encode(const spy_zb_zone *z, uint32_t n, int level, uint8_t **out,
   size_t o = 0;
   int64_t prev = 0;
   for (uint32_t i = 0; i < n; i++, prev = z[i - 1].id)
-    o += put(raw + o, zz(z[i].id - prev));
+    o += put(raw + o, zz(sub(z[i].id, prev)));
   prev = 0;
   for (uint32_t i = 0; i < n; i++, prev = z[i - 1].ts)
-    o += put(raw + o, zz(z[i].ts - prev));
+    o += put(raw + o, zz(sub(z[i].ts, prev)));
   for (uint32_t i = 0; i < n; i++)
     o += put(raw + o, zz(z[i].dur));
   for (uint32_t i = 0; i < n; i++) {
@@ -110,13 +114,13 @@ int spy__zb_encode(const spy_zb_zone *z, uint32_t n, int level, uint8_t **out,
   }
   prev = 0;
   for (uint32_t i = 0; i < n; i++, prev = z[i - 1].name_id)
-    o += put(raw + o, zz(z[i].name_id - prev));
+    o += put(raw + o, zz(sub(z[i].name_id, prev)));
   pstack ps = {.top = 0};
   for (uint32_t i = 0; i < n; i++) {
     int64_t imp = implied(&ps, z[i].depth);
     uint64_t code = z[i].parent == imp ? 0
                     : !z[i].parent     ? 1
-                                       : zz(z[i].id - z[i].parent) + 2;
+                                       : zz(sub(z[i].id, z[i].parent)) + 2;
     o += put(raw + o, code);
     visit(&ps, z[i].depth, z[i].id);
   }

@@ -7,8 +7,10 @@
  *
  * A packed recording's `slice` view reads it, so after `.load
  * libspyglass_sqlite` the queries written for rows work unchanged.
- * Constraints recording_id = and track_id = select the blocks read; rows
- * come in (track_id, ts, depth) order (an ORDER BY of that is consumed).
+ * Constraints recording_id =, track_id = and id = select the blocks read
+ * (id: those whose id0..id1 covers it, so a join on id decodes a block or
+ * two per lookup, not the recording); rows come in (track_id, ts, depth)
+ * order (an ORDER BY of that is consumed).
  * A corrupt block is an error naming it, never a crash (the decoder is
  * fuzzed: fuzz/fuzz_zblock.c). Read-only. */
 #include <sqlite3ext.h>
@@ -67,10 +69,12 @@ static int disconnect(sqlite3_vtab *v) {
   return SQLITE_OK;
 }
 
-/* idxNum bit 1: recording_id = ?, bit 2: track_id = ? (argv in order) */
+/* idxNum bit 1: recording_id = ?, bit 2: track_id = ?, bit 4: id = ?
+ * (argv in that order; id is checked again by SQLite: a block holds
+ * other ids too) */
 static int best_index(sqlite3_vtab *v, sqlite3_index_info *ix) {
   (void)v;
-  int rec = -1, trk = -1;
+  int rec = -1, trk = -1, id = -1;
   for (int i = 0; i < ix->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &ix->aConstraint[i];
     if (!c->usable || c->op != SQLITE_INDEX_CONSTRAINT_EQ)
@@ -79,6 +83,8 @@ static int best_index(sqlite3_vtab *v, sqlite3_index_info *ix) {
       rec = i;
     else if (c->iColumn == COL_TRACK)
       trk = i;
+    else if (c->iColumn == COL_ID)
+      id = i;
   }
   int n = 0, num = 0;
   if (rec >= 0) {
@@ -91,9 +97,13 @@ static int best_index(sqlite3_vtab *v, sqlite3_index_info *ix) {
     ix->aConstraintUsage[trk].omit = 1;
     num |= 2;
   }
+  if (id >= 0) {
+    ix->aConstraintUsage[id].argvIndex = ++n;
+    num |= 4;
+  }
   ix->idxNum = num;
-  ix->estimatedCost = trk >= 0 ? 1e4 : 1e6;
-  ix->estimatedRows = trk >= 0 ? 10000 : 1000000;
+  ix->estimatedCost = id >= 0 ? 1e2 : trk >= 0 ? 1e4 : 1e6;
+  ix->estimatedRows = id >= 0 ? 1 : trk >= 0 ? 10000 : 1000000;
   /* our order: track_id, ts, depth (ascending) */
   static const int order[3] = {COL_TRACK, COL_TS, COL_DEPTH};
   int ok = ix->nOrderBy > 0 && ix->nOrderBy <= 3;
@@ -171,14 +181,14 @@ static int filter(sqlite3_vtab_cursor *b, int num, const char *s, int argc,
   reset(c);
   c->eof = 0;
   c->rowid = 0;
-  char q[256];
+  char q[384];
   sqlite3_snprintf(sizeof q, q,
                    "SELECT recording_id, track_id, ts0, data, rowid FROM "
-                   "zone_block%s%s%s ORDER BY recording_id, track_id, ts0",
-                   num ? " WHERE " : "", num & 1 ? "recording_id = ?" : "",
-                   num == 3   ? " AND track_id = ?"
-                   : num == 2 ? "track_id = ?"
-                              : "");
+                   "zone_block WHERE 1%s%s%s ORDER BY recording_id, "
+                   "track_id, ts0",
+                   num & 1 ? " AND recording_id = ?1" : "",
+                   num & 2 ? " AND track_id = ?2" : "",
+                   num & 4 ? " AND id0 <= ?3 AND id1 >= ?3" : "");
   int rc = sqlite3_prepare_v2(v->db, q, -1, &c->st, NULL);
   if (rc != SQLITE_OK) {
     sqlite3_free(b->pVtab->zErrMsg);
@@ -186,9 +196,9 @@ static int filter(sqlite3_vtab_cursor *b, int num, const char *s, int argc,
         "spyglass_slices: %s (not a packed recording?)", sqlite3_errmsg(v->db));
     return rc;
   }
-  for (int i = 0, k = 1; i < 2; i++)
+  for (int i = 0, k = 0; i < 3; i++)
     if (num & (1 << i))
-      sqlite3_bind_value(c->st, k, argv[k - 1]), k++;
+      sqlite3_bind_value(c->st, i + 1, argv[k++]);
   spy__zb_merge_init(&c->m, fetch, c);
   return step(c);
 }
