@@ -522,7 +522,7 @@ int bench_record(int argc, char **argv) {
   t.notes[t.nnotes++] =
       "export NM zones: a synthetic recording (one thread, frame > 199 "
       "items) exported to Perfetto by `spyglass export` as its own process; "
-      "peak RSS of that process (wait4)";
+      "peak RSS of that process (VmHWM, polled)";
   bench_print(&t, &o);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
