@@ -85,6 +85,7 @@ TEST(corrupt_blocks_are_rejected) {
     int rc = spy__zb_decode(&d, c, len, &got);
     CHECK(rc == 0 || rc == SPY_EBADVALUE);
   }
+  free(c);
   CHECK_EQ(spy__zb_encode(z, 0, 0, &c, &len), SPY_EINVAL);
   free(b);
   spy__zb_dec_free(&d);
