@@ -49,6 +49,7 @@ typedef enum rec_stmt {
   S_BUILD_HOOK,    /* upid, build, plugin, hook, calls, total_us, max_us */
   S_HOOK_CALL,     /* upid, build, plugin, hook, module, dur_us */
   S_ZONE_BLOCK,    /* track_id, ts0, ts1, id0, id1, n, data (zblock.h) */
+  S_CHUNK,         /* rec_buffers.c: upid, ts, buffer, frame, w, h, … */
   S_COUNT
 } rec_stmt;
 

@@ -7,6 +7,7 @@
  * share one PostgreSQL database. The same DDL serves both: SQLite takes
  * BIGINT / DOUBLE PRECISION / BYTEA as INTEGER / REAL / BLOB affinities. */
 #include "record/rec.h"
+#include "record/rec_buffers.h"
 #include "record/rec_trace.h"
 
 static const char *const sql[S_COUNT] = {
@@ -52,6 +53,7 @@ static const char *const sql[S_COUNT] = {
     [S_ZONE_BLOCK] = "INSERT INTO zone_block(recording_id, track_id, ts0, "
                      "ts1, id0, id1, n, data) "
                      "VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+    [S_CHUNK] = SPY_REC_SQL_CHUNK,
 };
 
 const char *spy__rec_sql(int s) {
@@ -108,15 +110,10 @@ static const char ddl[] =
     " track_id, ts0);\n"
     "CREATE TABLE IF NOT EXISTS loss(recording_id BIGINT NOT NULL,"
     " upid BIGINT, ts BIGINT, what TEXT, count BIGINT);\n"
-    /* Buffers (issue 14): one row per encoded chunk or raw frame; the
-     * bytes inline (data) or in a file beside the database (path: an IVF
-     * stream per buffer, PNG per raw frame), offset/len inside it. */
-    "CREATE TABLE IF NOT EXISTS chunk(recording_id BIGINT NOT NULL,"
-    " upid BIGINT, ts BIGINT, buffer TEXT, codec TEXT, width BIGINT,"
-    " height BIGINT, frame BIGINT, keyframe BIGINT, path TEXT,"
-    " file_offset BIGINT, len BIGINT, data BYTEA);\n"
-    /* Build traces (issue 16): rec_trace.h */
-    SPY_REC_TRACE_DDL;
+    /* Buffers: rec_buffers.h */
+    SPY_REC_BUFFERS_DDL
+        /* Build traces (issue 16): rec_trace.h */
+        SPY_REC_TRACE_DDL;
 
 /* Zones: the rows hold no text. name_id is zone_loc.id (one row per
  * provider location, names interned there); `slice` is a view that joins
