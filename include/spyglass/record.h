@@ -55,6 +55,12 @@ typedef struct spy_recorder_desc {
    * spy_consumer_desc.connect / token / remote). NULL: this host's bus. */
   const char *connect, *token;
   const struct spy_channel_ops *remote;
+  /* How zones are stored (docs/recording.md): SPY_RECORD_ZONES_PACKED
+   * (SQLite default: blocks in zone_block, `slice` through
+   * libspyglass_sqlite), SPY_RECORD_ZONES_ROWS (a slice_data row each,
+   * plain SQL; PostgreSQL always), or SPY_RECORD_ZONES_BOTH (both forms,
+   * the `slice` view over the rows: to check one against the other). */
+  int zones;
   /* Buffers. NULL: none (SPY_FEAT_BUFFERS in features records their
    * metadata only, as value rows). A comma list of buffer names, or
    * "all" (every buffer the provider declares, also later ones): their
@@ -71,6 +77,13 @@ typedef struct spy_recorder_desc {
 } spy_recorder_desc;
 
 enum {
+  SPY_RECORD_ZONES_DEFAULT = 0,
+  SPY_RECORD_ZONES_ROWS = 1,
+  SPY_RECORD_ZONES_PACKED = 2,
+  SPY_RECORD_ZONES_BOTH = 3
+};
+
+enum {
   SPY_RECORD_BUFFERS_STREAM = 1,
   SPY_RECORD_BUFFERS_RAW = 2,
   SPY_RECORD_BUFFERS_THUMB = 3
@@ -81,9 +94,11 @@ typedef struct spy_recorder_stats {
   uint64_t samples_lost, frames_lost;               /* provider / bus */
   uint32_t sources, connected;
   int64_t recording_id;
-  int error;    /* the writer's first error (0: none) */
-  double cpu_s; /* CPU of the recorder's own threads (receivers + writer)
-                   so far; not the index build at destroy */
+  int error;       /* the writer's first error (0: none) */
+  double cpu_s;    /* CPU of the recorder's own threads (receivers + writer)
+                      so far; not the index build at destroy */
+  uint64_t zones;  /* zones written (counted once in ZONES_BOTH) */
+  uint64_t blocks; /* zone_block rows among `rows` */
   /* Buffers: chunk rows made, bytes in their files, chunks not recorded
    * (waiting for a key frame, a part missing, a file error). */
   uint64_t chunks, chunk_bytes, chunks_lost;
@@ -114,6 +129,11 @@ int spy_recorder_destroy(spy_recorder *r);
  * stderr). */
 int spy_record_export(const char *db, int64_t recording, const char *fmt,
                       FILE *out, double from_s, double to_s);
+/* The same, choosing the zones' stored form to read: 0 the packed blocks
+ * when the recording has any, else the rows; SPY_RECORD_ZONES_ROWS or
+ * _PACKED that form only (a ZONES_BOTH recording holds both). */
+int spy_record_export_zones(const char *db, int64_t recording, const char *fmt,
+                            FILE *out, double from_s, double to_s, int zones);
 
 /* Diff: writes the comparison of two recordings to out (a table, or JSON)
  * and returns 1 if a watched figure regressed beyond threshold (a

@@ -21,6 +21,7 @@
 
 #include "record/diff_hooks.h"
 #include "record/rec.h"
+#include "record/zblock.h"
 
 /* Changes smaller than these are never a regression: two steps of the
  * wire's 0.01 ms for frame times; 1 us for zone self times (a zone of a
@@ -141,6 +142,170 @@ static int bad(const char *path, run *r, const char *what) {
   return SPY_EINVAL;
 }
 
+/* The series of zone name `name` (made if new); -1 on OOM. */
+static long zone_series(run *r, const char *name) {
+  for (size_t i = 0; i < r->nz; i++)
+    if (strcmp(r->names[i], name) == 0)
+      return (long)i;
+  char **nn = realloc(r->names, (r->nz + 1) * sizeof *nn);
+  if (!nn)
+    return -1;
+  r->names = nn;
+  series *ns = realloc(r->zones, (r->nz + 1) * sizeof *ns);
+  if (!ns)
+    return -1;
+  r->zones = ns;
+  memset(&r->zones[r->nz], 0, sizeof *ns);
+  if (!(r->names[r->nz] = strdup(name)))
+    return -1;
+  return (long)r->nz++;
+}
+
+/* ---- self times of packed zones --------------------------------------
+ * The zones come in (track, ts, depth) order; the open ones are a stack,
+ * a zone's duration is added to its parent's children when the parent is
+ * open on it (the rows' SQL sums by parent_id) and a zone's self time is
+ * taken when it is popped. */
+typedef struct zopen {
+  int64_t id, end, dur, child, ts;
+  long series;
+} zopen;
+typedef struct zself {
+  run *r;
+  int64_t *loc_id; /* zone_loc ids, sorted, their names and series (-1:
+                      not made yet: a series is made at its first zone) */
+  char **loc_name;
+  long *loc_series;
+  size_t nloc;
+  long unnamed; /* the series "?" */
+  zopen st[1100];
+  int n;
+  int64_t track;
+  int err;
+} zself;
+
+static void zs_pop(zself *z) {
+  zopen *o = &z->st[--z->n];
+  if (o->series >= 0 &&
+      push(&z->r->zones[o->series], (double)(o->dur - o->child) / 1e3,
+           (o->ts - z->r->t0) / 1000000000) < 0)
+    z->err = SPY_ENOMEM;
+}
+
+static int zs_zone(void *user, int64_t track, const spy_zb_zone *zb) {
+  zself *z = user;
+  if (track != z->track)
+    while (z->n)
+      zs_pop(z);
+  z->track = track;
+  while (z->n && z->st[z->n - 1].end <= zb->ts &&
+         z->st[z->n - 1].id != zb->parent)
+    zs_pop(z);
+  for (int i = z->n - 1; zb->parent && i >= 0; i--)
+    if (z->st[i].id == zb->parent) {
+      z->st[i].child += zb->dur;
+      break;
+    }
+  long *se = &z->unnamed;
+  const char *name = "?";
+  size_t lo = 0, hi = z->nloc;
+  while (zb->name_id && lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (z->loc_id[mid] < zb->name_id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (zb->name_id && lo < z->nloc && z->loc_id[lo] == zb->name_id)
+    se = &z->loc_series[lo], name = z->loc_name[lo];
+  if (*se < 0 && (*se = zone_series(z->r, name)) < 0)
+    return z->err = SPY_ENOMEM;
+  if (z->n == (int)(sizeof z->st / sizeof z->st[0]))
+    zs_pop(z); /* deeper than export nests: the outermost goes first */
+  z->st[z->n++] = (zopen){zb->id, zb->ts + zb->dur, zb->dur, 0, zb->ts, *se};
+  return z->err;
+}
+
+typedef struct vs {
+  double v;
+  int64_t sec;
+} vs;
+static int cmp_vs(const void *a, const void *b) {
+  int64_t x = ((const vs *)a)->sec, y = ((const vs *)b)->sec;
+  return x < y ? -1 : x > y;
+}
+
+static int zones_packed(run *r, const char *path) {
+  zself *z = calloc(1, sizeof *z);
+  if (!z)
+    return SPY_ENOMEM;
+  z->r = r;
+  z->track = -1;
+  int rc = 0;
+  z->unnamed = -1;
+  rec_q q;
+  spy__rq_prep(&q, &r->rd,
+               "SELECT id, COALESCE(name, '?') FROM zone_loc WHERE "
+               "recording_id = ?1 ORDER BY id");
+  spy__rq_bind(&q, 1, r->rd.rec_id);
+  size_t cap = 0;
+  while (!rc && spy__rq_step(&q)) {
+    if (z->nloc == cap) {
+      cap = cap ? cap * 2 : 64;
+      int64_t *ni = realloc(z->loc_id, cap * sizeof *ni);
+      if (ni)
+        z->loc_id = ni;
+      long *ns = ni ? realloc(z->loc_series, cap * sizeof *ns) : NULL;
+      if (ns)
+        z->loc_series = ns;
+      char **nn = ns ? realloc(z->loc_name, cap * sizeof *nn) : NULL;
+      if (!nn) {
+        rc = SPY_ENOMEM;
+        break;
+      }
+      z->loc_name = nn;
+    }
+    const char *name = spy__rq_text(&q, 1);
+    z->loc_id[z->nloc] = spy__rq_i64(&q, 0);
+    z->loc_series[z->nloc] = -1;
+    if (!(z->loc_name[z->nloc++] = strdup(name ? name : "?")))
+      rc = SPY_ENOMEM;
+  }
+  if (!rc && q.failed)
+    rc = bad(path, r, "not a recording");
+  if (!rc) {
+    rc = spy__rec_zones_each(&r->rd, INT64_MIN, INT64_MAX, zs_zone, z);
+    while (z->n)
+      zs_pop(z);
+    if (!rc)
+      rc = z->err;
+    if (rc == SPY_EBADVALUE || rc == SPY_EIO)
+      rc = bad(path, r, "cannot read its zones");
+  }
+  /* the per-second figures want each series in time order */
+  for (size_t i = 0; !rc && i < r->nz; i++) {
+    series *se = &r->zones[i];
+    vs *t = malloc((se->n ? se->n : 1) * sizeof *t);
+    if (!t) {
+      rc = SPY_ENOMEM;
+      break;
+    }
+    for (size_t k = 0; k < se->n; k++)
+      t[k] = (vs){se->v[k], se->sec[k]};
+    qsort(t, se->n, sizeof *t, cmp_vs);
+    for (size_t k = 0; k < se->n; k++)
+      se->v[k] = t[k].v, se->sec[k] = t[k].sec;
+    free(t);
+  }
+  for (size_t i = 0; i < z->nloc; i++)
+    free(z->loc_name[i]);
+  free(z->loc_id);
+  free(z->loc_name);
+  free(z->loc_series);
+  free(z);
+  return rc;
+}
+
 /* path: a SQLite file or a postgres:// URI, either with "#N" for
  * recording N (else the file's first / the database's newest). */
 static int load(run *r, const char *path) {
@@ -185,6 +350,10 @@ static int load(run *r, const char *path) {
   }
   if (st->failed)
     return bad(path, r, "not a recording");
+  /* packed zones (zone_block): self times from the blocks, rec_zones.c */
+  int packed = spy__rec_has_blocks(&r->rd);
+  if (packed > 0)
+    return zones_packed(r, path);
   /* self time: a slice's duration minus its children's (summed per
    * parent in a subquery: SQLite indexes it on its own, PostgreSQL hashes
    * it); read-only, the same SQL for both backends */

@@ -8,7 +8,8 @@
  * bounded by the recording's shape, not its length: the interned names
  * (one per distinct slice name and process) and, per track, the ends of
  * the slices still open at the row being read (at most the nesting
- * depth).
+ * depth). Packed zones (zone_block) come through rec_zones.c's merge,
+ * a few decoded blocks at a time.
  *
  * Perfetto layout: one trusted_packet_sequence_id per process (each
  * provider is one writer); its first packet clears the incremental state
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "record/rec.h"
+#include "record/zblock.h"
 
 /* ---- protobuf encoding ----------------------------------------------- */
 typedef struct pb {
@@ -359,86 +361,200 @@ static void slice_end(ex *x, int64_t ts, int64_t track, int64_t upid,
 }
 
 #define STACK_MAX 1100
+/* The open slices of the track being written (the ends of their
+ * begins), as the slices come in (track, ts, depth) order. */
+typedef struct sl {
+  int64_t ends[STACK_MAX];
+  int depth;
+  int64_t track, upid, pid, tid;
+} sl;
+
+static void slice_one(ex *x, sl *k, int64_t ts, int64_t dur, int64_t track,
+                      const char *name, int64_t upid, int64_t pid,
+                      int64_t tid) {
+  if (dur < 0)
+    dur = 0;
+  if (track != k->track) {
+    while (k->depth > 0)
+      slice_end(x, k->ends[--k->depth], k->track, k->upid, k->pid, k->tid);
+    k->track = track;
+    k->upid = upid;
+    k->pid = pid;
+    k->tid = tid;
+  }
+  while (k->depth > 0 && k->ends[k->depth - 1] <= ts)
+    slice_end(x, k->ends[--k->depth], track, upid, pid, tid);
+  if (x->chrome) {
+    chrome_sep(x);
+    fprintf(x->out,
+            "{\"ph\":\"X\",\"cat\":\"zone\",\"pid\":%" PRId64
+            ",\"tid\":%" PRId64 ",\"ts\":%.3f,\"dur\":%.3f,\"name\":",
+            pid, tid, ts / 1e3, dur / 1e3);
+    json_s(x->out, name);
+    fputc('}', x->out);
+    return;
+  }
+  int fresh = 0;
+  uint64_t iid = intern(&x->names, seq_of(upid), name, &fresh);
+  if (!iid) {
+    x->err = SPY_ENOMEM;
+    return;
+  }
+  x->sub.n = x->sub2.n = 0;
+  pb_u(&x->sub, TE_TYPE, TYPE_BEGIN);
+  pb_u(&x->sub, TE_TRACK, uuid_track(track));
+  pb_u(&x->sub, TE_NAME_IID, iid);
+  pb_u(&x->pkt, TP_TIMESTAMP, (uint64_t)ts);
+  pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
+  pb_u(&x->pkt, TP_SEQ_FLAGS, SEQ_NEEDS);
+  pb_msg(&x->pkt, TP_TRACK_EVENT, &x->sub);
+  if (fresh) {
+    pb en = {0};
+    pb_u(&en, EN_IID, iid);
+    pb_str(&en, EN_NAME, name);
+    pb_msg(&x->sub2, ID_EVENT_NAMES, &en);
+    free(en.b);
+    pb_msg(&x->pkt, TP_INTERNED, &x->sub2);
+  }
+  put_packet(x);
+  /* children end before their parent; a child that claims to outlast
+   * it (clock jitter) is clipped to the parent's end */
+  int64_t end = ts + dur;
+  if (k->depth > 0 && end > k->ends[k->depth - 1])
+    end = k->ends[k->depth - 1];
+  if (k->depth < STACK_MAX)
+    k->ends[k->depth++] = end;
+}
+
+static void slices_end(ex *x, sl *k) {
+  while (k->depth > 0)
+    slice_end(x, k->ends[--k->depth], k->track, k->upid, k->pid, k->tid);
+}
+
 static void slices(ex *x) {
   rec_q *st;
-  if (prep(x,
-           "SELECT s.ts, s.dur, s.track_id, s.name, t.upid, p.pid, th.tid "
-           "FROM slice s JOIN track t ON t.recording_id = s.recording_id AND "
-           "t.id = s.track_id JOIN process p ON p.recording_id = "
-           "s.recording_id AND p.upid = t.upid LEFT JOIN thread th ON "
-           "th.recording_id = s.recording_id AND th.utid = t.utid "
-           "WHERE s.recording_id = ?1 AND s.ts >= ?2 AND s.ts <= ?3 "
-           "ORDER BY s.track_id, s.ts, s.depth",
-           &st))
-    return;
+  /* slice_data, not the `slice` view: in a packed file the view needs
+   * the extension (and its rows are in the blocks) */
+  prep(x,
+       "SELECT s.ts, s.dur, s.track_id, COALESCE(l.name, '?'), t.upid, "
+       "p.pid, th.tid FROM slice_data s JOIN track t ON t.recording_id "
+       "= s.recording_id AND t.id = s.track_id JOIN process p ON "
+       "p.recording_id = s.recording_id AND p.upid = t.upid LEFT JOIN "
+       "thread th ON th.recording_id = s.recording_id AND th.utid = "
+       "t.utid LEFT JOIN zone_loc l ON l.recording_id = s.recording_id "
+       "AND l.id = s.name_id WHERE s.recording_id = ?1 AND s.ts >= ?2 "
+       "AND s.ts <= ?3 ORDER BY s.track_id, s.ts, s.depth",
+       &st);
   spy__rq_bind(st, 1, x->rec_id);
   spy__rq_bind(st, 2, x->from);
   spy__rq_bind(st, 3, x->to);
-  int64_t ends[STACK_MAX];
-  int depth = 0;
-  int64_t cur_track = -1, cur_upid = 0, cur_pid = 0, cur_tid = 0;
-  while (!x->err && spy__rq_step(st)) {
-    int64_t ts = spy__rq_i64(st, 0), dur = spy__rq_i64(st, 1);
-    int64_t track = spy__rq_i64(st, 2);
-    int64_t upid = spy__rq_i64(st, 4);
-    int64_t pid = spy__rq_i64(st, 5), tid = spy__rq_i64(st, 6);
-    const char *name = col_text(st, 3);
-    if (dur < 0)
-      dur = 0;
-    if (track != cur_track) {
-      while (depth > 0)
-        slice_end(x, ends[--depth], cur_track, cur_upid, cur_pid, cur_tid);
-      cur_track = track;
-      cur_upid = upid;
-      cur_pid = pid;
-      cur_tid = tid;
-    }
-    while (depth > 0 && ends[depth - 1] <= ts)
-      slice_end(x, ends[--depth], track, upid, pid, tid);
-    if (x->chrome) {
-      chrome_sep(x);
-      fprintf(x->out,
-              "{\"ph\":\"X\",\"cat\":\"zone\",\"pid\":%" PRId64
-              ",\"tid\":%" PRId64 ",\"ts\":%.3f,\"dur\":%.3f,\"name\":",
-              pid, tid, ts / 1e3, dur / 1e3);
-      json_s(x->out, name);
-      fputc('}', x->out);
-      continue;
-    }
-    int fresh = 0;
-    uint64_t iid = intern(&x->names, seq_of(upid), name, &fresh);
-    if (!iid) {
-      x->err = SPY_ENOMEM;
-      break;
-    }
-    x->sub.n = x->sub2.n = 0;
-    pb_u(&x->sub, TE_TYPE, TYPE_BEGIN);
-    pb_u(&x->sub, TE_TRACK, uuid_track(track));
-    pb_u(&x->sub, TE_NAME_IID, iid);
-    pb_u(&x->pkt, TP_TIMESTAMP, (uint64_t)ts);
-    pb_u(&x->pkt, TP_SEQ_ID, seq_of(upid));
-    pb_u(&x->pkt, TP_SEQ_FLAGS, SEQ_NEEDS);
-    pb_msg(&x->pkt, TP_TRACK_EVENT, &x->sub);
-    if (fresh) {
-      pb en = {0};
-      pb_u(&en, EN_IID, iid);
-      pb_str(&en, EN_NAME, name);
-      pb_msg(&x->sub2, ID_EVENT_NAMES, &en);
-      free(en.b);
-      pb_msg(&x->pkt, TP_INTERNED, &x->sub2);
-    }
-    put_packet(x);
-    /* children end before their parent; a child that claims to outlast
-     * it (clock jitter) is clipped to the parent's end */
-    int64_t end = ts + dur;
-    if (depth > 0 && end > ends[depth - 1])
-      end = ends[depth - 1];
-    if (depth < STACK_MAX)
-      ends[depth++] = end;
-  }
-  while (depth > 0)
-    slice_end(x, ends[--depth], cur_track, cur_upid, cur_pid, cur_tid);
+  sl k = {.track = -1};
+  while (!x->err && spy__rq_step(st))
+    slice_one(x, &k, spy__rq_i64(st, 0), spy__rq_i64(st, 1), spy__rq_i64(st, 2),
+              col_text(st, 3), spy__rq_i64(st, 4), spy__rq_i64(st, 5),
+              spy__rq_i64(st, 6));
+  slices_end(x, &k);
   done(x, st);
+}
+
+/* ---- packed zones ---------------------------------------------------------
+ * The blocks carry track and name ids: the thread tracks and the zone
+ * locations of the recording are read first (bounded by its shape). */
+typedef struct tinfo {
+  int64_t id, upid, pid, tid;
+} tinfo;
+typedef struct ninfo {
+  int64_t id;
+  char *name;
+} ninfo;
+typedef struct pk {
+  ex *x;
+  sl k;
+  tinfo *t;
+  size_t nt;
+  ninfo *n;
+  size_t nn;
+} pk;
+
+static int cmp_t(const void *a, const void *b) {
+  int64_t x = ((const tinfo *)a)->id, y = ((const tinfo *)b)->id;
+  return x < y ? -1 : x > y;
+}
+static int cmp_n(const void *a, const void *b) {
+  int64_t x = ((const ninfo *)a)->id, y = ((const ninfo *)b)->id;
+  return x < y ? -1 : x > y;
+}
+
+static int packed_zone(void *user, int64_t track, const spy_zb_zone *z) {
+  pk *p = user;
+  tinfo kt = {.id = track};
+  const tinfo *t = bsearch(&kt, p->t, p->nt, sizeof *p->t, cmp_t);
+  if (!t)
+    return 0; /* a track the recording does not describe: as the rows' JOIN */
+  ninfo kn = {.id = z->name_id};
+  const ninfo *n =
+      z->name_id ? bsearch(&kn, p->n, p->nn, sizeof *p->n, cmp_n) : NULL;
+  slice_one(p->x, &p->k, z->ts, z->dur, track, n && n->name ? n->name : "?",
+            t->upid, t->pid, t->tid);
+  return p->x->err;
+}
+
+static void slices_packed(ex *x) {
+  pk p = {.x = x, .k = {.track = -1}};
+  rec_q *st;
+  prep(x,
+       "SELECT t.id, t.upid, p.pid, th.tid FROM track t JOIN process p ON "
+       "p.recording_id = t.recording_id AND p.upid = t.upid LEFT JOIN "
+       "thread th ON th.recording_id = t.recording_id AND th.utid = t.utid "
+       "WHERE t.recording_id = ?1",
+       &st);
+  spy__rq_bind(st, 1, x->rec_id);
+  size_t cap = 0;
+  while (!x->err && spy__rq_step(st)) {
+    if (p.nt == cap) {
+      cap = cap ? cap * 2 : 64;
+      tinfo *nt = realloc(p.t, cap * sizeof *nt);
+      if (!nt) {
+        x->err = SPY_ENOMEM;
+        break;
+      }
+      p.t = nt;
+    }
+    p.t[p.nt++] = (tinfo){spy__rq_i64(st, 0), spy__rq_i64(st, 1),
+                          spy__rq_i64(st, 2), spy__rq_i64(st, 3)};
+  }
+  done(x, st);
+  prep(x, "SELECT id, name FROM zone_loc WHERE recording_id = ?1", &st);
+  spy__rq_bind(st, 1, x->rec_id);
+  cap = 0;
+  while (!x->err && spy__rq_step(st)) {
+    if (p.nn == cap) {
+      cap = cap ? cap * 2 : 64;
+      ninfo *nn = realloc(p.n, cap * sizeof *nn);
+      if (!nn) {
+        x->err = SPY_ENOMEM;
+        break;
+      }
+      p.n = nn;
+    }
+    const char *name = spy__rq_text(st, 1);
+    p.n[p.nn] = (ninfo){spy__rq_i64(st, 0), strdup(name ? name : "?")};
+    if (!p.n[p.nn++].name)
+      x->err = SPY_ENOMEM;
+  }
+  done(x, st);
+  if (!x->err) {
+    qsort(p.t, p.nt, sizeof *p.t, cmp_t);
+    qsort(p.n, p.nn, sizeof *p.n, cmp_n);
+    int rc = spy__rec_zones_each(&x->rd, x->from, x->to, packed_zone, &p);
+    if (rc < 0 && !x->err)
+      x->err = rc == SPY_EBADVALUE ? SPY_EIO : rc;
+    slices_end(x, &p.k);
+  }
+  free(p.t);
+  for (size_t i = 0; i < p.nn; i++)
+    free(p.n[i].name);
+  free(p.n);
 }
 
 static void counter_event(ex *x, int64_t ts, uint64_t uuid, int64_t upid,
@@ -505,6 +621,12 @@ static void counters(ex *x) {
 
 int spy_record_export(const char *path, int64_t recording, const char *fmt,
                       FILE *out, double from_s, double to_s) {
+  return spy_record_export_zones(path, recording, fmt, out, from_s, to_s, 0);
+}
+
+int spy_record_export_zones(const char *path, int64_t recording,
+                            const char *fmt, FILE *out, double from_s,
+                            double to_s, int zones) {
   ex x;
   memset(&x, 0, sizeof x);
   if (strcmp(fmt, "perfetto") == 0)
@@ -528,7 +650,12 @@ int spy_record_export(const char *path, int64_t recording, const char *fmt,
     processes(&x);
     if (!x.err)
       tracks(&x);
-    if (!x.err)
+    int packed =
+        zones == SPY_RECORD_ZONES_PACKED ||
+        (zones != SPY_RECORD_ZONES_ROWS && spy__rec_has_blocks(&x.rd) > 0);
+    if (!x.err && packed)
+      slices_packed(&x);
+    else if (!x.err)
       slices(&x);
     if (!x.err)
       counters(&x);

@@ -9,14 +9,18 @@
 
 #include "spyglass/record.h"
 
-#define SPY_RECORD_VERSION "2" /* schema version, in recording.version */
+#define SPY_RECORD_VERSION                                                     \
+  "3" /* schema version, in recording.version                                  \
+        (3: zone_block, packed zones) */
 
-/* One cell of a row: NULL, integer, real or text (C_TEXT is owned by the
- * row: malloc'ed by the receiver, freed by the writer; C_CONST points at a
- * string literal, nothing to free). */
-enum { C_NULL = 0, C_INT = 1, C_REAL = 2, C_TEXT = 3, C_CONST = 4 };
+/* One cell of a row: NULL, integer, real, text or blob (C_TEXT and
+ * C_BLOB are owned by the row: malloc'ed by the receiver, freed by the
+ * writer; C_CONST points at a string literal, nothing to free; a blob's
+ * length is len). */
+enum { C_NULL = 0, C_INT = 1, C_REAL = 2, C_TEXT = 3, C_CONST = 4, C_BLOB = 5 };
 typedef struct rec_cell {
   uint8_t t;
+  uint32_t len; /* C_BLOB */
   union {
     int64_t i;
     double r;
@@ -44,6 +48,7 @@ typedef enum rec_stmt {
   S_BUILD,         /* rec_trace.c: upid, build, started, ended, modules, … */
   S_BUILD_HOOK,    /* upid, build, plugin, hook, calls, total_us, max_us */
   S_HOOK_CALL,     /* upid, build, plugin, hook, module, dur_us */
+  S_ZONE_BLOCK,    /* track_id, ts0, ts1, id0, id1, n, data (zblock.h) */
   S_CHUNK,         /* rec_buffers.c: upid, ts, buffer, frame, w, h, … */
   S_COUNT
 } rec_stmt;
@@ -59,9 +64,10 @@ typedef struct rec_row {
 const char *spy__rec_sql(int s);
 /* The tables (CREATE … IF NOT EXISTS), pg: PostgreSQL types. */
 const char *spy__rec_ddl(int pg);
-/* The zone table slice_data and the `slice` view over it (run after
- * spy__rec_ddl). */
-const char *spy__rec_slice_ddl(int pg);
+/* The zone table slice_data and the `slice` view (run after
+ * spy__rec_ddl): over slice_data, or with packed = 1 over the packed
+ * blocks (`spyglass_slices`, the table libspyglass_sqlite adds). */
+const char *spy__rec_slice_ddl(int pg, int packed);
 /* Indexes built when a recording closes. */
 const char *spy__rec_index_ddl(void);
 
@@ -69,10 +75,11 @@ const char *spy__rec_index_ddl(void);
  * close (the creating thread, before and after it). */
 typedef struct rec_backend_ops {
   const char *name;
-  /* Opens, creates the schema and a recording row (args: command line);
-   * returns the backend state or NULL (message on stderr). */
+  /* Opens, creates the schema and a recording row (args: command line;
+   * packed: the `slice` view reads the packed blocks); returns the
+   * backend state or NULL (message on stderr). */
   void *(*open)(const char *db, const char *args, int64_t start_mono_ns,
-                int64_t *recording_id);
+                int packed, int64_t *recording_id);
   int (*begin)(void *st);
   int (*row)(void *st, const rec_row *r);
   int (*commit)(void *st);
@@ -96,6 +103,8 @@ typedef struct rec_read_ops {
   const char *(*text)(void *st, int col); /* NULL for NULL */
   const char *(*errmsg)(void *st);
   void (*close)(void *st);
+  /* a blob column (NULL op: the backend stores none; *len 0 for NULL) */
+  const void *(*blob)(void *st, int col, size_t *len);
 } rec_read_ops;
 
 typedef struct rec_rd {
@@ -128,6 +137,19 @@ int spy__rq_null(rec_q *q, int col);
 int64_t spy__rq_i64(rec_q *q, int col);
 double spy__rq_dbl(rec_q *q, int col);
 const char *spy__rq_text(rec_q *q, int col); /* NULL for NULL */
+
+/* Packed zones of a recording (rec_zones.c): 1 if it has zone_block
+ * rows, 0 if not, <0 on a read error. */
+int spy__rec_has_blocks(rec_rd *rd);
+/* Calls fn for every zone of the recording's blocks, in (track, ts,
+ * depth) order, with the starts in [from, to]; fn returns 0 to go on.
+ * Returns 0, the first non-zero of fn, SPY_EBADVALUE (a corrupt block,
+ * message on stderr) or SPY_EIO. */
+struct spy_zb_zone;
+typedef int (*rec_zone_fn)(void *user, int64_t track,
+                           const struct spy_zb_zone *z);
+int spy__rec_zones_each(rec_rd *rd, int64_t from, int64_t to, rec_zone_fn fn,
+                        void *user);
 
 extern const rec_backend_ops spy__rec_sqlite;
 extern const rec_backend_ops spy__rec_pg;

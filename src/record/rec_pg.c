@@ -46,7 +46,8 @@ static int cmd(pg *p, const char *q) {
 static int pg_close(void *st, int64_t end_ns);
 
 static void *pg_open(const char *conninfo, const char *args, int64_t start_ns,
-                     int64_t *rec_id) {
+                     int packed, int64_t *rec_id) {
+  (void)packed; /* PostgreSQL keeps zones as rows (docs/recording.md) */
   pg *p = calloc(1, sizeof *p);
   if (!p)
     return NULL;
@@ -62,7 +63,7 @@ static void *pg_open(const char *conninfo, const char *args, int64_t start_ns,
              " started_ns BIGINT, ended_ns BIGINT, wall_start_ms BIGINT,"
              " host TEXT, args TEXT, version TEXT)") ||
       cmd(p, spy__rec_ddl(1)) || cmd(p, SPY_REC_PG_UPGRADE) ||
-      cmd(p, spy__rec_slice_ddl(1)) || cmd(p, spy__rec_index_ddl()) ||
+      cmd(p, spy__rec_slice_ddl(1, 0)) || cmd(p, spy__rec_index_ddl()) ||
       cmd(p, "SELECT pg_advisory_unlock(" LOCK_KEY ")"))
     goto fail;
   char host[256] = "", start[32], wall[32];
@@ -158,7 +159,7 @@ static int pg_row(void *st, const rec_row *r) {
       v[i + 1] = num[i + 1];
     } else if (c->t == C_TEXT || c->t == C_CONST) {
       v[i + 1] = c->v.s;
-    } else {
+    } else { /* NULL; C_BLOB too: zones are rows here, never blocks */
       v[i + 1] = NULL;
     }
   }

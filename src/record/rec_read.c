@@ -68,6 +68,12 @@ static const char *sqr_text(void *st, int c) {
   return (const char *)sqlite3_column_text(((sqr *)st)->st, c);
 }
 static const char *sqr_err(void *st) { return sqlite3_errmsg(((sqr *)st)->db); }
+static const void *sqr_blob(void *st, int c, size_t *len) {
+  sqr *s = st;
+  const void *b = sqlite3_column_blob(s->st, c);
+  *len = b ? (size_t)sqlite3_column_bytes(s->st, c) : 0;
+  return b;
+}
 static void sqr_close(void *st) {
   sqr *s = st;
   if (!s)
@@ -78,8 +84,8 @@ static void sqr_close(void *st) {
 }
 
 static const rec_read_ops sqlite_read = {
-    "sqlite", sqr_open, sqr_query, sqr_next, sqr_null,
-    sqr_i64,  sqr_dbl,  sqr_text,  sqr_err,  sqr_close};
+    "sqlite", sqr_open, sqr_query, sqr_next,  sqr_null, sqr_i64,
+    sqr_dbl,  sqr_text, sqr_err,   sqr_close, sqr_blob};
 
 /* ---- PostgreSQL ---------------------------------------------------------- */
 typedef struct pgr {
@@ -204,8 +210,8 @@ static void pgr_close(void *st) {
 }
 
 static const rec_read_ops pg_read = {
-    "postgresql", pgr_open, pgr_query, pgr_next, pgr_null,
-    pgr_i64,      pgr_dbl,  pgr_text,  pgr_err,  pgr_close};
+    "postgresql", pgr_open, pgr_query, pgr_next,  pgr_null, pgr_i64,
+    pgr_dbl,      pgr_text, pgr_err,   pgr_close, NULL};
 
 /* ---- choosing ------------------------------------------------------------ */
 int spy__rec_is_pg(const char *db) {

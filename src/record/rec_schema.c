@@ -50,6 +50,9 @@ static const char *const sql[S_COUNT] = {
     [S_BUILD] = SPY_REC_SQL_BUILD,
     [S_BUILD_HOOK] = SPY_REC_SQL_BUILD_HOOK,
     [S_HOOK_CALL] = SPY_REC_SQL_HOOK_CALL,
+    [S_ZONE_BLOCK] = "INSERT INTO zone_block(recording_id, track_id, ts0, "
+                     "ts1, id0, id1, n, data) "
+                     "VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
     [S_CHUNK] = SPY_REC_SQL_CHUNK,
 };
 
@@ -58,11 +61,11 @@ const char *spy__rec_sql(int s) {
 }
 
 /* recording is created by each backend (its id column differs). */
-#define SLICE_VIEW                                                             \
+#define SLICE_VIEW(from)                                                       \
   "SELECT s.recording_id AS recording_id, s.id AS id, s.ts AS ts,"             \
   " s.dur AS dur, s.track_id AS track_id, COALESCE(l.name, '?') AS name,"      \
   " s.depth AS depth, s.parent_id AS parent_id, l.loc_id AS loc_id,"           \
-  " s.flags AS flags, s.name_id AS name_id FROM slice_data s LEFT JOIN"        \
+  " s.flags AS flags, s.name_id AS name_id FROM " from " s LEFT JOIN"          \
   " zone_loc l ON l.recording_id = s.recording_id AND l.id = s.name_id"
 
 static const char ddl[] =
@@ -97,6 +100,14 @@ static const char ddl[] =
     " bytes BIGINT, msgs_per_s DOUBLE PRECISION,"
     " bytes_per_s DOUBLE PRECISION, encode_p50_ns BIGINT,"
     " encode_p99_ns BIGINT, post_p50_ns BIGINT, post_p99_ns BIGINT);\n"
+    /* Packed zones (zblock.h): one row per block of a thread's zones,
+     * ts0 / ts1 the first and last start in it, id0 / id1 its lowest and
+     * highest zone id (a lookup by id reads the blocks that may hold it) */
+    "CREATE TABLE IF NOT EXISTS zone_block(recording_id BIGINT NOT NULL,"
+    " track_id BIGINT, ts0 BIGINT, ts1 BIGINT, id0 BIGINT, id1 BIGINT,"
+    " n BIGINT, data BYTEA);\n"
+    "CREATE INDEX IF NOT EXISTS zone_block_track ON zone_block(recording_id,"
+    " track_id, ts0);\n"
     "CREATE TABLE IF NOT EXISTS loss(recording_id BIGINT NOT NULL,"
     " upid BIGINT, ts BIGINT, what TEXT, count BIGINT);\n"
     /* Buffers: rec_buffers.h */
@@ -113,19 +124,28 @@ static const char slice_sqlite[] =
     "CREATE TABLE IF NOT EXISTS slice_data(id INTEGER PRIMARY KEY,"
     " recording_id BIGINT NOT NULL, ts BIGINT, dur BIGINT, track_id BIGINT,"
     " name_id BIGINT, depth BIGINT, parent_id BIGINT, flags BIGINT);\n"
-    "CREATE VIEW IF NOT EXISTS slice AS " SLICE_VIEW ";\n";
+    "CREATE VIEW IF NOT EXISTS slice AS " SLICE_VIEW("slice_data") ";\n";
+/* Packed: `spyglass_slices` is libspyglass_sqlite's table over
+ * zone_block (plain sqlite3: `.load libspyglass_sqlite` first). */
+static const char slice_packed[] =
+    "CREATE TABLE IF NOT EXISTS slice_data(id INTEGER PRIMARY KEY,"
+    " recording_id BIGINT NOT NULL, ts BIGINT, dur BIGINT, track_id BIGINT,"
+    " name_id BIGINT, depth BIGINT, parent_id BIGINT, flags BIGINT);\n"
+    "CREATE VIEW IF NOT EXISTS slice AS " SLICE_VIEW("spyglass_slices") ";\n";
 static const char slice_pg[] =
     "CREATE TABLE IF NOT EXISTS slice_data(recording_id BIGINT NOT NULL,"
     " id BIGINT NOT NULL, ts BIGINT, dur BIGINT, track_id BIGINT,"
     " name_id BIGINT, depth BIGINT, parent_id BIGINT, flags BIGINT);\n"
-    "CREATE OR REPLACE VIEW slice AS " SLICE_VIEW ";\n";
+    "CREATE OR REPLACE VIEW slice AS " SLICE_VIEW("slice_data") ";\n";
 
 const char *spy__rec_ddl(int pg) {
   (void)pg;
   return ddl;
 }
 
-const char *spy__rec_slice_ddl(int pg) { return pg ? slice_pg : slice_sqlite; }
+const char *spy__rec_slice_ddl(int pg, int packed) {
+  return pg ? slice_pg : packed ? slice_packed : slice_sqlite;
+}
 
 static const char index_ddl[] =
     "CREATE INDEX IF NOT EXISTS slice_track_ts ON slice_data(recording_id,"

@@ -16,6 +16,7 @@ typedef struct sq {
   sqlite3 *db;
   sqlite3_stmt *st[S_COUNT];
   int idx[S_COUNT][REC_CELLS + 1]; /* parameter index of $1.. */
+  int ncells[S_COUNT];             /* the most cells a row of it had */
   int64_t rec_id;
   int reported;
 } sq;
@@ -41,7 +42,7 @@ static int exec(sq *s, const char *q) {
 static int sq_close(void *st, int64_t end_ns);
 
 static void *sq_open(const char *path, const char *args, int64_t start_ns,
-                     int64_t *rec_id) {
+                     int packed, int64_t *rec_id) {
   if (access(path, F_OK) == 0) {
     fprintf(stderr, "spyglass record: %s exists (a recording is a new file)\n",
             path);
@@ -62,7 +63,7 @@ static void *sq_open(const char *path, const char *args, int64_t start_ns,
       exec(s, "CREATE TABLE IF NOT EXISTS recording(id INTEGER PRIMARY KEY,"
               " started_ns BIGINT, ended_ns BIGINT, wall_start_ms BIGINT,"
               " host TEXT, args TEXT, version TEXT);") ||
-      exec(s, spy__rec_ddl(0)) || exec(s, spy__rec_slice_ddl(0)))
+      exec(s, spy__rec_ddl(0)) || exec(s, spy__rec_slice_ddl(0, packed)))
     goto fail;
   sqlite3_stmt *ins;
   if (sqlite3_prepare_v2(s->db,
@@ -101,6 +102,9 @@ static void *sq_open(const char *path, const char *args, int64_t start_ns,
       snprintf(name, sizeof name, "$%d", p);
       s->idx[i][p - 1] = sqlite3_bind_parameter_index(s->st[i], name);
     }
+    /* $1 is the same for every row: bound once (a reset keeps it) */
+    if (s->idx[i][0])
+      sqlite3_bind_int64(s->st[i], s->idx[i][0], s->rec_id);
   }
   return s;
 fail:
@@ -114,8 +118,13 @@ static int sq_row(void *st, const rec_row *r) {
   sq *s = st;
   sqlite3_stmt *q = s->st[r->stmt];
   const int *idx = s->idx[r->stmt];
-  if (idx[0])
-    sqlite3_bind_int64(q, idx[0], s->rec_id);
+  /* every cell is bound each row (NULLs too), so a reset suffices: no
+   * clear_bindings; cells a shorter row lacks are bound NULL */
+  for (int i = r->n; i < s->ncells[r->stmt]; i++)
+    if (idx[i + 1])
+      sqlite3_bind_null(q, idx[i + 1]);
+  if (r->n > s->ncells[r->stmt])
+    s->ncells[r->stmt] = r->n;
   for (int i = 0; i < r->n; i++) {
     int p = idx[i + 1];
     if (!p)
@@ -126,12 +135,14 @@ static int sq_row(void *st, const rec_row *r) {
     case C_REAL: sqlite3_bind_double(q, p, c->v.r); break;
     case C_CONST:
     case C_TEXT: sqlite3_bind_text(q, p, c->v.s, -1, SQLITE_STATIC); break;
+    case C_BLOB:
+      sqlite3_bind_blob(q, p, c->v.s, (int)c->len, SQLITE_STATIC);
+      break;
     default: sqlite3_bind_null(q, p);
     }
   }
   int rc = sqlite3_step(q);
   sqlite3_reset(q);
-  sqlite3_clear_bindings(q);
   return rc == SQLITE_DONE ? 0 : report(s, "insert");
 }
 

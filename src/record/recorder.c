@@ -11,9 +11,12 @@
  *   MSGPROF   -> msgprof rows (when the summary changed)
  *   buffer:chunk, buffer:raw frames (with desc.buffers) -> IVF / PNG files
  *                and chunk rows (rec_buffers.c)
- *   ZONES     -> slice rows, read back from the consumer state's spans as
+ *   ZONES     -> zones, read back from the consumer state's spans as
  *                they close (ids given in begin order, so a parent's id is
- *                known before its children end); zone_loc rows
+ *                known before its children end): slice rows, or (packed,
+ *                SQLite's default) gathered per thread into blocks of up
+ *                to ZB_ZONES zones / ZB_NS, sorted and encoded (zblock.h)
+ *                on this thread, one zone_block row each; zone_loc rows
  * Bus overruns and sequence gaps (frames_lost) become loss rows ("frames").
  * A provider that goes away ends its process and threads (end_ts). */
 #include <math.h>
@@ -29,6 +32,7 @@
 #include "record/rec_buffers.h"
 #include "record/rec_frames.h"
 #include "record/rec_trace.h"
+#include "record/zblock.h"
 #include "spyglass/bus.h"
 #include "spyglass/consumer.h"
 
@@ -41,6 +45,10 @@
 /* The longest zones wait for the clock sync (a sync takes at most twice
  * the consumer's clock_timeout_ms, 1 s by default) */
 #define CLOCK_WAIT_NS 5000000000LL
+/* A thread's zone block is sealed at this many zones or this age (what
+ * a SIGKILL can lose beyond the uncommitted batch) */
+#define ZB_ZONES 8192
+#define ZB_NS 250000000LL
 /* What a recording subscribes to when the desc says nothing */
 #define SPY_REC_DEFAULT_FEATURES                                               \
   (SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY | SPY_FEAT_HEALTH |       \
@@ -79,6 +87,9 @@ typedef struct zthr {
   int64_t stack_off[SPY_ZONE_DEPTH_MAX];
   pend *pending;
   uint32_t npend;
+  spy_zb_zone *blk; /* packed: the block being gathered */
+  uint32_t nblk;
+  int64_t blk_t0; /* when its first zone came */
 } zthr;
 
 typedef struct named_track {
@@ -144,6 +155,8 @@ struct spy_recorder {
   _Atomic int error;
   _Atomic int stop;
   _Atomic int64_t writer_cpu_ns;
+  int zmode; /* SPY_RECORD_ZONES_ROWS / _PACKED / _BOTH */
+  _Atomic uint64_t zones, blocks;
   source *src[MAX_SOURCES];
   uint32_t nsrc;
   uint64_t seen_ids[MAX_SOURCES * 4];
@@ -197,7 +210,7 @@ static void cconst(rec_row *r, const char *s) {
 
 static void row_free(rec_row *r) {
   for (int i = 0; i < r->n; i++)
-    if (r->c[i].t == C_TEXT)
+    if (r->c[i].t == C_TEXT || r->c[i].t == C_BLOB)
       free(r->c[i].v.s);
   r->n = 0;
 }
@@ -287,9 +300,14 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&r->mu);
     if (k) {
       int rc = r->ops->begin(r->db);
+      uint64_t nz = 0, nb = 0;
       for (uint32_t i = 0; i < k; i++) {
         if (!rc && r->ops->row(r->db, &batch[i]) < 0)
           rc = SPY_EIO;
+        if (batch[i].stmt == S_ZONE_BLOCK)
+          nb++, nz += (uint64_t)batch[i].c[5].v.i;
+        else if (batch[i].stmt == S_SLICE && r->zmode != SPY_RECORD_ZONES_BOTH)
+          nz++;
         row_free(&batch[i]);
       }
       if (r->ops->commit(r->db) < 0)
@@ -301,6 +319,8 @@ static void *writer_main(void *arg) {
       } else {
         r->rows += k;
         r->batches++;
+        r->zones += nz;
+        r->blocks += nb;
       }
       r->writer_cpu_ns = thread_cpu_ns();
     }
@@ -380,8 +400,9 @@ static void arg_row(source *s, int64_t set, const char *key, int64_t i,
   push(s, &r);
 }
 
-static void slice_row(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
-                      int64_t parent, int64_t off);
+static void zone_out(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
+                     int64_t parent, int64_t off);
+static void seal(source *s, zthr *z);
 static void drain_frames(source *s, const spy_state *st, int64_t now,
                          int final);
 static void push_row(void *src, rec_row *r);
@@ -410,10 +431,11 @@ static void close_open(source *s, const spy_state *st) {
             zs->latest_ns > cut.start_ns ? zs->latest_ns : cut.start_ns;
         cut.flags |= SPY_ZONE_SPAN_CUT;
       }
-      slice_row(s, z, &cut, z->pending[k].id, z->pending[k].parent,
-                z->pending[k].off);
+      zone_out(s, z, &cut, z->pending[k].id, z->pending[k].parent,
+               z->pending[k].off);
     }
     z->npend = 0;
+    seal(s, z);
   }
 }
 
@@ -444,8 +466,10 @@ static void end_source(source *s, int64_t now) {
 }
 
 static void reset_provider(source *s) {
-  for (uint32_t i = 0; i < s->nthr; i++)
+  for (uint32_t i = 0; i < s->nthr; i++) {
     free(s->thr[i].pending);
+    free(s->thr[i].blk);
+  }
   free(s->thr);
   s->thr = NULL;
   s->nthr = 0;
@@ -462,8 +486,10 @@ static void reset_provider(source *s) {
 static void begin_provider(source *s, const spy_state *st, int64_t now) {
   /* a provider that replaced another (no ID given): the state holds the
    * new one's spans now, the old one's open zones are lost */
-  for (uint32_t i = 0; i < s->nthr; i++)
+  for (uint32_t i = 0; i < s->nthr; i++) {
     s->thr[i].npend = 0;
+    seal(s, &s->thr[i]); /* its closed zones are still the old one's */
+  }
   end_source(s, now);
   reset_provider(s);
   s->provider_id = st->provider.id;
@@ -708,6 +734,80 @@ static void slice_row(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
   push(s, &r);
 }
 
+/* Packed: the thread's block as one zone_block row (sorted into block
+ * order, encoded here so the writer only inserts). */
+static void seal(source *s, zthr *z) {
+  if (!z->nblk)
+    return;
+  spy__zb_sort(z->blk, z->nblk);
+  uint8_t *b;
+  size_t len;
+  if (spy__zb_encode(z->blk, z->nblk, 0, &b, &len) < 0) {
+    s->r->rows_lost += z->nblk;
+    z->nblk = 0;
+    return;
+  }
+  int64_t ts1 = z->blk[0].ts, id0 = z->blk[0].id, id1 = id0;
+  for (uint32_t i = 1; i < z->nblk; i++) {
+    const spy_zb_zone *e = &z->blk[i];
+    ts1 = e->ts > ts1 ? e->ts : ts1;
+    id0 = e->id < id0 ? e->id : id0;
+    id1 = e->id > id1 ? e->id : id1;
+  }
+  rec_row r;
+  row_init(&r, S_ZONE_BLOCK);
+  cint(&r, z->track);
+  cint(&r, z->blk[0].ts);
+  cint(&r, ts1);
+  cint(&r, id0);
+  cint(&r, id1);
+  cint(&r, z->nblk);
+  r.c[r.n].t = C_BLOB;
+  r.c[r.n].len = (uint32_t)len;
+  r.c[r.n++].v.s = (char *)b;
+  push(s, &r);
+  z->nblk = 0;
+}
+
+/* A closed zone, as a row or into its thread's block (or both). */
+static void zone_out(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
+                     int64_t parent, int64_t off) {
+  int mode = s->r->zmode;
+  if (mode & SPY_RECORD_ZONES_ROWS)
+    slice_row(s, z, sp, id, parent, off);
+  if (!(mode & SPY_RECORD_ZONES_PACKED))
+    return;
+  if (!z->blk && !(z->blk = malloc(ZB_ZONES * sizeof *z->blk))) {
+    s->r->rows_lost++;
+    return;
+  }
+  if (!z->nblk)
+    z->blk_t0 = mono_ns();
+  uint32_t li = sp->loc - SPY_ZONES_LOC_ID_MIN;
+  int64_t name =
+      s->loc_seen && sp->loc >= SPY_ZONES_LOC_ID_MIN && li < s->n_locs_seen
+          ? s->loc_seen[li]
+          : 0;
+  z->blk[z->nblk++] = (spy_zb_zone){
+      .id = id,
+      .ts = (int64_t)sp->start_ns - off,
+      .dur = (int64_t)(sp->end_ns - sp->start_ns),
+      .name_id = name,
+      .parent = parent,
+      .depth = sp->depth,
+      .flags = sp->flags,
+  };
+  if (z->nblk == ZB_ZONES)
+    seal(s, z);
+}
+
+/* Blocks older than ZB_NS are sealed (bounded loss on SIGKILL). */
+static void seal_old(source *s, int64_t now) {
+  for (uint32_t i = 0; i < s->nthr; i++)
+    if (s->thr[i].nblk && now - s->thr[i].blk_t0 >= ZB_NS)
+      seal(s, &s->thr[i]);
+}
+
 static void on_zones(source *s, const spy_state *st, int64_t now) {
   const spy_zone_state *zs = &st->zones;
   /* new locations */
@@ -764,7 +864,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
               : NULL;
       if (!sp || sp->end_ns) {
         if (sp)
-          slice_row(s, z, sp, p->id, p->parent, p->off);
+          zone_out(s, z, sp, p->id, p->parent, p->off);
         else
           loss_row(s, now, "spans", 1); /* left the ring while open */
         z->pending[i] = z->pending[--z->npend];
@@ -789,7 +889,7 @@ static void on_zones(source *s, const spy_state *st, int64_t now) {
       z->stack[d] = id;
       z->stack_off[d] = off;
       if (sp->end_ns) {
-        slice_row(s, z, sp, id, parent, off);
+        zone_out(s, z, sp, id, parent, off);
       } else {
         if (!z->pending)
           z->pending = malloc(MAX_PENDING * sizeof *z->pending);
@@ -928,6 +1028,7 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
     on_msgprof(s, st, now);
   if (spy_frame_find_section(f, SPY_SEC_BUILD, &sec))
     spy__rec_trace_build(st, s->upid, &s->build_seen, push_row, s);
+  seal_old(s, now);
   flush_stage(s);
 }
 
@@ -1158,6 +1259,13 @@ int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
     r->d.features |= SPY_FEAT_BUFFERS;
   r->cap = d->queue_rows ? d->queue_rows : 131072;
   r->ops = pg ? &spy__rec_pg : &spy__rec_sqlite;
+  /* PostgreSQL keeps rows: its users query with psql, which cannot load
+   * our decoder (docs/recording.md) */
+  r->zmode =
+      pg ? SPY_RECORD_ZONES_ROWS
+      : d->zones >= SPY_RECORD_ZONES_ROWS && d->zones <= SPY_RECORD_ZONES_BOTH
+          ? d->zones
+          : SPY_RECORD_ZONES_PACKED;
   r->next_id = 1;
   r->q = malloc((size_t)r->cap * sizeof *r->q);
   if (!r->q) {
@@ -1167,7 +1275,8 @@ int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   r->start_ns = mono_ns();
-  r->db = r->ops->open(d->db, d->args, r->start_ns, &r->rec_id);
+  r->db = r->ops->open(d->db, d->args, r->start_ns,
+                       r->zmode == SPY_RECORD_ZONES_PACKED, &r->rec_id);
   if (!r->db) {
     free(r->q);
     free(r);
@@ -1221,6 +1330,8 @@ void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *o) {
   }
   o->recording_id = r->rec_id;
   o->error = r->error;
+  o->zones = r->zones;
+  o->blocks = r->blocks;
 }
 
 int spy_recorder_destroy(spy_recorder *r) {

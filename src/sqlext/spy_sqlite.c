@@ -198,6 +198,7 @@ static void spy_source(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 int sqlite3_spyglasssqlite_init(sqlite3 *db, char **err,
                                 const sqlite3_api_routines *api);
+int spy__slices_vtab_register(sqlite3 *db); /* slices_vtab.c */
 /* The entry point sqlite3_load_extension finds for libspyglass_sqlite
  * (the only symbol the library exports). */
 __attribute__((visibility("default"))) int
@@ -205,7 +206,11 @@ sqlite3_spyglasssqlite_init(sqlite3 *db, char **err,
                             const sqlite3_api_routines *api) {
   (void)err;
   SQLITE_EXTENSION_INIT2(api);
-  return sqlite3_create_function(db, "spy_source", 1,
-                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
-                                 spy_source, NULL, NULL);
+  int rc = sqlite3_create_function(db, "spy_source", 1,
+                                   SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                   spy_source, NULL, NULL);
+  /* recordings' packed zones: the spyglass_slices table (slices_vtab.c) */
+  if (rc == SQLITE_OK)
+    rc = spy__slices_vtab_register(db);
+  return rc;
 }

@@ -28,7 +28,10 @@ static void export_help(FILE *f) {
           "  --recording N    its recording N (recording.id; default: the\n"
           "                   newest; a SQLite file's first)\n"
           "  --from S, --to S only what starts between S seconds from the\n"
-          "                   recording's start and --to\n\n"
+          "                   recording's start and --to\n"
+          "  --zones FORM     the zones' stored form to read: packed or rows\n"
+          "                   (default: packed if the recording has blocks;\n"
+          "                   `record --zones both` keeps both)\n\n"
           "exit codes: 0 written, 1 write failure, 2 bad usage or not a "
           "recording\n");
 }
@@ -36,7 +39,7 @@ static void export_help(FILE *f) {
 int cmd_export(int argc, char **argv) {
   const char *fmt = NULL, *fmt_s = NULL, *out = NULL, *out_s = NULL;
   double from = 0, to = -1;
-  const char *db = NULL;
+  const char *db = NULL, *zones = NULL;
   uint64_t recording = 0;
   const cli_opt opts[] = {
       {"--db", CLI_STR, &db, 0, 0, 0, "a postgres:// URI"},
@@ -47,6 +50,7 @@ int cmd_export(int argc, char **argv) {
       {"-o", CLI_STR, &out_s, 0, 0, 0, "a file name"},
       {"--from", CLI_DOUBLE, &from, 0, 1e9, 1, "a number of seconds"},
       {"--to", CLI_DOUBLE, &to, 0, 1e9, 1, "a number of seconds"},
+      {"--zones", CLI_STR, &zones, 0, 0, 0, "packed or rows"},
   };
   const char *pos[1] = {NULL};
   int npos = 0;
@@ -74,6 +78,15 @@ int cmd_export(int argc, char **argv) {
             fmt);
     return EXIT_USAGE;
   }
+  int zf = !zones                         ? 0
+           : strcmp(zones, "rows") == 0   ? SPY_RECORD_ZONES_ROWS
+           : strcmp(zones, "packed") == 0 ? SPY_RECORD_ZONES_PACKED
+                                          : -1;
+  if (zf < 0) {
+    fprintf(stderr, "spyglass export: --zones wants packed or rows, not '%s'\n",
+            zones);
+    return EXIT_USAGE;
+  }
   if (to >= 0 && to < from) {
     fprintf(stderr, "spyglass export: --to is before --from\n");
     return EXIT_USAGE;
@@ -83,7 +96,8 @@ int cmd_export(int argc, char **argv) {
     fprintf(stderr, "spyglass export: cannot create %s\n", out);
     return EXIT_FAIL;
   }
-  rc = spy_record_export(pos[0], (int64_t)recording, fmt, f, from, to);
+  rc =
+      spy_record_export_zones(pos[0], (int64_t)recording, fmt, f, from, to, zf);
   if (f != stdout && fclose(f) != 0 && !rc)
     rc = SPY_EIO;
   if (rc && f != stdout)

@@ -40,8 +40,10 @@ static void help(FILE *f) {
       "and hook calls and time, hook_call: its slowest calls), and the\n"
       "images of the buffers asked for (chunk; the files beside it); loss\n"
       "is counted (loss). Query it with plain SQL, e.g.\n"
-      "  sqlite3 run.db 'SELECT name, count(*), avg(dur) FROM slice GROUP BY "
-      "1'\n\n"
+      "  sqlite3 -cmd '.load libspyglass_sqlite' run.db \\\n"
+      "    'SELECT name, count(*), avg(dur) FROM slice GROUP BY 1'\n"
+      "(zones are packed in blocks, ~1 B each: the extension reads them;\n"
+      "with --zones rows every zone is a row, no extension needed)\n\n"
       "  ID|NAME          the provider (16-hex id or name; default: the\n"
       "                   first found)\n"
       "  --all            every provider on the host (with --connect: that\n"
@@ -68,7 +70,9 @@ static void help(FILE *f) {
       "  --buffers-dir D  where the files go (default FILE.db.buffers beside\n"
       "                   the SQLite file; recording-ID.buffers here for\n"
       "                   PostgreSQL); chunk.path names each file and\n"
-      "                   file_offset / len the chunk's bytes in it\n\n"
+      "                   file_offset / len the chunk's bytes in it\n"
+      "  --zones FORM     packed (SQLite default: zone_block), rows (a\n"
+      "                   slice_data row each; PostgreSQL always) or both\n\n"
       "SIGINT / SIGTERM stop cleanly, everything committed. Rows are written\n"
       "by a writer thread in batches (<= 100 ms): a killed recorder loses at\n"
       "most the batch in progress. A provider that exits ends its tracks;\n"
@@ -117,7 +121,7 @@ static double now_s(void) {
 int cmd_record(int argc, char **argv) {
   int all = 0;
   const char *out = NULL, *out_short = NULL, *db = NULL, *features = NULL,
-             *dir = NULL;
+             *dir = NULL, *zones = NULL;
   tool_remote rem;
   memset(&rem, 0, sizeof rem);
   double seconds = 0, seconds_short = 0;
@@ -134,6 +138,7 @@ int cmd_record(int argc, char **argv) {
       {"--dir", CLI_STR, &dir, 0, 0, 0, "a directory"},
       {"--connect", CLI_STR, &rem.connect, 0, 0, 0, "HOST:PORT"},
       {"--token-file", CLI_STR, &rem.token_file, 0, 0, 0, "a file"},
+      {"--zones", CLI_STR, &zones, 0, 0, 0, "packed, rows or both"},
       {"--buffers", CLI_STR, &buffers, 0, 0, 0, "buffer names or all"},
       {"--buffer-mode", CLI_STR, &buffer_mode, 0, 0, 0, "stream, raw or thumb"},
       {"--long-edge", CLI_INT, &long_edge, 1, 16384, 0, "a number of pixels"},
@@ -193,6 +198,19 @@ int cmd_record(int argc, char **argv) {
   d.pg = db != NULL;
   d.dir = dir;
   d.all = all;
+  if (zones) {
+    d.zones = strcmp(zones, "rows") == 0     ? SPY_RECORD_ZONES_ROWS
+              : strcmp(zones, "packed") == 0 ? SPY_RECORD_ZONES_PACKED
+              : strcmp(zones, "both") == 0   ? SPY_RECORD_ZONES_BOTH
+                                             : -1;
+    if (d.zones < 0) {
+      fprintf(stderr,
+              "spyglass record: --zones: packed, rows or both, not "
+              "'%s'\n",
+              zones);
+      return EXIT_USAGE;
+    }
+  }
   if (rem.connect) {
     d.connect = rem.connect;
     d.token = remote_token(&rem);
