@@ -14,15 +14,19 @@
  *
  * Nothing is read unless a subscriber asked for the buffer (the union of
  * the subscriptions' `buffers` maps; a buffer no one named gets metadata
- * only). While nobody is watching at all, a submit is one branch; while
- * somebody watches but not this buffer, one call and one load. When it is
- * wanted and a capture is due (at most max_fps per second), the submit
- * copies the rows once into a pooled 16 MiB buffer and queues it; the
- * conversion to RGBA8, the thumbnail filter, the VP9 encode and the posts
- * run on the transport's worker (transport.h, codec.h). No pooled buffer
- * free → the capture is dropped and counted, never waited for; the frame
- * thread allocates nothing (the 16 MiB tier is made by the service when a
- * subscription first wants pixels).
+ * only). Each subscriber gets the variant it asked for (thumbnail or
+ * stream, display mode, long edge): up to SPY_BUFFER_VARIANTS_MAX (4)
+ * distinct variants per buffer, all made from one capture; a request
+ * beyond that gets no pixels (counted in refused). Every PIXELS frame
+ * names its variant (wire.h), so a consumer keeps only its own. While nobody is
+ * watching at all, a submit is one branch; while somebody watches but not this
+ * buffer, one call and one load. When it is wanted and a capture is due (at
+ * most max_fps per second), the submit copies the rows once into a pooled 16
+ * MiB buffer and queues it; the conversion to RGBA8, the thumbnail filter, the
+ * VP9 encode and the posts run on the transport's worker (transport.h,
+ * codec.h). No pooled buffer free → the capture is dropped and counted, never
+ * waited for; the frame thread allocates nothing (the 16 MiB tier is made by
+ * the service when a subscription first wants pixels).
  *
  * A raw image larger than a frame may carry (1 MiB, or a quarter of the
  * provider's ring_bytes if less) is sent in parts; a consumer that falls a
@@ -75,7 +79,10 @@ typedef struct spy_buffer_stats {
   uint64_t captured; /* copies queued for the worker */
   uint64_t dropped;  /* wanted and due, but no pool buffer / queue full */
   uint64_t bytes_copied;
-  uint32_t wanted; /* buffers some subscriber asks pixels of, now */
+  uint32_t wanted;   /* buffers some subscriber asks pixels of, now */
+  uint32_t variants; /* distinct images served per capture, all buffers */
+  uint32_t refused;  /* requests refused now: their buffer already serves
+                        SPY_BUFFER_VARIANTS_MAX other variants */
 } spy_buffer_stats;
 /* Totals over every buffer. Any thread. */
 void spy_buffer_get_stats(const spy_provider *p, spy_buffer_stats *out);

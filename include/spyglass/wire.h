@@ -448,13 +448,17 @@ int spy_get_health(const spy_section *s, uint64_t *out, uint32_t max);
 
 /* PIXELS section: u64 frame, u64 captured_ms, u32 width, u32 height,
  * u16 pixel_type, u8 display, u8 flags, u16 codec, u16 name_len,
- * u32 data_len, name, pad to 4, data. flags: 0x1 key frame, 0x2 part (the
- * data starts with u32 offset, u32 total: these bytes are
+ * u32 data_len, name, pad to 4, [variant], data. flags: 0x1 key frame,
+ * 0x2 part (the data starts with u32 offset, u32 total: these bytes are
  * [offset, offset + data_len - 8) of a payload of `total` bytes sent in
- * consecutive frames, too big for one). */
+ * consecutive frames, too big for one), 0x4 variant (4 bytes before the
+ * data, not counted in data_len: u8 mode, u8 0, u16 long_edge — the
+ * request this image answers, so that each subscriber keeps its own). */
 typedef enum spy_codec { SPY_CODEC_RGBA8 = 0, SPY_CODEC_VP9 = 1 } spy_codec;
 #define SPY_PIXELS_KEY 0x01u
 #define SPY_PIXELS_PART 0x02u
+#define SPY_PIXELS_VARIANT 0x04u
+#define SPY_PIXELS_VARIANT_BYTES 4u
 #define SPY_PIXELS_PART_HEADER 8u
 #define SPY_PIXELS_TOTAL_MAX (64u * 1024u * 1024u) /* a payload, all parts */
 typedef struct spy_pixels {
@@ -473,6 +477,12 @@ typedef struct spy_pixels {
   /* Parts: part_total 0 = the whole payload is here. Else data is bytes
    * [part_offset, part_offset + data_len) of part_total. */
   uint32_t part_offset, part_total;
+  /* The variant (request) the image answers: variant_mode 0 = not said
+   * (an older provider), else spy_buffer_mode; variant_long_edge as the
+   * request asked (thumbnail: 0 already made 256; stream: 0 = full size).
+   * The display asked is `display` (resolved, media.h). */
+  uint8_t variant_mode;
+  uint16_t variant_long_edge;
 } spy_pixels;
 void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px);
 /* Like spy_put_pixels, but reserves px->data_len bytes for the caller to
