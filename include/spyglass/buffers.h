@@ -14,19 +14,21 @@
  *
  * Nothing is read unless a subscriber asked for the buffer (the union of
  * the subscriptions' `buffers` maps; a buffer no one named gets metadata
- * only). Each subscriber gets the variant it asked for (thumbnail or
- * stream, display mode, long edge): up to SPY_BUFFER_VARIANTS_MAX (4)
- * distinct variants per buffer, all made from one capture; a request
- * beyond that gets no pixels (counted in refused). Every PIXELS frame
- * names its variant (wire.h), so a consumer keeps only its own. While nobody is
- * watching at all, a submit is one branch; while somebody watches but not this
- * buffer, one call and one load. When it is wanted and a capture is due (at
- * most max_fps per second), the submit copies the rows once into a pooled 16
- * MiB buffer and queues it; the conversion to RGBA8, the thumbnail filter, the
- * VP9 encode and the posts run on the transport's worker (transport.h,
- * codec.h). No pooled buffer free → the capture is dropped and counted, never
- * waited for; the frame thread allocates nothing (the 16 MiB tier is made by
- * the service when a subscription first wants pixels).
+ * only). While nobody is watching at all, a submit is one branch; while
+ * somebody watches but not this buffer, one call and one load. When it is
+ * wanted and a capture is due (at most max_fps per second), the submit
+ * copies the rows once into a pooled 16 MiB buffer and queues it; the
+ * conversion to RGBA8, the thumbnail filter, the VP9 encode and the posts
+ * run on the transport's worker (transport.h, codec.h). No pooled buffer
+ * free → the capture is dropped and counted, never waited for; the frame
+ * thread allocates nothing (the 16 MiB tier is made by the service when a
+ * subscription first wants pixels).
+ *
+ * Each subscriber gets the variant it asked for (thumbnail or stream,
+ * display mode, long edge): up to SPY_BUFFER_VARIANTS_MAX (4) distinct
+ * variants per buffer, all made from the one capture; a request beyond
+ * that gets no pixels (counted in refused). Every PIXELS frame names its
+ * variant (wire.h), so a consumer keeps only its own.
  *
  * A raw image larger than a frame may carry (1 MiB, or a quarter of the
  * provider's ring_bytes if less) is sent in parts; a consumer that falls a
