@@ -148,11 +148,12 @@ static int dump_image_section(const spy_section *s) {
             "\"pixels\":{\"frame\":%llu,\"capturedMs\":%llu,\"width\":%u,"
             "\"height\":%u,\"pixelType\":%u,\"display\":%u,\"key\":%s,"
             "\"part\":%s,\"codec\":%u,\"partOffset\":%u,\"partTotal\":%u,"
-            "\"name\":",
+            "\"variantMode\":%u,\"variantLongEdge\":%u,\"name\":",
             (unsigned long long)px.frame, (unsigned long long)px.captured_ms,
             px.width, px.height, px.pixel_type, px.display,
             px.key_frame ? "true" : "false", px.part_total ? "true" : "false",
-            px.codec, px.part_offset, px.part_total);
+            px.codec, px.part_offset, px.part_total, px.variant_mode,
+            px.variant_long_edge);
     jstr(px.name, px.name_len);
     fprintf(json, ",\"data\":[");
     for (uint32_t i = 0; i < px.data_len; i++)
@@ -751,7 +752,7 @@ static int golden_images(const char *top) {
     return -1;
   bn = (size_t)n;
   memcpy(bad, big, bn);
-  bad[32 + 8 + 27] = 0x05; /* an unknown flag */
+  bad[32 + 8 + 27] = 0x09; /* an unknown flag */
   if (emit(dir, "bad_pixels_flags", bad, bn) < 0)
     return -1;
   memcpy(bad, big, bn);
@@ -765,6 +766,44 @@ static int golden_images(const char *top) {
   memcpy(bad, big, bn);
   spy_wr32(bad + 32 + 8 + 32, 6); /* data_len past the section */
   if (emit(dir, "bad_pixels_len", bad, bn) < 0)
+    return -1;
+  /* A variant: a mono thumbnail at long edge 64, whole; a stream's
+   * second part at 256 (the variant bytes come before the part header). */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_RAW, 110, 12, 0);
+  spy_pixels va = p;
+  va.display = 3;
+  va.variant_mode = SPY_BUFFER_THUMBNAIL;
+  va.variant_long_edge = 64;
+  spy_put_pixels(&w, &va);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "raw_variant", big, (size_t)n) < 0)
+    return -1;
+  bn = (size_t)n;
+  const size_t vo = 32 + 8 + 36 + 12; /* "normals ü": 10 bytes, pad 12 */
+  memcpy(bad, big, bn);
+  bad[vo] = 3; /* a mode that is neither thumbnail nor stream */
+  if (emit(dir, "bad_variant_mode", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  bad[vo + 1] = 1; /* the reserved byte */
+  if (emit(dir, "bad_variant_reserved", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  bad[32 + 8 + 27] = SPY_PIXELS_KEY; /* the flag gone, the bytes still there */
+  if (emit(dir, "bad_variant_flag", bad, bn) < 0)
+    return -1;
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_CHUNK, 111, 13, 0);
+  spy_pixels vb = c;
+  vb.key_frame = 1;
+  vb.data = vp9 + 2;
+  vb.data_len = 3;
+  vb.part_offset = 2;
+  vb.part_total = 5;
+  vb.variant_mode = SPY_BUFFER_STREAM;
+  vb.variant_long_edge = 256;
+  spy_put_pixels(&w, &vb);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "vp9_variant_part", big, (size_t)n) < 0)
     return -1;
   /* A raw frame whose size does not match width * height * 4. */
   spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_RAW, 103, 10, 0);

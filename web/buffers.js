@@ -19,7 +19,7 @@
 // displayed RGBA under the cursor.
 import * as W from './wire.js';
 import { decodeBufferMeta, decodePixels, PartAssembler, PIXEL_TYPES,
-  DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC } from './wire_pixels.js';
+  DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC, answersRequest } from './wire_pixels.js';
 import { $, el } from './dom.js';
 
 export const MAX_CELLS = 9;
@@ -367,7 +367,10 @@ export class Buffers {
     let px;
     try { px = decodePixels(f, s); } catch { this.client.stats.malformed++; return; }
     const c = this.cells.get(px.name);
-    if (c) c.onPixels(px);
+    // The channel carries every subscriber's variants of a buffer: a cell
+    // keeps only the one it asked for (mode, display, long edge).
+    if (c && c.req && answersRequest(c.req, px)) c.onPixels(px);
+    else this.ignored = (this.ignored ?? 0) + 1;
   }
 
   // Select or unselect a buffer (at most MAX_CELLS).
@@ -386,7 +389,7 @@ export class Buffers {
   }
 
   sync() {
-    this.client.setBuffers([...this.cells.values()].map((c) => c.request(this.meta.get(c.name))));
+    this.client.setBuffers([...this.cells.values()].map((c) => (c.req = c.request(this.meta.get(c.name)))));
     this.dirty = true;
   }
 

@@ -15,6 +15,7 @@ export const SEC_BATCHES = 15;
 export const SEC_PASSES = 16;
 export const PIXELS_KEY = 0x1;
 export const PIXELS_PART = 0x2;
+export const PIXELS_VARIANT = 0x4;
 export const PIXELS_TOTAL_MAX = 64 * 1024 * 1024;
 export const BUFFER_META_BYTES = 48;
 export const BATCHES_MAX = 4096;
@@ -25,6 +26,23 @@ export const PIXEL_TYPES = ['rgba8', 'bgra8', 'rgba32f', 'r32f', 'r8', 'rgba16f'
 export const DISPLAY_MODES = ['default', 'colors', 'normalize', 'mono', 'signed', 'alpha'];
 export const BUFFER_MODES = ['none', 'thumbnail', 'stream'];
 
+// The display mode a request resolves to for a pixel type (media.h
+// spy_display_resolve): default is normalize for r32f, colors otherwise.
+export function displayResolve(pixelType, display) {
+  return display ? display : (pixelType === 3 ? 2 : 1);
+}
+
+// Whether a buffer request {name, mode, display, longEdge} gets a decoded
+// PIXELS frame's variant (a frame that does not say matches by name) —
+// src/consumer/images.c answers().
+export function answersRequest(req, px) {
+  if (req.name !== px.name) return false;
+  if (!px.variantMode) return true;
+  const edge = req.mode === 1 && !req.longEdge ? 256 : (req.longEdge ?? 0);
+  return req.mode === px.variantMode && edge === px.variantLongEdge &&
+    displayResolve(px.pixelType, req.display ?? 0) === px.display;
+}
+
 const PIXELS_FIXED = 36;
 const fail = (code, off, what) => { throw new WireError(code, off, what); };
 const pad4 = (n) => (n + 3) & ~3;
@@ -34,7 +52,8 @@ const u64 = (dv, o) =>
 
 // PIXELS: {frame, capturedMs, width, height, pixelType, display, key,
 // part, codec, name, data (a view into the frame's bytes, the part header
-// excluded), partOffset, partTotal (0: the whole payload is here)}.
+// excluded), partOffset, partTotal (0: the whole payload is here),
+// variantMode (0: not said; 1 thumbnail, 2 stream), variantLongEdge}.
 export function decodePixels(f, s) {
   const dv = f.dv, o = s.off;
   if (s.len < PIXELS_FIXED) fail('EBADSECTION', o);
@@ -43,10 +62,18 @@ export function decodePixels(f, s) {
   const width = dv.getUint32(o + 16, true), height = dv.getUint32(o + 20, true);
   const codec = dv.getUint16(o + 28, true), flags = dv.getUint8(o + 27);
   if (nlen === 0 || nlen > 255 || codec > CODEC.VP9 ||
-      (flags & ~(PIXELS_KEY | PIXELS_PART))) fail('EBADVALUE', o + 27);
+      (flags & ~(PIXELS_KEY | PIXELS_PART | PIXELS_VARIANT))) fail('EBADVALUE', o + 27);
   if (width > 16384 || height > 16384) fail('EBADVALUE', o + 16);
-  if (s.len !== PIXELS_FIXED + pad4(nlen) + dlen) fail('EBADSECTION', o + 32);
+  const vb = flags & PIXELS_VARIANT ? 4 : 0;
+  if (s.len !== PIXELS_FIXED + pad4(nlen) + vb + dlen) fail('EBADSECTION', o + 32);
   let d = o + PIXELS_FIXED + pad4(nlen);
+  let variantMode = 0, variantLongEdge = 0;
+  if (vb) {
+    variantMode = dv.getUint8(d);
+    variantLongEdge = dv.getUint16(d + 2, true);
+    if (variantMode < 1 || variantMode > 2 || dv.getUint8(d + 1)) fail('EBADVALUE', d);
+    d += vb;
+  }
   let partOffset = 0, partTotal = 0;
   if (flags & PIXELS_PART) {
     if (dlen < 8) fail('EBADSECTION', d);
@@ -65,6 +92,7 @@ export function decodePixels(f, s) {
     key: (flags & PIXELS_KEY) !== 0, part: (flags & PIXELS_PART) !== 0, codec,
     name: utf8.decode(f.bytes.subarray(o + PIXELS_FIXED, o + PIXELS_FIXED + nlen)),
     data: f.bytes.subarray(d, d + dlen), partOffset, partTotal,
+    variantMode, variantLongEdge,
   };
 }
 
