@@ -147,6 +147,31 @@ async function main() {
   await until('the probe in mono', async () => (await probe()).rgba === '148,148,148,255');
   step('display mode mono from the UI: the probe reads 148,148,148,255');
 
+  // 4b. A float buffer's probe shows the source value too: "depthf" (R32F
+  // 40×30, pixel (x, y) = 100 y + x / 4 + 0.5), read by the provider at a
+  // capture (buffer:probe → PROBE), not the displayed (normalized) RGBA.
+  await page.click(`${row('depthf')} input[type=checkbox]`);
+  await page.selectOption('.cell[data-name="depthf"] .cell-mode', 'raw');
+  const fc = await until('raw frames of depthf', async () => { const s = await cell('depthf'); return s && s.raw > 1 && s.w === 40 && s; });
+  const fview = await page.$('.cell[data-name="depthf"] canvas.cell-view');
+  const fbox = await fview.boundingBox();
+  await page.mouse.move(fbox.x + fc.tx + 7.5 * fc.z, fbox.y + fc.ty + 5.5 * fc.z);
+  const fprobe = () => page.$eval('.cell[data-name="depthf"] .probe', (e) => ({ ...e.dataset }));
+  const fp = await until('the source value of depthf (7, 5)', async () => {
+    const p = await fprobe(); return p.source && p;
+  });
+  assert.equal(fp.x, '7'); assert.equal(fp.y, '5');
+  assert.equal(fp.source, '502.25');
+  assert.ok(Number(fp.sourceFrame) > 0);
+  // and it follows the cursor: (30, 20) = 2008
+  await page.mouse.move(fbox.x + fc.tx + 30.5 * fc.z, fbox.y + fc.ty + 20.5 * fc.z);
+  await until('the source value of depthf (30, 20)', async () => (await fprobe()).source === '2008');
+  const ftext = await page.textContent('.cell[data-name="depthf"] .probe');
+  assert.match(ftext, /src 2008/);
+  step(`float probe: depthf (7, 5) source 502.25, (30, 20) 2008 ("${ftext.trim()}")`);
+  await page.mouse.move(0, 0);
+  await page.click(`${row('depthf')} input[type=checkbox]`); // unselected again
+
   // 5. A VP9 stream decoded by WebCodecs.
   await page.click(`${row('moving')} input[type=checkbox]`);
   c = await until('decoded VP9 frames of moving', async () => {

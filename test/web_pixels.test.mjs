@@ -40,7 +40,8 @@ test('image golden frames exist', () => {
     'bad_part_range', 'bad_part_total', 'bad_pixels_flags', 'bad_pixels_codec',
     'bad_pixels_width', 'bad_pixels_len', 'bad_raw_size', 'bad_meta_mode',
     'bad_pass_parent', 'bad_batches', 'bad_sub_display', 'raw_variant',
-    'vp9_variant_part', 'bad_variant_mode', 'bad_variant_reserved', 'bad_variant_flag']) {
+    'vp9_variant_part', 'bad_variant_mode', 'bad_variant_reserved', 'bad_variant_flag',
+    'probe', 'bad_probe_x', 'bad_probe_count']) {
     assert.ok(names.includes(n), n);
   }
 });
@@ -119,6 +120,18 @@ test('a cell keeps only the variant it asked for, as the C consumer does', () =>
   const old = wire.decodeAll(wire.decodeFrame(load('raw_whole').bytes)).pixels;
   assert.equal(old.variantMode, 0);
   assert.ok(px.answersRequest({ name: old.name, mode: 2, display: 1, longEdge: 9 }, old));
+});
+
+test('probe answers read as numbers by pixel type', () => {
+  const pr = wire.decodeAll(wire.decodeFrame(load('probe').bytes)).probe;
+  assert.equal(pr.length, 2);
+  assert.deepEqual(pr[0].source, [502.25]);
+  assert.deepEqual(pr[1].source, [-0.25, 0.25, 0.75, 1.25]);
+  const q = px.encodeProbe('00000000000000ab', 'depthf', 7, 5);
+  const f = wire.decodeFrame(q);
+  assert.equal(f.type, px.MSG_BUFFER_PROBE);
+  const d = wire.decodeAll(f);
+  assert.deepEqual(d.probe.map((e) => [e.name, e.x, e.y, e.frame]), [['depthf', 7, 5, 0]]);
 });
 
 test('parts are put together in order; one out of turn drops the image', () => {

@@ -16,10 +16,12 @@
 //
 // A cell: wheel zooms 0.5–64× about the cursor, drag pans, double-click
 // fits; nearest-neighbour when magnified; the probe shows x, y and the
-// displayed RGBA under the cursor.
+// displayed RGBA under the cursor and, for a float buffer (r32f, rgba16f,
+// rgba32f), the source value the provider read at that pixel.
 import * as W from './wire.js';
 import { decodeBufferMeta, decodePixels, PartAssembler, PIXEL_TYPES,
-  DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC, answersRequest } from './wire_pixels.js';
+  DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC, answersRequest, encodeProbe,
+  PROBE_STOP } from './wire_pixels.js';
 import { $, el } from './dom.js';
 
 export const MAX_CELLS = 9;
@@ -27,6 +29,8 @@ const VP9 = 'vp09.00.10.08';
 const THUMB_EDGE = 256;
 const ZOOM_MIN = 0.5, ZOOM_MAX = 64;
 const RESYNC_MIN_MS = 1000;
+const PROBE_MIN_MS = 50; // a probe request at most this often per cell
+const FLOAT_TYPES = new Set([2, 3, 5]); // rgba32f, r32f, rgba16f
 
 class Cell {
   constructor(panel, name, mode) {
@@ -86,7 +90,11 @@ class Cell {
       this.mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
       this.updateProbe();
     });
-    v.addEventListener('mouseleave', () => { this.mouse = null; this.updateProbe(); });
+    v.addEventListener('mouseleave', () => {
+      this.mouse = null;
+      this.updateProbe();
+      if (this.probeAt) this.askProbe(PROBE_STOP, PROBE_STOP);
+    });
     v.addEventListener('dblclick', () => { this.fitted = false; this.schedule(); });
   }
 
@@ -145,7 +153,55 @@ class Cell {
       c = Array.from(this.sctx.getImageData(p.x, p.y, 1, 1).data);
     }
     pr.dataset.x = p.x; pr.dataset.y = p.y; pr.dataset.rgba = c.join(',');
-    pr.textContent = `x ${p.x} y ${p.y}  RGBA ${c.join(' ')}  ×${this.z.toFixed(2)}`;
+    let text = `x ${p.x} y ${p.y}  RGBA ${c.join(' ')}`;
+    // A float buffer: the source value of the pixel too, read by the
+    // provider at its next capture (a buffer:probe request, PROBE answers).
+    const src = this.sourcePixel(p);
+    delete pr.dataset.source;
+    if (src) {
+      this.askProbe(src.x, src.y);
+      const v = this.srcProbe;
+      if (v && v.x === src.x && v.y === src.y) {
+        pr.dataset.source = v.source.join(',');
+        pr.dataset.sourceFrame = String(v.frame);
+        text += `  src ${v.source.map((n) => Number(n.toPrecision(6))).join(' ')}` +
+          (src.x !== p.x || src.y !== p.y ? ` @${src.x},${src.y}` : '');
+      } else text += '  src …';
+    }
+    pr.textContent = `${text}  ×${this.z.toFixed(2)}`;
+  }
+
+  // The source pixel under a displayed one (a thumbnail maps onto the
+  // buffer's own size), or null for a buffer that is not float.
+  sourcePixel(p) {
+    const m = this.panel.meta.get(this.name);
+    if (!m || !FLOAT_TYPES.has(m.pixelType) || !this.w || !this.h) return null;
+    return { x: Math.min(m.width - 1, Math.floor((p.x + 0.5) * m.width / this.w)),
+      y: Math.min(m.height - 1, Math.floor((p.y + 0.5) * m.height / this.h)) };
+  }
+
+  // Sends buffer:probe for (x, y) (PROBE_STOP: stop), at most once per
+  // PROBE_MIN_MS; the latest point wins.
+  askProbe(x, y) {
+    if (this.probeAt && this.probeAt.x === x && this.probeAt.y === y) return;
+    this.probeWant = { x, y };
+    if (this.probeTimer) return;
+    const send = () => {
+      this.probeTimer = null;
+      const q = this.probeWant, cl = this.panel.client;
+      if (!q || !cl.dataChan || (this.probeAt && this.probeAt.x === q.x && this.probeAt.y === q.y)) return;
+      this.probeAt = q;
+      this.stats.probes = (this.stats.probes ?? 0) + 1;
+      cl.sendFrame(cl.dataChan, encodeProbe(cl.id, this.name, q.x, q.y));
+      this.probeSent = performance.now();
+    };
+    const wait = PROBE_MIN_MS - (performance.now() - (this.probeSent ?? -1e9));
+    if (wait <= 0) send(); else this.probeTimer = setTimeout(send, wait);
+  }
+
+  onProbe(e) {
+    this.srcProbe = e;
+    this.updateProbe();
   }
 
   // ---- pixels in ---------------------------------------------------------
@@ -357,6 +413,7 @@ export class Buffers {
       }
       this.dirty = true;
     }
+    for (const e of d.probe ?? []) this.cells.get(e.name)?.onProbe(e);
     if (d.batches && d.batches.version !== this.batches?.version) { this.batches = d.batches; this.dirty = true; }
     if (d.passes && d.passes.version !== this.passes?.version) { this.passes = d.passes; this.dirty = true; }
   }

@@ -302,7 +302,9 @@ typedef struct spy_state {
    * its own requests (the channel carries every subscriber's buffers);
    * frames of any other buffer, or of another variant of it (mode,
    * display, long edge), are counted in images_ignored, neither copied
-   * nor decoded. 0 = every buffer and variant (recordings). */
+   * nor decoded. 0 = every buffer and variant (recordings). At most 128
+   * images are kept (32 buffers x 4 variants); frames of more are
+   * counted in images_ignored too. */
   int image_filter;
   const spy_buffer_request *image_names;
   uint32_t n_image_names;

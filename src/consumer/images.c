@@ -11,6 +11,11 @@
 #include "spyglass/codec.h"
 #include "spyglass/media.h"
 
+/* Images kept at most: SPY_BUFFERS_MAX (32) buffers x 4 variants, so a
+ * recording of every subscriber's variants fits and a hostile stream of
+ * names does not grow the state without bound. */
+#define IMAGES_MAX 128u
+
 static int same_name(const spy_state_image *im, const char *name,
                      uint32_t len) {
   return strlen(im->name) == len && memcmp(im->name, name, len) == 0;
@@ -27,6 +32,8 @@ static spy_state_image *image_for(spy_state *s, const spy_pixels *px) {
                                im->display == px->display)))
       return im;
   }
+  if (s->n_images >= IMAGES_MAX)
+    return NULL; /* counted by the caller */
   if (s->n_images == s->images_cap) {
     uint32_t cap = s->images_cap ? s->images_cap * 2 : 4;
     spy_state_image *n = realloc(s->images, cap * sizeof *n);
@@ -162,8 +169,10 @@ int spy_state_apply_pixels(spy_state *s, const spy_frame *f, uint64_t now_ms) {
     return 0;
   }
   spy_state_image *im = image_for(s, &px);
-  if (!im)
-    return SPY_ENOMEM;
+  if (!im) {
+    s->images_ignored++; /* IMAGES_MAX, or out of memory */
+    return s->n_images >= IMAGES_MAX ? 0 : SPY_ENOMEM;
+  }
   if (!px.part_total)
     return complete(s, im, &px, px.data, px.data_len, now_ms);
   if (px.part_offset == 0) {

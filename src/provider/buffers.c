@@ -56,6 +56,14 @@ typedef struct buf_entry {
   /* service -> frame thread: the variants under a sequence counter */
   _Atomic uint32_t vseq, vn, vword[SPY_BUFFER_VARIANTS_MAX];
   _Atomic uint32_t key_epoch;
+  /* The pixel a consumer probes (service -> frame thread): 0 none, else
+   * PROBE_ON | y << 14 | x; who asked (under mu). */
+  _Atomic uint32_t probe_xy;
+  uint64_t prober;
+  /* frame thread: the probed pixel's source bytes at the last capture */
+  uint64_t probe_frame;
+  uint32_t probe_at, probe_version, probe_sent;
+  uint8_t probe_val[16];
   /* frame thread */
   uint32_t type, w, h, max_fps;
   uint64_t interval_ticks, next_capture;
@@ -83,6 +91,7 @@ struct spy__buffers {
 };
 
 #define RELAXED memory_order_relaxed
+#define PROBE_ON (1u << 28)
 #define BUMP(x, n) atomic_fetch_add_explicit(&(x), (n), RELAXED)
 
 static struct spy__buffers *get(const spy_provider *p) {
@@ -371,6 +380,15 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
       for (uint32_t y = 0; y < e->h; y++)
         memcpy(px->data + row * y, s + stride * y, row);
     }
+    uint32_t pq = atomic_load_explicit(&e->probe_xy, RELAXED);
+    uint32_t qx = pq & 0x3fffu, qy = pq >> 14 & 0x3fffu;
+    if (pq && qx < e->w && qy < e->h) { /* its source value, this capture */
+      memset(e->probe_val, 0, sizeof e->probe_val);
+      memcpy(e->probe_val, s + stride * qy + (size_t)qx * bpp, bpp);
+      e->probe_frame = p->frame_no;
+      e->probe_at = pq;
+      e->probe_version++;
+    }
     spy_convert_request req = {.name = e->name,
                                .frame = p->frame_no,
                                .width = e->w,
@@ -453,6 +471,31 @@ void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub) {
   spy__buffers_keyframe(p); /* the new subscriber starts on a key frame */
 }
 
+void spy__buffers_probe(spy_provider *p, uint64_t consumer,
+                        const spy_probe *q) {
+  struct spy__buffers *b = get(p);
+  if (!b)
+    return;
+  pthread_mutex_lock(&b->mu);
+  uint32_t n = atomic_load(&b->count);
+  for (uint32_t i = 0; i < n; i++) {
+    buf_entry *e = &b->e[i];
+    if (e->name_len != q->name_len || memcmp(e->name, q->name, q->name_len))
+      continue;
+    if (q->x == SPY_PROBE_STOP) {
+      if (e->prober == consumer) {
+        atomic_store_explicit(&e->probe_xy, 0, RELAXED);
+        e->prober = 0;
+      }
+    } else if (q->x < 16384 && q->y < 16384) { /* the latest asker's */
+      atomic_store_explicit(&e->probe_xy, PROBE_ON | q->y << 14 | q->x,
+                            RELAXED);
+      e->prober = consumer;
+    }
+  }
+  pthread_mutex_unlock(&b->mu);
+}
+
 void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer) {
   struct spy__buffers *b = get(p);
   if (!b)
@@ -461,6 +504,12 @@ void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer) {
   for (int s = 0; s < MAX_SUBSCRIBERS; s++)
     if (b->subs[s].id == consumer)
       free_sub(&b->subs[s]);
+  uint32_t n = atomic_load(&b->count);
+  for (uint32_t i = 0; i < n; i++)
+    if (b->e[i].prober == consumer) {
+      atomic_store_explicit(&b->e[i].probe_xy, 0, RELAXED);
+      b->e[i].prober = 0;
+    }
   publish_wants(b);
   pthread_mutex_unlock(&b->mu);
 }
@@ -524,9 +573,31 @@ void spy__buffers_service(spy_provider *p) {
 void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
   struct spy__buffers *b = get(p);
   uint32_t n = b ? atomic_load_explicit(&b->count, memory_order_acquire) : 0;
-  int any = full;
-  for (uint32_t i = 0; !any && i < n; i++)
-    any = b->e[i].version != b->e[i].sent_version;
+  int any = full, probes = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    any = any || b->e[i].version != b->e[i].sent_version;
+    probes += b->e[i].probe_frame &&
+              (full || b->e[i].probe_version != b->e[i].probe_sent);
+  }
+  if (probes) { /* the source values read at the last captures */
+    spy_probe q[SPY_BUFFERS_MAX];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      buf_entry *e = &b->e[i];
+      if (!e->probe_frame || (!full && e->probe_version == e->probe_sent))
+        continue;
+      q[k] = (spy_probe){.frame = e->probe_frame,
+                         .x = e->probe_at & 0x3fffu,
+                         .y = e->probe_at >> 14 & 0x3fffu,
+                         .pixel_type = (uint16_t)e->type,
+                         .name = e->name,
+                         .name_len = e->name_len};
+      memcpy(q[k].value, e->probe_val, 16);
+      e->probe_sent = e->probe_version;
+      k++;
+    }
+    spy_put_probe(w, q, k);
+  }
   if (!any)
     return;
   spy_delta_writer d;
