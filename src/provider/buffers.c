@@ -87,6 +87,7 @@ struct spy__buffers {
   _Atomic uint32_t refused;      /* requests beyond the variant bound */
   uint32_t owed_n;               /* entries owed a capture (frame thread) */
   uint64_t owed_seen;            /* frame an owed entry last tried in */
+  uint64_t empty_seen; /* frame + 1 an acquire last found the pool empty */
   _Atomic uint64_t st_submits, st_captured, st_dropped, st_bytes;
 };
 
@@ -330,10 +331,22 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
   if (!due && !e->owed)
     return 0;
   if (!e->owed && b->owed_n && b->owed_seen + 2 > p->frame_no) {
-    /* theirs first: checked before taking a pool buffer, so a buffer
-     * that waits never takes one only to give it back. It stays due; one
-     * kept waiting a whole interval has missed a capture the rate asked
-     * for: counted as a drop, and it is owed from then on too. */
+    /* Theirs first, checked before taking a pool buffer, so a buffer
+     * that waits never takes one only to give it back. If the pool was
+     * found empty in this very frame, this due capture is turned away
+     * like theirs: dropped, counted, owed. Else it stays due and waits;
+     * one kept waiting a whole interval has missed a capture the rate
+     * asked for: counted as a drop, and it is owed from then on too. */
+    if (due && b->empty_seen == p->frame_no + 1) {
+      e->waiting_since = 0;
+      e->owed = 1;
+      b->owed_n++;
+      e->next_capture = now + e->interval_ticks;
+      e->dropped++;
+      e->version++;
+      BUMP(b->st_dropped, 1);
+      return SPY_EPOOLEMPTY;
+    }
     if (!e->waiting_since) {
       e->waiting_since = now;
     } else if (now - e->waiting_since >= e->interval_ticks) {
@@ -355,6 +368,7 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
   }
   spy_buffer *px = spy_transport_acquire(p->tr, SPY_TIER_LARGE);
   if (!px) {
+    b->empty_seen = p->frame_no + 1;
     if (!e->owed) {
       e->owed = 1;
       b->owed_n++;
