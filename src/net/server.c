@@ -789,6 +789,7 @@ static const char *frame_refusal(const uint8_t *p, uint32_t n, int is_disc,
         !spy_frame_find_section(&f, SPY_SEC_PROBE, &sec) ||
         spy_get_probe(&sec, &nq) < 0 || nq != 1)
       return "malformed buffer:probe";
+    *named = peer.id;
     return NULL;
   }
   default: return "not a consumer message";
