@@ -592,6 +592,8 @@ typedef struct chunk_log {
     uint64_t frame, captured_ms, at_ms;
     uint32_t w, h, len;
     int key;
+    uint8_t display, mode;
+    uint16_t long_edge;
     uint8_t *data;
   } c[512];
   int n;
@@ -633,6 +635,9 @@ static void log_poll(chunk_log *l) {
     l->c[l->n].h = px.height;
     l->c[l->n].len = px.data_len;
     l->c[l->n].key = px.key_frame;
+    l->c[l->n].display = px.display;
+    l->c[l->n].mode = px.variant_mode;
+    l->c[l->n].long_edge = px.variant_long_edge;
     l->c[l->n].data = malloc(px.data_len);
     memcpy(l->c[l->n].data, px.data, px.data_len);
     l->n++;
@@ -973,7 +978,256 @@ TEST(snap_refuses_bad_usage) {
   CHECK_EQ(tu_run_capture(cmd, out, sizeof out), 2);
 }
 
+/* ---- per-subscriber serving ---------------------------------------------- */
+
+static uint32_t buffer_variants(spy_provider *p) {
+  spy_buffer_stats st;
+  spy_buffer_get_stats(p, &st);
+  return st.variants;
+}
+
+static uint32_t subscribers(spy_provider *p) {
+  spy_provider_stats st;
+  spy_provider_get_stats(p, &st);
+  return st.subscribers;
+}
+
+static FILE *snap_start(const char *png, const char *args) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd,
+           "%s snap bufs fb -o %s %s --dir %s --timeout 30000 2>&1",
+           SPY_TOOL_PATH, png, args, dir);
+  return popen(cmd, "r");
+}
+
+static int snap_finish(FILE *pipe) {
+  char out[512];
+  size_t n = fread(out, 1, sizeof out - 1, pipe);
+  out[n] = 0;
+  fprintf(stderr, "  snap: %s", out);
+  return pclose(pipe);
+}
+
+/* Two other processes ask for one buffer at once, one a raw mono
+ * thumbnail of long edge 64, one a VP9 stream in colours at 256, while
+ * this process's own consumer streams it at 256 too: each gets exactly
+ * its variant (the mono one byte for byte, the streams within a PSNR),
+ * from one capture per frame (two variants: the two streams share one).
+ * A third process joining the running stream gets a key frame at once,
+ * long before the 2 s interval. Before, a buffer had one serving mode for
+ * all: the mono snap got the 256 px stream. */
+TEST(each_subscriber_gets_the_variant_it_asked_for) {
+  spy_vpx_register();
+  spy_buffer_request req = {.name = "fb",
+                            .mode = SPY_BUFFER_STREAM,
+                            .display = SPY_DISPLAY_COLORS,
+                            .long_edge = 256};
+  rig r;
+  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, &req, 1), 0);
+  CHECK(rig_add(&r, "fb", SPY_PIXEL_RGBA8, 320, 192, 30) >= 0);
+  chunk_log *l = calloc(1, sizeof *l);
+  CHECK_EQ(log_open(l, r.p), 0);
+  uint32_t mw, mh, sw, sh;
+  spy_thumbnail_size(320, 192, 64, &mw, &mh);
+  spy_thumbnail_size(320, 192, 256, &sw, &sh);
+  uint8_t *mono = malloc((size_t)mw * mh * 4),
+          *colors = malloc((size_t)sw * sh * 4);
+  spy_image_to_rgba8_mode(mono, mw, mh, r.img[0], 320, 192, 320 * 4,
+                          SPY_PIXEL_RGBA8, SPY_DISPLAY_MONO);
+  spy_image_to_rgba8_mode(colors, sw, sh, r.img[0], 320, 192, 320 * 4,
+                          SPY_PIXEL_RGBA8, SPY_DISPLAY_COLORS);
+
+  char png_a[300], png_b[300], png_c[300];
+  snprintf(png_a, sizeof png_a, "%s/mono.png", dir);
+  snprintf(png_b, sizeof png_b, "%s/stream.png", dir);
+  snprintf(png_c, sizeof png_c, "%s/joined.png", dir);
+  FILE *a = snap_start(png_a, "--mode mono --long-edge 64");
+  FILE *b = snap_start(png_b, "--stream --mode colors --long-edge 256");
+  CHECK(a && b);
+  /* no buffer frame until all three are subscribed, so each is served
+   * while the others are */
+  double end = tu_now_s() + 30;
+  while (subscribers(r.p) < 3 && tu_now_s() < end) {
+    spy_consumer_poll(r.c, 5);
+    spy_frame_begin(r.p);
+    spy_frame_end(r.p);
+  }
+  CHECK_EQ(subscribers(r.p), 3);
+  CHECK_EQ(buffer_variants(r.p), 2);
+  end = tu_now_s() + 40;
+  while ((access(png_a, F_OK) || access(png_b, F_OK)) && tu_now_s() < end) {
+    rig_frame(&r, NULL);
+    log_poll(l);
+  }
+  for (int i = 0; i < 20; i++)
+    rig_frame(&r, NULL); /* let them finish writing */
+  CHECK_EQ(snap_finish(a), 0);
+  CHECK_EQ(snap_finish(b), 0);
+  uint32_t w = 0, h = 0;
+  uint8_t *got = read_png(png_a, &w, &h);
+  CHECK(got != NULL);
+  CHECK_EQ(w, mw);
+  CHECK_EQ(h, mh);
+  CHECK(memcmp(got, mono, (size_t)mw * mh * 4) == 0);
+  free(got);
+  got = read_png(png_b, &w, &h);
+  CHECK(got != NULL);
+  CHECK_EQ(w, sw);
+  CHECK_EQ(h, sh);
+  double q = psnr(got, colors, (size_t)sw * sh);
+  fprintf(stderr, "  stream snap: %ux%u, PSNR %.1f dB\n", w, h, q);
+  CHECK(q > 30.0);
+  free(got);
+  /* this process's consumer kept only its stream, never the mono frames */
+  const spy_state *st = spy_consumer_state(r.c);
+  CHECK(RIG_UNTIL(&r, NULL, 20,
+                  st->n_images == 1 && spy_state_image_find_variant(st, &req) &&
+                      spy_state_image_find_variant(st, &req)->images >= 1));
+  CHECK_EQ(spy_state_image_find(st, "fb")->width, sw);
+  CHECK(st->images_ignored >= 1);
+  CHECK(psnr(spy_state_image_find(st, "fb")->rgba, colors, (size_t)sw * sh) >
+        30.0);
+
+  /* the stream runs on; a third process joins it */
+  end = tu_now_s() + 30;
+  while (buffer_variants(r.p) != 1 && tu_now_s() < end)
+    rig_frame(&r, NULL); /* the snaps are gone: one variant left */
+  CHECK_EQ(buffer_variants(r.p), 1);
+  log_poll(l);
+  int from = l->n;
+  end = tu_now_s() + 30;
+  while (tu_now_s() < end &&
+         !(l->n > from + 2 && l->c[l->n - 1].at_ms - l->c[from].at_ms > 300)) {
+    rig_frame(&r, NULL);
+    log_poll(l);
+  }
+  uint64_t join_ms = mono_ms();
+  int joined_at = l->n;
+  FILE *c = snap_start(png_c, "--stream --mode colors --long-edge 256");
+  CHECK(c != NULL);
+  end = tu_now_s() + 40;
+  while (access(png_c, F_OK) && tu_now_s() < end) {
+    rig_frame(&r, NULL);
+    log_poll(l);
+  }
+  for (int i = 0; i < 20; i++)
+    rig_frame(&r, NULL);
+  CHECK_EQ(snap_finish(c), 0);
+  int key_after = -1;
+  for (int i = joined_at; i < l->n && key_after < 0; i++)
+    if (l->c[i].key)
+      key_after = i;
+  CHECK(key_after >= 0);
+  fprintf(stderr, "  key frame %llu ms after the third joined\n",
+          (unsigned long long)(l->c[key_after].at_ms - join_ms));
+  CHECK(l->c[key_after].at_ms - join_ms < 1500);
+  CHECK_EQ(l->c[key_after].mode, SPY_BUFFER_STREAM);
+  CHECK_EQ(l->c[key_after].long_edge, 256);
+  CHECK_EQ(l->c[key_after].display, SPY_DISPLAY_COLORS);
+  got = read_png(png_c, &w, &h);
+  CHECK(got != NULL);
+  CHECK_EQ(w, sw);
+  CHECK(psnr(got, colors, (size_t)sw * sh) > 30.0);
+  free(got);
+  free(mono);
+  free(colors);
+  log_close(l);
+  free(l);
+  rig_close(&r);
+  spy_video_codec_unregister(SPY_CODEC_VP9);
+}
+
+static uint32_t encoders_open(spy_provider *p) {
+  spy_transport *t = spy_provider_transport(p);
+  spy_pool_stats ps;
+  t->ops->pool_stats(t, &ps);
+  return ps.encoders;
+}
+
+/* Five consumers ask one buffer in five variants: four are served, the
+ * fifth request is refused and counted (it gets no image, the others
+ * theirs). When a place frees, the refused stream is served with its own
+ * encoder; the encoder is closed once its consumer leaves (the next
+ * capture no longer names it). */
+TEST(variants_are_bounded_and_encoders_freed) {
+  spy_vpx_register();
+  spy_buffer_request req[5];
+  for (int i = 0; i < 4; i++)
+    req[i] = (spy_buffer_request){.name = "fb",
+                                  .mode = SPY_BUFFER_THUMBNAIL,
+                                  .long_edge = (uint16_t)(16 + 16 * i)};
+  req[4] = (spy_buffer_request){
+      .name = "fb", .mode = SPY_BUFFER_STREAM, .long_edge = 96};
+  rig r;
+  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, &req[0], 1), 0);
+  CHECK(rig_add(&r, "fb", SPY_PIXEL_RGBA8, 128, 64, 100) >= 0);
+  CHECK(RIG_UNTIL(&r, NULL, 30, subscribers(r.p) == 1));
+  spy_consumer *c[4] = {0};
+  for (int i = 1; i < 5; i++) {
+    spy_consumer_desc cd = {.dir = dir,
+                            .query_initial_ms = 20,
+                            .no_clock_sync = 1,
+                            .features = SPY_FEAT_STATS,
+                            .buffers = &req[i],
+                            .n_buffers = 1};
+    CHECK_EQ(spy_consumer_create(&c[i - 1], &cd), 0);
+    /* one at a time, so the stream is the one beyond the bound */
+    CHECK(RIG_UNTIL(&r, c[i - 1], 30, subscribers(r.p) == (uint32_t)i + 1));
+  }
+  spy_buffer_stats bs;
+  spy_buffer_get_stats(r.p, &bs);
+  CHECK_EQ(bs.variants, 4);
+  CHECK_EQ(bs.refused, 1);
+  double end = tu_now_s() + 30;
+  int ok = 0;
+  while (!ok && tu_now_s() < end) {
+    rig_frame(&r, NULL);
+    ok = decoded(r.c, "fb", 2);
+    for (int i = 0; i < 4; i++) {
+      spy_consumer_poll(c[i], 0);
+      if (i < 3)
+        ok = ok && decoded(c[i], "fb", 2);
+    }
+  }
+  CHECK(ok);
+  for (int i = 0; i < 3; i++) {
+    const spy_state_image *im =
+        spy_state_image_find(spy_consumer_state(c[i]), "fb");
+    CHECK_EQ(im->width, 32u + 16u * (uint32_t)i);
+    CHECK_EQ(im->mode, SPY_BUFFER_THUMBNAIL);
+    CHECK_EQ(im->long_edge, 32u + 16u * (uint32_t)i);
+  }
+  CHECK(spy_state_image_find(spy_consumer_state(c[3]), "fb") == NULL);
+  CHECK_EQ(encoders_open(r.p), 0);
+  /* a thumbnail consumer leaves: the stream is served now, with its
+   * encoder, and gets its images */
+  spy_consumer_destroy(c[2]);
+  c[2] = NULL;
+  end = tu_now_s() + 30;
+  while (!decoded(c[3], "fb", 2) && tu_now_s() < end) {
+    rig_frame(&r, NULL);
+    spy_consumer_poll(c[3], 0);
+  }
+  CHECK(decoded(c[3], "fb", 2));
+  CHECK_EQ(spy_state_image_find(spy_consumer_state(c[3]), "fb")->codec,
+           SPY_CODEC_VP9);
+  CHECK_EQ(encoders_open(r.p), 1);
+  spy_buffer_get_stats(r.p, &bs);
+  CHECK_EQ(bs.refused, 0);
+  /* the stream's consumer leaves: its encoder goes with the next capture */
+  spy_consumer_destroy(c[3]);
+  c[3] = NULL;
+  CHECK(RIG_UNTIL(&r, NULL, 30, encoders_open(r.p) == 0));
+  for (int i = 0; i < 4; i++)
+    if (c[i])
+      spy_consumer_destroy(c[i]);
+  rig_close(&r);
+  spy_video_codec_unregister(SPY_CODEC_VP9);
+}
+
 TEST_MAIN(TEST_CASE(convert_each_type_to_known_rgba8),
+          TEST_CASE(each_subscriber_gets_the_variant_it_asked_for),
+          TEST_CASE(variants_are_bounded_and_encoders_freed),
           TEST_CASE(snap_writes_a_png_whose_pixels_match),
           TEST_CASE(snap_refuses_bad_usage), TEST_CASE(convert_display_modes),
           TEST_CASE(thumbnail_is_an_area_filter),

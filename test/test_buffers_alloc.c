@@ -45,14 +45,19 @@ static long run(spy_transport_kind kind, uint64_t *captured, uint64_t *images) {
                         .height = H,
                         .max_fps = 200};
   int h = spy_buffer_declare(p, &bd);
-  spy_buffer_request req = {.name = "fb", .mode = SPY_BUFFER_STREAM};
+  /* two variants of the one capture: the stream and a mono thumbnail */
+  spy_buffer_request req[2] = {{.name = "fb", .mode = SPY_BUFFER_STREAM},
+                               {.name = "fb",
+                                .mode = SPY_BUFFER_THUMBNAIL,
+                                .display = SPY_DISPLAY_MONO,
+                                .long_edge = 64}};
   spy_consumer *c;
   spy_consumer_desc cd = {.dir = dir,
                           .query_initial_ms = 20,
                           .no_clock_sync = 1,
                           .features = SPY_FEAT_STATS | SPY_FEAT_BUFFERS,
-                          .buffers = &req,
-                          .n_buffers = 1};
+                          .buffers = req,
+                          .n_buffers = 2};
   if (h < 0 || spy_consumer_create(&c, &cd) < 0)
     return -1;
   atomic_store(&stop, 0);
@@ -66,8 +71,8 @@ static long run(spy_transport_kind kind, uint64_t *captured, uint64_t *images) {
     spy_frame_end(p);
     usleep(1000);
     spy_buffer_get_stats(p, &st);
-  } while (st.captured < 3 && tu_now_s() < end);
-  if (st.captured < 3)
+  } while ((st.captured < 3 || st.variants != 2) && tu_now_s() < end);
+  if (st.captured < 3 || st.variants != 2)
     return -2;
   atomic_store(&allocs, 0);
   for (int f = 0; f < 1500; f++) {
@@ -87,8 +92,11 @@ static long run(spy_transport_kind kind, uint64_t *captured, uint64_t *images) {
   *captured = st.captured;
   atomic_store(&stop, 1);
   pthread_join(t, NULL);
-  const spy_state_image *im = spy_state_image_find(spy_consumer_state(c), "fb");
-  *images = im ? im->images : 0;
+  const spy_state_image *im =
+      spy_state_image_find_variant(spy_consumer_state(c), &req[0]);
+  const spy_state_image *mono =
+      spy_state_image_find_variant(spy_consumer_state(c), &req[1]);
+  *images = im && mono && mono->width == 64 ? im->images : 0;
   spy_consumer_destroy(c);
   spy_provider_destroy(p);
   tu_rm_rf(dir);

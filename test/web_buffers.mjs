@@ -147,6 +147,32 @@ async function main() {
   await until('the probe in mono', async () => (await probe()).rgba === '148,148,148,255');
   step('display mode mono from the UI: the probe reads 148,148,148,255');
 
+  // 4b. A float buffer's probe shows the source value too: "depthf" (R32F
+  // 40×30, pixel (x, y) = 100 y + x / 4 + 0.5), read by the provider at a
+  // capture (buffer:probe → PROBE), not the displayed (normalized) RGBA.
+  await page.click(`${row('depthf')} input[type=checkbox]`);
+  await page.selectOption('.cell[data-name="depthf"] .cell-mode', 'raw');
+  await until('raw frames of depthf', async () => { const s = await cell('depthf'); return s && s.raw > 1 && s.w === 40 && s.drawn > 1; });
+  const fview = await page.$('.cell[data-name="depthf"] canvas.cell-view');
+  const fprobe = () => page.$eval('.cell[data-name="depthf"] .probe', (e) => ({ ...e.dataset }));
+  // The layout may still move (the new cell fits itself): each try
+  // re-measures and moves the cursor onto the pixel's centre again.
+  const probeAt = (x, y, want) => until(`the source value of depthf (${x}, ${y})`, async () => {
+    const st = await cell('depthf'), fb = await fview.boundingBox();
+    await page.mouse.move(fb.x + st.tx + (x + 0.5) * st.z, fb.y + st.ty + (y + 0.5) * st.z);
+    const p = await fprobe();
+    return p.x === String(x) && p.y === String(y) && p.source === want && p;
+  });
+  const fp = await probeAt(7, 5, '502.25');
+  assert.ok(Number(fp.sourceFrame) > 0);
+  // and it follows the cursor: (30, 20) = 2008
+  await probeAt(30, 20, '2008');
+  const ftext = await page.textContent('.cell[data-name="depthf"] .probe');
+  assert.match(ftext, /src 2008/);
+  step(`float probe: depthf (7, 5) source 502.25, (30, 20) 2008 ("${ftext.trim()}")`);
+  await page.mouse.move(0, 0);
+  await page.click(`${row('depthf')} input[type=checkbox]`); // unselected again
+
   // 5. A VP9 stream decoded by WebCodecs.
   await page.click(`${row('moving')} input[type=checkbox]`);
   c = await until('decoded VP9 frames of moving', async () => {
@@ -171,6 +197,58 @@ async function main() {
   }, 15000);
   assert.ok(c.resyncs > before.resyncs && c.errors === before.errors + 1);
   step(`VP9 320×240: ${c.decoded} frames decoded; after an error a resync and a key frame, decoding again`);
+
+  // 5b. The flight recorder keeps the buffers' images: parked on a frame,
+  // a cell shows the image it had then (the newest at or before it), not
+  // the live one. "moving" raw: its red at (0, 0) changes every frame; a
+  // log of what arrived, kept here apart from the cell, is the truth.
+  await page.selectOption('.cell[data-name="moving"] .cell-mode', 'raw');
+  await js(async () => {
+    const w = await import('/wire.js'), wp = await import('/wire_pixels.js');
+    window.__moving = [];
+    window.spyglass.client.on('pixels', (f) => {
+      const s = w.findSection(f, 10);
+      const px = s && wp.decodePixels(f, s);
+      if (px && px.name === 'moving' && px.codec === 0 && px.variantMode === 1 && !px.part) {
+        window.__moving.push([px.frame, px.data[0]]);
+      }
+    });
+  });
+  const log = await until('raw images of moving logged', async () => {
+    const l = await js(() => window.__moving); return l.length >= 8 && l;
+  }, 30000);
+  const parkedOn = async (frame) => {
+    await js((f) => window.spyglass.recorder.jump(f), frame);
+    return until(`the cell parked on ${frame}`, () => js(() => {
+      const cl = window.spyglass.buffers.cells.get('moving');
+      const st = document.querySelector('.cell[data-name="moving"] .cell-status').dataset.parked;
+      return cl.parked && !cl.parked.none && st && {
+        frame: window.spyglass.recorder.current(), shown: Number(st),
+        red: cl.pctx.getImageData(0, 0, 1, 1).data[0], w: cl.parkSrc.width };
+    }));
+  };
+  const wantAt = (f) => log.filter(([g]) => g <= f).pop();
+  const a = await parkedOn(log[log.length - 5][0] + 1);
+  assert.deepEqual([a.shown, a.red], wantAt(a.frame), `parked on ${a.frame}`);
+  assert.equal(a.w, 320);
+  const b = await parkedOn(log[log.length - 3][0]);
+  assert.deepEqual([b.shown, b.red], wantAt(b.frame), `parked on ${b.frame}`);
+  assert.notEqual(a.red, b.red, 'another frame, another image');
+  // parked, new images arrive and the cell still shows frame b's
+  const nLive = (await js(() => window.__moving)).length;
+  await until('live images while parked', async () => (await js(() => window.__moving)).length > nLive + 2);
+  assert.equal((await parkedOn(b.frame)).shown, b.shown);
+  const held = await js(() => {
+    const bs = window.spyglass.buffers;
+    let sum = 0;
+    for (const cl of bs.cells.values()) for (const x of cl.hist) sum += x.w * x.h * 4;
+    return { sum, bytes: bs.histBytes, max: 64 * 1024 * 1024, n: bs.cells.get('moving').hist.length };
+  });
+  assert.equal(held.sum, held.bytes);
+  assert.ok(held.bytes <= held.max, `held ${held.bytes} bytes`);
+  await page.click('#live');
+  await until('live again', () => js(() => !window.spyglass.buffers.cells.get('moving').parked));
+  step(`recorder: parked on frame ${a.frame} the cell shows image ${a.shown} (red ${a.red}), on ${b.frame} image ${b.shown} (red ${b.red}); ${held.n} images, ${(held.bytes / 1048576).toFixed(1)} MiB held (≤ 64 MiB)`);
 
   // 6. Batches grouped by kind, the pass tree with totals, collapsible.
   await until('batches', () => page.$('#batch-table tr.kind[data-kind="mesh"]'));
@@ -255,7 +333,7 @@ try {
   try {
     console.error('page:', JSON.stringify(await globalThis.page.evaluate(() => ({
       conn: window.spyglass.client.conn, provider: window.spyglass.client.provider?.name,
-      cells: [...window.spyglass.buffers.cells].map(([n, c]) => [n, c.stats, c.lastError]),
+      cells: [...window.spyglass.buffers.cells].map(([n, c]) => [n, c.stats, c.lastError, c.probeAt, c.srcProbe && { ...c.srcProbe, value: null }, c.mouse, c.w, c.h]),
       meta: [...window.spyglass.buffers.meta] }))));
   } catch { /* no page */ }
   for (const p of procs) console.error(`--- ${p.name} output:\n${p.out.slice(-2000)}`);

@@ -148,16 +148,39 @@ static int dump_image_section(const spy_section *s) {
             "\"pixels\":{\"frame\":%llu,\"capturedMs\":%llu,\"width\":%u,"
             "\"height\":%u,\"pixelType\":%u,\"display\":%u,\"key\":%s,"
             "\"part\":%s,\"codec\":%u,\"partOffset\":%u,\"partTotal\":%u,"
-            "\"name\":",
+            "\"variantMode\":%u,\"variantLongEdge\":%u,\"name\":",
             (unsigned long long)px.frame, (unsigned long long)px.captured_ms,
             px.width, px.height, px.pixel_type, px.display,
             px.key_frame ? "true" : "false", px.part_total ? "true" : "false",
-            px.codec, px.part_offset, px.part_total);
+            px.codec, px.part_offset, px.part_total, px.variant_mode,
+            px.variant_long_edge);
     jstr(px.name, px.name_len);
     fprintf(json, ",\"data\":[");
     for (uint32_t i = 0; i < px.data_len; i++)
       fprintf(json, "%s%u", i ? "," : "", ((const uint8_t *)px.data)[i]);
     fprintf(json, "]}");
+    return 0;
+  }
+  if (s->id == SPY_SEC_PROBE) {
+    uint32_t nq;
+    if ((rc = spy_get_probe(s, &nq)) < 0)
+      return rc;
+    fprintf(json, "\"probe\":[");
+    const uint8_t *cur = NULL;
+    spy_probe q;
+    for (int i = 0; spy_probe_next(s, &cur, &q); i++) {
+      fprintf(json,
+              "%s{\"frame\":%llu,\"x\":%u,\"y\":%u,\"pixelType\":%u,"
+              "\"name\":",
+              i ? "," : "", (unsigned long long)q.frame, q.x, q.y,
+              q.pixel_type);
+      jstr(q.name, q.name_len);
+      fprintf(json, ",\"value\":[");
+      for (int k = 0; k < 16; k++)
+        fprintf(json, "%s%u", k ? "," : "", q.value[k]);
+      fprintf(json, "]}");
+    }
+    fprintf(json, "]");
     return 0;
   }
   spy_list_iter it;
@@ -447,6 +470,7 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
     return 0;
   }
   case SPY_SEC_PIXELS:
+  case SPY_SEC_PROBE:
   case SPY_SEC_BATCHES:
   case SPY_SEC_PASSES: return dump_image_section(s);
   default: (void)f; return 1; /* not ours: listed as unknown */
@@ -751,7 +775,7 @@ static int golden_images(const char *top) {
     return -1;
   bn = (size_t)n;
   memcpy(bad, big, bn);
-  bad[32 + 8 + 27] = 0x05; /* an unknown flag */
+  bad[32 + 8 + 27] = 0x09; /* an unknown flag */
   if (emit(dir, "bad_pixels_flags", bad, bn) < 0)
     return -1;
   memcpy(bad, big, bn);
@@ -765,6 +789,69 @@ static int golden_images(const char *top) {
   memcpy(bad, big, bn);
   spy_wr32(bad + 32 + 8 + 32, 6); /* data_len past the section */
   if (emit(dir, "bad_pixels_len", bad, bn) < 0)
+    return -1;
+  /* A variant: a mono thumbnail at long edge 64, whole; a stream's
+   * second part at 256 (the variant bytes come before the part header). */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_RAW, 110, 12, 0);
+  spy_pixels va = p;
+  va.display = 3;
+  va.variant_mode = SPY_BUFFER_THUMBNAIL;
+  va.variant_long_edge = 64;
+  spy_put_pixels(&w, &va);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "raw_variant", big, (size_t)n) < 0)
+    return -1;
+  bn = (size_t)n;
+  const size_t vo = 32 + 8 + 36 + 12; /* "normals ü": 10 bytes, pad 12 */
+  memcpy(bad, big, bn);
+  bad[vo] = 3; /* a mode that is neither thumbnail nor stream */
+  if (emit(dir, "bad_variant_mode", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  bad[vo + 1] = 1; /* the reserved byte */
+  if (emit(dir, "bad_variant_reserved", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  bad[32 + 8 + 27] = SPY_PIXELS_KEY; /* the flag gone, the bytes still there */
+  if (emit(dir, "bad_variant_flag", bad, bn) < 0)
+    return -1;
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_CHUNK, 111, 13, 0);
+  spy_pixels vb = c;
+  vb.key_frame = 1;
+  vb.data = vp9 + 2;
+  vb.data_len = 3;
+  vb.part_offset = 2;
+  vb.part_total = 5;
+  vb.variant_mode = SPY_BUFFER_STREAM;
+  vb.variant_long_edge = 256;
+  spy_put_pixels(&w, &vb);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "vp9_variant_part", big, (size_t)n) < 0)
+    return -1;
+  /* PROBE answers in a data frame: an R32F value and an RGBA16F one. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_DATA, 112, 14, 0);
+  spy_probe pq[2] = {
+      {.frame = 4242, .x = 7, .y = 5, .pixel_type = 3, .name = "depthf"},
+      {.frame = 4243, .x = 16383, .y = 0, .pixel_type = 5, .name = "hdr"}};
+  float fv = 502.25f;
+  memcpy(pq[0].value, &fv, 4);
+  for (int k = 0; k < 4; k++) {
+    uint16_t hv = spy_float_to_half(0.5f * (float)k - 0.25f);
+    pq[1].value[2 * k] = (uint8_t)hv;
+    pq[1].value[2 * k + 1] = (uint8_t)(hv >> 8);
+  }
+  spy_put_probe(&w, pq, 2);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "probe", big, (size_t)n) < 0)
+    return -1;
+  bn = (size_t)n;
+  memcpy(bad, big, bn);
+  spy_wr32(bad + 32 + 8 + 8, 16384); /* x outside any image */
+  if (emit(dir, "bad_probe_x", bad, bn) < 0)
+    return -1;
+  memcpy(bad, big, bn);
+  spy_wr32(bad + 32 + 8, 3); /* three entries said, two there */
+  if (emit(dir, "bad_probe_count", bad, bn) < 0)
     return -1;
   /* A raw frame whose size does not match width * height * 4. */
   spy_frame_start(&w, big, sizeof big, SPY_MSG_BUFFER_RAW, 103, 10, 0);
@@ -1133,8 +1220,10 @@ static int provider(const char *name, double seconds) {
 /* ---- a provider of known images -------------------------------------------
  * "test": RGBA8 64x48, pixel (x, y) = (4x, 5y, xy mod 256, 255 − x), the
  * same every frame; "moving": RGBA8 320x240, a gradient that scrolls (a
- * VP9 stream with something to encode); a batch list and a pass tree with
- * known values (instances = the frame's parity + 10). */
+ * VP9 stream with something to encode); "depthf": R32F 40x30, pixel
+ * (x, y) = 100 y + x / 4 + 0.5 (exact in a float; the probe's source
+ * value); a batch list and a pass tree with known values (instances = the
+ * frame's parity + 10). */
 static int images(const char *name, double seconds) {
 #ifdef SPY_HAVE_VPX
   spy_vpx_register(); /* "moving" as a VP9 stream */
@@ -1167,9 +1256,21 @@ static int images(const char *name, double seconds) {
                                                .width = 320,
                                                .height = 240,
                                                .max_fps = 10});
-  if (ht < 0 || hm < 0) {
+  static float depthf[40 * 30];
+  for (uint32_t y = 0; y < 30; y++)
+    for (uint32_t x = 0; x < 40; x++)
+      depthf[y * 40 + x] = 100.0f * (float)y + (float)x / 4.0f + 0.5f;
+  int hd =
+      spy_buffer_declare(p, &(spy_buffer_desc){.name = "depthf",
+                                               .pixel_type = SPY_PIXEL_R32F,
+                                               .width = 40,
+                                               .height = 30,
+                                               .max_fps = 10});
+  if (ht < 0 || hm < 0 || hd < 0) {
     fprintf(stderr, "web_helper: images: declare: %s\n",
-            spy_strerror(ht < 0 ? ht : hm));
+            spy_strerror(ht < 0   ? ht
+                         : hm < 0 ? hm
+                                  : hd));
     return 1;
   }
   printf("provider %016llx %s\n", (unsigned long long)spy_provider_id(p), name);
@@ -1196,6 +1297,7 @@ static int images(const char *name, double seconds) {
     spy_pass_end(p, 6, 50000);
     spy_buffer_submit(p, ht, test, 64 * 4);
     spy_buffer_submit(p, hm, moving, 320 * 4);
+    spy_buffer_submit(p, hd, depthf, 40 * 4);
     spy_frame_end(p);
     usleep(15000);
   }

@@ -39,7 +39,9 @@ test('image golden frames exist', () => {
   for (const n of ['raw_whole', 'raw_part', 'vp9_chunk', 'drawlist', 'subscribe_buffers',
     'bad_part_range', 'bad_part_total', 'bad_pixels_flags', 'bad_pixels_codec',
     'bad_pixels_width', 'bad_pixels_len', 'bad_raw_size', 'bad_meta_mode',
-    'bad_pass_parent', 'bad_batches', 'bad_sub_display']) {
+    'bad_pass_parent', 'bad_batches', 'bad_sub_display', 'raw_variant',
+    'vp9_variant_part', 'bad_variant_mode', 'bad_variant_reserved', 'bad_variant_flag',
+    'probe', 'bad_probe_x', 'bad_probe_count']) {
     assert.ok(names.includes(n), n);
   }
 });
@@ -91,6 +93,45 @@ test('the JS encoder writes the C subscription with display modes byte for byte'
     registry: s.registry, buffers: s.buffers });
   assert.equal(mine.length, bytes.length);
   assert.deepEqual(Array.from(mine.subarray(16)), Array.from(bytes.subarray(16)));
+});
+
+test('a cell keeps only the variant it asked for, as the C consumer does', () => {
+  const raw = wire.decodeAll(wire.decodeFrame(load('raw_variant').bytes)).pixels;
+  assert.equal(raw.variantMode, 1);
+  assert.equal(raw.variantLongEdge, 64);
+  assert.equal(raw.display, 3);
+  const name = raw.name;
+  assert.ok(px.answersRequest({ name, mode: 1, display: 3, longEdge: 64 }, raw));
+  assert.ok(!px.answersRequest({ name, mode: 1, display: 3, longEdge: 0 }, raw), 'another long edge');
+  assert.ok(!px.answersRequest({ name, mode: 1, display: 1, longEdge: 64 }, raw), 'another display');
+  assert.ok(!px.answersRequest({ name, mode: 2, display: 3, longEdge: 64 }, raw), 'a stream');
+  assert.ok(!px.answersRequest({ name: 'other', mode: 1, display: 3, longEdge: 64 }, raw));
+  const vp9 = wire.decodeAll(wire.decodeFrame(load('vp9_variant_part').bytes)).pixels;
+  assert.equal(vp9.variantMode, 2);
+  assert.equal(vp9.variantLongEdge, 256);
+  assert.equal(vp9.partOffset, 2);
+  assert.deepEqual(Array.from(vp9.data), [0x83, 0x42, 0x00]);
+  // display 0 resolves as the type's default (colors for rgba8)
+  assert.ok(px.answersRequest({ name: vp9.name, mode: 2, display: 0, longEdge: 256 }, vp9));
+  // a thumbnail asked with long edge 0 is the 256 px one
+  const t256 = { ...raw, variantLongEdge: 256 };
+  assert.ok(px.answersRequest({ name, mode: 1, display: 3, longEdge: 0 }, t256));
+  // a frame that does not say its variant matches by name
+  const old = wire.decodeAll(wire.decodeFrame(load('raw_whole').bytes)).pixels;
+  assert.equal(old.variantMode, 0);
+  assert.ok(px.answersRequest({ name: old.name, mode: 2, display: 1, longEdge: 9 }, old));
+});
+
+test('probe answers read as numbers by pixel type', () => {
+  const pr = wire.decodeAll(wire.decodeFrame(load('probe').bytes)).probe;
+  assert.equal(pr.length, 2);
+  assert.deepEqual(pr[0].source, [502.25]);
+  assert.deepEqual(pr[1].source, [-0.25, 0.25, 0.75, 1.25]);
+  const q = px.encodeProbe('00000000000000ab', 'depthf', 7, 5);
+  const f = wire.decodeFrame(q);
+  assert.equal(f.type, px.MSG_BUFFER_PROBE);
+  const d = wire.decodeAll(f);
+  assert.deepEqual(d.probe.map((e) => [e.name, e.x, e.y, e.frame]), [['depthf', 7, 5, 0]]);
 });
 
 test('parts are put together in order; one out of turn drops the image', () => {

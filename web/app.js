@@ -99,7 +99,7 @@ function draw(force = false) {
   health.render(v, force);
   log.render();
   zones.render(v);
-  buffers.render();
+  buffers.render(v);
   build.render();
 }
 setInterval(touch, 1000); // rates, stale marking, ages

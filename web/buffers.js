@@ -16,10 +16,12 @@
 //
 // A cell: wheel zooms 0.5–64× about the cursor, drag pans, double-click
 // fits; nearest-neighbour when magnified; the probe shows x, y and the
-// displayed RGBA under the cursor.
+// displayed RGBA under the cursor and, for a float buffer (r32f, rgba16f,
+// rgba32f), the source value the provider read at that pixel.
 import * as W from './wire.js';
 import { decodeBufferMeta, decodePixels, PartAssembler, PIXEL_TYPES,
-  DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC } from './wire_pixels.js';
+  DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC, answersRequest, encodeProbe,
+  PROBE_STOP } from './wire_pixels.js';
 import { $, el } from './dom.js';
 
 export const MAX_CELLS = 9;
@@ -27,6 +29,17 @@ const VP9 = 'vp09.00.10.08';
 const THUMB_EDGE = 256;
 const ZOOM_MIN = 0.5, ZOOM_MAX = 64;
 const RESYNC_MIN_MS = 1000;
+const PROBE_MIN_MS = 50; // a probe request at most this often per cell
+const PROBE_REFRESH_MS = 1000;
+const FLOAT_TYPES = new Set([2, 3, 5]); // rgba32f, r32f, rgba16f
+// The flight recorder's images: every cell keeps the images it received
+// (raw frames as they came, VP9 frames as decoded), keyed by provider
+// frame, at most HISTORY_IMAGES per cell and HISTORY_BYTES for all cells
+// together (oldest out first); a parked view shows, per cell, the newest
+// image at or before the parked frame. While parked nothing shown is
+// evicted and new images are kept only while there is room.
+export const HISTORY_BYTES = 64 * 1024 * 1024;
+export const HISTORY_IMAGES = 256;
 
 class Cell {
   constructor(panel, name, mode) {
@@ -45,6 +58,11 @@ class Cell {
     this.needKey = true;
     this.stats = { raw: 0, chunks: 0, decoded: 0, drawn: 0, errors: 0,
       waitedForKey: 0, resyncs: 0, lostParts: 0, lastFrame: -1, codec: null };
+    this.hist = []; // [{frame, w, h, rgba}], oldest first (the recorder's)
+    this.histBytes = 0;
+    this.parked = null; // while the view is parked: the image shown, or {none}
+    this.parkSrc = document.createElement('canvas');
+    this.pctx = this.parkSrc.getContext('2d', { willReadFrequently: true });
     this.build();
   }
 
@@ -86,7 +104,11 @@ class Cell {
       this.mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
       this.updateProbe();
     });
-    v.addEventListener('mouseleave', () => { this.mouse = null; this.updateProbe(); });
+    v.addEventListener('mouseleave', () => {
+      this.mouse = null;
+      this.updateProbe();
+      if (this.probeAt) this.askProbe(PROBE_STOP, PROBE_STOP);
+    });
     v.addEventListener('dblclick', () => { this.fitted = false; this.schedule(); });
   }
 
@@ -129,8 +151,69 @@ class Cell {
   // Image pixel under a point of the view (CSS px), or null outside.
   pixelAt(mx, my) {
     const x = Math.floor((mx - this.tx) / this.z), y = Math.floor((my - this.ty) / this.z);
-    if (!this.w || x < 0 || y < 0 || x >= this.w || y >= this.h) return null;
+    const { w, h } = this.shown();
+    if (!w || x < 0 || y < 0 || x >= w || y >= h) return null;
     return { x, y };
+  }
+
+  // What the cell shows: the live image, or the parked frame's.
+  shown() {
+    const p = this.parked;
+    if (!p) return { w: this.w, h: this.h, rgba: this.rgba, src: this.src, ctx: this.sctx };
+    if (p.none) return { w: 0, h: 0, rgba: null, src: this.parkSrc, ctx: this.pctx };
+    return { w: p.w, h: p.h, rgba: p.rgba, src: this.parkSrc, ctx: this.pctx };
+  }
+
+  // ---- the flight recorder ----------------------------------------------
+  record(frame, w, h, rgba) {
+    const last = this.hist[this.hist.length - 1];
+    if (last && last.frame >= frame) return; // one image per frame
+    const bytes = w * h * 4;
+    if (this.panel.parkedFrame !== null && !this.panel.room(bytes)) return;
+    this.hist.push({ frame, w, h, rgba });
+    this.histBytes += bytes;
+    this.panel.histBytes += bytes;
+    while (this.hist.length > HISTORY_IMAGES && this.evictOldest()) { /* bound */ }
+    this.panel.trim();
+  }
+
+  // Drops the oldest image not shown; false if there is none.
+  evictOldest() {
+    const i = this.hist[0] === this.parked ? 1 : 0;
+    const x = this.hist[i];
+    if (!x) return false;
+    this.hist.splice(i, 1);
+    const bytes = x.w * x.h * 4;
+    this.histBytes -= bytes;
+    this.panel.histBytes -= bytes;
+    return true;
+  }
+
+  // Parks the cell on frame F: the newest image at or before it.
+  park(frame) {
+    let img = null;
+    for (let i = this.hist.length - 1; i >= 0; i--) if (this.hist[i].frame <= frame) { img = this.hist[i]; break; }
+    if (!img) {
+      if (!this.parked?.none) { this.parked = { none: true, frame }; this.schedule(); }
+      this.parked.frame = frame;
+      return;
+    }
+    if (img === this.parked) return;
+    const resized = !this.parked || this.parked.none || this.parked.w !== img.w || this.parked.h !== img.h;
+    this.parked = img;
+    if (this.parkSrc.width !== img.w || this.parkSrc.height !== img.h) {
+      this.parkSrc.width = img.w; this.parkSrc.height = img.h;
+    }
+    this.pctx.putImageData(new ImageData(img.rgba, img.w, img.h), 0, 0);
+    if (resized && (img.w !== this.w || img.h !== this.h)) this.fitted = false;
+    this.schedule();
+  }
+
+  unpark() {
+    if (!this.parked) return;
+    if (!this.parked.none && (this.parked.w !== this.w || this.parked.h !== this.h)) this.fitted = false;
+    this.parked = null;
+    this.schedule();
   }
 
   updateProbe() {
@@ -138,14 +221,67 @@ class Cell {
     const pr = this.probe;
     if (!p) { pr.textContent = '–'; delete pr.dataset.x; return; }
     let c;
-    if (this.rgba) {
-      const o = (p.y * this.w + p.x) * 4;
-      c = [this.rgba[o], this.rgba[o + 1], this.rgba[o + 2], this.rgba[o + 3]];
+    const sh = this.shown();
+    if (sh.rgba) {
+      const o = (p.y * sh.w + p.x) * 4;
+      c = [sh.rgba[o], sh.rgba[o + 1], sh.rgba[o + 2], sh.rgba[o + 3]];
     } else {
-      c = Array.from(this.sctx.getImageData(p.x, p.y, 1, 1).data);
+      c = Array.from(sh.ctx.getImageData(p.x, p.y, 1, 1).data);
     }
     pr.dataset.x = p.x; pr.dataset.y = p.y; pr.dataset.rgba = c.join(',');
-    pr.textContent = `x ${p.x} y ${p.y}  RGBA ${c.join(' ')}  ×${this.z.toFixed(2)}`;
+    let text = `x ${p.x} y ${p.y}  RGBA ${c.join(' ')}`;
+    // A float buffer: the source value of the pixel too, read by the
+    // provider at its next capture (a buffer:probe request, PROBE answers).
+    const src = this.sourcePixel(p);
+    delete pr.dataset.source;
+    if (src) {
+      this.askProbe(src.x, src.y);
+      const v = this.srcProbe;
+      if (v && v.x === src.x && v.y === src.y) {
+        pr.dataset.source = v.source.join(',');
+        pr.dataset.sourceFrame = String(v.frame);
+        text += `  src ${v.source.map((n) => Number(n.toPrecision(6))).join(' ')}` +
+          (src.x !== p.x || src.y !== p.y ? ` @${src.x},${src.y}` : '');
+      } else text += '  src …';
+    }
+    pr.textContent = `${text}  ×${this.z.toFixed(2)}`;
+  }
+
+  // The source pixel under a displayed one (a thumbnail maps onto the
+  // buffer's own size), or null for a buffer that is not float.
+  sourcePixel(p) {
+    const m = this.panel.meta.get(this.name);
+    if (!m || this.parked || !FLOAT_TYPES.has(m.pixelType) || !this.w || !this.h) return null;
+    return { x: Math.min(m.width - 1, Math.floor((p.x + 0.5) * m.width / this.w)),
+      y: Math.min(m.height - 1, Math.floor((p.y + 0.5) * m.height / this.h)) };
+  }
+
+  // Sends buffer:probe for (x, y) (PROBE_STOP: stop), at most once per
+  // PROBE_MIN_MS; the latest point wins.
+  // The same point is asked again each PROBE_REFRESH_MS while it is
+  // hovered (the provider keeps one point per buffer, the latest asker's,
+  // and forgets it when it restarts).
+  askProbe(x, y) {
+    const same = this.probeAt && this.probeAt.x === x && this.probeAt.y === y;
+    if (same && (x === PROBE_STOP || performance.now() - this.probeSent < PROBE_REFRESH_MS)) return;
+    this.probeWant = { x, y };
+    if (this.probeTimer) return;
+    const send = () => {
+      this.probeTimer = null;
+      const q = this.probeWant, cl = this.panel.client;
+      if (!q || !cl.dataChan) return;
+      this.probeAt = q;
+      this.stats.probes = (this.stats.probes ?? 0) + 1;
+      cl.sendFrame(cl.dataChan, encodeProbe(cl.id, this.name, q.x, q.y));
+      this.probeSent = performance.now();
+    };
+    const wait = PROBE_MIN_MS - (performance.now() - (this.probeSent ?? -1e9));
+    if (wait <= 0) send(); else this.probeTimer = setTimeout(send, wait);
+  }
+
+  onProbe(e) {
+    this.srcProbe = e;
+    this.updateProbe();
   }
 
   // ---- pixels in ---------------------------------------------------------
@@ -167,6 +303,7 @@ class Cell {
       // buffer: keep a copy of our own.
       this.rgba = new Uint8ClampedArray(payload);
       this.sctx.putImageData(new ImageData(this.rgba, px.width, px.height), 0, 0);
+      this.record(px.frame, px.width, px.height, this.rgba);
       this.schedule();
       return;
     }
@@ -208,7 +345,9 @@ class Cell {
         this.rgba = null;
         this.setSize(frame.displayWidth, frame.displayHeight);
         this.sctx.drawImage(frame, 0, 0);
+        const at = Math.round(frame.timestamp / 1000); // the provider frame
         frame.close();
+        this.record(at, this.w, this.h, this.sctx.getImageData(0, 0, this.w, this.h).data);
         this.schedule();
       },
       error: (e) => { if (d === this.decoder) this.decodeError(e); },
@@ -255,17 +394,18 @@ class Cell {
     if (v.width !== Math.round(cw * dpr) || v.height !== Math.round(ch * dpr)) {
       v.width = Math.round(cw * dpr); v.height = Math.round(ch * dpr);
     }
-    if (!this.fitted && this.w && cw) {
-      this.z = Math.min(ZOOM_MAX, Math.max(ZOOM_MIN, Math.min(cw / this.w, ch / this.h)));
-      this.tx = (cw - this.w * this.z) / 2; this.ty = (ch - this.h * this.z) / 2;
+    const { w, h, src } = this.shown();
+    if (!this.fitted && w && cw) {
+      this.z = Math.min(ZOOM_MAX, Math.max(ZOOM_MIN, Math.min(cw / w, ch / h)));
+      this.tx = (cw - w * this.z) / 2; this.ty = (ch - h * this.z) / 2;
       this.fitted = true;
     }
     const ctx = v.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, cw, ch);
-    if (!this.w) return;
+    if (!w) return;
     ctx.imageSmoothingEnabled = this.z < 1;
-    ctx.drawImage(this.src, this.tx, this.ty, this.w * this.z, this.h * this.z);
+    ctx.drawImage(src, this.tx, this.ty, w * this.z, h * this.z);
     this.stats.drawn++;
     this.updateProbe();
   }
@@ -277,10 +417,17 @@ class Cell {
     if (s.errors) t += ` · ${s.errors} decode errors`;
     if (this.mode === 'stream' && !this.panel.webcodecs) t += ' · raw (no WebCodecs)';
     if (meta && meta.dropped) t += ` · ${meta.dropped} dropped`;
+    const p = this.parked;
+    if (p) t = p.none ? `parked: no image held at or before frame ${p.frame}` : `parked: the image of frame ${p.frame} (${p.w}×${p.h})`;
+    this.status.dataset.parked = p ? (p.none ? 'none' : String(p.frame)) : '';
     this.status.textContent = t;
   }
 
-  close() { this.closeDecoder(); this.gone.abort(); this.root.remove(); }
+  close() {
+    this.closeDecoder(); this.gone.abort(); this.root.remove();
+    this.panel.histBytes -= this.histBytes;
+    this.hist = []; this.histBytes = 0;
+  }
 }
 
 export class Buffers {
@@ -307,6 +454,8 @@ export class Buffers {
     this.cells = new Map(); // name → Cell, in selection order
     this.batches = null; this.passes = null;
     this.collapsed = new Set();
+    this.histBytes = 0; // the recorder's images, all cells
+    this.parkedFrame = null;
     this.dirty = true;
     this.build();
     client.on('data', (f, d) => this.onData(d));
@@ -357,6 +506,7 @@ export class Buffers {
       }
       this.dirty = true;
     }
+    for (const e of d.probe ?? []) this.cells.get(e.name)?.onProbe(e);
     if (d.batches && d.batches.version !== this.batches?.version) { this.batches = d.batches; this.dirty = true; }
     if (d.passes && d.passes.version !== this.passes?.version) { this.passes = d.passes; this.dirty = true; }
   }
@@ -367,7 +517,10 @@ export class Buffers {
     let px;
     try { px = decodePixels(f, s); } catch { this.client.stats.malformed++; return; }
     const c = this.cells.get(px.name);
-    if (c) c.onPixels(px);
+    // The channel carries every subscriber's variants of a buffer: a cell
+    // keeps only the one it asked for (mode, display, long edge).
+    if (c && c.req && answersRequest(c.req, px)) c.onPixels(px);
+    else this.ignored = (this.ignored ?? 0) + 1;
   }
 
   // Select or unselect a buffer (at most MAX_CELLS).
@@ -386,11 +539,35 @@ export class Buffers {
   }
 
   sync() {
-    this.client.setBuffers([...this.cells.values()].map((c) => c.request(this.meta.get(c.name))));
+    this.client.setBuffers([...this.cells.values()].map((c) => (c.req = c.request(this.meta.get(c.name)))));
     this.dirty = true;
   }
 
-  render() {
+  // Room for `bytes` more recorded images within HISTORY_BYTES.
+  room(bytes) { return this.histBytes + bytes <= HISTORY_BYTES; }
+
+  // Evicts the oldest recorded images (of any cell) beyond HISTORY_BYTES.
+  // While parked, nothing is evicted (record() only adds what fits).
+  trim() {
+    while (this.histBytes > HISTORY_BYTES && this.parkedFrame === null) {
+      let oldest = null;
+      for (const c of this.cells.values()) {
+        const i = c.hist[0] === c.parked ? 1 : 0;
+        if (c.hist[i] && (!oldest || c.hist[i].frame < oldest.hist[oldest.hist[0] === oldest.parked ? 1 : 0].frame)) oldest = c;
+      }
+      if (!oldest || !oldest.evictOldest()) break;
+    }
+  }
+
+  // v: the view every panel renders (app.js): parked on a frame or live.
+  render(v) {
+    const parked = v && v.parked ? v.frame : null;
+    if (parked !== this.parkedFrame) this.dirty = true;
+    this.parkedFrame = parked;
+    if (parked === null) this.trim(); // back live: the bound again
+    for (const c of this.cells.values()) {
+      if (parked === null) c.unpark(); else c.park(parked);
+    }
     for (const [n, c] of this.cells) c.renderStatus(this.meta.get(n));
     const streaming = [...this.cells.values()].some((c) => c.mode === 'stream');
     this.note.hidden = !(this.whyRaw && streaming);

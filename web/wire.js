@@ -26,11 +26,13 @@ export const MSG = {
   DATA: 1, SUBSCRIBE: 2, SUBSCRIBE_ACK: 3, ACK: 4, UNSUBSCRIBE: 5, PING: 6,
   PROVIDER_ANNOUNCE: 7, PROVIDER_QUERY: 8, PROVIDER_GONE: 9,
   BUFFER_CHUNK: 16, BUFFER_RAW: 17, RESYNC: 18, TRACE: 19, CLOCK: 20,
+  BUFFER_PROBE: 21,
 };
 const MSG_NAMES = {
   1: 'data', 2: 'subscribe', 3: 'subscribe:ack', 4: 'ack', 5: 'unsubscribe',
   6: 'ping', 7: 'provider:announce', 8: 'provider:query', 9: 'provider:gone',
   16: 'buffer:chunk', 17: 'buffer:raw', 18: 'resync', 19: 'trace', 20: 'clock',
+  21: 'buffer:probe',
 };
 export const SEC = {
   FRAME: 0, STATS: 1, ENV: 2, REGISTRY: 3, BUFFERS: 4, STATS_SCHEMA: 5,
@@ -43,6 +45,7 @@ const SEC_NAMES = [
   'zones',
 ];
 SEC_NAMES[17] = 'build'; // BUILD: wire_trace.js
+SEC_NAMES[18] = 'probe'; // PROBE: wire_pixels.js
 export const FEAT = (id) => (1 << id) >>> 0;
 export const FRAME_SNAPSHOT = 1;
 export const FRAME_CHECKPOINT = 2;

@@ -8,13 +8,20 @@
 // wire.js dispatches to decodeImageSection from decodeAll; nothing here
 // touches wire.js bindings at load time (the two modules import each
 // other).
-import { WireError } from './wire.js';
+import { WireError, FrameWriter } from './wire.js';
 
 export const SEC_PIXELS = 10;
 export const SEC_BATCHES = 15;
 export const SEC_PASSES = 16;
+export const SEC_PROBE = 18;
+export const MSG_BUFFER_PROBE = 21;
+export const PROBE_MAX = 32;
+export const PROBE_STOP = 0xffffffff;
+const SEC_PEER = 8;
+const PROBE_ENTRY = 36;
 export const PIXELS_KEY = 0x1;
 export const PIXELS_PART = 0x2;
+export const PIXELS_VARIANT = 0x4;
 export const PIXELS_TOTAL_MAX = 64 * 1024 * 1024;
 export const BUFFER_META_BYTES = 48;
 export const BATCHES_MAX = 4096;
@@ -25,6 +32,23 @@ export const PIXEL_TYPES = ['rgba8', 'bgra8', 'rgba32f', 'r32f', 'r8', 'rgba16f'
 export const DISPLAY_MODES = ['default', 'colors', 'normalize', 'mono', 'signed', 'alpha'];
 export const BUFFER_MODES = ['none', 'thumbnail', 'stream'];
 
+// The display mode a request resolves to for a pixel type (media.h
+// spy_display_resolve): default is normalize for r32f, colors otherwise.
+export function displayResolve(pixelType, display) {
+  return display ? display : (pixelType === 3 ? 2 : 1);
+}
+
+// Whether a buffer request {name, mode, display, longEdge} gets a decoded
+// PIXELS frame's variant (a frame that does not say matches by name) —
+// src/consumer/images.c answers().
+export function answersRequest(req, px) {
+  if (req.name !== px.name) return false;
+  if (!px.variantMode) return true;
+  const edge = req.mode === 1 && !req.longEdge ? 256 : (req.longEdge ?? 0);
+  return req.mode === px.variantMode && edge === px.variantLongEdge &&
+    displayResolve(px.pixelType, req.display ?? 0) === px.display;
+}
+
 const PIXELS_FIXED = 36;
 const fail = (code, off, what) => { throw new WireError(code, off, what); };
 const pad4 = (n) => (n + 3) & ~3;
@@ -34,7 +58,8 @@ const u64 = (dv, o) =>
 
 // PIXELS: {frame, capturedMs, width, height, pixelType, display, key,
 // part, codec, name, data (a view into the frame's bytes, the part header
-// excluded), partOffset, partTotal (0: the whole payload is here)}.
+// excluded), partOffset, partTotal (0: the whole payload is here),
+// variantMode (0: not said; 1 thumbnail, 2 stream), variantLongEdge}.
 export function decodePixels(f, s) {
   const dv = f.dv, o = s.off;
   if (s.len < PIXELS_FIXED) fail('EBADSECTION', o);
@@ -43,10 +68,18 @@ export function decodePixels(f, s) {
   const width = dv.getUint32(o + 16, true), height = dv.getUint32(o + 20, true);
   const codec = dv.getUint16(o + 28, true), flags = dv.getUint8(o + 27);
   if (nlen === 0 || nlen > 255 || codec > CODEC.VP9 ||
-      (flags & ~(PIXELS_KEY | PIXELS_PART))) fail('EBADVALUE', o + 27);
+      (flags & ~(PIXELS_KEY | PIXELS_PART | PIXELS_VARIANT))) fail('EBADVALUE', o + 27);
   if (width > 16384 || height > 16384) fail('EBADVALUE', o + 16);
-  if (s.len !== PIXELS_FIXED + pad4(nlen) + dlen) fail('EBADSECTION', o + 32);
+  const vb = flags & PIXELS_VARIANT ? 4 : 0;
+  if (s.len !== PIXELS_FIXED + pad4(nlen) + vb + dlen) fail('EBADSECTION', o + 32);
   let d = o + PIXELS_FIXED + pad4(nlen);
+  let variantMode = 0, variantLongEdge = 0;
+  if (vb) {
+    variantMode = dv.getUint8(d);
+    variantLongEdge = dv.getUint16(d + 2, true);
+    if (variantMode < 1 || variantMode > 2 || dv.getUint8(d + 1)) fail('EBADVALUE', d);
+    d += vb;
+  }
   let partOffset = 0, partTotal = 0;
   if (flags & PIXELS_PART) {
     if (dlen < 8) fail('EBADSECTION', d);
@@ -65,6 +98,7 @@ export function decodePixels(f, s) {
     key: (flags & PIXELS_KEY) !== 0, part: (flags & PIXELS_PART) !== 0, codec,
     name: utf8.decode(f.bytes.subarray(o + PIXELS_FIXED, o + PIXELS_FIXED + nlen)),
     data: f.bytes.subarray(d, d + dlen), partOffset, partTotal,
+    variantMode, variantLongEdge,
   };
 }
 
@@ -154,8 +188,72 @@ export function decodeImageSection(f, s, out) {
     case SEC_PIXELS: out.pixels = decodePixels(f, s); return true;
     case SEC_BATCHES: out.batches = decodeBatches(f, s); return true;
     case SEC_PASSES: out.passes = decodePasses(f, s); return true;
+    case SEC_PROBE: out.probe = decodeProbe(f, s); return true;
     default: return false;
   }
+}
+
+// PROBE: [{frame, x, y, pixelType, name, value (16 bytes), source (the
+// value as numbers: 1 float for r32f / r8, 4 for the RGBA types)}], as
+// spy_get_probe checks it (docs/wire.md PROBE (18)).
+export function decodeProbe(f, s) {
+  const dv = f.dv, o = s.off, end = o + s.len;
+  if (s.len < 8) fail('EBADSECTION', o);
+  const n = dv.getUint32(o, true);
+  if (n > PROBE_MAX || dv.getUint32(o + 4, true) !== 0) fail('EBADVALUE', o);
+  let p = o + 8;
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    if (end - p < PROBE_ENTRY) fail('EBADSECTION', p);
+    const x = dv.getUint32(p + 8, true), y = dv.getUint32(p + 12, true);
+    const type = dv.getUint16(p + 16, true), nlen = dv.getUint16(p + 18, true);
+    if (nlen === 0 || nlen > 255 || type >= PIXEL_TYPES.length ||
+        (x === PROBE_STOP) !== (y === PROBE_STOP) ||
+        (x !== PROBE_STOP && (x >= 16384 || y >= 16384))) fail('EBADVALUE', p);
+    if (end - p < PROBE_ENTRY + pad4(nlen)) fail('EBADSECTION', p);
+    const value = f.bytes.slice(p + 20, p + 36);
+    out.push({ frame: u64(dv, p), x, y, pixelType: type,
+      name: utf8.decode(f.bytes.subarray(p + PROBE_ENTRY, p + PROBE_ENTRY + nlen)),
+      value, source: sourceValue(type, value) });
+    p += PROBE_ENTRY + pad4(nlen);
+  }
+  if (p !== end) fail('EBADSECTION', p);
+  return out;
+}
+
+// binary16 → number.
+function half(h) {
+  const e = (h >> 10) & 31, m = h & 1023, sg = h & 0x8000 ? -1 : 1;
+  if (e === 0) return sg * m * 2 ** -24;
+  if (e === 31) return m ? NaN : sg * Infinity;
+  return sg * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+// A pixel's source bytes as numbers, by pixel type.
+export function sourceValue(type, bytes) {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  switch (PIXEL_TYPES[type]) {
+    case 'r32f': return [dv.getFloat32(0, true)];
+    case 'rgba32f': return [0, 4, 8, 12].map((o) => dv.getFloat32(o, true));
+    case 'rgba16f': return [0, 2, 4, 6].map((o) => half(dv.getUint16(o, true)));
+    case 'r8': return [bytes[0]];
+    case 'bgra8': return [bytes[2], bytes[1], bytes[0], bytes[3]];
+    default: return Array.from(bytes.subarray(0, 4));
+  }
+}
+
+// The buffer:probe request: the source value of (x, y) of a buffer
+// (PROBE_STOP for both: stop).
+export function encodeProbe(consumerHex, name, x, y) {
+  const w = new FrameWriter(MSG_BUFFER_PROBE);
+  w.begin(SEC_PEER); w.hex64(consumerHex); w.u32(0); w.u32(0);
+  const b = new TextEncoder().encode(name);
+  if (b.length < 1 || b.length > 255) throw new RangeError(`bad name '${name}'`);
+  w.begin(SEC_PROBE); w.u32(1); w.u32(0);
+  w.u32(0); w.u32(0); w.u32(x); w.u32(y); w.u16(0); w.u16(b.length);
+  w.bytes(new Uint8Array(16)); w.bytes(b);
+  for (let i = b.length; i % 4; i++) w.u8(0);
+  return w.finish();
 }
 
 // Puts PIXELS parts together: push(px) returns the whole payload

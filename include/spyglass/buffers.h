@@ -24,6 +24,12 @@
  * thread allocates nothing (the 16 MiB tier is made by the service when a
  * subscription first wants pixels).
  *
+ * Each subscriber gets the variant it asked for (thumbnail or stream,
+ * display mode, long edge): up to SPY_BUFFER_VARIANTS_MAX (4) distinct
+ * variants per buffer, all made from the one capture; a request beyond
+ * that gets no pixels (counted in refused). Every PIXELS frame names its
+ * variant (wire.h), so a consumer keeps only its own.
+ *
  * A raw image larger than a frame may carry (1 MiB, or a quarter of the
  * provider's ring_bytes if less) is sent in parts; a consumer that falls a
  * whole ring behind loses a part and that image. Streaming raw images of
@@ -75,7 +81,10 @@ typedef struct spy_buffer_stats {
   uint64_t captured; /* copies queued for the worker */
   uint64_t dropped;  /* wanted and due, but no pool buffer / queue full */
   uint64_t bytes_copied;
-  uint32_t wanted; /* buffers some subscriber asks pixels of, now */
+  uint32_t wanted;   /* buffers some subscriber asks pixels of, now */
+  uint32_t variants; /* distinct images served per capture, all buffers */
+  uint32_t refused;  /* requests refused now: their buffer already serves
+                        SPY_BUFFER_VARIANTS_MAX other variants */
 } spy_buffer_stats;
 /* Totals over every buffer. Any thread. */
 void spy_buffer_get_stats(const spy_provider *p, spy_buffer_stats *out);

@@ -198,8 +198,13 @@ typedef struct spy_state_image {
   uint16_t pixel_type; /* the source's spy_pixel_type */
   uint8_t display;     /* spy_display_mode it was converted with */
   uint16_t codec;      /* spy_codec it arrived in */
-  uint8_t *rgba;       /* width * height * 4 bytes, owned; NULL: none yet */
-  uint64_t images;     /* images completed */
+  /* The variant (spy_pixels.variant_*): an image per buffer and variant
+   * (a recording sees every subscriber's); mode 0 = the provider did not
+   * say (one image per buffer). */
+  uint8_t mode;
+  uint16_t long_edge;
+  uint8_t *rgba;   /* width * height * 4 bytes, owned; NULL: none yet */
+  uint64_t images; /* images completed */
   uint64_t chunks, key_frames, skipped, decode_errors, parts_lost;
   int waiting_key; /* stream: chunks skipped until the next key frame */
   /* internal: the decoder and the payload being put together */
@@ -295,8 +300,11 @@ typedef struct spy_state {
   uint64_t undecodable; /* chunks of a codec no one registered */
   /* Which buffers this state decodes: a live consumer sets the filter to
    * its own requests (the channel carries every subscriber's buffers);
-   * frames of any other buffer are counted in images_ignored, neither
-   * copied nor decoded. 0 = every buffer (recordings). */
+   * frames of any other buffer, or of another variant of it (mode,
+   * display, long edge), are counted in images_ignored, neither copied
+   * nor decoded. 0 = every buffer and variant (recordings). At most 128
+   * images are kept (32 buffers x 4 variants); frames of more are
+   * counted in images_ignored too. */
   int image_filter;
   const spy_buffer_request *image_names;
   uint32_t n_image_names;
@@ -443,9 +451,14 @@ int spy_state_apply_pixels(spy_state *s, const spy_frame *f, uint64_t now_ms);
 /* Frames were lost: every stream waits for its next key frame. */
 void spy_state_pixels_gap(spy_state *s);
 /* The image of a buffer, or NULL (none received). Valid until the next
- * poll / apply. */
+ * poll / apply. With several variants of the buffer (image_filter 0), the
+ * first one received. */
 const spy_state_image *spy_state_image_find(const spy_state *s,
                                             const char *name);
+/* The image of one variant of a buffer: the one a request `r` (name, mode,
+ * display, long_edge) gets, or NULL. */
+const spy_state_image *
+spy_state_image_find_variant(const spy_state *s, const spy_buffer_request *r);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,13 @@ int spy_display_parse(const char *name);
 
 #define SPY_IMAGE_MAX_EDGE 16384u
 
+/* The long edge a buffer request names, as providers and consumers both
+ * compare it: a thumbnail's 0 is 256; anything else as asked (a stream's
+ * 0 is its full size). mode is a spy_buffer_mode (wire.h). */
+static inline uint16_t spy_variant_long_edge(uint8_t mode, uint16_t long_edge) {
+  return mode == 1 && long_edge == 0 ? (uint16_t)256 : long_edge;
+}
+
 /* Bytes per pixel of a type, or 0 for an unknown type. */
 uint32_t spy_pixel_bytes(uint32_t type);
 /* The size that fits w x h into long_edge on its longer side (never

@@ -76,7 +76,16 @@ typedef struct spy_pool_stats {
   uint64_t posted;         /* frames posted to the channel */
   uint64_t bytes_posted;
   uint64_t post_failed; /* posts the channel refused (too big, closed) */
+  uint32_t encoders;    /* video encoders open on the worker now */
 } spy_pool_stats;
+
+/* One image made from a capture: what some subscribers asked for. */
+#define SPY_BUFFER_VARIANTS_MAX 4u /* variants of one buffer at a time */
+typedef struct spy_convert_variant {
+  uint8_t mode;       /* spy_buffer_mode */
+  uint8_t display;    /* spy_display_mode (media.h) */
+  uint16_t long_edge; /* as requested (spy_variant_long_edge, media.h) */
+} spy_convert_variant;
 
 /* A request to convert captured pixels (in a LARGE buffer) to RGBA8 and,
  * for a stream subscription with codec support, encode them. */
@@ -98,7 +107,16 @@ typedef struct spy_convert_request {
    * than one frame is sent in parts (PIXELS flag part). 0 = 1 MiB. */
   uint32_t max_frame;
   uint16_t fps; /* the stream's rate, for the encoder; 0 = 4 */
+  /* Variants: n_variants images (1..SPY_BUFFER_VARIANTS_MAX) made from the
+   * one capture, each converted and posted on its own, each PIXELS frame
+   * saying which variant it is. 0: the one variant mode / display /
+   * long_edge above. The worker keeps a stream variant's encoder per
+   * buffer name, display and size while requests still name it; one no
+   * request named for SPY_ENCODER_IDLE_MS is closed. */
+  uint8_t n_variants;
+  spy_convert_variant variants[SPY_BUFFER_VARIANTS_MAX];
 } spy_convert_request;
+#define SPY_ENCODER_IDLE_MS 5000u
 
 #define SPY_KEYFRAME_MS 2000u /* a key frame at least this often */
 
@@ -123,7 +141,7 @@ typedef struct spy_transport_ops {
    * the call only queues. Inline: all of it on the calling thread, raw
    * only. Stream requests are encoded with the registered video codec
    * (codec.h) when there is one (offload only), else sent raw. The worker
-   * keeps one encoder per buffer name and size. May be NULL (not
+   * keeps one encoder per buffer name, display and size. May be NULL (not
    * supported). */
   int (*convert)(spy_transport *t, const spy_convert_request *req,
                  spy_buffer *pixels);

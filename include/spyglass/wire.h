@@ -61,7 +61,8 @@ typedef enum spy_msg_type {
   SPY_MSG_BUFFER_RAW = 17,   /* display-ready RGBA8 pixels of a buffer */
   SPY_MSG_RESYNC = 18,       /* consumer saw a gap: send a full snapshot */
   SPY_MSG_TRACE = 19,        /* structured trace actions */
-  SPY_MSG_CLOCK = 20         /* clock-sync request / reply */
+  SPY_MSG_CLOCK = 20,        /* clock-sync request / reply */
+  SPY_MSG_BUFFER_PROBE = 21  /* consumer: the source value of a pixel */
 } spy_msg_type;
 
 /* Section (feature) ids. 1..4 follow the original protocol. */
@@ -83,7 +84,8 @@ typedef enum spy_section_id {
   SPY_SEC_ZONES = 14,       /* CPU zones: per-thread begin/end events */
   SPY_SEC_BATCHES = 15,     /* the batch list: what a frame drew */
   SPY_SEC_PASSES = 16,      /* the render-pass tree */
-  SPY_SEC_BUILD = 17        /* build progress (TRACE feature), wire/trace.c */
+  SPY_SEC_BUILD = 17,       /* build progress (TRACE feature), wire/trace.c */
+  SPY_SEC_PROBE = 18        /* buffer pixels' source values (wire/buffers.c) */
 } spy_section_id;
 
 /* Feature bits in a subscription: bit (1 << section id). */
@@ -448,13 +450,17 @@ int spy_get_health(const spy_section *s, uint64_t *out, uint32_t max);
 
 /* PIXELS section: u64 frame, u64 captured_ms, u32 width, u32 height,
  * u16 pixel_type, u8 display, u8 flags, u16 codec, u16 name_len,
- * u32 data_len, name, pad to 4, data. flags: 0x1 key frame, 0x2 part (the
- * data starts with u32 offset, u32 total: these bytes are
+ * u32 data_len, name, pad to 4, [variant], data. flags: 0x1 key frame,
+ * 0x2 part (the data starts with u32 offset, u32 total: these bytes are
  * [offset, offset + data_len - 8) of a payload of `total` bytes sent in
- * consecutive frames, too big for one). */
+ * consecutive frames, too big for one), 0x4 variant (4 bytes before the
+ * data, not counted in data_len: u8 mode, u8 0, u16 long_edge — the
+ * request this image answers, so that each subscriber keeps its own). */
 typedef enum spy_codec { SPY_CODEC_RGBA8 = 0, SPY_CODEC_VP9 = 1 } spy_codec;
 #define SPY_PIXELS_KEY 0x01u
 #define SPY_PIXELS_PART 0x02u
+#define SPY_PIXELS_VARIANT 0x04u
+#define SPY_PIXELS_VARIANT_BYTES 4u
 #define SPY_PIXELS_PART_HEADER 8u
 #define SPY_PIXELS_TOTAL_MAX (64u * 1024u * 1024u) /* a payload, all parts */
 typedef struct spy_pixels {
@@ -473,6 +479,12 @@ typedef struct spy_pixels {
   /* Parts: part_total 0 = the whole payload is here. Else data is bytes
    * [part_offset, part_offset + data_len) of part_total. */
   uint32_t part_offset, part_total;
+  /* The variant (request) the image answers: variant_mode 0 = not said
+   * (an older provider), else spy_buffer_mode; variant_long_edge as the
+   * request asked (thumbnail: 0 already made 256; stream: 0 = full size).
+   * The display asked is `display` (resolved, media.h). */
+  uint8_t variant_mode;
+  uint16_t variant_long_edge;
 } spy_pixels;
 void spy_put_pixels(spy_frame_writer *w, const spy_pixels *px);
 /* Like spy_put_pixels, but reserves px->data_len bytes for the caller to
@@ -501,6 +513,37 @@ typedef struct spy_buffer_meta {
   uint16_t max_fps;
   uint64_t last_frame, captured, dropped;
 } spy_buffer_meta;
+/* PROBE section: the source value of one pixel per buffer (a float
+ * buffer's value before conversion). A consumer asks with a
+ * SPY_MSG_BUFFER_PROBE frame (PEER + PROBE with one entry; frame and
+ * value 0; x = SPY_PROBE_STOP stops); the provider reads the pixel at
+ * each capture of that buffer and sends the entries that changed in its
+ * DATA frames to BUFFERS subscribers. u32 n (≤ SPY_PROBE_MAX), u32 0, then
+ * n × (u64 frame, u32 x, u32 y, u16 pixel_type, u16 name_len,
+ * u8 value[16], name, pad to 4). frame: the capture it was read on (the
+ * image of that frame shows it); value: the pixel's bytes as submitted
+ * (spy_pixel_bytes of the type, little-endian floats or halves), the rest
+ * zero. x, y < 16384 or x = y = SPY_PROBE_STOP. */
+#define SPY_PROBE_MAX 32u
+#define SPY_PROBE_STOP 0xffffffffu
+typedef struct spy_probe {
+  uint64_t frame;
+  uint32_t x, y;
+  uint16_t pixel_type;
+  const char *name;
+  uint32_t name_len; /* 0: strlen(name) when encoding */
+  uint8_t value[16];
+} spy_probe;
+/* Appends a PROBE section of n entries (n ≤ SPY_PROBE_MAX, else
+ * SPY_EINVAL, sticky). */
+void spy_put_probe(spy_frame_writer *w, const spy_probe *items, uint32_t n);
+/* Checks a whole PROBE section; *n entries. 0, SPY_EBADSECTION (lengths)
+ * or SPY_EBADVALUE (a count, name, coordinate or type out of range). */
+int spy_get_probe(const spy_section *s, uint32_t *n);
+/* Walks a checked section: *cursor starts at NULL; 1 while an entry. */
+int spy_probe_next(const spy_section *s, const uint8_t **cursor,
+                   spy_probe *out);
+
 /* Writes the 48-byte form into out. */
 void spy_buffer_meta_encode(uint8_t out[SPY_BUFFER_META_BYTES],
                             const spy_buffer_meta *m);

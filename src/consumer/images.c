@@ -1,20 +1,39 @@
 /* images.c — the consumer state's latest image per buffer: buffer:raw
  * frames copied in, buffer:chunk frames put together from their parts and
  * decoded with the registered video codec (codec.h), waiting for a key
- * frame after a join, a gap or a decode error; only the buffers the state's
- * owner asked for (image_filter) (consumer.h). */
+ * frame after a join, a gap or a decode error; one image per buffer and
+ * variant (the request it answers: PIXELS says which); only the buffers
+ * and variants the state's owner asked for (image_filter) (consumer.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "consumer/images.h"
 #include "spyglass/codec.h"
+#include "spyglass/media.h"
 
-static spy_state_image *image_for(spy_state *s, const char *name,
-                                  uint32_t len) {
-  for (uint32_t i = 0; i < s->n_images; i++)
-    if (strlen(s->images[i].name) == len &&
-        memcmp(s->images[i].name, name, len) == 0)
-      return &s->images[i];
+/* Images kept at most: SPY_BUFFERS_MAX (32) buffers x 4 variants, so a
+ * recording of every subscriber's variants fits and a hostile stream of
+ * names does not grow the state without bound. */
+#define IMAGES_MAX 128u
+
+static int same_name(const spy_state_image *im, const char *name,
+                     uint32_t len) {
+  return strlen(im->name) == len && memcmp(im->name, name, len) == 0;
+}
+
+/* The image a frame's buffer and variant go to (made on first need). */
+static spy_state_image *image_for(spy_state *s, const spy_pixels *px) {
+  const char *name = px->name;
+  uint32_t len = px->name_len;
+  for (uint32_t i = 0; i < s->n_images; i++) {
+    spy_state_image *im = &s->images[i];
+    if (same_name(im, name, len) && im->mode == px->variant_mode &&
+        (!px->variant_mode || (im->long_edge == px->variant_long_edge &&
+                               im->display == px->display)))
+      return im;
+  }
+  if (s->n_images >= IMAGES_MAX)
+    return NULL; /* counted by the caller */
   if (s->n_images == s->images_cap) {
     uint32_t cap = s->images_cap ? s->images_cap * 2 : 4;
     spy_state_image *n = realloc(s->images, cap * sizeof *n);
@@ -26,6 +45,10 @@ static spy_state_image *image_for(spy_state *s, const char *name,
   spy_state_image *im = &s->images[s->n_images++];
   memset(im, 0, sizeof *im);
   memcpy(im->name, name, len);
+  im->mode = px->variant_mode;
+  im->long_edge = px->variant_long_edge;
+  im->display = px->display;
+  im->pixel_type = px->pixel_type;
   im->waiting_key = 1;
   return im;
 }
@@ -108,13 +131,26 @@ static int complete(spy_state *s, spy_state_image *im, const spy_pixels *px,
   return 0;
 }
 
-/* Whether this state's owner asked for the buffer (image_filter). */
-static int asked(const spy_state *s, const char *name, uint32_t len) {
-  for (uint32_t i = 0; i < s->n_image_names; i++) {
-    const char *n = s->image_names[i].name;
-    if (n && strlen(n) == len && memcmp(n, name, len) == 0)
+/* Whether a request gets this frame's variant (a frame that does not say
+ * its variant matches by name). */
+static int answers(const spy_buffer_request *r, const spy_pixels *px) {
+  const char *n = r->name;
+  uint32_t nlen = n ? (r->name_len ? r->name_len : (uint32_t)strlen(n)) : 0;
+  if (!n || nlen != px->name_len || memcmp(n, px->name, nlen) != 0)
+    return 0;
+  return !px->variant_mode ||
+         (r->mode == px->variant_mode &&
+          spy_variant_long_edge(r->mode, r->long_edge) ==
+              px->variant_long_edge &&
+          spy_display_resolve(px->pixel_type, r->display) == px->display);
+}
+
+/* Whether this state's owner asked for the frame's buffer and variant
+ * (image_filter). */
+static int asked(const spy_state *s, const spy_pixels *px) {
+  for (uint32_t i = 0; i < s->n_image_names; i++)
+    if (answers(&s->image_names[i], px))
       return 1;
-  }
   return 0;
 }
 
@@ -128,13 +164,15 @@ int spy_state_apply_pixels(spy_state *s, const spy_frame *f, uint64_t now_ms) {
     return rc;
   if ((f->type == SPY_MSG_BUFFER_RAW) != (px.codec == SPY_CODEC_RGBA8))
     return SPY_EBADVALUE;
-  if (s->image_filter && !asked(s, px.name, px.name_len)) {
-    s->images_ignored++; /* another subscriber's buffer */
+  if (s->image_filter && !asked(s, &px)) {
+    s->images_ignored++; /* another subscriber's buffer or variant */
     return 0;
   }
-  spy_state_image *im = image_for(s, px.name, px.name_len);
-  if (!im)
-    return SPY_ENOMEM;
+  spy_state_image *im = image_for(s, &px);
+  if (!im) {
+    s->images_ignored++; /* IMAGES_MAX, or out of memory */
+    return s->n_images >= IMAGES_MAX ? 0 : SPY_ENOMEM;
+  }
   if (!px.part_total)
     return complete(s, im, &px, px.data, px.data_len, now_ms);
   if (px.part_offset == 0) {
@@ -178,6 +216,22 @@ const spy_state_image *spy_state_image_find(const spy_state *s,
   for (uint32_t i = 0; name && i < s->n_images; i++)
     if (strcmp(s->images[i].name, name) == 0)
       return &s->images[i];
+  return NULL;
+}
+
+const spy_state_image *
+spy_state_image_find_variant(const spy_state *s, const spy_buffer_request *r) {
+  for (uint32_t i = 0; r && r->name && i < s->n_images; i++) {
+    const spy_state_image *im = &s->images[i];
+    spy_pixels px = {.name = im->name,
+                     .name_len = (uint32_t)strlen(im->name),
+                     .pixel_type = im->pixel_type,
+                     .display = im->display,
+                     .variant_mode = im->mode,
+                     .variant_long_edge = im->long_edge};
+    if (answers(r, &px))
+      return im;
+  }
   return NULL;
 }
 

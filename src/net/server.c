@@ -781,6 +781,17 @@ static const char *frame_refusal(const uint8_t *p, uint32_t n, int is_disc,
     *named = m.consumer;
     return NULL;
   }
+  case SPY_MSG_BUFFER_PROBE: {
+    spy_peer_info peer;
+    uint32_t nq;
+    if (!spy_frame_find_section(&f, SPY_SEC_PEER, &sec) ||
+        spy_get_peer(&sec, &peer) < 0 ||
+        !spy_frame_find_section(&f, SPY_SEC_PROBE, &sec) ||
+        spy_get_probe(&sec, &nq) < 0 || nq != 1)
+      return "malformed buffer:probe";
+    *named = peer.id;
+    return NULL;
+  }
   default: return "not a consumer message";
   }
 }

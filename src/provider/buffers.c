@@ -2,12 +2,23 @@
  * of the subscriptions' buffer requests, the frame thread's one copy into
  * a pooled buffer, and their metadata as BUFFERS deltas.
  *
+ * Variants. Each subscriber gets what it asked for: the union of the
+ * requests for a buffer is a list of distinct variants (mode, display
+ * resolved for the type, long edge as asked), at most
+ * SPY_BUFFER_VARIANTS_MAX; a request beyond that is refused (no pixels
+ * for that subscriber, counted in spy_buffer_stats.refused), the earlier
+ * subscribers keep theirs. One capture per frame serves every variant:
+ * the worker converts (and encodes) each from the same pooled copy.
+ *
  * Threads. The service (subscribe, unsubscribe, resync) keeps each
- * subscriber's requests and publishes, per declared buffer, one atomic
- * word `want` (mode | display << 8 | long_edge << 16; 0 = no pixels) and a
- * key-frame epoch. Declaring a buffer (setup) and changing the requests
- * take the table's mutex, so a buffer declared after a subscription still
- * gets its request; the frame thread's submit reads only the atomics. The
+ * subscriber's requests and publishes, per declared buffer, its variants
+ * (one atomic word each: mode | display << 8 | long_edge << 16, under a
+ * sequence counter: odd while being written) and a key-frame epoch. The
+ * frame thread takes a consistent copy when the counter moved; a copy
+ * caught mid-write is retried on a later submit, never waited for.
+ * Declaring a buffer (setup) and changing the requests take the table's
+ * mutex, so a buffer declared after a subscription still gets its
+ * request; the frame thread's submit reads only the atomics. The
  * service also makes the transport's 16 MiB tier the first time pixels are
  * wanted (acquire + release on its own thread), so the frame thread never
  * allocates; until that is done a due capture is dropped and counted. It
@@ -42,15 +53,25 @@ typedef struct buf_sub {
 typedef struct buf_entry {
   char name[SPY_KEY_MAX + 1]; /* immutable once published */
   uint32_t name_len;
-  _Atomic uint32_t want;      /* service -> frame thread */
-  _Atomic uint32_t key_epoch; /* service -> frame thread */
+  /* service -> frame thread: the variants under a sequence counter */
+  _Atomic uint32_t vseq, vn, vword[SPY_BUFFER_VARIANTS_MAX];
+  _Atomic uint32_t key_epoch;
+  /* The pixel a consumer probes (service -> frame thread): 0 none, else
+   * PROBE_ON | y << 14 | x; who asked (under mu). */
+  _Atomic uint32_t probe_xy;
+  uint64_t prober;
+  /* frame thread: the probed pixel's source bytes at the last capture */
+  uint64_t probe_frame;
+  uint32_t probe_at, probe_version, probe_sent;
+  uint8_t probe_val[16];
   /* frame thread */
   uint32_t type, w, h, max_fps;
   uint64_t interval_ticks, next_capture;
   uint64_t last_frame, captured, dropped;
-  uint32_t last_want;
+  uint32_t cur_seq, cur_n, cur[SPY_BUFFER_VARIANTS_MAX]; /* its copy */
   uint32_t version, sent_version;
-  int owed; /* its last due capture found the pool empty */
+  int owed;               /* its last due capture found the pool empty */
+  uint64_t waiting_since; /* due, waiting for owed ones since (0: not) */
 } buf_entry;
 
 struct spy__buffers {
@@ -61,13 +82,17 @@ struct spy__buffers {
   _Atomic uint32_t large_ready;  /* the service made the 16 MiB tier */
   size_t declared_bytes;         /* largest declared image (under mu) */
   size_t faulted_bytes;          /* pages touched per pooled buffer (service) */
-  _Atomic uint32_t wanted;       /* buffers with want != 0 */
+  _Atomic uint32_t wanted;       /* buffers with a variant */
+  _Atomic uint32_t variants;     /* variants served, all buffers */
+  _Atomic uint32_t refused;      /* requests beyond the variant bound */
   uint32_t owed_n;               /* entries owed a capture (frame thread) */
   uint64_t owed_seen;            /* frame an owed entry last tried in */
+  uint64_t empty_seen; /* frame + 1 an acquire last found the pool empty */
   _Atomic uint64_t st_submits, st_captured, st_dropped, st_bytes;
 };
 
 #define RELAXED memory_order_relaxed
+#define PROBE_ON (1u << 28)
 #define BUMP(x, n) atomic_fetch_add_explicit(&(x), (n), RELAXED)
 
 static struct spy__buffers *get(const spy_provider *p) {
@@ -93,47 +118,97 @@ static struct spy__buffers *need(spy_provider *p) {
   return b;
 }
 
-/* The union of the requests for one buffer (under mu). */
-static uint32_t want_of(const struct spy__buffers *b, const buf_entry *e) {
-  uint32_t mode = 0, display = 0, edge = 0;
-  int stream_full = 0;
+/* One variant word: mode | display << 8 | long_edge << 16. */
+static uint32_t vword(uint32_t mode, uint32_t display, uint32_t edge) {
+  return mode | display << 8 | edge << 16;
+}
+
+/* The distinct variants the requests for one buffer ask (under mu), in
+ * subscriber order; *refused counts the requests beyond the bound. */
+static uint32_t variants_of(const struct spy__buffers *b, const buf_entry *e,
+                            uint32_t out[SPY_BUFFER_VARIANTS_MAX],
+                            uint32_t *refused) {
+  uint32_t n = 0;
   for (int s = 0; s < MAX_SUBSCRIBERS; s++) {
     const buf_sub *x = &b->subs[s];
     for (uint32_t k = 0; x->id && k < x->n; k++) {
       const buf_req *r = &x->req[k];
-      if (strcmp(r->name, e->name) != 0)
+      if (strcmp(r->name, e->name) != 0 || r->mode < SPY_BUFFER_THUMBNAIL ||
+          r->mode > SPY_BUFFER_STREAM)
         continue;
-      if (r->mode > mode) { /* a stream wins over a thumbnail */
-        mode = r->mode;
-        edge = 0;
-        stream_full = 0;
-      }
-      if (r->mode != mode)
-        continue;
-      if (r->display)
-        display = r->display;
-      if (mode == SPY_BUFFER_STREAM && r->long_edge == 0)
-        stream_full = 1;
-      uint32_t le = r->long_edge ? r->long_edge : 256;
-      if (mode == SPY_BUFFER_THUMBNAIL ? le > edge : r->long_edge > edge)
-        edge = mode == SPY_BUFFER_THUMBNAIL ? le : r->long_edge;
+      uint32_t v = vword(r->mode, spy_display_resolve(e->type, r->display),
+                         spy_variant_long_edge(r->mode, r->long_edge));
+      uint32_t i = 0;
+      while (i < n && out[i] != v)
+        i++;
+      if (i < n)
+        continue; /* the same as an earlier subscriber's: shared */
+      if (n == SPY_BUFFER_VARIANTS_MAX)
+        (*refused)++;
+      else
+        out[n++] = v;
     }
   }
-  if (!mode)
-    return 0;
-  if (stream_full)
-    edge = 0;
-  return mode | display << 8 | edge << 16;
+  return n;
 }
 
 static void publish_wants(struct spy__buffers *b) {
-  uint32_t n = atomic_load(&b->count), wanted = 0;
+  uint32_t n = atomic_load(&b->count), wanted = 0, variants = 0, refused = 0;
   for (uint32_t i = 0; i < n; i++) {
-    uint32_t w = want_of(b, &b->e[i]);
-    atomic_store_explicit(&b->e[i].want, w, memory_order_release);
-    wanted += w != 0;
+    buf_entry *e = &b->e[i];
+    uint32_t v[SPY_BUFFER_VARIANTS_MAX];
+    uint32_t vn = variants_of(b, e, v, &refused);
+    /* seqlock write (one writer: under mu) */
+    uint32_t q = atomic_load_explicit(&e->vseq, RELAXED);
+    atomic_store_explicit(&e->vseq, q + 1, RELAXED);
+    atomic_thread_fence(memory_order_release);
+    for (uint32_t k = 0; k < vn; k++)
+      atomic_store_explicit(&e->vword[k], v[k], RELAXED);
+    atomic_store_explicit(&e->vn, vn, RELAXED);
+    atomic_store_explicit(&e->vseq, q + 2, memory_order_release);
+    wanted += vn != 0;
+    variants += vn;
   }
   atomic_store(&b->wanted, wanted);
+  atomic_store(&b->variants, variants);
+  atomic_store(&b->refused, refused);
+}
+
+/* Frame thread: takes the published variants if they changed (a copy
+ * caught mid-write keeps the old one until a later call). Returns 1 if
+ * the copy changed. */
+static int refresh(buf_entry *e) {
+  uint32_t q = atomic_load_explicit(&e->vseq, memory_order_acquire);
+  if (q == e->cur_seq || (q & 1u))
+    return 0;
+  uint32_t v[SPY_BUFFER_VARIANTS_MAX];
+  uint32_t n = atomic_load_explicit(&e->vn, RELAXED);
+  if (n > SPY_BUFFER_VARIANTS_MAX)
+    return 0;
+  for (uint32_t k = 0; k < n; k++)
+    v[k] = atomic_load_explicit(&e->vword[k], RELAXED);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&e->vseq, RELAXED) != q)
+    return 0;
+  int changed = n != e->cur_n || memcmp(v, e->cur, n * sizeof *v) != 0;
+  memcpy(e->cur, v, n * sizeof *v);
+  e->cur_n = n;
+  e->cur_seq = q;
+  return changed;
+}
+
+/* The variant the metadata calls "served": the first stream, else the
+ * largest thumbnail. */
+static uint32_t primary(const buf_entry *e) {
+  uint32_t best = 0;
+  for (uint32_t k = 0; k < e->cur_n; k++) {
+    uint32_t v = e->cur[k];
+    if ((v & 0xff) == SPY_BUFFER_STREAM)
+      return v;
+    if (!best || (v >> 16) > (best >> 16))
+      best = v;
+  }
+  return best;
 }
 
 static int valid_size(uint32_t type, uint32_t w, uint32_t h) {
@@ -205,6 +280,8 @@ void spy_buffer_get_stats(const spy_provider *p, spy_buffer_stats *out) {
   out->dropped = atomic_load(&b->st_dropped);
   out->bytes_copied = atomic_load(&b->st_bytes);
   out->wanted = atomic_load(&b->wanted);
+  out->variants = atomic_load(&b->variants);
+  out->refused = atomic_load(&b->refused);
 }
 
 /* The largest frame the data channel takes (a record is at most a quarter
@@ -216,6 +293,7 @@ static uint32_t max_frame(const spy_provider *p) {
 
 /* The entry is no longer owed a capture (it captured, or is not wanted). */
 static void settle(struct spy__buffers *b, buf_entry *e) {
+  e->waiting_since = 0;
   if (e->owed) {
     e->owed = 0;
     b->owed_n--;
@@ -234,12 +312,9 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
   if (stride < row)
     return SPY_EINVAL;
   BUMP(b->st_submits, 1);
-  uint32_t want = atomic_load_explicit(&e->want, memory_order_acquire);
-  if (want != e->last_want) {
-    e->last_want = want;
-    e->version++; /* the mode served changed */
-  }
-  if (!want) {
+  if (refresh(e))
+    e->version++; /* the variants served changed */
+  if (!e->cur_n) {
     settle(b, e);
     return 0;
   }
@@ -255,6 +330,35 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
   int due = now >= e->next_capture;
   if (!due && !e->owed)
     return 0;
+  if (!e->owed && b->owed_n && b->owed_seen + 2 > p->frame_no) {
+    /* Theirs first, checked before taking a pool buffer, so a buffer
+     * that waits never takes one only to give it back. If the pool was
+     * found empty in this very frame, this due capture is turned away
+     * like theirs: dropped, counted, owed. Else it stays due and waits;
+     * one kept waiting a whole interval has missed a capture the rate
+     * asked for: counted as a drop, and it is owed from then on too. */
+    if (due && b->empty_seen == p->frame_no + 1) {
+      e->waiting_since = 0;
+      e->owed = 1;
+      b->owed_n++;
+      e->next_capture = now + e->interval_ticks;
+      e->dropped++;
+      e->version++;
+      BUMP(b->st_dropped, 1);
+      return SPY_EPOOLEMPTY;
+    }
+    if (!e->waiting_since) {
+      e->waiting_since = now;
+    } else if (now - e->waiting_since >= e->interval_ticks) {
+      e->waiting_since = 0;
+      e->owed = 1;
+      b->owed_n++;
+      e->dropped++;
+      e->version++;
+      BUMP(b->st_dropped, 1);
+    }
+    return 0;
+  }
   if (!atomic_load_explicit(&b->large_ready, memory_order_acquire)) {
     e->next_capture = now + e->interval_ticks;
     e->dropped++;
@@ -264,6 +368,7 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
   }
   spy_buffer *px = spy_transport_acquire(p->tr, SPY_TIER_LARGE);
   if (!px) {
+    b->empty_seen = p->frame_no + 1;
     if (!e->owed) {
       e->owed = 1;
       b->owed_n++;
@@ -277,10 +382,6 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
     BUMP(b->st_dropped, 1);
     return SPY_EPOOLEMPTY;
   }
-  if (!e->owed && b->owed_n && b->owed_seen + 2 > p->frame_no) {
-    p->tr->ops->release_unused(p->tr, px); /* theirs first */
-    return 0;
-  }
   if (due)
     e->next_capture = now + e->interval_ticks;
   settle(b, e);
@@ -293,18 +394,33 @@ int spy__buffer_submit(spy_provider *p, int handle, const void *pixels,
       for (uint32_t y = 0; y < e->h; y++)
         memcpy(px->data + row * y, s + stride * y, row);
     }
+    uint32_t pq = atomic_load_explicit(&e->probe_xy, RELAXED);
+    uint32_t qx = pq & 0x3fffu, qy = pq >> 14 & 0x3fffu;
+    if (pq && qx < e->w && qy < e->h) { /* its source value, this capture */
+      memset(e->probe_val, 0, sizeof e->probe_val);
+      memcpy(e->probe_val, s + stride * qy + (size_t)qx * bpp, bpp);
+      e->probe_frame = p->frame_no;
+      e->probe_at = pq;
+      e->probe_version++;
+    }
     spy_convert_request req = {.name = e->name,
                                .frame = p->frame_no,
                                .width = e->w,
                                .height = e->h,
                                .pixel_type = (uint16_t)e->type,
-                               .mode = (uint8_t)(want & 0xff),
-                               .display = (uint8_t)(want >> 8 & 0xff),
-                               .long_edge = (uint16_t)(want >> 16),
                                .key_epoch =
                                    atomic_load_explicit(&e->key_epoch, RELAXED),
                                .max_frame = max_frame(p),
-                               .fps = (uint16_t)e->max_fps};
+                               .fps = (uint16_t)e->max_fps,
+                               .n_variants = (uint8_t)e->cur_n};
+    for (uint32_t k = 0; k < e->cur_n; k++)
+      req.variants[k] =
+          (spy_convert_variant){.mode = (uint8_t)(e->cur[k] & 0xff),
+                                .display = (uint8_t)(e->cur[k] >> 8 & 0xff),
+                                .long_edge = (uint16_t)(e->cur[k] >> 16)};
+    req.mode = req.variants[0].mode;
+    req.display = req.variants[0].display;
+    req.long_edge = req.variants[0].long_edge;
     rc = p->tr->ops->convert(p->tr, &req, px);
     if (rc == 0)
       BUMP(b->st_bytes, row * e->h);
@@ -369,6 +485,31 @@ void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub) {
   spy__buffers_keyframe(p); /* the new subscriber starts on a key frame */
 }
 
+void spy__buffers_probe(spy_provider *p, uint64_t consumer,
+                        const spy_probe *q) {
+  struct spy__buffers *b = get(p);
+  if (!b)
+    return;
+  pthread_mutex_lock(&b->mu);
+  uint32_t n = atomic_load(&b->count);
+  for (uint32_t i = 0; i < n; i++) {
+    buf_entry *e = &b->e[i];
+    if (e->name_len != q->name_len || memcmp(e->name, q->name, q->name_len))
+      continue;
+    if (q->x == SPY_PROBE_STOP) {
+      if (e->prober == consumer) {
+        atomic_store_explicit(&e->probe_xy, 0, RELAXED);
+        e->prober = 0;
+      }
+    } else if (q->x < 16384 && q->y < 16384) { /* the latest asker's */
+      atomic_store_explicit(&e->probe_xy, PROBE_ON | q->y << 14 | q->x,
+                            RELAXED);
+      e->prober = consumer;
+    }
+  }
+  pthread_mutex_unlock(&b->mu);
+}
+
 void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer) {
   struct spy__buffers *b = get(p);
   if (!b)
@@ -377,6 +518,12 @@ void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer) {
   for (int s = 0; s < MAX_SUBSCRIBERS; s++)
     if (b->subs[s].id == consumer)
       free_sub(&b->subs[s]);
+  uint32_t n = atomic_load(&b->count);
+  for (uint32_t i = 0; i < n; i++)
+    if (b->e[i].prober == consumer) {
+      atomic_store_explicit(&b->e[i].probe_xy, 0, RELAXED);
+      b->e[i].prober = 0;
+    }
   publish_wants(b);
   pthread_mutex_unlock(&b->mu);
 }
@@ -440,9 +587,31 @@ void spy__buffers_service(spy_provider *p) {
 void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
   struct spy__buffers *b = get(p);
   uint32_t n = b ? atomic_load_explicit(&b->count, memory_order_acquire) : 0;
-  int any = full;
-  for (uint32_t i = 0; !any && i < n; i++)
-    any = b->e[i].version != b->e[i].sent_version;
+  int any = full, probes = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    any = any || b->e[i].version != b->e[i].sent_version;
+    probes += b->e[i].probe_frame &&
+              (full || b->e[i].probe_version != b->e[i].probe_sent);
+  }
+  if (probes) { /* the source values read at the last captures */
+    spy_probe q[SPY_BUFFERS_MAX];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      buf_entry *e = &b->e[i];
+      if (!e->probe_frame || (!full && e->probe_version == e->probe_sent))
+        continue;
+      q[k] = (spy_probe){.frame = e->probe_frame,
+                         .x = e->probe_at & 0x3fffu,
+                         .y = e->probe_at >> 14 & 0x3fffu,
+                         .pixel_type = (uint16_t)e->type,
+                         .name = e->name,
+                         .name_len = e->name_len};
+      memcpy(q[k].value, e->probe_val, 16);
+      e->probe_sent = e->probe_version;
+      k++;
+    }
+    spy_put_probe(w, q, k);
+  }
   if (!any)
     return;
   spy_delta_writer d;
@@ -451,11 +620,9 @@ void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
       p->tr->ops->codec_supported ? p->tr->ops->codec_supported(p->tr) : 0;
   for (uint32_t i = 0; i < n; i++) {
     buf_entry *e = &b->e[i];
-    uint32_t want = atomic_load_explicit(&e->want, RELAXED);
-    if (want != e->last_want) {
-      e->last_want = want;
+    if (refresh(e))
       e->version++;
-    }
+    uint32_t want = primary(e);
     if (!full && e->version == e->sent_version)
       continue;
     spy_buffer_meta m = {.pixel_type = (uint16_t)e->type,

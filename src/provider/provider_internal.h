@@ -275,6 +275,8 @@ struct spy__buffers;
 void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub);
 void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer);
 void spy__buffers_keyframe(spy_provider *p);
+/* A consumer's SPY_MSG_BUFFER_PROBE entry (service thread). */
+void spy__buffers_probe(spy_provider *p, uint64_t consumer, const spy_probe *q);
 void spy__buffers_service(spy_provider *p);
 void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full);
 void spy__buffers_free(spy_provider *p);

@@ -248,6 +248,16 @@ static void on_data_msg(spy_provider *p, const uint8_t *buf, int n,
     if (i >= 0)
       drop_sub(p, i);
     break;
+  case SPY_MSG_BUFFER_PROBE: { /* buffers.c: a pixel's source value */
+    uint32_t nq;
+    const uint8_t *cur = NULL;
+    spy_probe q;
+    if (i >= 0 && spy_frame_find_section(&f, SPY_SEC_PROBE, &s) &&
+        spy_get_probe(&s, &nq) == 0)
+      while (spy_probe_next(&s, &cur, &q))
+        spy__buffers_probe(p, peer.id, &q);
+    break;
+  }
   default: break;
   }
 }

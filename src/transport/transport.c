@@ -27,10 +27,13 @@
 #define BUF_CONVERT 1 /* spy_buffer.reserved: holds pixels to convert */
 #define ENC_SLOTS 16  /* streamed buffer sizes with an open encoder */
 
-/* A video encoder kept by the worker for one buffer name and size. */
+/* A video encoder kept by the worker for one buffer name, display mode
+ * and size (a stream variant). */
 typedef struct enc_slot {
   char name[SPY_KEY_MAX + 1];
   uint32_t w, h;
+  uint8_t display;
+  uint64_t serial; /* the last request that used it */
   const spy_video_codec_ops *ops;
   void *enc; /* NULL: free slot */
   uint64_t last_key_ms, last_use_ms;
@@ -68,6 +71,8 @@ typedef struct transport_impl {
   /* convert (the posting thread): encoders, scratch images and frames,
    * grown on first need and kept */
   enc_slot enc[ENC_SLOTS];
+  uint64_t cv_serial; /* convert requests handled */
+  _Atomic uint32_t n_enc;
   uint8_t *cv_rgba, *cv_enc, *cv_frame;
   size_t cv_rgba_cap, cv_enc_cap, cv_frame_cap;
   _Atomic uint64_t encode_failed;
@@ -184,8 +189,8 @@ static int post_pixels(transport_impl *t, uint8_t *data, uint32_t len,
  * section, PIXELS section header and fixed part, name, part header. */
 static uint32_t pixels_overhead(size_t name_len) {
   return SPY_FRAME_MIN + SPY_SECTION_HEADER_BYTES + 36u +
-         (uint32_t)((name_len + 3u) & ~(size_t)3u) + SPY_PIXELS_PART_HEADER +
-         8u;
+         (uint32_t)((name_len + 3u) & ~(size_t)3u) + SPY_PIXELS_VARIANT_BYTES +
+         SPY_PIXELS_PART_HEADER + 8u;
 }
 
 static int grow(uint8_t **p, size_t *cap, size_t need) {
@@ -245,94 +250,120 @@ static int post_payload(transport_impl *t, uint32_t type, spy_pixels meta,
   return rc;
 }
 
-/* The encoder slot for a buffer at a size: one per name and size; a slot
- * of the same name at another size is closed (a resize starts over with a
- * key frame). *fresh is set for a new encoder. */
+static void enc_close(transport_impl *t, enc_slot *e) {
+  if (!e->enc)
+    return;
+  e->ops->encoder_destroy(e->enc);
+  e->enc = NULL;
+  atomic_fetch_sub_explicit(&t->n_enc, 1, memory_order_relaxed);
+}
+
+/* The encoder slot for a stream variant: one per buffer name, display and
+ * size (a resize starts a new one, with a key frame; the old one is closed
+ * once a request no longer names it). *fresh is set for a new encoder. */
 static enc_slot *enc_for(transport_impl *t, const spy_video_codec_ops *vc,
-                         const char *name, uint32_t w, uint32_t h, uint32_t fps,
-                         uint64_t now, int *fresh) {
+                         const char *name, uint8_t display, uint32_t w,
+                         uint32_t h, uint32_t fps, uint64_t now, int *fresh) {
   enc_slot *free_slot = NULL, *lru = NULL;
   *fresh = 0;
   for (int i = 0; i < ENC_SLOTS; i++) {
     enc_slot *e = &t->enc[i];
-    if (e->enc && strcmp(e->name, name) == 0) {
-      if (e->w == w && e->h == h && e->ops == vc) {
-        e->last_use_ms = now;
-        return e;
-      }
-      e->ops->encoder_destroy(e->enc);
-      e->enc = NULL;
+    if (e->enc && e->w == w && e->h == h && e->display == display &&
+        e->ops == vc && strcmp(e->name, name) == 0) {
+      e->last_use_ms = now;
+      e->serial = t->cv_serial;
+      return e;
     }
     if (!e->enc && !free_slot)
       free_slot = e;
-    if (e->enc && (!lru || e->last_use_ms < lru->last_use_ms))
+    if (e->enc && e->serial != t->cv_serial &&
+        (!lru || e->last_use_ms < lru->last_use_ms))
       lru = e;
   }
   enc_slot *e = free_slot ? free_slot : lru;
-  if (e->enc)
-    e->ops->encoder_destroy(e->enc);
+  if (!e)
+    return NULL; /* every slot serves this very request */
+  enc_close(t, e);
   memset(e, 0, sizeof *e);
-  if (vc->encoder_create(&e->enc, w, h, fps ? fps : 4) < 0 || !e->enc)
+  if (vc->encoder_create(&e->enc, w, h, fps ? fps : 4) < 0 || !e->enc) {
+    e->enc = NULL;
     return NULL;
+  }
+  atomic_fetch_add_explicit(&t->n_enc, 1, memory_order_relaxed);
   e->ops = vc;
   size_t nlen = strnlen(name, SPY_KEY_MAX);
   memcpy(e->name, name, nlen);
   e->name[nlen] = 0;
   e->w = w;
   e->h = h;
+  e->display = display;
   e->last_use_ms = now;
+  e->serial = t->cv_serial;
   *fresh = 1;
   return e;
 }
 
-/* Converts the pixels in px to RGBA8 (a thumbnail, or the stream's size),
- * encodes a stream with the registered codec (offload only) and posts
- * buffer:chunk, else buffer:raw; returns px to the pool. On the posting
- * thread. */
-static int convert_now(transport_impl *t, spy_buffer *px,
-                       const convert_job *job) {
-  /* A copy: the job slot belongs to px, which goes back to the pool (and
-   * to the next capture) as soon as its pixels are converted. */
-  convert_job local = *job;
-  const convert_job *j = &local;
-  local.req.name = local.name;
-  const spy_convert_request *r = &local.req;
+/* Closes the encoders no subscriber wants any more: those of `name` (if
+ * given) that the request just handled did not use, and any not used for
+ * SPY_ENCODER_IDLE_MS (a buffer nobody streams sends no request). */
+static void enc_sweep(transport_impl *t, const char *name, uint64_t now) {
+  for (int i = 0; i < ENC_SLOTS; i++) {
+    enc_slot *e = &t->enc[i];
+    if (!e->enc)
+      continue;
+    if ((name && e->serial != t->cv_serial && strcmp(e->name, name) == 0) ||
+        now - e->last_use_ms >= SPY_ENCODER_IDLE_MS)
+      enc_close(t, e);
+  }
+}
+
+/* Converts one variant of the pixels in px to RGBA8 (a thumbnail, or the
+ * stream's size), encodes a stream with the registered codec (offload
+ * only) and posts buffer:chunk, else buffer:raw. `last`: px goes back to
+ * the pool as soon as this variant's pixels are converted. */
+static int convert_variant(transport_impl *t, spy_buffer **px,
+                           const convert_job *j, const spy_convert_variant *v,
+                           int last, uint64_t t_start) {
+  const spy_convert_request *r = &j->req;
   const spy_video_codec_ops *vc =
-      r->mode == SPY_BUFFER_STREAM && t->kind == SPY_TRANSPORT_OFFLOAD
+      v->mode == SPY_BUFFER_STREAM && t->kind == SPY_TRANSPORT_OFFLOAD
           ? spy_video_codec_get(SPY_CODEC_VP9)
           : NULL;
-  uint64_t t_start = atomic_load_explicit(&t->pub.hook, memory_order_relaxed)
-                         ? spy__mono_ns()
-                         : 0; /* timed only for the profiler */
   uint32_t ow = r->width, oh = r->height;
-  if (r->mode != SPY_BUFFER_STREAM || r->long_edge)
-    spy_thumbnail_size(r->width, r->height, r->long_edge, &ow, &oh);
+  if (v->mode != SPY_BUFFER_STREAM || v->long_edge)
+    spy_thumbnail_size(r->width, r->height, v->long_edge, &ow, &oh);
   size_t img = (size_t)ow * oh * 4;
   int rc = grow(&t->cv_rgba, &t->cv_rgba_cap, img);
   if (rc == 0)
     rc = spy_image_to_rgba8_mode(
-        t->cv_rgba, ow, oh, px->data, r->width, r->height,
+        t->cv_rgba, ow, oh, (*px)->data, r->width, r->height,
         (size_t)r->width * spy_pixel_bytes(r->pixel_type), r->pixel_type,
-        r->display);
-  t_release(&t->pub, px);
+        v->display);
+  if (last) {
+    t_release(&t->pub, *px);
+    *px = NULL;
+  }
   if (rc) {
     atomic_fetch_add_explicit(&t->post_failed, 1, memory_order_relaxed);
     return rc;
   }
-  spy_pixels meta = {
-      .frame = r->frame,
-      .captured_ms = j->captured_ms,
-      .width = ow,
-      .height = oh,
-      .pixel_type = r->pixel_type,
-      .display = (uint8_t)spy_display_resolve(r->pixel_type, r->display),
-      .key_frame = 1,
-      .codec = SPY_CODEC_RGBA8,
-      .name = j->name};
+  uint8_t display = (uint8_t)spy_display_resolve(r->pixel_type, v->display);
+  spy_pixels meta = {.frame = r->frame,
+                     .captured_ms = j->captured_ms,
+                     .width = ow,
+                     .height = oh,
+                     .pixel_type = r->pixel_type,
+                     .display = display,
+                     .key_frame = 1,
+                     .codec = SPY_CODEC_RGBA8,
+                     .name = j->name,
+                     .variant_mode = v->mode,
+                     .variant_long_edge =
+                         spy_variant_long_edge(v->mode, v->long_edge)};
   if (vc) {
     uint64_t now = spy__mono_ns() / 1000000u;
     int fresh;
-    enc_slot *e = enc_for(t, vc, j->name, ow, oh, r->fps, now, &fresh);
+    enc_slot *e = enc_for(t, vc, j->name, display, ow, oh, r->fps, now, &fresh);
     size_t len = 0;
     int key = 0;
     if (e && grow(&t->cv_enc, &t->cv_enc_cap, img + 65536) == 0) {
@@ -359,13 +390,45 @@ static int convert_now(transport_impl *t, spy_buffer *px,
                       r->max_frame, t_start ? spy__mono_ns() - t_start : 0);
 }
 
+/* Makes every variant of one capture (one conversion each, the capture
+ * read in place), returns px to the pool after the last conversion and
+ * closes the buffer's encoders no variant uses any more. On the posting
+ * thread. */
+static int convert_now(transport_impl *t, spy_buffer *px,
+                       const convert_job *job) {
+  /* A copy: the job slot belongs to px, which goes back to the pool (and
+   * to the next capture) as soon as its pixels are converted. */
+  convert_job local = *job;
+  local.req.name = local.name;
+  const spy_convert_request *r = &local.req;
+  spy_convert_variant one = {r->mode, r->display, r->long_edge};
+  const spy_convert_variant *vs = r->n_variants ? r->variants : &one;
+  uint32_t n = r->n_variants ? r->n_variants : 1;
+  t->cv_serial++;
+  int rc = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t t_start = atomic_load_explicit(&t->pub.hook, memory_order_relaxed)
+                           ? spy__mono_ns()
+                           : 0; /* timed only for the profiler */
+    int r1 = convert_variant(t, &px, &local, &vs[i], i + 1 == n, t_start);
+    if (r1 && !rc)
+      rc = r1;
+  }
+  enc_sweep(t, local.name, spy__mono_ns() / 1000000u);
+  return rc;
+}
+
 /* Checks a convert request against its pixels; fills the job. */
 static int prepare_convert(transport_impl *t, const spy_convert_request *req,
                            spy_buffer *px, convert_job **job) {
   uint32_t bpp = req ? spy_pixel_bytes(req->pixel_type) : 0;
   size_t nlen = req && req->name ? strlen(req->name) : 0;
-  if (!px || !bpp || nlen == 0 || nlen > SPY_KEY_MAX || !req->width ||
-      !req->height || req->width > SPY_IMAGE_MAX_EDGE ||
+  int bad_variants = req && req->n_variants > SPY_BUFFER_VARIANTS_MAX;
+  for (uint32_t i = 0; req && !bad_variants && i < req->n_variants; i++)
+    bad_variants = req->variants[i].mode < SPY_BUFFER_THUMBNAIL ||
+                   req->variants[i].mode > SPY_BUFFER_STREAM;
+  if (!px || !bpp || bad_variants || nlen == 0 || nlen > SPY_KEY_MAX ||
+      !req->width || !req->height || req->width > SPY_IMAGE_MAX_EDGE ||
       req->height > SPY_IMAGE_MAX_EDGE ||
       (uint64_t)req->width * req->height * bpp > px->cap ||
       px->index >= SPY_POOL_SMALL_COUNT) {
@@ -459,6 +522,7 @@ static void t_stats(spy_transport *pub, spy_pool_stats *out) {
   out->posted = atomic_load(&t->posted);
   out->bytes_posted = atomic_load(&t->bytes_posted);
   out->post_failed = atomic_load(&t->post_failed);
+  out->encoders = atomic_load_explicit(&t->n_enc, memory_order_relaxed);
 }
 
 static void drain(transport_impl *t) {
@@ -475,6 +539,8 @@ static void *worker_main(void *arg) {
   transport_impl *t = arg;
   while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
     drain(t);
+    if (atomic_load_explicit(&t->n_enc, memory_order_relaxed))
+      enc_sweep(t, NULL, spy__mono_ns() / 1000000u);
     if (t->tick)
       t->tick(t->tick_ctx, 10);
     else

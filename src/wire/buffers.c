@@ -1,5 +1,8 @@
 /* buffers.c — the value of a BUFFERS delta entry: a buffer's metadata as
- * a 48-byte BLOB (wire.h spy_buffer_meta, docs/wire.md). */
+ * a 48-byte BLOB (wire.h spy_buffer_meta, docs/wire.md); and the PROBE
+ * section (a pixel's source value). */
+#include <string.h>
+
 #include "spyglass/wire.h"
 
 void spy_buffer_meta_encode(uint8_t out[SPY_BUFFER_META_BYTES],
@@ -39,4 +42,94 @@ int spy_buffer_meta_decode(const spy_value *v, spy_buffer_meta *out) {
   if (out->mode > SPY_BUFFER_STREAM || out->codec > SPY_CODEC_VP9)
     return SPY_EBADVALUE;
   return 0;
+}
+
+/* ---- PROBE ------------------------------------------------------------- */
+
+#define PROBE_ENTRY 36u
+#define PROBE_TYPES 6u /* spy_pixel_type values (media.h) */
+
+void spy_put_probe(spy_frame_writer *w, const spy_probe *items, uint32_t n) {
+  if (n > SPY_PROBE_MAX) {
+    if (!w->err)
+      w->err = SPY_EINVAL;
+    return;
+  }
+  spy_frame_section_begin(w, SPY_SEC_PROBE);
+  spy_frame_put_u32(w, n);
+  spy_frame_put_u32(w, 0);
+  static const uint8_t zeros[4];
+  for (uint32_t i = 0; i < n; i++) {
+    const spy_probe *e = &items[i];
+    uint32_t nlen =
+        e->name ? (e->name_len ? e->name_len : (uint32_t)strlen(e->name)) : 0;
+    if (nlen == 0 || nlen > SPY_KEY_MAX) {
+      if (!w->err)
+        w->err = SPY_EINVAL;
+      return;
+    }
+    spy_frame_put_u64(w, e->frame);
+    spy_frame_put_u32(w, e->x);
+    spy_frame_put_u32(w, e->y);
+    spy_frame_put_u16(w, e->pixel_type);
+    spy_frame_put_u16(w, (uint16_t)nlen);
+    spy_frame_put(w, e->value, 16);
+    spy_frame_put(w, e->name, nlen);
+    spy_frame_put(w, zeros, ((nlen + 3u) & ~3u) - nlen);
+  }
+  spy_frame_section_end(w);
+}
+
+static int probe_entry(const uint8_t *q, const uint8_t *end,
+                       const uint8_t **next) {
+  if ((size_t)(end - q) < PROBE_ENTRY)
+    return SPY_EBADSECTION;
+  uint32_t x = spy_rd32(q + 8), y = spy_rd32(q + 12);
+  uint32_t type = spy_rd16(q + 16), nlen = spy_rd16(q + 18);
+  if (nlen == 0 || nlen > SPY_KEY_MAX || type >= PROBE_TYPES ||
+      (x == SPY_PROBE_STOP) != (y == SPY_PROBE_STOP) ||
+      (x != SPY_PROBE_STOP && (x >= 16384 || y >= 16384)))
+    return SPY_EBADVALUE;
+  size_t len = PROBE_ENTRY + ((nlen + 3u) & ~3u);
+  if ((size_t)(end - q) < len)
+    return SPY_EBADSECTION;
+  *next = q + len;
+  return 0;
+}
+
+int spy_get_probe(const spy_section *s, uint32_t *n) {
+  *n = 0;
+  if (s->id != SPY_SEC_PROBE || s->len < 8)
+    return SPY_EBADSECTION;
+  uint32_t count = spy_rd32(s->data);
+  if (count > SPY_PROBE_MAX || spy_rd32(s->data + 4) != 0)
+    return SPY_EBADVALUE;
+  const uint8_t *q = s->data + 8, *end = s->data + s->len;
+  for (uint32_t i = 0; i < count; i++) {
+    int rc = probe_entry(q, end, &q);
+    if (rc < 0)
+      return rc;
+  }
+  if (q != end)
+    return SPY_EBADSECTION;
+  *n = count;
+  return 0;
+}
+
+int spy_probe_next(const spy_section *s, const uint8_t **cursor,
+                   spy_probe *out) {
+  const uint8_t *q = *cursor ? *cursor : s->data + 8, *end = s->data + s->len;
+  const uint8_t *next;
+  if (q >= end || probe_entry(q, end, &next) < 0)
+    return 0;
+  memset(out, 0, sizeof *out);
+  out->frame = spy_rd64(q);
+  out->x = spy_rd32(q + 8);
+  out->y = spy_rd32(q + 12);
+  out->pixel_type = spy_rd16(q + 16);
+  out->name_len = spy_rd16(q + 18);
+  memcpy(out->value, q + 20, 16);
+  out->name = (const char *)q + PROBE_ENTRY;
+  *cursor = next;
+  return 1;
 }

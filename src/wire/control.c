@@ -231,8 +231,13 @@ static void *pixels_header(spy_frame_writer *w, const spy_pixels *px) {
   spy_frame_put_u32(w, px->height);
   spy_frame_put_u16(w, px->pixel_type);
   spy_frame_put_u8(w, px->display);
+  if (px->variant_mode > SPY_BUFFER_STREAM) {
+    set_err(w, SPY_EINVAL);
+    return NULL;
+  }
   spy_frame_put_u8(w, (uint8_t)((px->key_frame ? SPY_PIXELS_KEY : 0) |
-                                (px->part_total ? SPY_PIXELS_PART : 0)));
+                                (px->part_total ? SPY_PIXELS_PART : 0) |
+                                (px->variant_mode ? SPY_PIXELS_VARIANT : 0)));
   spy_frame_put_u16(w, px->codec);
   spy_frame_put_u16(w, (uint16_t)nlen);
   spy_frame_put_u32(w, px->data_len +
@@ -240,6 +245,11 @@ static void *pixels_header(spy_frame_writer *w, const spy_pixels *px) {
   spy_frame_put(w, px->name, nlen);
   static const uint8_t zeros[4];
   spy_frame_put(w, zeros, PAD4(nlen) - nlen);
+  if (px->variant_mode) {
+    spy_frame_put_u8(w, px->variant_mode);
+    spy_frame_put_u8(w, 0);
+    spy_frame_put_u16(w, px->variant_long_edge);
+  }
   if (px->part_total) {
     spy_frame_put_u32(w, px->part_offset);
     spy_frame_put_u32(w, px->part_total);
@@ -257,13 +267,23 @@ int spy_get_pixels(const spy_section *s, spy_pixels *out) {
   uint16_t codec = spy_rd16(p + 28);
   uint8_t flags = p[27];
   if (nlen == 0 || nlen > SPY_KEY_MAX || codec > SPY_CODEC_VP9 ||
-      (flags & ~(SPY_PIXELS_KEY | SPY_PIXELS_PART)))
+      (flags & ~(SPY_PIXELS_KEY | SPY_PIXELS_PART | SPY_PIXELS_VARIANT)))
     return SPY_EBADVALUE;
   if (width > 16384 || height > 16384)
     return SPY_EBADVALUE;
-  if ((size_t)s->len != PIXELS_FIXED + PAD4(nlen) + (size_t)dlen)
+  size_t vb = flags & SPY_PIXELS_VARIANT ? SPY_PIXELS_VARIANT_BYTES : 0;
+  if ((size_t)s->len != PIXELS_FIXED + PAD4(nlen) + vb + (size_t)dlen)
     return SPY_EBADSECTION;
   const uint8_t *data = p + PIXELS_FIXED + PAD4(nlen);
+  uint8_t vmode = 0;
+  uint16_t vedge = 0;
+  if (vb) {
+    vmode = data[0];
+    vedge = spy_rd16(data + 2);
+    if (vmode < SPY_BUFFER_THUMBNAIL || vmode > SPY_BUFFER_STREAM || data[1])
+      return SPY_EBADVALUE;
+    data += vb;
+  }
   uint32_t off = 0, total = 0;
   if (flags & SPY_PIXELS_PART) {
     if (dlen < SPY_PIXELS_PART_HEADER)
@@ -293,5 +313,7 @@ int spy_get_pixels(const spy_section *s, spy_pixels *out) {
   out->data_len = dlen;
   out->part_offset = off;
   out->part_total = total;
+  out->variant_mode = vmode;
+  out->variant_long_edge = vedge;
   return 0;
 }

@@ -27,6 +27,7 @@ const char *spy_msg_type_name(uint32_t type) {
   case SPY_MSG_RESYNC: return "resync";
   case SPY_MSG_TRACE: return "trace";
   case SPY_MSG_CLOCK: return "clock";
+  case SPY_MSG_BUFFER_PROBE: return "buffer:probe";
   default: return NULL;
   }
 }
@@ -51,6 +52,7 @@ const char *spy_section_name(uint32_t id) {
   case SPY_SEC_CLOCK: return "clock";
   case SPY_SEC_ZONES: return "zones";
   case SPY_SEC_BUILD: return "build";
+  case SPY_SEC_PROBE: return "probe";
   default: return NULL;
   }
 }
