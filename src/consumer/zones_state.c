@@ -54,6 +54,7 @@ void spy__state_zones_free(spy_state *s) {
     free(z->threads[i].child_ns);
   }
   free(z->threads);
+  free(z->scratch);
   uint32_t kf = z->keep_frames, ks = z->keep_spans;
   memset(z, 0, sizeof *z);
   z->keep_frames = kf;
@@ -205,14 +206,22 @@ static void prune(spy_zone_thread *t, uint64_t keep_ns) {
   }
 }
 
-static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
+/* What one section's apply keeps at hand: the span cap, and the second
+ * the last end fell in (a division per span otherwise). */
+typedef struct apply_ctx {
+  uint32_t max_spans;
+  uint64_t sec, sec_lo_ns; /* end times in [sec_lo_ns, + 1 s) are in sec */
+} apply_ctx;
+
+static int begin(spy_zone_thread *t, const apply_ctx *c, uint64_t ns,
                  uint32_t loc) {
-  if (t->depth >= SPY_ZONE_DEPTH_MAX || t->too_deep) {
+  if (__builtin_expect(t->depth >= SPY_ZONE_DEPTH_MAX || t->too_deep, 0)) {
     t->too_deep++;
     return 0;
   }
-  uint32_t max = keep_spans(z);
-  if (t->n == t->cap && t->cap < max) { /* grow, unrolling the ring */
+  uint32_t max = c->max_spans;
+  if (__builtin_expect(t->n == t->cap, 0) &&
+      t->cap < max) { /* grow, unrolling the ring */
     uint32_t cap = t->cap ? t->cap * 2 : 256;
     if (cap > max)
       cap = max;
@@ -237,10 +246,10 @@ static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
     if (!o)
       return SPY_ENOMEM;
     t->open = o;
-    uint64_t *c = realloc(t->child_ns, cap * sizeof *c);
-    if (!c)
+    uint64_t *ch = realloc(t->child_ns, cap * sizeof *ch);
+    if (!ch)
       return SPY_ENOMEM;
-    t->child_ns = c;
+    t->child_ns = ch;
     t->open_cap = cap;
   }
   spy_zone_span *sp = &t->spans[(t->start + t->n) & (t->cap - 1)];
@@ -256,13 +265,17 @@ static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
   return 0;
 }
 
-static void add_sums(spy_zone_state *z, uint32_t loc, uint64_t end_ns,
-                     uint64_t dur, uint64_t self) {
+static void add_sums(spy_zone_state *z, apply_ctx *c, uint32_t loc,
+                     uint64_t end_ns, uint64_t dur, uint64_t self) {
   if (loc < SPY_ZONES_LOC_ID_MIN || loc - SPY_ZONES_LOC_ID_MIN >= z->n_locs ||
       !z->locs[loc - SPY_ZONES_LOC_ID_MIN])
     return; /* not known yet: its name comes with the next pass */
   spy_zone_location *l = z->locs[loc - SPY_ZONES_LOC_ID_MIN];
-  uint64_t sec = end_ns / 1000000000ull;
+  if (__builtin_expect(end_ns - c->sec_lo_ns >= 1000000000ull, 0)) {
+    c->sec = end_ns / 1000000000ull;
+    c->sec_lo_ns = c->sec * 1000000000ull;
+  }
+  uint64_t sec = c->sec;
   if (sec != l->second) {
     if (sec == l->second + 1)
       l->last = l->cur;
@@ -278,8 +291,9 @@ static void add_sums(spy_zone_state *z, uint32_t loc, uint64_t end_ns,
     l->cur.max_ns = dur;
 }
 
-static void end(spy_zone_state *z, spy_zone_thread *t, uint64_t ns) {
-  if (t->too_deep) {
+static void end(spy_zone_state *z, spy_zone_thread *t, apply_ctx *c,
+                uint64_t ns) {
+  if (__builtin_expect(t->too_deep != 0, 0)) {
     t->too_deep--;
     return;
   }
@@ -299,7 +313,7 @@ static void end(spy_zone_state *z, spy_zone_thread *t, uint64_t ns) {
   uint64_t dur = sp->end_ns - sp->start_ns;
   if (t->depth)
     t->child_ns[t->depth - 1] += dur;
-  add_sums(z, sp->loc, sp->end_ns, dur, dur > child ? dur - child : 0);
+  add_sums(z, c, sp->loc, sp->end_ns, dur, dur > child ? dur - child : 0);
   z->spans++;
 }
 
@@ -319,12 +333,33 @@ static void frame_marker(spy_zone_state *z, uint64_t frame, uint64_t ns) {
   }
 }
 
+/* The scratch for one section's packed events: s->len words at most. */
+static int scratch(spy_zone_state *z, size_t len) {
+  if (len <= z->scratch_cap)
+    return 0;
+  size_t cap = z->scratch_cap ? z->scratch_cap : 4096;
+  while (cap < len)
+    cap *= 2;
+  uint64_t *w = realloc(z->scratch, cap * sizeof *w);
+  if (!w)
+    return SPY_ENOMEM;
+  z->scratch = w;
+  z->scratch_cap = cap;
+  return 0;
+}
+
 int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
-  spy_zones_iter it;
-  int rc = spy_get_zones(sec, &it); /* validated whole, or nothing applied */
+  spy_zone_state *z = &s->zones;
+  int rc = scratch(z, sec->len);
   if (rc < 0)
     return rc;
-  spy_zone_state *z = &s->zones;
+  /* One pass over the bytes checks the whole section and unpacks its
+   * events; nothing is applied unless all of it is good. */
+  spy_zones_iter it;
+  size_t nw;
+  rc = spy_zones_unpack(sec, &it, z->scratch, z->scratch_cap, &nw);
+  if (rc < 0)
+    return rc;
   if (s->frames_lost != z->seen_lost) {
     /* Frames were lost: ends of zones open now may be among them. */
     z->seen_lost = s->frames_lost;
@@ -335,12 +370,17 @@ int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
   while (spy_zones_next_loc(&it, &li))
     if ((rc = put_loc(z, &li)) < 0)
       return rc;
+  apply_ctx c = {.max_spans = keep_spans(z), .sec_lo_ns = UINT64_MAX};
+  const uint64_t *w = z->scratch;
   spy_zone_thread_info ti;
   spy_zone_event_iter ev;
   while (spy_zones_next_thread(&it, &ti, &ev)) {
     spy_zone_thread *t = get_thread(z, ti.thread);
-    if (!t)
-      continue; /* too many threads: this one is not kept */
+    if (!t) { /* too many threads: this one is not kept */
+      while (*w++ != (SPY_ZPK_SPECIAL | SPY_ZPK_BLOCK_END << 2))
+        ;
+      continue;
+    }
     t->os_tid = ti.os_tid;
     if (ti.flags & SPY_ZONES_THREAD_NAMED) {
       memcpy(t->name, ti.name, ti.name_len);
@@ -352,20 +392,27 @@ int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
       t->gone = 1;
     z->dropped += ti.dropped > t->dropped ? ti.dropped - t->dropped : 0;
     t->dropped = ti.dropped;
-    spy_zone_event e;
-    while (spy_zone_event_next(&ev, &e)) {
-      z->events++;
-      if (e.t_ns > z->latest_ns)
-        z->latest_ns = e.t_ns;
-      if (e.kind == SPY_ZONE_EV_BEGIN)
-        rc = begin(z, t, e.t_ns, (uint32_t)e.value);
-      else if (e.kind == SPY_ZONE_EV_END)
-        end(z, t, e.t_ns);
-      else
-        frame_marker(z, e.value, e.t_ns);
-      if (rc < 0)
-        return rc;
+    uint64_t ns = it.base_ns, n = 0;
+    for (;; n++) {
+      uint64_t x = *w++;
+      ns += x >> SPY_ZPK_DELTA_SHIFT;
+      switch (x & 3u) {
+      case SPY_ZPK_END: end(z, t, &c, ns); continue;
+      case SPY_ZPK_BEGIN:
+        if ((rc = begin(t, &c, ns, (uint32_t)(x >> 2) & 0xffffu)) < 0)
+          return rc;
+        continue;
+      case SPY_ZPK_FRAME: frame_marker(z, *w++, ns); continue;
+      default: break;
+      }
+      if (((x >> 2) & 0xffffu) != SPY_ZPK_ADVANCE)
+        break; /* the block's end */
+      ns += *w++;
+      n--; /* not an event */
     }
+    z->events += n;
+    if (ns > z->latest_ns)
+      z->latest_ns = ns; /* a block's times only grow */
   }
   return 0;
 }
