@@ -265,8 +265,9 @@ static int begin(spy_zone_thread *t, const apply_ctx *c, uint64_t ns,
   return 0;
 }
 
-static void add_sums(spy_zone_state *z, apply_ctx *c, uint32_t loc,
-                     uint64_t end_ns, uint64_t dur, uint64_t self) {
+static inline __attribute__((always_inline)) void
+add_sums(spy_zone_state *z, apply_ctx *c, uint32_t loc, uint64_t end_ns,
+         uint64_t dur, uint64_t self) {
   if (loc < SPY_ZONES_LOC_ID_MIN || loc - SPY_ZONES_LOC_ID_MIN >= z->n_locs ||
       !z->locs[loc - SPY_ZONES_LOC_ID_MIN])
     return; /* not known yet: its name comes with the next pass */
@@ -333,6 +334,122 @@ static void frame_marker(spy_zone_state *z, uint64_t frame, uint64_t ns) {
   }
 }
 
+/* A thread's span ring and open stack in locals while one block is
+ * applied; the general begin() / end() / frame_marker() take over (on
+ * the thread itself) for what the fast cases below do not cover. */
+typedef struct hot {
+  spy_zone_span *spans;
+  uint64_t *open, *child;
+  uint64_t first;
+  uint32_t mask, start, n, depth, room; /* room: depth < open_cap */
+} hot;
+
+static void hot_load(hot *h, const spy_zone_thread *t) {
+  h->spans = t->spans;
+  h->open = t->open;
+  h->child = t->child_ns;
+  h->first = t->first;
+  h->mask = t->cap - 1;
+  h->start = t->start;
+  h->n = t->n;
+  h->depth = t->depth;
+  h->room = t->too_deep || !t->cap ? 0 : t->open_cap - t->depth;
+  if (h->room > SPY_ZONE_DEPTH_MAX - t->depth)
+    h->room = SPY_ZONE_DEPTH_MAX - t->depth;
+}
+
+static void hot_store(const hot *h, spy_zone_thread *t) {
+  t->first = h->first;
+  t->start = h->start;
+  t->n = h->n;
+  t->depth = h->depth;
+}
+
+/* The block's events from *wp on, up to its block-end word. */
+static int apply_block(spy_zone_state *z, spy_zone_thread *t, apply_ctx *c,
+                       const uint64_t **wp, uint64_t *nsp, uint64_t *nev) {
+  const uint64_t *w = *wp;
+  uint64_t ns = *nsp, n = 0, spans = 0;
+  /* The ring may only grow while it is below the cap: a full ring at the
+   * cap drops its oldest span, the fast case here. */
+  int at_cap = t->cap >= c->max_spans;
+  hot h;
+  hot_load(&h, t);
+  int rc = 0;
+  for (;; n++) {
+    uint64_t x = *w++;
+    ns += x >> SPY_ZPK_DELTA_SHIFT;
+    uint32_t kind = (uint32_t)(x & 3u);
+    if (kind == SPY_ZPK_BEGIN) {
+      if (__builtin_expect(h.room != 0 && (h.n <= h.mask || at_cap), 1)) {
+        if (h.n > h.mask) { /* full: the oldest goes, open or not */
+          h.start = (h.start + 1) & h.mask;
+          h.n--;
+          h.first++;
+        }
+        spy_zone_span *sp = &h.spans[(h.start + h.n) & h.mask];
+        sp->start_ns = ns;
+        sp->end_ns = 0;
+        sp->loc = (uint32_t)(x >> 2) & 0xffffu;
+        sp->depth = (uint16_t)h.depth;
+        sp->flags = 0;
+        h.open[h.depth] = h.first + h.n;
+        h.child[h.depth] = 0;
+        h.depth++;
+        h.room--;
+        h.n++;
+        continue;
+      }
+      hot_store(&h, t);
+      rc = begin(t, c, ns, (uint32_t)(x >> 2) & 0xffffu);
+      hot_load(&h, t);
+      at_cap = t->cap >= c->max_spans;
+      if (rc < 0)
+        break;
+      continue;
+    }
+    if (kind == SPY_ZPK_END) {
+      if (__builtin_expect(h.depth != 0 && !t->too_deep, 1)) {
+        h.depth--;
+        h.room++;
+        uint64_t a = h.open[h.depth];
+        if (a < h.first)
+          continue; /* its slot was reused: the span is gone */
+        spy_zone_span *sp =
+            &h.spans[(h.start + (uint32_t)(a - h.first)) & h.mask];
+        uint64_t e = ns > sp->start_ns ? ns : sp->start_ns;
+        sp->end_ns = e;
+        uint64_t dur = e - sp->start_ns, child = h.child[h.depth];
+        if (h.depth)
+          h.child[h.depth - 1] += dur;
+        add_sums(z, c, sp->loc, e, dur, dur > child ? dur - child : 0);
+        spans++;
+        continue;
+      }
+      hot_store(&h, t);
+      end(z, t, c, ns);
+      hot_load(&h, t);
+      continue;
+    }
+    if (kind == SPY_ZPK_FRAME) {
+      hot_store(&h, t);
+      frame_marker(z, *w++, ns); /* prunes every thread, this one too */
+      hot_load(&h, t);
+      continue;
+    }
+    if (((x >> 2) & 0xffffu) != SPY_ZPK_ADVANCE)
+      break; /* the block's end */
+    ns += *w++;
+    n--; /* not an event */
+  }
+  hot_store(&h, t);
+  z->spans += spans;
+  *wp = w;
+  *nsp = ns;
+  *nev = n;
+  return rc;
+}
+
 /* The scratch for one section's packed events: s->len words at most. */
 static int scratch(spy_zone_state *z, size_t len) {
   if (len <= z->scratch_cap)
@@ -393,26 +510,12 @@ int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
     z->dropped += ti.dropped > t->dropped ? ti.dropped - t->dropped : 0;
     t->dropped = ti.dropped;
     uint64_t ns = it.base_ns, n = 0;
-    for (;; n++) {
-      uint64_t x = *w++;
-      ns += x >> SPY_ZPK_DELTA_SHIFT;
-      switch (x & 3u) {
-      case SPY_ZPK_END: end(z, t, &c, ns); continue;
-      case SPY_ZPK_BEGIN:
-        if ((rc = begin(t, &c, ns, (uint32_t)(x >> 2) & 0xffffu)) < 0)
-          return rc;
-        continue;
-      case SPY_ZPK_FRAME: frame_marker(z, *w++, ns); continue;
-      default: break;
-      }
-      if (((x >> 2) & 0xffffu) != SPY_ZPK_ADVANCE)
-        break; /* the block's end */
-      ns += *w++;
-      n--; /* not an event */
-    }
+    rc = apply_block(z, t, &c, &w, &ns, &n);
     z->events += n;
     if (ns > z->latest_ns)
       z->latest_ns = ns; /* a block's times only grow */
+    if (rc < 0)
+      return rc;
   }
   return 0;
 }
