@@ -5,7 +5,10 @@
  * same run; bytes per zone on the wire (what the consumer received), the
  * provider's other threads' CPU per zone (the service draining and
  * encoding), the consumer process's CPU per span it rebuilt (whole run),
- * zones dropped, and peak RSS after 1M and 100M zones. */
+ * zones dropped, and peak RSS after 1M and 100M zones. Then both sides'
+ * CPU per zone measured apart in one process on one thread (drain +
+ * encode, decode + apply): what a loaded machine moves least.
+ * SPY_BENCH_ZONES_INPROC=N runs only that, N batches (for a profiler). */
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>

@@ -10,6 +10,11 @@
  * began before this state saw the thread (a late join, a gap, a reset):
  * it is counted and ignored, which keeps every later span exact because
  * ends always close the innermost zone.
+ *
+ * A section is read once: spy_zones_unpack checks all of it and writes
+ * its events as packed words into a scratch the state keeps (a section's
+ * length in words at most), and only a good section is applied, from the
+ * words, with the thread's ring and stack in locals (apply_block).
  */
 #include <stdlib.h>
 #include <string.h>
