@@ -214,6 +214,8 @@ static void prune(spy_zone_thread *t, uint64_t keep_ns) {
 /* What one section's apply keeps at hand: the span cap, and the second
  * the last end fell in (a division per span otherwise). */
 typedef struct apply_ctx {
+  spy_zone_location **locs; /* z->locs, z->n_locs: unchanged by events */
+  uint32_t n_locs;
   uint32_t max_spans;
   uint64_t sec, sec_lo_ns; /* end times in [sec_lo_ns, + 1 s) are in sec */
 } apply_ctx;
@@ -273,10 +275,11 @@ static int begin(spy_zone_thread *t, const apply_ctx *c, uint64_t ns,
 static inline __attribute__((always_inline)) void
 add_sums(spy_zone_state *z, apply_ctx *c, uint32_t loc, uint64_t end_ns,
          uint64_t dur, uint64_t self) {
-  if (loc < SPY_ZONES_LOC_ID_MIN || loc - SPY_ZONES_LOC_ID_MIN >= z->n_locs ||
-      !z->locs[loc - SPY_ZONES_LOC_ID_MIN])
+  (void)z;
+  if (loc < SPY_ZONES_LOC_ID_MIN || loc - SPY_ZONES_LOC_ID_MIN >= c->n_locs ||
+      !c->locs[loc - SPY_ZONES_LOC_ID_MIN])
     return; /* not known yet: its name comes with the next pass */
-  spy_zone_location *l = z->locs[loc - SPY_ZONES_LOC_ID_MIN];
+  spy_zone_location *l = c->locs[loc - SPY_ZONES_LOC_ID_MIN];
   if (__builtin_expect(end_ns - c->sec_lo_ns >= 1000000000ull, 0)) {
     c->sec = end_ns / 1000000000ull;
     c->sec_lo_ns = c->sec * 1000000000ull;
@@ -349,7 +352,8 @@ typedef struct hot {
   uint32_t mask, start, n, depth, room; /* room: depth < open_cap */
 } hot;
 
-static void hot_load(hot *h, const spy_zone_thread *t) {
+static inline __attribute__((always_inline)) void
+hot_load(hot *h, const spy_zone_thread *t) {
   h->spans = t->spans;
   h->open = t->open;
   h->child = t->child_ns;
@@ -363,7 +367,8 @@ static void hot_load(hot *h, const spy_zone_thread *t) {
     h->room = SPY_ZONE_DEPTH_MAX - t->depth;
 }
 
-static void hot_store(const hot *h, spy_zone_thread *t) {
+static inline __attribute__((always_inline)) void
+hot_store(const hot *h, spy_zone_thread *t) {
   t->first = h->first;
   t->start = h->start;
   t->n = h->n;
@@ -371,8 +376,11 @@ static void hot_store(const hot *h, spy_zone_thread *t) {
 }
 
 /* The block's events from *wp on, up to its block-end word. */
-static int apply_block(spy_zone_state *z, spy_zone_thread *t, apply_ctx *c,
+static int apply_block(spy_zone_state *z, spy_zone_thread *t, apply_ctx *cp,
                        const uint64_t **wp, uint64_t *nsp, uint64_t *nev) {
+  /* A copy whose address never leaves this function (the general paths
+   * get another), so its fields stay in registers across span stores. */
+  apply_ctx cl = *cp, *c = &cl;
   const uint64_t *w = *wp;
   uint64_t ns = *nsp, n = 0, spans = 0;
   /* The ring may only grow while it is below the cap: a full ring at the
@@ -406,7 +414,7 @@ static int apply_block(spy_zone_state *z, spy_zone_thread *t, apply_ctx *c,
         continue;
       }
       hot_store(&h, t);
-      rc = begin(t, c, ns, (uint32_t)(x >> 2) & 0xffffu);
+      rc = begin(t, cp, ns, (uint32_t)(x >> 2) & 0xffffu);
       hot_load(&h, t);
       at_cap = t->cap >= c->max_spans;
       if (rc < 0)
@@ -432,7 +440,9 @@ static int apply_block(spy_zone_state *z, spy_zone_thread *t, apply_ctx *c,
         continue;
       }
       hot_store(&h, t);
-      end(z, t, c, ns);
+      *cp = cl;
+      end(z, t, cp, ns);
+      cl = *cp;
       hot_load(&h, t);
       continue;
     }
@@ -448,6 +458,7 @@ static int apply_block(spy_zone_state *z, spy_zone_thread *t, apply_ctx *c,
     n--; /* not an event */
   }
   hot_store(&h, t);
+  *cp = cl;
   z->spans += spans;
   *wp = w;
   *nsp = ns;
@@ -492,7 +503,10 @@ int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
   while (spy_zones_next_loc(&it, &li))
     if ((rc = put_loc(z, &li)) < 0)
       return rc;
-  apply_ctx c = {.max_spans = keep_spans(z), .sec_lo_ns = UINT64_MAX};
+  apply_ctx c = {.locs = z->locs,
+                 .n_locs = z->n_locs,
+                 .max_spans = keep_spans(z),
+                 .sec_lo_ns = UINT64_MAX};
   const uint64_t *w = z->scratch;
   spy_zone_thread_info ti;
   spy_zone_event_iter ev;

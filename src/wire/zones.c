@@ -195,11 +195,21 @@ static inline int rd_varint(const uint8_t **pp, const uint8_t *end,
   return 0;
 }
 
-/* A varint past its first byte (rd_varint's slow path, kept out of the
- * loops below). */
-static __attribute__((noinline)) int
-rd_varint_long(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
-  return rd_varint(pp, end, out);
+/* A varint that may be longer than a byte (rd_varint), out of the loops
+ * below and returning both the value and where it ends in registers (a
+ * pointer passed by address would keep the loop's cursor in memory).
+ * p is NULL on a bad one. */
+typedef struct varint_at {
+  const uint8_t *p;
+  uint64_t v;
+} varint_at;
+
+static __attribute__((noinline)) varint_at rd_varint_long(const uint8_t *p,
+                                                          const uint8_t *end) {
+  varint_at r = {p, 0};
+  if (!rd_varint(&r.p, end, &r.v))
+    r.p = NULL;
+  return r;
 }
 
 /* Decodes one event (validated or not); returns 0 or an error. */
@@ -242,20 +252,28 @@ static inline __attribute__((always_inline)) int walk(const uint8_t *p,
   size_t n = w ? *nw : 0;
   while (p < pend) {
     uint64_t v, val = 0;
-    if (__builtin_expect(!(*p & 0x80), 1))
+    if (__builtin_expect(!(*p & 0x80), 1)) {
       v = *p++;
-    else if (!rd_varint_long(&p, pend, &v))
-      return SPY_EBADVALUE;
+    } else {
+      varint_at r = rd_varint_long(p, pend);
+      if (!r.p)
+        return SPY_EBADVALUE;
+      p = r.p;
+      v = r.v;
+    }
     uint64_t kind = v & 3u, d = v >> 2;
-    if (kind == SPY_ZONE_EV_BEGIN) {
-      if (__builtin_expect(p < pend && !(*p & 0x80), 1))
+    if (kind == SPY_ZONE_EV_BEGIN || kind == SPY_ZONE_EV_FRAME) {
+      if (__builtin_expect(p < pend && !(*p & 0x80), 1)) {
         val = *p++;
-      else if (!rd_varint_long(&p, pend, &val))
-        return SPY_EBADVALUE;
-      if (val < SPY_ZONES_LOC_ID_MIN || val > SPY_ZONES_LOC_ID_MAX)
-        return SPY_EBADVALUE;
-    } else if (kind == SPY_ZONE_EV_FRAME) {
-      if (!rd_varint(&p, pend, &val))
+      } else {
+        varint_at r = rd_varint_long(p, pend);
+        if (!r.p)
+          return SPY_EBADVALUE;
+        p = r.p;
+        val = r.v;
+      }
+      if (kind == SPY_ZONE_EV_BEGIN &&
+          (val < SPY_ZONES_LOC_ID_MIN || val > SPY_ZONES_LOC_ID_MAX))
         return SPY_EBADVALUE;
     } else if (kind != SPY_ZONE_EV_END) {
       return SPY_EBADVALUE;
