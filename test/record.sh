@@ -4,17 +4,19 @@
 # files and into a PostgreSQL server this script starts (trace_lib.sh);
 # exports decoded with protoc against Perfetto's published
 # perfetto_trace.proto (test/fixtures) and read by Chrome DevTools' trace
-# engine (@paulirish/trace_engine, installed from npm into a scratch dir).
+# engine (@paulirish/trace_engine, installed from npm into a scratch dir);
+# recorded buffers decoded by vpxdec (and ffprobe when installed) and read
+# as PNG by pngcheck and a zlib decode of their pixels.
 #
 # usage: record.sh SPYGLASS REC_PROVIDER [CASE…]
-#   cases: sqlite kill all pg export diff remote (default: all of them)
+#   cases: sqlite kill all pg export diff remote buffers (default: all)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/trace_lib.sh"
 SPY=$1
 PROV=$2
 shift 2
-CASES=${*:-sqlite kill all pg export diff remote}
+CASES=${*:-sqlite kill all pg export diff remote buffers}
 
 WORK=$(mktemp -d /tmp/spy-rec-XXXXXX)
 export SPYGLASS_DIR=$WORK/bus
@@ -155,6 +157,21 @@ EOF
   wait $demo 2>/dev/null # (the next cases record every provider)
 }
 
+process_frames_over() { # DB NAME N: more than N frames of process NAME
+  local n
+  [ -f "$1" ] || return 1
+  n=$(sqlite3 -readonly "$1" "SELECT count(*) FROM frame f JOIN process p ON
+      p.upid = f.upid WHERE p.name = '$2'" 2>/dev/null)
+  [ "${n:-0}" -gt "$3" ]
+}
+
+chunks_over() { # DB N: more than N chunk rows committed
+  local n
+  [ -f "$1" ] || return 1
+  n=$(sqlite3 -readonly "$1" "SELECT count(*) FROM chunk" 2>/dev/null)
+  [ "${n:-0}" -gt "$2" ]
+}
+
 frames_over() { # DB N: more than N frames committed
   local n
   [ -f "$1" ] || return 1 # (the sqlite3 shell would create it)
@@ -231,6 +248,12 @@ case_all() {
     [ "$(q "$WORK/all.db" "SELECT count(*) FROM slice s JOIN track t ON t.id = s.track_id JOIN process p ON p.upid = t.upid WHERE p.name = '$u'")" -gt 50 ] ||
       fail "$u has no slices"
   done
+  # frame times on one time base: rec-b's frames from before its clock
+  # sync finished are not 250 ms ahead of the ones after it
+  local back
+  back=$(q "$WORK/all.db" "SELECT count(*) FROM (SELECT ts - lag(ts) OVER (PARTITION BY
+      upid ORDER BY frame) AS d FROM frame) WHERE d < 0")
+  [ "$back" = 0 ] || fail "$back frame times go back (two time bases)"
   # rec-b answers clock syncs 250 ms ahead (its test hook)
   local off
   off=$(q "$WORK/all.db" "SELECT clock_offset_ns FROM process WHERE name = 'rec-b'")
@@ -418,7 +441,7 @@ case_remote() {
   "$SPY" serve --listen "127.0.0.1:$port" >"$WORK/serve.log" 2>&1 &
   local srv=$!
   PIDS+=($srv)
-  "$PROV" rec-remote 6 100 300 100 0 >/dev/null &
+  "$PROV" rec-remote 60 100 300 100 0 >/dev/null &
   local p=$!
   PIDS+=($p)
   wait_until 60 provider_up rec-remote || fail "rec-remote did not announce"
@@ -430,11 +453,206 @@ case_remote() {
   [ "$(q "$WORK/remote.db" "SELECT count(*) FROM slice")" -gt 50 ] || fail "remote: no slices"
   check_contiguous "$WORK/remote.db"
   check_nesting "$WORK/remote.db"
-  "$SPY" record --all --connect "127.0.0.1:$port" -o "$WORK/x.db" 2>/dev/null
-  [ $? = 2 ] || fail "--all with --connect: exit 2 wanted"
-  kill $srv $p 2>/dev/null
-  wait $srv $p 2>/dev/null
   echo "  $(q "$WORK/remote.db" "SELECT count(*) FROM frame") frames over the link"
+  # --all through the bridge: the provider there, and one that starts
+  # after the recorder did
+  SPYGLASS_DIR=$WORK/elsewhere "$SPY" record --all --connect "127.0.0.1:$port" \
+    -o "$WORK/remote-all.db" 2>"$WORK/remote-all.log" &
+  local rec=$!
+  PIDS+=($rec)
+  wait_until 60 frames_over "$WORK/remote-all.db" 20 || fail "record --all --connect: no frames"
+  "$PROV" rec-remote2 60 100 300 100 0 >/dev/null &
+  local p2=$!
+  PIDS+=($p2)
+  wait_until 60 process_frames_over "$WORK/remote-all.db" rec-remote2 50 ||
+    fail "record --all --connect: the provider that came later was not recorded"
+  kill -INT $rec
+  wait $rec || { cat "$WORK/remote-all.log"; fail "record --all --connect exited $?"; }
+  [ "$(q "$WORK/remote-all.db" "SELECT group_concat(name, ',') FROM (SELECT name FROM process ORDER BY name)")" = \
+    "rec-remote,rec-remote2" ] || fail "remote --all: processes $(q "$WORK/remote-all.db" "SELECT name FROM process")"
+  local u
+  for u in rec-remote rec-remote2; do
+    [ "$(q "$WORK/remote-all.db" "SELECT count(*) FROM slice s JOIN track t ON t.id = s.track_id
+        JOIN process p ON p.upid = t.upid WHERE p.name = '$u'")" -gt 20 ] || fail "remote --all: $u has no slices"
+  done
+  check_contiguous "$WORK/remote-all.db"
+  check_nesting "$WORK/remote-all.db"
+  # a bridge that is not there: exit 1 naming it
+  SPYGLASS_DIR=$WORK/elsewhere "$SPY" record --all --connect "127.0.0.1:1" -o "$WORK/x.db" -s 1 2>"$WORK/x.log"
+  [ $? = 1 ] && grep -q "127.0.0.1:1" "$WORK/x.log" || fail "--all --connect to nothing: exit 1 naming it"
+  kill $srv $p $p2 2>/dev/null
+  wait $srv $p $p2 2>/dev/null
+  echo "  --all over the link: $(q "$WORK/remote-all.db" "SELECT group_concat(name || ' ' || (SELECT count(*) FROM frame f WHERE f.upid = p.upid) || ' frames', ', ') FROM process p")"
+}
+
+# check_chunks ROWS BASE: the chunk rows (tab-separated: buffer, frame,
+# width, height, pixel_type, mode, keyframe, codec, path, file_offset, len)
+# against the files they name (relative paths from BASE): each IVF file's
+# header (size, frame count) and frame headers give exactly its rows'
+# offsets and lengths, from a key frame on; each PNG's header has the
+# row's size, its length is the file's, and its pixels inflate to
+# height rows of 1 + 4 * width bytes. Then vpxdec decodes every IVF file
+# to the frame count and size of its rows (ffprobe too, if installed) and
+# pngcheck reads every PNG.
+check_chunks() {
+  python3 - "$1" "$2" <<'PY' || fail "chunk rows do not match the files"
+import collections, os, struct, sys, zlib
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+assert rows, "no chunk rows"
+files = collections.defaultdict(list)
+for r in rows:
+    buf, frame, w, h, pt, mode, key, codec, path, off, n = r
+    files[path].append((int(off), int(n), int(w), int(h), int(key), codec))
+for path, rs in files.items():
+    full = path if path.startswith("/") else os.path.join(sys.argv[2], path)
+    data = open(full, "rb").read()
+    if path.endswith(".ivf"):
+        assert data[:4] == b"DKIF" and data[8:12] == b"VP90", path
+        ver, hl, _, w, h, rate, scale, count = struct.unpack("<HH4sHHIII", data[4:28])
+        assert (ver, hl) == (0, 32), (path, ver, hl)
+        assert count == len(rs), f"{path}: header says {count} frames, {len(rs)} rows"
+        at, walked = 32, []
+        while at < len(data):
+            size, = struct.unpack("<I", data[at:at + 4])
+            walked.append((at + 12, size))
+            at += 12 + size
+        assert at == len(data), f"{path}: a torn frame at the end"
+        assert walked == sorted((o, n) for o, n, *_ in rs), f"{path}: offsets differ"
+        assert all((rw, rh) == (w, h) and c == "vp9" for _, _, rw, rh, _, c in rs), path
+        assert min(rs)[4] == 1, f"{path}: does not start at a key frame"
+    else:
+        assert len(rs) == 1 and rs[0][0] == 0 and rs[0][1] == len(data), path
+        assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+        w, h, depth, ctype = struct.unpack(">IIBB", data[16:26])
+        assert (w, h) == tuple(rs[0][2:4]) and (depth, ctype) == (8, 6), (path, w, h)
+        at, idat = 8, b""
+        while at < len(data):
+            n, kind = struct.unpack(">I4s", data[at:at + 8])
+            if kind == b"IDAT":
+                idat += data[at + 8:at + 8 + n]
+            at += 12 + n
+        px = zlib.decompress(idat)
+        assert len(px) == h * (1 + 4 * w), (path, len(px))
+        assert all(px[y * (1 + 4 * w)] <= 4 for y in range(h)), path
+print("  %d chunk rows in %d files match them" % (len(rows), len(files)))
+PY
+  local path n w h got
+  while IFS=$'\t' read -r path n w h; do
+    case $path in /*) ;; *) path=$2/$path ;; esac
+    case $path in
+    *.ivf)
+      got=$(vpxdec --summary -o "$WORK/dec.y4m" "$path" 2>&1 | grep -o '^[0-9]* decoded frames') ||
+        fail "vpxdec cannot decode $path"
+      [ "$got" = "$n decoded frames" ] || fail "vpxdec: $path: $got, $n rows"
+      head -c 64 "$WORK/dec.y4m" | head -n 1 | grep -q " W$w H$h " ||
+        fail "vpxdec: $path is not ${w}x$h"
+      if command -v ffprobe >/dev/null; then
+        got=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries \
+          stream=codec_name,width,height,nb_read_frames -of csv=p=0 "$path")
+        [ "$got" = "vp9,$w,$h,$n" ] || fail "ffprobe: $path: $got"
+      fi
+      ;;
+    *.png) pngcheck -q "$path" >/dev/null || fail "pngcheck: $path" ;;
+    esac
+  done < <(awk -F'\t' '{n[$9]++; w[$9] = $3; h[$9] = $4}
+      END {for (p in n) print p "\t" n[p] "\t" w[p] "\t" h[p]}' "$1")
+}
+
+CHUNK_COLS="buffer, frame, width, height, pixel_type, mode, keyframe, codec, path, file_offset, len"
+
+case_buffers() {
+  echo "== buffers: the demo's framebuffer streamed into IVF, images as PNG"
+  command -v vpxdec >/dev/null && command -v pngcheck >/dev/null ||
+    fail "vpxdec or pngcheck missing (scripts/deps.sh)"
+  "$SPY" demo --headless --seconds 120 --size 320x180 --name rec-buf >/dev/null 2>&1 &
+  local demo=$!
+  PIDS+=($demo)
+  wait_until 60 provider_up rec-buf || fail "demo did not announce"
+  # the default mode: the VP9 stream of one buffer; meanwhile `snap`
+  # takes the same buffer raw (frames on the same channel the recorder
+  # must leave out)
+  "$SPY" record rec-buf -o "$WORK/buf.db" --buffers framebuffer 2>"$WORK/buf.log" &
+  local rec=$!
+  wait_until 60 chunks_over "$WORK/buf.db" 1 || fail "no chunks recorded"
+  "$SPY" snap rec-buf framebuffer -o "$WORK/snap.png" --timeout 30000 >/dev/null ||
+    fail "snap beside the recorder"
+  local before
+  before=$(q "$WORK/buf.db" "SELECT count(*) FROM chunk")
+  wait_until 60 chunks_over "$WORK/buf.db" $((before + 2)) || fail "no chunks after the snap"
+  kill -INT $rec
+  wait $rec || { cat "$WORK/buf.log"; fail "record --buffers"; }
+  q "$WORK/buf.db" "SELECT $CHUNK_COLS FROM chunk" | tr '|' '\t' >"$WORK/chunks.tsv"
+  [ "$(q "$WORK/buf.db" "SELECT count(*) FROM chunk")" -ge 3 ] || fail "fewer than 3 chunks in 4 s"
+  [ "$(q "$WORK/buf.db" "SELECT group_concat(DISTINCT buffer || ' ' || mode || ' ' ||
+      codec || ' ' || width || 'x' || height || ' ' || pixel_type) FROM chunk")" = \
+    "framebuffer stream vp9 320x180 rgba8" ] || fail "chunk rows: $(q "$WORK/buf.db" "SELECT * FROM chunk LIMIT 3")"
+  [ -f "$WORK/buf.db.buffers/framebuffer-320x180.ivf" ] || fail "no IVF file beside the database"
+  # each chunk was read on a recorded frame
+  [ "$(q "$WORK/buf.db" "SELECT count(*) FROM chunk WHERE frame NOT BETWEEN
+      (SELECT min(frame) FROM frame) AND (SELECT max(frame) FROM frame)")" = 0 ] ||
+    fail "chunks of frames outside the recording"
+  check_chunks "$WORK/chunks.tsv" "$WORK"
+  # SIGKILL: the IVF file decodes to the count its header says, and every
+  # committed row points at a whole chunk in it
+  "$SPY" record rec-buf -o "$WORK/bufk.db" --buffers framebuffer 2>/dev/null &
+  local rec=$!
+  wait_until 60 chunks_over "$WORK/bufk.db" 2 || fail "no chunk rows committed"
+  kill -KILL $rec
+  wait $rec 2>/dev/null
+  q "$WORK/bufk.db" "SELECT file_offset, len FROM chunk" | tr '|' ' ' >"$WORK/bufk.rows"
+  local count
+  count=$(python3 - "$WORK/bufk.db.buffers/framebuffer-320x180.ivf" "$WORK/bufk.rows" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+count, = struct.unpack("<I", data[24:28])
+at, walked = 32, set()
+while at + 12 <= len(data):
+    size, = struct.unpack("<I", data[at:at + 4])
+    if at + 12 + size > len(data):
+        break
+    walked.add((at + 12, size))
+    at += 12 + size
+assert count == len(walked), (count, len(walked))
+rows = {tuple(map(int, l.split())) for l in open(sys.argv[2]) if l.strip()}
+assert rows and rows <= walked, (sorted(rows - walked)[:3])
+print(count)
+PY
+) || fail "after SIGKILL the IVF file and its rows disagree"
+  [ "$(vpxdec --summary -o /dev/null "$WORK/bufk.db.buffers/framebuffer-320x180.ivf" 2>&1 |
+    grep -o '^[0-9]* decoded')" = "$count decoded" ] || fail "vpxdec after SIGKILL"
+  # every buffer the demo declares (learnt from its metadata), as PNG
+  # thumbnails
+  "$SPY" record rec-buf -o "$WORK/thumb.db" -s 4 --buffers all --buffer-mode thumb \
+    --long-edge 100 2>"$WORK/thumb.log" || { cat "$WORK/thumb.log"; fail "record --buffers all"; }
+  [ "$(q "$WORK/thumb.db" "SELECT group_concat(b, ',') FROM (SELECT DISTINCT buffer || ' ' ||
+      width || 'x' || height || ' ' || mode AS b FROM chunk ORDER BY 1)")" = \
+    "depth 100x56 thumb,framebuffer 100x56 thumb,normals 100x56 thumb" ] ||
+    fail "thumbnails: $(q "$WORK/thumb.db" "SELECT DISTINCT buffer, width, height, mode FROM chunk")"
+  q "$WORK/thumb.db" "SELECT $CHUNK_COLS FROM chunk" | tr '|' '\t' >"$WORK/thumbs.tsv"
+  check_chunks "$WORK/thumbs.tsv" "$WORK"
+  # PostgreSQL gets the same rows; the files go in --buffers-dir and
+  # chunk.path is absolute
+  [ -n "${PG_DIR:-}" ] || pg_start || fail "postgres did not start"
+  "$SPY" record rec-buf --db "$PG_URI" -s 3 --buffers framebuffer,depth --buffer-mode raw \
+    --buffers-dir "$WORK/pgbuf" 2>"$WORK/pgbuf.log" || { cat "$WORK/pgbuf.log"; fail "record --db --buffers"; }
+  local id
+  id=$(pg_sql "SELECT max(id) FROM recording")
+  pg_sql "SELECT $CHUNK_COLS FROM chunk WHERE recording_id = $id" | tr '|' '\t' >"$WORK/pgchunks.tsv"
+  [ "$(cut -f1 "$WORK/pgchunks.tsv" | sort -u | tr '\n' ' ')" = "depth framebuffer " ] ||
+    fail "pg chunk rows: $(head -3 "$WORK/pgchunks.tsv")"
+  ! grep -qv "	320	180	[a-z0-9]*	raw	1	rgba8	$WORK/pgbuf/" "$WORK/pgchunks.tsv" ||
+    fail "pg chunk rows: $(head -3 "$WORK/pgchunks.tsv")"
+  check_chunks "$WORK/pgchunks.tsv" /nonexistent
+  # usage errors name the problem, exit 2
+  "$SPY" record rec-buf -o "$WORK/b1.db" -s 1 --buffers framebuffer --buffer-mode vp8 2>"$WORK/e.log"
+  [ $? = 2 ] && grep -q vp8 "$WORK/e.log" || fail "--buffer-mode vp8: exit 2 naming it"
+  "$SPY" record rec-buf -o "$WORK/b2.db" -s 1 --buffers "framebuffer,,depth" 2>"$WORK/e.log"
+  [ $? = 2 ] && grep -q "empty buffer name" "$WORK/e.log" && [ ! -e "$WORK/b2.db" ] ||
+    fail "--buffers a,,b: exit 2 naming it, no file made"
+  "$SPY" record rec-buf -o "$WORK/b3.db" -s 1 --buffers framebuffer --long-edge 64 2>/dev/null
+  [ $? = 2 ] || fail "--long-edge without thumb: exit 2 wanted"
+  kill $demo 2>/dev/null
+  wait $demo 2>/dev/null
 }
 
 for c in $CASES; do

@@ -602,6 +602,107 @@ TEST(remote_client_cannot_announce_or_inject_data) {
   CHECK_EQ(disallowed, 4); /* three frames and the channel */
 }
 
+/* Posts a consumer message naming consumer `id` on link channel `chan`
+ * of a raw link client. */
+static int post_as(int fd, uint16_t chan, uint32_t type, uint64_t id,
+                   uint32_t features) {
+  uint8_t fr[256], rec[300];
+  spy_frame_writer w;
+  spy_frame_start(&w, fr, sizeof fr, type, 1, 1, 0);
+  if (type == SPY_MSG_SUBSCRIBE) {
+    spy_subscription sub = {.consumer = id, .features = features};
+    spy_put_subscription(&w, &sub);
+  } else {
+    spy_put_peer(&w, id, features);
+  }
+  int n = spy_frame_finish(&w);
+  uint8_t pre[8] = {0};
+  int m = spy_link_encode(rec, sizeof rec, SPY_LINK_FRAME, chan, pre, 8, fr,
+                          (size_t)n);
+  return n > 0 && m > 0 && write(fd, rec, (size_t)m) == m ? 0 : -1;
+}
+
+static int64_t reg_frame(spy_consumer *c) {
+  const spy_state_entry *e =
+      spy_state_find(&spy_consumer_state(c)->registry, "frame");
+  return e && e->has_value ? e->value.v.i : -1;
+}
+
+/* Clients of one provider share the bridge's bus handle, so the provider
+ * cannot tell them apart by sender: the bridge refuses a client's message
+ * naming another consumer's id. Consumer A (remote, stats + registry) and
+ * a raw link client B (its own consumer, stats only) on one bridge, and a
+ * local consumer L: B's messages for itself pass; B unsubscribing A,
+ * re-subscribing A with fewer features, acking and resyncing for A, and
+ * unsubscribing L are refused, and A keeps getting its registry (before,
+ * the provider dropped A and, with nobody else asking, stopped collecting
+ * the registry while A, still getting stats, never noticed). */
+TEST(a_client_cannot_speak_for_another_clients_consumer) {
+  fresh_dir();
+  spawn_provider("net-app", 0);
+  spy_server_desc sd = {0};
+  spy_server *s = start_server(&sd);
+  CHECK(s);
+  int port = spy_server_port(s);
+  spy_consumer *c[2] = {0};
+  CHECK_OK(
+      remote_consumer(&c[0], port, NULL, SPY_FEAT_STATS | SPY_FEAT_REGISTRY));
+  spy_consumer_desc ld = {.dir = dir, .features = SPY_FEAT_STATS};
+  CHECK_OK(spy_consumer_create(&c[1], &ld));
+  CHECK(POLL_ALL(c, 2, 20,
+                 connected(c[0]) && connected(c[1]) && reg_frame(c[0]) > 0));
+  /* L's acks (one a second) pass the bridge's handle: it knows L. */
+  double settle = tu_now_s() + 2.5;
+  while (tu_now_s() < settle)
+    POLL_ALL(c, 2, 0.1, 0);
+  uint64_t a = spy_consumer_id(c[0]), l = spy_consumer_id(c[1]);
+  long long before = json_num(healthz(port), NULL, "disallowed");
+  int fd = tcp_to("127.0.0.1", port);
+  CHECK(fd >= 0);
+  static uint8_t buf[1 << 16];
+  spy_link_rec r;
+  CHECK_OK(link_hello(fd, NULL));
+  CHECK_EQ(link_read(fd, buf, sizeof buf, &r), SPY_LINK_WELCOME);
+  char name[64];
+  snprintf(name, sizeof name, "spyglass:%016llx",
+           (unsigned long long)spy_consumer_state(c[0])->provider.id);
+  CHECK_OK(link_send(fd, SPY_LINK_OPEN, 1, name, strlen(name)));
+  CHECK_EQ(link_read(fd, buf, sizeof buf, &r), SPY_LINK_OPENED);
+  uint64_t b = 0xb0b0b0b0b0b0ull;
+  CHECK_OK(post_as(fd, 1, SPY_MSG_SUBSCRIBE, b, SPY_FEAT_STATS));
+  CHECK_OK(post_as(fd, 1, SPY_MSG_ACK, b, SPY_FEAT_STATS));
+  CHECK_OK(post_as(fd, 1, SPY_MSG_UNSUBSCRIBE, a, 0));
+  CHECK_OK(post_as(fd, 1, SPY_MSG_SUBSCRIBE, a, SPY_FEAT_STATS));
+  CHECK_OK(post_as(fd, 1, SPY_MSG_ACK, a, 0));
+  CHECK_OK(post_as(fd, 1, SPY_MSG_RESYNC, a, 0));
+  CHECK_OK(post_as(fd, 1, SPY_MSG_UNSUBSCRIBE, l, 0));
+  CHECK_OK(post_as(fd, 1, SPY_MSG_ACK, b, SPY_FEAT_STATS));
+  /* The bridge has read them once the refusals are counted. */
+  long long refused = 0;
+  double end = tu_now_s() + 10;
+  while ((refused = json_num(healthz(port), NULL, "disallowed") - before) < 5 &&
+         tu_now_s() < end)
+    POLL_ALL(c, 2, 0.1, 0);
+  fprintf(stderr, "  refused %lld of B's messages\n", refused);
+  /* Had A been dropped, its registry would stop here: it keeps coming. */
+  POLL_ALL(c, 2, 1.0, 0);
+  int64_t v0 = reg_frame(c[0]);
+  int fresh = POLL_ALL(c, 2, 20, reg_frame(c[0]) > v0 + 5);
+  fprintf(stderr, "  A's registry frame %lld then %lld\n", (long long)v0,
+          (long long)reg_frame(c[0]));
+  /* B's own unsubscribe passes. */
+  CHECK_OK(post_as(fd, 1, SPY_MSG_UNSUBSCRIBE, b, 0));
+  POLL_ALL(c, 2, 0.3, 0);
+  long long after = json_num(healthz(port), NULL, "disallowed") - before;
+  close(fd);
+  for (int i = 0; i < 2; i++)
+    spy_consumer_destroy(c[i]);
+  spy_server_thread_stop(s);
+  CHECK_EQ(refused, 5);
+  CHECK_EQ(after, 5);
+  CHECK(fresh);
+}
+
 TEST(http_checks_host_origin_and_token) {
   fresh_dir();
   spy_server_desc sd = {.token = "0123456789abcdef0123456789abcdef",
@@ -902,6 +1003,7 @@ TEST_MAIN(TEST_CASE(link_records_round_trip_and_bad_ones_are_refused),
           TEST_CASE(remote_consumer_of_a_killed_provider_picks_up_a_new_one),
           TEST_CASE(stalled_client_drops_alone_and_resyncs_to_the_exact_state),
           TEST_CASE(remote_client_cannot_announce_or_inject_data),
+          TEST_CASE(a_client_cannot_speak_for_another_clients_consumer),
           TEST_CASE(http_checks_host_origin_and_token),
           TEST_CASE(link_token_checked_and_required_off_loopback),
           TEST_CASE(non_loopback_listen_without_token_is_refused),

@@ -446,6 +446,56 @@ TEST(idle_provider_pings_so_the_consumer_stays_connected) {
   spy_provider_destroy(p);
 }
 
+/* A consumer that polls late finds the provider's pings waiting in its
+ * ring: it must read them before it judges the silence, not re-subscribe
+ * first. The provider is an idle process (pings every 100 ms, a long ack
+ * grace so the unpolled consumer is kept); the consumer sleeps three
+ * liveness intervals, then polls once without waiting. A round counts
+ * only when frames were waiting (a loaded machine may not have run the
+ * provider at all meanwhile: then a re-subscribe is right). */
+TEST(late_poll_reads_waiting_pings_before_judging_silence) {
+  fresh_dir();
+  pid_t pid = tu_fork();
+  if (pid == 0) {
+    spy_provider_desc d = pdesc("idle-proc", SPY_PROVIDER_USER);
+    d.ack_grace_ms = 60000;
+    spy_provider *p;
+    if (spy_provider_create(&p, &d) < 0)
+      _exit(3);
+    for (;;)
+      pause();
+  }
+  spy_consumer *c;
+  spy_consumer_desc cd = cdesc();
+  cd.no_clock_sync = 1;
+  CHECK_OK(spy_consumer_create(&c, &cd));
+  const spy_state *s = spy_consumer_state(c);
+  int rounds = 0, resubscribed = 0;
+  double end = tu_now_s() + 60;
+  while (rounds < 3 && tu_now_s() < end) {
+    if (!POLL_UNTIL(c, 10, s->conn == SPY_CONN_CONNECTED))
+      continue;
+    /* a ping heard, so the provider runs */
+    uint64_t f0 = s->frames_received;
+    if (!POLL_UNTIL(c, 10, s->frames_received > f0))
+      continue;
+    usleep(3 * cd.liveness_ms * 1000);
+    uint64_t subs = s->subscribes, frames = s->frames_received;
+    spy_consumer_poll(c, 0);
+    if (s->frames_received == frames)
+      continue; /* nothing was waiting: a real silence */
+    rounds++;
+    resubscribed += s->subscribes != subs;
+  }
+  fprintf(stderr, "  %d late polls with pings waiting, %d re-subscribed\n",
+          rounds, resubscribed);
+  CHECK_EQ(rounds, 3);
+  CHECK_EQ(resubscribed, 0);
+  spy_consumer_destroy(c);
+  kill(pid, SIGKILL);
+  tu_wait(pid, 5);
+}
+
 TEST(union_of_subscriptions_shrinks_when_one_unsubscribes) {
   fresh_dir();
   spy_provider *p;
@@ -539,6 +589,7 @@ int main(int argc, char **argv) {
       TEST_CASE(late_provider_connects_through_its_own_announce),
       TEST_CASE(slow_consumer_overruns_resyncs_and_ends_with_the_right_state),
       TEST_CASE(idle_provider_pings_so_the_consumer_stays_connected),
+      TEST_CASE(late_poll_reads_waiting_pings_before_judging_silence),
       TEST_CASE(union_of_subscriptions_shrinks_when_one_unsubscribes),
       TEST_CASE(registry_filter_omitted_empty_and_named)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);

@@ -175,6 +175,51 @@ TEST(reset_starts_a_new_chain) {
   table_free(&t);
 }
 
+/* Versions of a text on both sides of the packer's small-payload size
+ * (16 KiB: level 2 and a small hash table below, level 1 above), one
+ * after the other: every row decodes, and both sizes make deltas. */
+TEST(small_and_large_versions_decode_and_make_deltas) {
+  table t = {.refuse = -1};
+  spy__src_pipe *q = spy__src_pipe_new(sink, &t);
+  CHECK(q);
+  enum { N = 24 };
+  char *pays[N];
+  size_t lens[N];
+  uint64_t h[N][2];
+  for (int i = 0; i < N; i++) {
+    int lines = i < N / 2 ? 100 : 1000; /* ~4 KB, then ~40 KB */
+    size_t cap = (size_t)lines * 64;
+    char *p = malloc(cap);
+    size_t len = 0;
+    for (int line = 0; line < lines; line++)
+      len += (size_t)snprintf(p + len, cap - len,
+                              "static long g%d(long y) { return y + %d; }\n",
+                              line, line == i % lines ? i * 7 : line);
+    pays[i] = p;
+    lens[i] = len;
+    spy_trace_hash(p, len, h[i]);
+    CHECK_OK(spy__src_pipe_submit(q, h[i], p, len));
+  }
+  CHECK_OK(spy__src_pipe_drain(q));
+  CHECK_EQ(t.n, N);
+  int small = 0, large = 0;
+  spy__buf out = {0};
+  for (int i = 0; i < N && i < t.n; i++) {
+    CHECK_OK(decode(&t, &t.rows[i], &out, 0));
+    CHECK_EQ(out.len, lens[i]);
+    CHECK(memcmp(out.p, pays[i], lens[i]) == 0);
+    if (t.rows[i].has_base)
+      *(lens[i] > 16384 ? &large : &small) += 1;
+    free(pays[i]);
+  }
+  CHECK(small >= N / 4);
+  CHECK(large >= N / 4);
+  spy__buf_free(&out);
+  spy__src_pipe_free(q);
+  table_free(&t);
+}
+
 TEST_MAIN(TEST_CASE(rows_come_back_in_order_and_decode),
           TEST_CASE(a_refused_row_is_never_a_base),
-          TEST_CASE(reset_starts_a_new_chain))
+          TEST_CASE(reset_starts_a_new_chain),
+          TEST_CASE(small_and_large_versions_decode_and_make_deltas))

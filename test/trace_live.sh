@@ -5,7 +5,9 @@
 # (so the feed sees every action) while two `top --once --json` snapshots
 # taken during the build show the hook counts increasing; the last
 # progress the watcher saw (build ended) has, per plugin, exactly the hook
-# calls the store holds (`trace hooks --json`). Then a build nobody
+# calls the store holds (`trace hooks --json`). A watcher that joins a
+# running build after a gap: flagged partial, its counts exactly the
+# store's calls from when it began collecting. Then a build nobody
 # watches: its feed collected nothing (the demo prints the counter).
 set -euo pipefail
 tool=$1
@@ -95,6 +97,73 @@ assert last["slowest"] and last["slowest"][0]["dur_us"] >= 3000, last["slowest"]
 PY
 grep -q "bus: [1-9][0-9]* actions collected" "$work/build.txt" ||
   fail "the watched build collected nothing: $(cat "$work/build.txt")"
+
+# A watcher that joins after the build started (an early look that left
+# again, then a gap nobody watched): nothing was collected in the gap, so
+# its progress is flagged partial, starts at started_us (when collection
+# began again), and counts exactly the store's calls that ended from then
+# on; the early look, subscribed before the build began, saw it whole.
+wait_listed() {
+  local deadline=$((SECONDS + 60))
+  until { "$tool" ls --json 2>/dev/null || true; } | grep -q "$1"; do
+    [ $SECONDS -lt $deadline ] || fail "provider $1 never appeared"
+    sleep 0.1
+  done
+}
+late_ok=""
+for delay in 6000 20000; do # a loaded machine may finish the first before
+  rm -rf "$work/out3"
+  "$tool" demo build "$work/src" --trace jsonl --out "$work/out3" \
+    --name "$name-3" --hook-delay-us $delay --wait-subscriber 30 \
+    >"$work/build3.txt" 2>&1 &
+  build=$!
+  wait_listed "$name-3"
+  "$tool" top "$name-3" --once --json --wait 30000 >"$work/early.json"
+  sleep 0.5
+  "$tool" top "$name-3" --json --interval 100 --wait 30000 \
+    >"$work/late.jsonl" 2>"$work/late.err" &
+  watcher=$!
+  wait "$build" || fail "the third build failed: $(cat "$work/build3.txt")"
+  build=""
+  deadline=$((SECONDS + 30))
+  until tail -n 1 "$work/late.jsonl" 2>/dev/null | calls_of | grep -q ' 1$'; do
+    [ $SECONDS -lt $deadline ] || break
+    sleep 0.1
+  done
+  kill "$watcher" 2>/dev/null || true
+  wait "$watcher" 2>/dev/null || true
+  watcher=""
+  if tail -n 1 "$work/late.jsonl" | calls_of | grep -q ' 1$'; then
+    late_ok=1
+    break
+  fi
+  echo "late joiner: the build ended before it joined (hooks $delay us); slower"
+done
+[ -n "$late_ok" ] || fail "the late watcher never saw a build end: $(tail -c 300 "$work/late.err")"
+store3=$(ls -d "$work"/out3/.spyglass/*/ | head -n 1)
+"$tool" trace hooks "$store3" --json >"$work/hooks3.json"
+python3 - "$work/early.json" "$work/late.jsonl" "$work/hooks3.json" <<'PY'
+import json, sys, collections
+early = json.load(open(sys.argv[1]))["build"]
+assert early and not early["partial"], ("the early look saw the start", early and early["partial"])
+last = None
+for line in open(sys.argv[2]):
+    b = json.loads(line).get("build")
+    if b and b["ended"]:
+        last = b
+assert last, "no ended build in the late watcher's output"
+assert last["partial"], "a late joiner's counts are not flagged partial"
+since = last["started_us"]
+calls = json.load(open(sys.argv[3]))["hook_calls"]
+assert since > early["started_us"], (since, early["started_us"])
+after = collections.Counter(h["plugin"] for h in calls
+                            if h["started_us"] + h["duration_us"] >= since)
+live = {p["name"]: p["calls"] for p in last["plugins"]}
+print("late live:", dict(sorted(live.items())))
+print("store, ended since it joined:", dict(sorted(after.items())), "of", len(calls))
+assert live == dict(after), "late joiner's per-plugin calls differ from the store's since started_us"
+assert last["hook_calls"] == sum(after.values()) < len(calls), (last["hook_calls"], len(calls))
+PY
 
 # nobody subscribed: nothing collected
 "$tool" demo build "$work/src" --trace jsonl --out "$work/out2" \

@@ -68,4 +68,41 @@ cat "$work/d-slow.txt"
 grep -q '^plugin demo:strip-comments .*REGRESSED' "$work/d-slow.txt" ||
   fail "the slower plugin is not named"
 [ "$(grep -c REGRESSED "$work/d-slow.txt")" = 1 ] || fail "other plugins blamed"
+
+# a build still running when the recorder stops is written as it stood,
+# marked ended = 0 (ended_us NULL), and diff leaves it out
+"$tool" demo build "$work/src" --trace jsonl --out "$work/out-part" \
+  --name "rb-part-$$" --wait-subscriber 30 --hook-delay-us 40000 >"$work/build-part.txt" 2>&1 &
+part_build=$!
+"$tool" record "rb-part-$$" -o "$work/part.db" -s 120 >"$work/rec-part.txt" 2>&1 &
+part_rec=$!
+# stop once the recorder's own view of the build has hook calls in it
+# (a second consumer seeing them means the provider is sending them)
+deadline=$((SECONDS + 60))
+until [ "$("$tool" top "rb-part-$$" --once --json --wait 30000 2>/dev/null | python3 -c '
+import json, sys
+b = json.loads(sys.stdin.read()).get("build")
+print(b["hook_calls"] if b and not b["ended"] else 0)' 2>/dev/null || echo 0)" -gt 10 ]; do
+  [ $SECONDS -lt $deadline ] || fail "the slow build showed no progress"
+  sleep 0.3
+done
+sleep 0.5 # (the recorder's state has what top saw)
+kill -INT "$part_rec"
+wait "$part_rec" || fail "recorder (partial build) failed: $(cat "$work/rec-part.txt")"
+kill "$part_build" 2>/dev/null || true
+wait "$part_build" 2>/dev/null || true
+row=$(sqlite3 "$work/part.db" 'select ended, ended_us is null, hook_calls > 0, modules < 60 from build')
+[ "$row" = "0|1|1|1" ] || fail "running build: row '$row' ($(sqlite3 "$work/part.db" 'select * from build'))"
+[ "$(sqlite3 "$work/part.db" 'select count(*) from build_hook')" -gt 0 ] ||
+  fail "running build: no build_hook rows"
+[ "$(sqlite3 "$work/base.db" 'select ended from build')" = 1 ] || fail "an ended build: ended = 1 wanted"
+set +e
+"$tool" diff "$work/base.db" "$work/part.db" >"$work/d-part.txt"
+rc_part=$?
+set -e
+[ $rc_part = 0 ] || { cat "$work/d-part.txt"; fail "diff against a running build: exit $rc_part"; }
+! grep -q '^plugin ' "$work/d-part.txt" || { cat "$work/d-part.txt"; fail "diff judged a running build"; }
+# build-only recordings have no frames: diff says so instead of nan
+grep -q 'nan' "$work/d-same.txt" && { cat "$work/d-same.txt"; fail "diff printed nan"; }
+grep -q '^frame .*no frames' "$work/d-same.txt" || { cat "$work/d-same.txt"; fail "diff: no 'no frames'"; }
 echo "trace_record: ok"

@@ -68,6 +68,28 @@ async function main() {
     return Number(t) > 0 ? t : null;
   });
   await until('the FPS figure to change', async () => (await page.textContent('#fps')) !== fps1);
+
+  // The clock sync in the bus panel reads as something a user can judge:
+  // the round trip, and the uncertainty it allows (half of it); the
+  // distance between the two clocks' origins (hours: the bridge's uptime
+  // against the page's age) under a name that says so, not as an offset.
+  const healthRow = (k) => page.evaluate((key) =>
+    document.querySelector(`#health-table tr[data-k="${key}"] td:last-child`)?.textContent ?? null, k);
+  const rtt = await until('the clock sync round trip', async () => {
+    const t = await healthRow('clock sync round trip');
+    return t && t !== '–' ? t : null;
+  });
+  const toNs = (t) => {
+    const m = t.match(/([\d.]+) (ns|µs|ms)/);
+    return m ? Number(m[1]) * { ns: 1, 'µs': 1e3, ms: 1e6 }[m[2]] : NaN;
+  };
+  const unc = await healthRow('clock sync uncertainty');
+  assert.match(unc, /^± [\d.]+ (ns|µs|ms)$/);
+  assert.ok(Math.abs(toNs(unc) - toNs(rtt) / 2) <= 0.06 * toNs(rtt) + 1, `uncertainty ${unc} = half of ${rtt}`);
+  assert.ok(toNs(rtt) < 1e9, `a loopback round trip under a second: ${rtt}`);
+  assert.match(await healthRow('clock origins apart (bridge uptime − page age)'), /s$/);
+  assert.equal(await healthRow('clock offset (bridge − page)'), null, 'no offset row that reads as a quality');
+  step(`clock sync shown: round trip ${rtt}, uncertainty ${unc}`);
   await until('counters', () => page.$('#counters .ctr[data-name="draws"]'));
   await until('a named value', () => page.$('#values-table tr[data-key="scene.time"] td.val'));
   step(`live: FPS ${fps1} then ${await page.textContent('#fps')}, counters and values shown`);

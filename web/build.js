@@ -43,7 +43,9 @@ export class Build {
     $('#build-head').textContent =
       `build ${b.build} ${b.ended ? 'done' : 'running'}: ${b.modulesDone}${total} modules, ` +
       `${b.hookCalls} hook calls, ${ms(b.hookUs)} in hooks` +
-      (b.ended && b.endedUs > b.startedUs ? `, ${ms(b.endedUs - b.startedUs)} wall` : '');
+      (b.ended && b.endedUs > b.startedUs && !b.partial ? `, ${ms(b.endedUs - b.startedUs)} wall` : '') +
+      // Nobody watched its start: counts from startedUs on (trace_feed.h).
+      (b.partial ? ` (joined late: counted since ${new Date(b.startedUs / 1000).toLocaleTimeString()})` : '');
     const pct = b.modulesTotal ? Math.min(100, (100 * b.modulesDone) / b.modulesTotal) : null;
     const bar = $('#build-bar');
     bar.style.width = `${b.ended ? 100 : pct ?? 0}%`;

@@ -1,8 +1,20 @@
 // health.js — bus health (the provider's HEALTH section), the link's own
-// counters, the clock offset / RTT over the link, and the live message
+// counters, the clock sync over the link (round trip, uncertainty, how far
+// apart the two clocks' origins are), and the live message
 // profile table (per type: count, bytes/s, encode and post p50 / p99).
 import { $, el, bytes, num, ns } from './dom.js';
 import { HEALTH_FIELDS, msgTypeName } from './wire.js';
+
+// A long signed duration in ns as "−3 h 12 min 4.250 s" (ns() is for short ones).
+export function span(v) {
+  if (!Number.isFinite(v)) return '–';
+  if (Math.abs(v) < 1e9) return ns(v);
+  const sign = v < 0 ? '−' : '';
+  let s = Math.abs(v) / 1e9;
+  const h = Math.floor(s / 3600); s -= h * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  return `${sign}${h ? `${h} h ` : ''}${h || m ? `${m} min ` : ''}${s.toFixed(3)} s`;
+}
 
 export class Health {
   constructor(client, model) { this.client = client; this.model = model; }
@@ -28,9 +40,17 @@ export class Health {
     rows.push(['malformed', c.stats.malformed]);
     rows.push(['link reconnects', c.stats.reconnects]);
     rows.push(['frames / s', num(c.rate.framesPerS, 1)]);
+    // The clock sync over the link: what a user can judge is the round
+    // trip and the bound it puts on the mapping's error (half the round
+    // trip, NTP's rule). The offset itself is the distance between two
+    // clock origins (the bridge's CLOCK_MONOTONIC, i.e. its uptime, and
+    // the page's performance.now(), i.e. the page's age): right for
+    // mapping provider times onto the page, hours long, not a quality.
     const k = c.clock;
-    rows.push(['clock offset (bridge − page)', k ? ns(k.offsetNs) : '–']);
-    rows.push(['clock RTT', k ? `${ns(k.rttNs)} (median of ${k.rounds})` : '–']);
+    rows.push(['clock sync round trip', k ? `${ns(k.rttNs)} (median of ${k.rounds} rounds)` : '–']);
+    rows.push(['clock sync uncertainty', k ? `± ${ns(k.rttNs / 2)}` : '–']);
+    rows.push(['clock synced', k ? `${Math.max(0, Math.round((Date.now() - k.at) / 1000))} s ago` : '–']);
+    rows.push(['clock origins apart (bridge uptime − page age)', k ? span(k.offsetNs) : '–']);
     // The DOM is touched only when a figure changed (a rebuild restyles).
     const sig = rows.map(([a, b]) => `${a}=${b}`).join('|');
     if (sig !== this.sig) {

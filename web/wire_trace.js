@@ -25,10 +25,11 @@ export function decodeBuild(f, s) {
     plugins: [], slow: [],
   };
   const np = dv.getUint16(o + 56, true), ns = dv.getUint16(o + 58, true);
-  if ((b.flags & ~1) || dv.getUint32(o + 60, true) || np > PLUGINS_MAX || ns > SLOW_MAX) {
+  if ((b.flags & ~3) || dv.getUint32(o + 60, true) || np > PLUGINS_MAX || ns > SLOW_MAX) {
     fail('EBADVALUE', o);
   }
   b.ended = (b.flags & 1) !== 0;
+  b.partial = (b.flags & 2) !== 0; // counts since startedUs only (joined late)
   const bytes = f.bytes;
   let p = o + HEAD;
   for (let i = 0; i < np; i++) {

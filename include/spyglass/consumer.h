@@ -352,6 +352,11 @@ typedef struct spy_consumer_desc {
    * bytes are valid only during the call). NULL: none. */
   void (*on_data)(void *user, const spy_frame *f, const spy_state *s);
   void *on_data_user;
+  /* Recordings: called (with on_data_user) with every buffer:raw /
+   * buffer:chunk frame from the provider INSTEAD of applying it to the
+   * state's images: a recorder keeps the bytes, decoding them would be
+   * wasted work. NULL: the state's images get them. */
+  void (*on_pixels)(void *user, const spy_frame *f, const spy_state *s);
 } spy_consumer_desc;
 
 /* Creates a consumer and starts searching. Errors: SPY_EINVAL,
@@ -368,6 +373,14 @@ const spy_state *spy_consumer_state(const spy_consumer *c);
 uint64_t spy_consumer_id(const spy_consumer *c);
 /* Asks the provider for a full snapshot now. */
 int spy_consumer_resync(spy_consumer *c);
+/* Replaces the buffers this consumer asks for (copied; at most
+ * SPY_SUB_MAX_NAMES) and, when subscribed, subscribes again with them
+ * (the provider answers with a full snapshot and key frames). For a
+ * consumer that learns the names from the provider's BUFFERS metadata.
+ * Not from inside on_data / on_pixels. Returns 0, SPY_EINVAL or
+ * SPY_ENOMEM (the old list kept), or the post's error. */
+int spy_consumer_set_buffers(spy_consumer *c, const spy_buffer_request *b,
+                             uint32_t n);
 /* Syncs the clock with the connected provider now (again), processing the
  * channels meanwhile, and stores the result in the state (clock_offset_ns,
  * clock_rtt_ns, clock_synced). Blocks for the sync: normally a few ms

@@ -50,12 +50,31 @@ typedef struct spy_recorder_desc {
   uint32_t queue_rows; /* queue capacity in rows (~220 B each); default
                           131072 */
   int all;             /* 1: spy_recorder_step adds new providers (this
-                          host's bus only) */
+                          host's bus, or the bridge's with connect) */
   /* Remote: a provider of another host through its bridge (consumer.h
    * spy_consumer_desc.connect / token / remote). NULL: this host's bus. */
   const char *connect, *token;
   const struct spy_channel_ops *remote;
+  /* Buffers. NULL: none (SPY_FEAT_BUFFERS in features records their
+   * metadata only, as value rows). A comma list of buffer names, or
+   * "all" (every buffer the provider declares, also later ones): their
+   * images are recorded too (SPY_FEAT_BUFFERS is added) — stream: VP9
+   * chunks appended to one IVF file per buffer and size; raw (full size)
+   * or thumb (long edge buffer_long_edge, default 256): one PNG per
+   * image — each indexed by a `chunk` row. The files go in buffers_dir
+   * (made if missing), default `<db>.buffers` beside a SQLite file, or
+   * `recording-<id>.buffers` in the working directory for PostgreSQL. */
+  const char *buffers;
+  int buffer_mode; /* SPY_RECORD_BUFFERS_*; 0 = stream */
+  uint32_t buffer_long_edge;
+  const char *buffers_dir;
 } spy_recorder_desc;
+
+enum {
+  SPY_RECORD_BUFFERS_STREAM = 1,
+  SPY_RECORD_BUFFERS_RAW = 2,
+  SPY_RECORD_BUFFERS_THUMB = 3
+};
 
 typedef struct spy_recorder_stats {
   uint64_t frames, rows, rows_lost, batches, bytes; /* bytes received */
@@ -65,6 +84,9 @@ typedef struct spy_recorder_stats {
   int error;    /* the writer's first error (0: none) */
   double cpu_s; /* CPU of the recorder's own threads (receivers + writer)
                    so far; not the index build at destroy */
+  /* Buffers: chunk rows made, bytes in their files, chunks not recorded
+   * (waiting for a key frame, a part missing, a file error). */
+  uint64_t chunks, chunk_bytes, chunks_lost;
 } spy_recorder_stats;
 
 /* Opens the database (creating the schema, or adding a recording row to

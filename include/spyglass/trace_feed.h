@@ -44,21 +44,30 @@ enum {
   SPY_HOOK_RENDER_CHUNK
 };
 
-/* Feed calls: no-ops before spy_trace_feed_enable. ts_us is the action's
+/* Feed calls: no-ops before spy_trace_feed_enable. `build` is the
+ * session's build number of the action (0: none). ts_us is the action's
  * wall-clock time. A build begins fresh (its plugins and slowest calls
  * reset). A hook's end is matched to its start by call_id (a string);
  * an end without a start in the last 1024 open calls counts with no
- * duration. Strings are copied (cut to the wire's bounds). */
+ * duration. Strings are copied (cut to the wire's bounds).
+ *
+ * Late joiners: nothing is collected while nobody watches, so a watch
+ * that begins while a build runs cannot know what came before. The first
+ * action after such a start (or of a build whose start the feed did not
+ * see) begins the build's record afresh with SPY_BUILD_PARTIAL set and
+ * started_us = that action's time: a PARTIAL record's counts are exactly
+ * the actions from started_us on, not the whole build's. */
 void spy_trace_feed_build(spy_provider *p, uint32_t build, int ended,
                           uint64_t ts_us);
-void spy_trace_feed_modules(spy_provider *p, uint32_t total);
-void spy_trace_feed_hook_start(spy_provider *p, const char *call_id,
-                               uint64_t ts_us);
-void spy_trace_feed_hook_end(spy_provider *p, uint32_t hook, const char *plugin,
-                             const char *call_id, const char *module,
-                             uint64_t ts_us);
+void spy_trace_feed_modules(spy_provider *p, uint32_t build, uint32_t total,
+                            uint64_t ts_us);
+void spy_trace_feed_hook_start(spy_provider *p, uint32_t build,
+                               const char *call_id, uint64_t ts_us);
+void spy_trace_feed_hook_end(spy_provider *p, uint32_t build, uint32_t hook,
+                             const char *plugin, const char *call_id,
+                             const char *module, uint64_t ts_us);
 /* Any other action: counted only. */
-void spy_trace_feed_other(spy_provider *p);
+void spy_trace_feed_other(spy_provider *p, uint32_t build, uint64_t ts_us);
 
 typedef struct spy_trace_feed_stats {
   uint64_t taken;     /* actions collected (only while subscribed) */

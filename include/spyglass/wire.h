@@ -677,6 +677,9 @@ int spy_passes_next(spy_list_iter *it, spy_pass_info *out);
 #define SPY_BUILD_NAME_MAX 63u    /* bytes of a plugin name */
 #define SPY_BUILD_MODULE_MAX 255u /* bytes of a module id (cut) */
 #define SPY_BUILD_ENDED 0x1u      /* flags: the build has ended */
+/* flags: counts since started_us only (a watch began after the build
+ * did; started_us is then when collection began, trace_feed.h) */
+#define SPY_BUILD_PARTIAL 0x2u
 #define SPY_BUILD_HEAD_BYTES 64u
 #define SPY_BUILD_PLUGIN_BYTES (8u + 16u * SPY_BUILD_HOOKS + 8u)
 #define SPY_BUILD_SLOW_BYTES 16u

@@ -593,7 +593,9 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
     if (c->d.on_data)
       c->d.on_data(c->d.on_data_user, &f, &c->st);
   } else if (f.type == SPY_MSG_BUFFER_RAW || f.type == SPY_MSG_BUFFER_CHUNK) {
-    if (spy_state_apply_pixels(&c->st, &f, now) < 0)
+    if (c->d.on_pixels)
+      c->d.on_pixels(c->d.on_data_user, &f, &c->st);
+    else if (spy_state_apply_pixels(&c->st, &f, now) < 0)
       c->st.malformed++;
   }
 }
@@ -608,7 +610,8 @@ static void meter(spy_consumer *c, uint64_t now) {
   c->meter_start_ms = now;
 }
 
-static void timers(spy_consumer *c, uint64_t now) {
+/* `may_judge`: 0 when frames were left unread (silence is not judged). */
+static void timers(spy_consumer *c, uint64_t now, int may_judge) {
   if (c->st.conn == SPY_CONN_SEARCHING || c->st.conn == SPY_CONN_LOST) {
     if (c->queries_sent < c->d.query_attempts && now >= c->next_query_ms) {
       post_ctl(c, c->disc, SPY_MSG_PROVIDER_QUERY);
@@ -634,6 +637,8 @@ static void timers(spy_consumer *c, uint64_t now) {
     c->sub_sent_ms = now;
   }
   uint64_t silent = now - c->st.last_msg_ms;
+  if (!may_judge)
+    return;
   if (silent >= c->d.liveness_ms &&
       now - c->resubscribed_ms >= c->d.liveness_ms) {
     if (c->resub_attempts >= 1) {
@@ -651,22 +656,55 @@ static void timers(spy_consumer *c, uint64_t now) {
   }
 }
 
+/* Takes what waits on the data channel without waiting for more. A
+ * provider faster than us must not keep us here past the deadline, but
+ * silence is judged after this: so the drain stops early only once it has
+ * heard from the provider (or after a bound of other peers' frames).
+ * Returns 1 when it may judge silence (the channel was emptied, or the
+ * provider was heard), 0 when it stopped with frames still unread. */
+static int drain(spy_consumer *c, uint64_t deadline, int *applied) {
+  uint64_t heard = c->st.frames_received; /* counts provider frames */
+  for (int k = 0; c->data; k++) {
+    if (k >= 4096)
+      return 0;
+    spy_recv_info info;
+    int n = spy_channel_recv(c->data, c->rx, c->rxcap, 0, &info);
+    if (n == SPY_EAGAIN || (n < 0 && n != SPY_ENOBUFS))
+      return 1;
+    uint64_t t = now_ms();
+    if (n > 0) {
+      on_frame(c, c->rx, n, &info, t);
+      (*applied)++;
+    } else {
+      c->st.frames_lost++;
+    }
+    if (t >= deadline && c->st.frames_received != heard)
+      return 1;
+  }
+  return 1;
+}
+
 int spy_consumer_poll(spy_consumer *c, int timeout_ms) {
   uint64_t start = now_ms();
+  uint64_t deadline =
+      timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms;
   int applied = 0;
   for (;;) {
-    uint64_t now = now_ms();
     read_discovery(c);
-    timers(c, now);
+    /* Read what is waiting first, then judge silence: a consumer that
+     * polls late has the provider's pings in its ring. */
+    int emptied = drain(c, deadline, &applied);
+    uint64_t now = now_ms();
+    timers(c, now, emptied);
     meter(c, now);
+    if (now >= deadline || (timeout_ms < 0 && applied))
+      break;
     /* Wait on the data channel when we have one, else on discovery, but
      * never past the next timer. */
-    int64_t left =
-        timeout_ms < 0 ? 100 : (int64_t)start + timeout_ms - (int64_t)now;
-    if (left < 0)
-      left = 0;
+    int64_t left = timeout_ms < 0 ? 100 : (int64_t)(deadline - now);
     int64_t step = left > 100 ? 100 : left;
-    if (c->st.conn == SPY_CONN_SEARCHING || c->st.conn == SPY_CONN_LOST) {
+    if (c->st.conn == SPY_CONN_SEARCHING || c->st.conn == SPY_CONN_LOST ||
+        !c->data) {
       if (c->queries_sent < c->d.query_attempts && c->next_query_ms > now &&
           (int64_t)(c->next_query_ms - now) < step)
         step = (int64_t)(c->next_query_ms - now);
@@ -676,24 +714,13 @@ int spy_consumer_poll(spy_consumer *c, int timeout_ms) {
     } else {
       spy_recv_info info;
       int n = spy_channel_recv(c->data, c->rx, c->rxcap, (int)step, &info);
-      while (n > 0 || n == SPY_ENOBUFS) {
-        uint64_t t = now_ms();
-        if (n > 0) {
-          on_frame(c, c->rx, n, &info, t);
-          applied++;
-        } else {
-          c->st.frames_lost++;
-        }
-        if (!c->data ||
-            (timeout_ms >= 0 && now_ms() >= start + (uint64_t)timeout_ms))
-          break; /* a provider faster than us must not keep us here */
-        n = spy_channel_recv(c->data, c->rx, c->rxcap, 0, &info);
+      if (n > 0) {
+        on_frame(c, c->rx, n, &info, now_ms());
+        applied++;
+      } else if (n == SPY_ENOBUFS) {
+        c->st.frames_lost++;
       }
     }
-    if (timeout_ms >= 0 && now_ms() >= start + (uint64_t)timeout_ms)
-      break;
-    if (timeout_ms < 0 && applied)
-      break;
   }
   return applied;
 }
@@ -703,4 +730,51 @@ int spy_consumer_resync(spy_consumer *c) {
     return SPY_EGONE;
   c->st.resyncs++;
   return post_ctl(c, c->data, SPY_MSG_RESYNC);
+}
+
+int spy_consumer_set_buffers(spy_consumer *c, const spy_buffer_request *b,
+                             uint32_t n) {
+  if (n > SPY_SUB_MAX_NAMES || (n && !b))
+    return SPY_EINVAL;
+  spy_buffer_request *nb = n ? calloc(n, sizeof *nb) : NULL;
+  if (n && !nb)
+    return SPY_ENOMEM;
+  int rc = 0;
+  size_t cap = 256; /* as at create: room for every name */
+  for (uint32_t i = 0; c->reg && i < c->d.n_registry; i++)
+    cap += 2 + (c->reg[i] ? strlen(c->reg[i]) : 0);
+  for (uint32_t i = 0; i < n && !rc; i++) {
+    nb[i] = b[i];
+    if (!b[i].name)
+      rc = SPY_EINVAL;
+    else if (!(nb[i].name = strdup(b[i].name)))
+      rc = SPY_ENOMEM;
+    else
+      cap += 6 + strlen(b[i].name);
+  }
+  uint8_t *ctl = rc ? NULL : malloc(cap);
+  if (!rc && !ctl)
+    rc = SPY_ENOMEM;
+  if (rc) {
+    for (uint32_t i = 0; i < n; i++)
+      free((char *)nb[i].name);
+    free(nb);
+    return rc;
+  }
+  for (uint32_t i = 0; c->bufs && i < c->d.n_buffers; i++)
+    free((char *)c->bufs[i].name);
+  free(c->bufs);
+  free(c->ctl);
+  c->ctl = ctl;
+  c->ctl_cap = cap;
+  c->bufs = nb;
+  c->d.n_buffers = n;
+  c->st.image_names = c->bufs;
+  c->st.n_image_names = n;
+  if (c->data && (c->st.conn == SPY_CONN_SUBSCRIBING ||
+                  c->st.conn == SPY_CONN_CONNECTED)) {
+    c->st.subscribes++;
+    return post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
+  }
+  return 0;
 }

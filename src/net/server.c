@@ -68,6 +68,27 @@ typedef struct bsub {
   int chan; /* the client's channel number for this name */
 } bsub;
 
+/* Whose consumer id is this, on one shared data channel. Every client of
+ * a name posts through the one bus handle, so the provider cannot tell
+ * them apart by sender: the bridge keeps who names which consumer id and
+ * refuses a client's message naming an id that another client, or a
+ * consumer on the local bus, is using (it would unsubscribe, keep alive
+ * or re-subscribe someone else's consumer). An id is taken by the first
+ * message naming it and kept while its owner names it; one not named for
+ * ID_IDLE_NS is free again: an honest consumer acks every second, and a
+ * provider drops a consumer it has not heard from for its ack grace (3 s
+ * by default) anyway. So a consumer whose link came back on a new
+ * connection (the old one not yet seen closed) gets its id back soon. */
+#define IDS_MAX 256      /* consumer ids tracked per data channel */
+#define IDS_PER_CLIENT 8 /* ids one client may use on one channel */
+#define ID_IDLE_NS 3000000000ull
+typedef struct owned_id {
+  uint64_t id;
+  struct conn *c; /* NULL: a consumer on the local bus */
+  int chan;
+  uint64_t seen_ns;
+} owned_id;
+
 /* One bus handle, shared by every client that opened its name. */
 typedef struct bchan {
   char name[SPY_CHANNEL_NAME_MAX + 1];
@@ -77,6 +98,8 @@ typedef struct bchan {
   int backlog; /* more to drain: revisit without waiting */
   bsub *subs;
   uint32_t nsubs, subcap;
+  owned_id *ids; /* IDS_MAX of them once a consumer id was named */
+  uint32_t nids;
   struct bchan *next; /* s->bchans, or s->dead_b once closed */
 } bchan;
 
@@ -221,8 +244,13 @@ static void bchan_release(spy_server *s, bchan *b) {
   s->dead_b = b;
 }
 
+static void ids_remove(bchan *b, uint32_t i) { b->ids[i] = b->ids[--b->nids]; }
+
 /* Drops client c's channel `chan` from b; the last one closes it. */
 static void bchan_unsub(spy_server *s, bchan *b, conn *c, int chan) {
+  for (uint32_t i = b->nids; i-- > 0;)
+    if (b->ids[i].c == c && b->ids[i].chan == chan)
+      ids_remove(b, i);
   for (uint32_t i = 0; i < b->nsubs; i++)
     if (b->subs[i].c == c && b->subs[i].chan == chan) {
       b->subs[i] = b->subs[--b->nsubs];
@@ -709,8 +737,10 @@ static int name_allowed(const spy_server *s, const char *n, uint32_t len,
 }
 
 /* What a remote client may post: consumer-side messages only, each one
- * decoded whole. Returns 0 or why it is refused. */
-static const char *frame_refusal(const uint8_t *p, uint32_t n, int is_disc) {
+ * decoded whole. Returns 0 or why it is refused; *named = the consumer id
+ * the message speaks for (data channels). */
+static const char *frame_refusal(const uint8_t *p, uint32_t n, int is_disc,
+                                 uint64_t *named) {
   spy_frame f;
   spy_section sec;
   if (spy_frame_decode(p, n, &f, NULL) < 0)
@@ -730,6 +760,7 @@ static const char *frame_refusal(const uint8_t *p, uint32_t n, int is_disc) {
     if (!spy_frame_find_section(&f, SPY_SEC_SUBSCRIPTION, &sec) ||
         spy_get_subscription(&sec, &sub) < 0)
       return "malformed subscribe";
+    *named = sub.consumer;
     return NULL;
   }
   case SPY_MSG_UNSUBSCRIBE:
@@ -739,6 +770,7 @@ static const char *frame_refusal(const uint8_t *p, uint32_t n, int is_disc) {
     if (!spy_frame_find_section(&f, SPY_SEC_PEER, &sec) ||
         spy_get_peer(&sec, &peer) < 0)
       return "malformed peer message";
+    *named = peer.id;
     return NULL;
   }
   case SPY_MSG_CLOCK: {
@@ -746,6 +778,7 @@ static const char *frame_refusal(const uint8_t *p, uint32_t n, int is_disc) {
     if (!spy_frame_find_section(&f, SPY_SEC_CLOCK, &sec) ||
         spy_get_clock(&sec, &m) < 0)
       return "malformed clock message";
+    *named = m.consumer;
     return NULL;
   }
   default: return "not a consumer message";
@@ -839,6 +872,75 @@ static void open_chan(conn *c, const spy_link_rec *r) {
   send_rec(c, SPY_LINK_OPENED, r->chan, id, 8, NULL, 0);
 }
 
+static owned_id *ids_find(bchan *b, uint64_t id) {
+  for (uint32_t i = 0; i < b->nids; i++)
+    if (b->ids[i].id == id)
+      return &b->ids[i];
+  return NULL;
+}
+
+/* A free slot in b's table (an idle entry is reused), or NULL. */
+static owned_id *ids_slot(bchan *b, uint64_t now) {
+  if (!b->ids && !(b->ids = calloc(IDS_MAX, sizeof *b->ids)))
+    return NULL;
+  if (b->nids < IDS_MAX)
+    return &b->ids[b->nids++];
+  for (uint32_t i = 0; i < b->nids; i++)
+    if (now - b->ids[i].seen_ns > ID_IDLE_NS)
+      return &b->ids[i];
+  return NULL;
+}
+
+/* May client c, on its channel `chan` of b, post a message of `type`
+ * naming consumer `id`? Returns 0 or why not; takes a free id for c. */
+static const char *id_refusal(bchan *b, conn *c, int chan, uint32_t type,
+                              uint64_t id) {
+  uint64_t now = spy__net_mono_ns();
+  owned_id *e = ids_find(b, id);
+  if (e && (e->c != c || e->chan != chan) && now - e->seen_ns <= ID_IDLE_NS)
+    return e->c ? "names another client's consumer" : "names a local consumer";
+  if (!e) {
+    if (type == SPY_MSG_UNSUBSCRIBE)
+      return NULL; /* nobody here uses it: nothing to take */
+    uint32_t mine = 0;
+    for (uint32_t i = 0; i < b->nids; i++)
+      mine += b->ids[i].c == c && b->ids[i].chan == chan;
+    if (mine >= IDS_PER_CLIENT)
+      return "too many consumer ids on one channel";
+    if (!(e = ids_slot(b, now)))
+      return "too many consumers on this channel";
+  }
+  *e = (owned_id){.id = id, .c = c, .chan = chan, .seen_ns = now};
+  if (type == SPY_MSG_UNSUBSCRIBE)
+    ids_remove(b, (uint32_t)(e - b->ids));
+  return NULL;
+}
+
+/* A consumer message from the local bus (not one of ours: the bridge's
+ * own posts do not come back): its id is a local consumer's. */
+static void ids_note_local(bchan *b, const uint8_t *p, int n) {
+  if (b->is_disc || n < (int)SPY_FRAME_MIN)
+    return;
+  uint32_t type = spy_rd32(p + 4);
+  if (type != SPY_MSG_SUBSCRIBE && type != SPY_MSG_ACK &&
+      type != SPY_MSG_RESYNC && type != SPY_MSG_UNSUBSCRIBE)
+    return; /* the provider's frames and clock traffic: not a claim */
+  uint64_t id = 0;
+  if (frame_refusal(p, (uint32_t)n, 0, &id))
+    return;
+  uint64_t now = spy__net_mono_ns();
+  owned_id *e = ids_find(b, id);
+  if (e && e->c && now - e->seen_ns <= ID_IDLE_NS)
+    return; /* a client's (a copy of its id on the bus is not a claim) */
+  if (type == SPY_MSG_UNSUBSCRIBE) {
+    if (e)
+      ids_remove(b, (uint32_t)(e - b->ids));
+    return;
+  }
+  if (e || (e = ids_slot(b, now)))
+    *e = (owned_id){.id = id, .c = NULL, .chan = 0, .seen_ns = now};
+}
+
 /* One record from a client (TCP stream or one WebSocket message). */
 static void on_client_rec(conn *c, const spy_link_rec *r) {
   spy_server *s = c->srv;
@@ -897,7 +999,11 @@ static void on_client_rec(conn *c, const spy_link_rec *r) {
       refused_msg(c, "channel not open", 0);
       break;
     }
-    const char *why = frame_refusal(r->frame, r->frame_len, h->b->is_disc);
+    uint64_t named = 0;
+    const char *why =
+        frame_refusal(r->frame, r->frame_len, h->b->is_disc, &named);
+    if (!why && !h->b->is_disc)
+      why = id_refusal(h->b, c, r->chan, spy_rd32(r->frame + 4), named);
     if (why) {
       refused_msg(c, why, spy_rd32(r->frame + 4));
       break;
@@ -1161,6 +1267,7 @@ static void on_bus(spy_server *s, bchan *b) {
       break;
     if (!relay_ok(s, b, s->rx, n))
       continue;
+    ids_note_local(b, s->rx, n);
     for (uint32_t i = 0; i < b->nsubs; i++)
       relay_one(s, &b->subs[i], &info, n);
     if (k == BUS_BURST - 1)
@@ -1473,6 +1580,7 @@ static void free_dead(spy_server *s) {
     bchan *b = s->dead_b;
     s->dead_b = b->next;
     free(b->subs);
+    free(b->ids);
     free(b);
   }
 }

@@ -287,6 +287,8 @@ void spy__drawlist_free(spy_provider *p);
 /* trace_feed.c: the service sends the build progress; destroy frees it. */
 struct spy__trace_feed;
 void spy__trace_feed_service(spy_provider *p);
+/* The service: TRACE became wanted (it was not): a new watch period. */
+void spy__trace_feed_watch_began(spy_provider *p);
 void spy__trace_feed_free(spy_provider *p);
 /* listen.c: the in-process server, through the net layer's hook. */
 int spy__listen_start(spy_provider *p);

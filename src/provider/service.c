@@ -102,6 +102,8 @@ static void recompute(spy_provider *p) {
   uint64_t before = atomic_load_explicit(&p->hot.watch, memory_order_relaxed);
   if (f && !before)
     p->watch_period++;
+  if ((f & SPY_FEAT_TRACE) && !(before & SPY_FEAT_TRACE))
+    spy__trace_feed_watch_began(p); /* before the gate opens */
   atomic_store(&p->reg_all_wanted, all);
   atomic_store(&p->nsubs_pub, (uint32_t)p->nsubs);
   atomic_store_explicit(&p->hot.watch,

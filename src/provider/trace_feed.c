@@ -57,6 +57,11 @@ struct spy__trace_feed {
   open_call open[OPEN_SLOTS];
   uint32_t hist[SPY_BUILD_PLUGINS_MAX][HBUCKETS]; /* under mu, per plugin */
   _Atomic uint64_t taken, sent, dropped, unmatched;
+  /* Watch periods: bumped (service thread) each time TRACE becomes wanted
+   * after it was not; the feed calls compare it with the period the
+   * current record was collected in (under mu). */
+  _Atomic uint32_t period;
+  uint32_t cur_period; /* under mu */
   /* service thread only */
   uint64_t sent_version, last_ms, last_full_ms;
   spy_build_progress out;
@@ -103,6 +108,39 @@ int spy_trace_feed_wanted(spy_provider *p) {
   return p && (spy__features_now(p) & SPY_FEAT_TRACE) != 0;
 }
 
+/* A fresh record for `build` (under mu); the actions count goes on. */
+static void fresh(struct spy__trace_feed *f, uint32_t build, uint32_t flags,
+                  uint64_t ts_us) {
+  spy_build_progress *b = &f->cur;
+  uint64_t actions = b->actions;
+  memset(b, 0, sizeof *b);
+  b->actions = actions;
+  b->build = build;
+  b->flags = flags;
+  b->started_us = ts_us;
+  memset(f->open, 0, sizeof f->open);
+  memset(f->hist, 0, sizeof f->hist);
+}
+
+/* The record an action of `build` goes into (under mu). Collection runs
+ * only while someone watches, so a watch that began after the build did
+ * sees only part of it: when the feed saw no start of this build, or this
+ * is the first action since a watch began while the build ran (the
+ * actions in between were not handed over), the record starts afresh
+ * here, flagged SPY_BUILD_PARTIAL, with started_us = this action's time:
+ * its counts are exactly the actions from then on. */
+static spy_build_progress *enter(struct spy__trace_feed *f, uint32_t build,
+                                 uint64_t ts_us) {
+  spy_build_progress *b = &f->cur;
+  uint32_t period = atomic_load_explicit(&f->period, memory_order_relaxed);
+  int new_watch = period != f->cur_period;
+  f->cur_period = period;
+  if (build &&
+      (build != b->build || (new_watch && !(b->flags & SPY_BUILD_ENDED))))
+    fresh(f, build, SPY_BUILD_PARTIAL, ts_us);
+  return b;
+}
+
 void spy_trace_feed_build(spy_provider *p, uint32_t build, int ended,
                           uint64_t ts_us) {
   struct spy__trace_feed *f = feed_of(p);
@@ -112,53 +150,53 @@ void spy_trace_feed_build(spy_provider *p, uint32_t build, int ended,
   pthread_mutex_lock(&f->mu);
   spy_build_progress *b = &f->cur;
   if (!ended) {
-    uint64_t actions = b->actions;
-    memset(b, 0, sizeof *b);
-    b->actions = actions;
-    b->build = build;
-    b->started_us = ts_us;
-    memset(f->open, 0, sizeof f->open);
-    memset(f->hist, 0, sizeof f->hist);
-  } else if (b->build == build) {
-    b->flags |= SPY_BUILD_ENDED;
-    b->ended_us = ts_us;
+    f->cur_period = atomic_load_explicit(&f->period, memory_order_relaxed);
+    fresh(f, build, 0, ts_us); /* seen from its start: whole */
+  } else {
+    b = enter(f, build, ts_us);
+    if (b->build == build) {
+      b->flags |= SPY_BUILD_ENDED;
+      b->ended_us = ts_us;
+    }
   }
   b->actions++;
   f->version++;
   pthread_mutex_unlock(&f->mu);
 }
 
-void spy_trace_feed_modules(spy_provider *p, uint32_t total) {
+void spy_trace_feed_modules(spy_provider *p, uint32_t build, uint32_t total,
+                            uint64_t ts_us) {
   struct spy__trace_feed *f = feed_of(p);
   if (!f)
     return;
   count(&f->taken);
   pthread_mutex_lock(&f->mu);
-  f->cur.modules_total = total;
-  f->cur.actions++;
+  spy_build_progress *b = enter(f, build, ts_us);
+  b->modules_total = total;
+  b->actions++;
   f->version++;
   pthread_mutex_unlock(&f->mu);
 }
 
-void spy_trace_feed_other(spy_provider *p) {
+void spy_trace_feed_other(spy_provider *p, uint32_t build, uint64_t ts_us) {
   struct spy__trace_feed *f = feed_of(p);
   if (!f)
     return;
   count(&f->taken);
   pthread_mutex_lock(&f->mu);
-  f->cur.actions++;
+  enter(f, build, ts_us)->actions++;
   pthread_mutex_unlock(&f->mu);
 }
 
-void spy_trace_feed_hook_start(spy_provider *p, const char *call_id,
-                               uint64_t ts_us) {
+void spy_trace_feed_hook_start(spy_provider *p, uint32_t build,
+                               const char *call_id, uint64_t ts_us) {
   struct spy__trace_feed *f = feed_of(p);
   if (!f)
     return;
   count(&f->taken);
   uint64_t h = hash_id(call_id);
   pthread_mutex_lock(&f->mu);
-  f->cur.actions++;
+  enter(f, build, ts_us)->actions++;
   for (uint32_t k = 0; k < PROBE; k++) {
     open_call *o = &f->open[(h + k) & (OPEN_SLOTS - 1)];
     if (!o->h || o->h == h) {
@@ -212,16 +250,16 @@ static void note_slow(spy_build_progress *b, uint32_t hook, uint32_t plugin,
   s->module[len] = 0;
 }
 
-void spy_trace_feed_hook_end(spy_provider *p, uint32_t hook, const char *plugin,
-                             const char *call_id, const char *module,
-                             uint64_t ts_us) {
+void spy_trace_feed_hook_end(spy_provider *p, uint32_t build, uint32_t hook,
+                             const char *plugin, const char *call_id,
+                             const char *module, uint64_t ts_us) {
   struct spy__trace_feed *f = feed_of(p);
   if (!f || hook >= SPY_BUILD_HOOKS)
     return;
   count(&f->taken);
   uint64_t h = hash_id(call_id);
   pthread_mutex_lock(&f->mu);
-  spy_build_progress *b = &f->cur;
+  spy_build_progress *b = enter(f, build, ts_us);
   b->actions++;
   int have = 0;
   uint64_t dur = 0;
@@ -263,6 +301,22 @@ void spy_trace_feed_get_stats(spy_provider *p, spy_trace_feed_stats *out) {
   out->sent = atomic_load_explicit(&f->sent, memory_order_relaxed);
   out->dropped = atomic_load_explicit(&f->dropped, memory_order_relaxed);
   out->unmatched = atomic_load_explicit(&f->unmatched, memory_order_relaxed);
+}
+
+void spy__trace_feed_watch_began(spy_provider *p) {
+  struct spy__trace_feed *f = feed_of(p);
+  if (!f)
+    return;
+  atomic_fetch_add_explicit(&f->period, 1, memory_order_relaxed);
+  /* A build still open in the record went on unwatched: what it holds is
+   * not the whole of it (its next action starts it afresh; if none comes,
+   * the build may have ended unseen). */
+  pthread_mutex_lock(&f->mu);
+  if (f->cur.build && !(f->cur.flags & SPY_BUILD_ENDED)) {
+    f->cur.flags |= SPY_BUILD_PARTIAL;
+    f->version++;
+  }
+  pthread_mutex_unlock(&f->mu);
 }
 
 void spy__trace_feed_service(spy_provider *p) {

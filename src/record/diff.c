@@ -231,9 +231,20 @@ typedef struct out {
   double thr;
 } out;
 
-/* floor: the smallest change judged at all (the figure's resolution) */
+/* v in fmt, or `missing` when it is not a number */
+static void num(char *buf, size_t cap, double v, const char *fmt,
+                const char *missing) {
+  if (isfinite(v))
+    snprintf(buf, cap, fmt, v);
+  else
+    snprintf(buf, cap, "%s", missing);
+}
+
+/* floor: the smallest change judged at all (the figure's resolution);
+ * none: what a run without values shows instead of a number */
 static void row(out *o, const char *what, const char *stat, const series *a,
-                const series *b, double q, int watched, double floor) {
+                const series *b, double q, int watched, double floor,
+                const char *none) {
   figure x = fig(a, q), y = fig(b, q);
   double delta = y.value - x.value;
   double rel = x.value > 0 ? delta / x.value : 0;
@@ -250,20 +261,29 @@ static void row(out *o, const char *what, const char *stat, const series *a,
                             ? "faster"
                             : "ok";
   o->regressions += regressed;
+  /* a run without the figure (no frames, no GPU timing): said so, not
+   * printed as nan */
+  char bv[32], nv[32], dv[32];
+  num(bv, sizeof bv, x.value, "%.6g", "null");
+  num(nv, sizeof nv, y.value, "%.6g", "null");
   if (o->json) {
     fprintf(o->f,
-            "%s\n    {\"figure\": \"%s\", \"stat\": \"%s\", \"base\": %.6g, "
-            "\"new\": %.6g, \"delta_pct\": %.3f, \"base_spread\": %.6g, "
+            "%s\n    {\"figure\": \"%s\", \"stat\": \"%s\", \"base\": %s, "
+            "\"new\": %s, \"delta_pct\": %.3f, \"base_spread\": %.6g, "
             "\"new_spread\": %.6g, \"base_n\": %zu, \"new_n\": %zu, "
             "\"verdict\": \"%s\"}",
-            o->first ? "" : ",", what, stat, isfinite(x.value) ? x.value : 0,
-            isfinite(y.value) ? y.value : 0, isfinite(rel) ? rel * 100 : 0,
-            x.spread, y.spread, x.n, y.n, verdict);
+            o->first ? "" : ",", what, stat, bv, nv,
+            isfinite(rel) ? rel * 100 : 0, x.spread, y.spread, x.n, y.n,
+            verdict);
     o->first = 0;
     return;
   }
-  fprintf(o->f, "%-28.28s %-4s %10.3f %10.3f %+8.1f%% %9.3f %9.3f  %s\n", what,
-          stat, x.value, y.value, rel * 100, x.spread, y.spread, verdict);
+  num(bv, sizeof bv, x.value, "%10.3f", none);
+  num(nv, sizeof nv, y.value, "%10.3f", none);
+  num(dv, sizeof dv, isfinite(x.value) && isfinite(y.value) ? rel * 100 : NAN,
+      "%+8.1f%%", "-");
+  fprintf(o->f, "%-28.28s %-4s %10s %10s %9s %9.3f %9.3f  %s\n", what, stat, bv,
+          nv, dv, x.spread, y.spread, verdict);
 }
 
 int spy_record_diff(const char *base, const char *cand, double thr, int json,
@@ -293,13 +313,21 @@ int spy_record_diff(const char *base, const char *cand, double thr, int json,
   static const char *const qn[3] = {"p50", "p95", "p99"};
   /* p99 is shown, not judged: a second's stall moves it between two runs
    * of the same program more than any threshold a CI step would use */
-  for (int k = 0; k < 3; k++)
-    row(&o, "frame cpu_ms", qn[k], &a.cpu, &b.cpu, qs[k], k < 2, FRAME_FLOOR);
-  for (int k = 0; k < 3; k++)
-    row(&o, "frame gpu_ms", qn[k], &a.gpu, &b.gpu, qs[k], k < 2, FRAME_FLOOR);
-  for (int k = 0; k < 3; k++)
-    row(&o, "frame interval_ms", qn[k], &a.interval, &b.interval, qs[k], k < 2,
-        FRAME_FLOOR);
+  if (!a.cpu.n && !b.cpu.n && !json) {
+    /* build traces only (or nothing recorded per frame) */
+    fprintf(f, "%-28s %-4s %10s %10s\n", "frame", "-", "no frames",
+            "no frames");
+  } else {
+    for (int k = 0; k < 3; k++)
+      row(&o, "frame cpu_ms", qn[k], &a.cpu, &b.cpu, qs[k], k < 2, FRAME_FLOOR,
+          "no frames");
+    for (int k = 0; k < 3; k++)
+      row(&o, "frame gpu_ms", qn[k], &a.gpu, &b.gpu, qs[k], k < 2, FRAME_FLOOR,
+          a.cpu.n && b.cpu.n ? "no GPU" : "no frames");
+    for (int k = 0; k < 3; k++)
+      row(&o, "frame interval_ms", qn[k], &a.interval, &b.interval, qs[k],
+          k < 2, FRAME_FLOOR, "no frames");
+  }
   for (size_t i = 0; i < a.nz; i++) {
     size_t j = 0;
     while (j < b.nz && strcmp(a.names[i], b.names[j]) != 0)
@@ -318,8 +346,8 @@ int spy_record_diff(const char *base, const char *cand, double thr, int json,
       fprintf(f, "%-28.28s %-4s %10zu %10zu\n", what, "n", a.zones[i].n,
               b.zones[j].n);
     }
-    row(&o, what, "p50", &a.zones[i], &b.zones[j], 0.5, 1, ZONE_FLOOR);
-    row(&o, what, "p95", &a.zones[i], &b.zones[j], 0.95, 1, ZONE_FLOOR);
+    row(&o, what, "p50", &a.zones[i], &b.zones[j], 0.5, 1, ZONE_FLOOR, "none");
+    row(&o, what, "p95", &a.zones[i], &b.zones[j], 0.95, 1, ZONE_FLOOR, "none");
   }
   /* build traces: per-plugin hook time (diff_hooks.c) */
   o.regressions += spy__diff_hooks(&a.rd, &b.rd, thr, json, &o.first, f);

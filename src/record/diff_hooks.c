@@ -48,12 +48,29 @@ static double quant(double *v, int n, double q) {
 
 /* Loads the plugins of one recording; returns how many (0 when the
  * recording has no build traces). */
+/* The builds judged: those that ended (build.ended 0: the recording
+ * stopped while it ran, its totals are not final). A recording made
+ * before build.ended has only ended builds: the plain query. */
+#define HOOK_ROWS                                                              \
+  "SELECT plugin, build, SUM(calls), MAX(plugin_p50_us) FROM build_hook h "    \
+  "WHERE recording_id = ?1 "
+#define HOOK_GROUP " GROUP BY plugin, upid, build ORDER BY plugin, upid, build"
+static const char *const hook_sql[2] = {
+    HOOK_ROWS "AND NOT EXISTS (SELECT 1 FROM build b WHERE b.recording_id = "
+              "h.recording_id AND b.upid = h.upid AND b.build = h.build AND "
+              "b.ended = 0)" HOOK_GROUP,
+    HOOK_ROWS HOOK_GROUP};
+
 static int load(rec_rd *rd, pfig *p) {
   rec_q q;
+  /* does build.ended exist? (an old recording: the query fails) */
   spy__rq_prep(&q, rd,
-               "SELECT plugin, build, SUM(calls), MAX(plugin_p50_us) FROM "
-               "build_hook WHERE recording_id = ?1 GROUP BY plugin, upid, "
-               "build ORDER BY plugin, upid, build");
+               "SELECT ended FROM build WHERE recording_id = ?1 AND 1 = 0");
+  spy__rq_bind(&q, 1, rd->rec_id);
+  while (spy__rq_step(&q))
+    ;
+  int old = q.failed;
+  spy__rq_prep(&q, rd, hook_sql[old]);
   spy__rq_bind(&q, 1, rd->rec_id);
   int n = 0;
   while (spy__rq_step(&q)) { /* no rows (or no table: a recording made

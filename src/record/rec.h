@@ -44,6 +44,7 @@ typedef enum rec_stmt {
   S_BUILD,         /* rec_trace.c: upid, build, started, ended, modules, … */
   S_BUILD_HOOK,    /* upid, build, plugin, hook, calls, total_us, max_us */
   S_HOOK_CALL,     /* upid, build, plugin, hook, module, dur_us */
+  S_CHUNK,         /* rec_buffers.c: upid, ts, buffer, frame, w, h, … */
   S_COUNT
 } rec_stmt;
 

@@ -15,6 +15,7 @@
 #include <libpq-fe.h>
 
 #include "record/rec.h"
+#include "record/rec_buffers.h"
 
 #define REC_PG_SYNC 1024 /* rows between pipeline syncs */
 #define LOCK_KEY "7321001"
@@ -60,8 +61,8 @@ static void *pg_open(const char *conninfo, const char *args, int64_t start_ns,
       cmd(p, "CREATE TABLE IF NOT EXISTS recording(id BIGSERIAL PRIMARY KEY,"
              " started_ns BIGINT, ended_ns BIGINT, wall_start_ms BIGINT,"
              " host TEXT, args TEXT, version TEXT)") ||
-      cmd(p, spy__rec_ddl(1)) || cmd(p, spy__rec_slice_ddl(1)) ||
-      cmd(p, spy__rec_index_ddl()) ||
+      cmd(p, spy__rec_ddl(1)) || cmd(p, SPY_REC_PG_UPGRADE) ||
+      cmd(p, spy__rec_slice_ddl(1)) || cmd(p, spy__rec_index_ddl()) ||
       cmd(p, "SELECT pg_advisory_unlock(" LOCK_KEY ")"))
     goto fail;
   char host[256] = "", start[32], wall[32];

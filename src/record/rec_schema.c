@@ -7,6 +7,7 @@
  * share one PostgreSQL database. The same DDL serves both: SQLite takes
  * BIGINT / DOUBLE PRECISION / BYTEA as INTEGER / REAL / BLOB affinities. */
 #include "record/rec.h"
+#include "record/rec_buffers.h"
 #include "record/rec_trace.h"
 
 static const char *const sql[S_COUNT] = {
@@ -49,6 +50,7 @@ static const char *const sql[S_COUNT] = {
     [S_BUILD] = SPY_REC_SQL_BUILD,
     [S_BUILD_HOOK] = SPY_REC_SQL_BUILD_HOOK,
     [S_HOOK_CALL] = SPY_REC_SQL_HOOK_CALL,
+    [S_CHUNK] = SPY_REC_SQL_CHUNK,
 };
 
 const char *spy__rec_sql(int s) {
@@ -97,15 +99,10 @@ static const char ddl[] =
     " encode_p99_ns BIGINT, post_p50_ns BIGINT, post_p99_ns BIGINT);\n"
     "CREATE TABLE IF NOT EXISTS loss(recording_id BIGINT NOT NULL,"
     " upid BIGINT, ts BIGINT, what TEXT, count BIGINT);\n"
-    /* Buffers (issue 14): one row per encoded chunk or raw frame; the
-     * bytes inline (data) or in a file beside the database (path: an IVF
-     * stream per buffer, PNG per raw frame), offset/len inside it. */
-    "CREATE TABLE IF NOT EXISTS chunk(recording_id BIGINT NOT NULL,"
-    " upid BIGINT, ts BIGINT, buffer TEXT, codec TEXT, width BIGINT,"
-    " height BIGINT, frame BIGINT, keyframe BIGINT, path TEXT,"
-    " file_offset BIGINT, len BIGINT, data BYTEA);\n"
-    /* Build traces (issue 16): rec_trace.h */
-    SPY_REC_TRACE_DDL;
+    /* Buffers: rec_buffers.h */
+    SPY_REC_BUFFERS_DDL
+        /* Build traces (issue 16): rec_trace.h */
+        SPY_REC_TRACE_DDL;
 
 /* Zones: the rows hold no text. name_id is zone_loc.id (one row per
  * provider location, names interned there); `slice` is a view that joins

@@ -9,6 +9,8 @@
  *                numeric registry values also counter rows ("typed series")
  *   HEALTH    -> counter rows on health.* tracks
  *   MSGPROF   -> msgprof rows (when the summary changed)
+ *   buffer:chunk, buffer:raw frames (with desc.buffers) -> IVF / PNG files
+ *                and chunk rows (rec_buffers.c)
  *   ZONES     -> slice rows, read back from the consumer state's spans as
  *                they close (ids given in begin order, so a parent's id is
  *                known before its children end); zone_loc rows
@@ -24,6 +26,8 @@
 #include <unistd.h>
 
 #include "record/rec.h"
+#include "record/rec_buffers.h"
+#include "record/rec_frames.h"
 #include "record/rec_trace.h"
 #include "spyglass/bus.h"
 #include "spyglass/consumer.h"
@@ -37,6 +41,10 @@
 /* The longest zones wait for the clock sync (a sync takes at most twice
  * the consumer's clock_timeout_ms, 1 s by default) */
 #define CLOCK_WAIT_NS 5000000000LL
+/* What a recording subscribes to when the desc says nothing */
+#define SPY_REC_DEFAULT_FEATURES                                               \
+  (SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY | SPY_FEAT_HEALTH |       \
+   SPY_FEAT_MSGPROF | SPY_FEAT_ZONES | SPY_FEAT_TRACE)
 
 static int64_t thread_cpu_ns(void) {
   struct timespec ts;
@@ -110,6 +118,9 @@ typedef struct source {
   _Atomic int64_t cpu_ns;    /* this receiving thread's CPU so far */
   rec_row stage[STAGE_ROWS]; /* rows not in the shared queue yet */
   uint32_t nstage;
+  rec_bufs *bufs;      /* buffers recorded (NULL: none asked for) */
+  rec_frames *held;    /* frame rows waiting for their time (rec_frames.c) */
+  uint32_t bufs_known; /* --buffers all: metadata entries asked for */
 } source;
 
 struct spy_recorder {
@@ -140,6 +151,14 @@ struct spy_recorder {
   spy_channel *disc;
   uint8_t *disc_buf;
   uint64_t next_query_ns;
+  /* --all with connect: the bridge's discovery channel goes through this
+   * link (each provider's consumer makes its own) */
+  const spy_channel_ops *remote;
+  void *link;
+  uint64_t next_link_ns; /* when to try the link again after a failure */
+  int link_error;        /* the last failure reported (not repeated) */
+  rec_bufs_cfg bcfg;     /* buffers asked for (has_bufs) */
+  int has_bufs;
 };
 
 /* ---- rows --------------------------------------------------------------- */
@@ -363,6 +382,9 @@ static void arg_row(source *s, int64_t set, const char *key, int64_t i,
 
 static void slice_row(source *s, zthr *z, const spy_zone_span *sp, int64_t id,
                       int64_t parent, int64_t off);
+static void drain_frames(source *s, const spy_state *st, int64_t now,
+                         int final);
+static void push_row(void *src, rec_row *r);
 
 /* Zones still open when a provider's recording ends are written as cut
  * at the newest time seen (their children point at them). */
@@ -399,6 +421,9 @@ static void end_source(source *s, int64_t now) {
   if (!s->live)
     return;
   close_open(s, spy_consumer_state(s->c));
+  drain_frames(s, spy_consumer_state(s->c), now, 1);
+  spy__rec_trace_end(spy_consumer_state(s->c), s->upid, &s->build_seen,
+                     push_row, s); /* a build still running: ended 0 */
   rec_row r;
   for (uint32_t i = 0; i < s->nthr; i++) {
     if (s->thr[i].ended)
@@ -413,6 +438,7 @@ static void end_source(source *s, int64_t now) {
   cint(&r, now);
   cint(&r, s->upid);
   push(s, &r);
+  spy__rec_bufs_end(s->bufs); /* IVF frame counts; a new provider, new files */
   flush_stage(s);
   s->live = 0;
 }
@@ -556,19 +582,16 @@ static const char *const health_names[SPY_HEALTH_FIELD_COUNT] = {
     "health.pool_small_free", "health.pool_medium_free",
     "health.pool_large_free"};
 
-/* The time of frame `frame`: its zone frame marker if the state has it,
- * else back from now by the frames after it at their fps. */
-static int64_t frame_ts(const spy_state *st, uint64_t frame, int64_t est) {
-  for (uint32_t age = 0; age < st->zones.n_frames; age++) {
-    uint64_t f, start, end;
-    if (!spy_state_zone_frame(st, age, &f, &start, &end))
-      break;
-    if (f == frame)
-      return spy_state_zone_local_ns(st, start);
-    if (f < frame)
-      break;
-  }
-  return est;
+static int clock_settled(const source *s, const spy_state *st, int64_t now);
+
+/* Frame rows wait for their zone frame marker and the clock sync
+ * (rec_frames.c); those whose time is known now are written. */
+static void drain_frames(source *s, const spy_state *st, int64_t now,
+                         int final) {
+  if (s->held)
+    spy__rec_frames_drain(s->held, st, (s->r->d.features & SPY_FEAT_ZONES) != 0,
+                          clock_settled(s, st, now), final, now, s->upid,
+                          push_row, s);
 }
 
 static void on_stats(source *s, const spy_section *sec, const spy_state *st,
@@ -599,29 +622,30 @@ static void on_stats(source *s, const spy_section *sec, const spy_state *st,
       snprintf(tn, sizeof tn, "counter%u", c);
     ctrack[c] = track_for(s, tn, "counter", "count");
   }
+  if (!s->held && !(s->held = spy__rec_frames_new()))
+    return;
+  rec_frame_sample fs;
   for (uint32_t i = 0; i < b.count; i++) {
     uint64_t fno = b.start_frame + i;
     if (s->have_frame && fno <= s->last_frame)
       continue; /* a resent sample */
-    int64_t t = frame_ts(st, fno, ts[i]);
-    rec_row r;
-    row_init(&r, S_FRAME);
-    cint(&r, s->upid);
-    cint(&r, (int64_t)fno);
-    cint(&r, t);
-    cdbl(&r, spy_stats_cpu_x100(&b, i) / 100.0);
+    fs.frame = fno;
+    fs.est = ts[i];
+    fs.seen = now;
+    fs.cpu_ms = spy_stats_cpu_x100(&b, i) / 100.0;
     uint16_t g = spy_stats_gpu_x100(&b, i);
-    if (g == SPY_GPU_NONE)
-      cnull(&r);
-    else
-      cdbl(&r, g / 100.0);
-    cdbl(&r, spy_stats_fps_x10(&b, i) / 10.0);
-    push(s, &r);
-    for (uint32_t c = 0; c < nc; c++)
-      counter_row(s, t, ctrack[c], spy_stats_counter(&b, c, i));
+    fs.gpu_ms = g == SPY_GPU_NONE ? NAN : g / 100.0;
+    fs.fps = spy_stats_fps_x10(&b, i) / 10.0;
+    fs.n_counters = nc;
+    for (uint32_t c = 0; c < nc; c++) {
+      fs.counter[c] = spy_stats_counter(&b, c, i);
+      fs.track[c] = ctrack[c];
+    }
+    spy__rec_frames_add(s->held, &fs, st, s->upid, push_row, s);
     s->last_frame = fno;
     s->have_frame = 1;
   }
+  drain_frames(s, st, now, 0);
 }
 
 static zthr *thread_for(source *s, const spy_zone_thread *t) {
@@ -823,6 +847,30 @@ static void on_msgprof(source *s, const spy_state *st, int64_t now) {
 
 static void push_row(void *src, rec_row *r) { push(src, r); }
 
+/* A buffer:chunk / buffer:raw frame: its bytes to a file, a chunk row. */
+static void on_pixels(void *user, const spy_frame *f, const spy_state *st) {
+  source *s = user;
+  int64_t now = mono_ns();
+  if (!s->live || st->provider.id != s->provider_id)
+    begin_provider(s, st, now);
+  s->r->bytes += f->len;
+  spy__rec_bufs_frame(s->bufs, f, st, s->upid, now, push_row, s);
+  flush_stage(s);
+}
+
+/* --buffers all: ask for every buffer the provider's metadata names (a
+ * new subscription when their number changed). */
+static void want_all_buffers(source *s, const spy_state *st) {
+  if (!s->r->bcfg.all || st->conn != SPY_CONN_CONNECTED ||
+      st->buffers.n == s->bufs_known)
+    return;
+  spy_buffer_request *req;
+  int n = spy__rec_bufs_wanted(&s->r->bcfg, st, &req);
+  if (n >= 0 && spy_consumer_set_buffers(s->c, req, (uint32_t)n) == 0)
+    s->bufs_known = st->buffers.n;
+  free(req);
+}
+
 static void on_data(void *user, const spy_frame *f, const spy_state *st) {
   source *s = user;
   int64_t now = mono_ns();
@@ -875,6 +923,7 @@ static void on_data(void *user, const spy_frame *f, const spy_state *st) {
   if (spy_frame_find_section(f, SPY_SEC_ZONES, &sec) &&
       clock_settled(s, st, now))
     on_zones(s, st, now);
+  drain_frames(s, st, now, 0); /* markers, or the clock, may have come */
   if (spy_frame_find_section(f, SPY_SEC_MSGPROF, &sec))
     on_msgprof(s, st, now);
   if (spy_frame_find_section(f, SPY_SEC_BUILD, &sec))
@@ -890,6 +939,7 @@ static void *source_main(void *arg) {
     s->cpu_ns = thread_cpu_ns();
     const spy_state *st = spy_consumer_state(s->c);
     s->connected = st->conn == SPY_CONN_CONNECTED;
+    want_all_buffers(s, st);
     if (rc < 0)
       usleep(50000); /* a channel error: do not spin */
     if (rc < 0 || (s->live && (st->conn == SPY_CONN_LOST ||
@@ -931,13 +981,25 @@ int spy_recorder_add(spy_recorder *r, const char *want) {
   cd.recv_bytes = SPY_FRAME_MAX;
   cd.on_data = on_data;
   cd.on_data_user = s;
+  if (r->has_bufs) {
+    s->bufs = spy__rec_bufs_new(&r->bcfg);
+    if (!s->bufs) {
+      free(s);
+      return SPY_ENOMEM;
+    }
+    cd.on_pixels = on_pixels;
+    cd.buffers = r->bcfg.req; /* all: none until the metadata names them */
+    cd.n_buffers = r->bcfg.n_req;
+  }
   int rc = spy_consumer_create(&s->c, &cd);
   if (rc < 0) {
+    spy__rec_bufs_free(s->bufs);
     free(s);
     return rc;
   }
   if (pthread_create(&s->thread, NULL, source_main, s) != 0) {
     spy_consumer_destroy(s->c);
+    spy__rec_bufs_free(s->bufs);
     free(s);
     return SPY_ENOMEM;
   }
@@ -954,6 +1016,8 @@ static void source_free(source *s) {
   spy_consumer_destroy(s->c);
   reset_provider(s);
   free(s->tracks);
+  spy__rec_bufs_free(s->bufs);
+  spy__rec_frames_free(s->held);
   free(s);
 }
 
@@ -981,19 +1045,65 @@ static int post_query(spy_recorder *r) {
   return spy_channel_post(r->disc, buf, (size_t)rc);
 }
 
+/* Ends the discovery channel (and the link under it: --all --connect). */
+static void close_discovery(spy_recorder *r) {
+  if (r->disc)
+    spy_channel_close(r->disc);
+  r->disc = NULL;
+  if (r->link)
+    r->remote->link_close(r->link);
+  r->link = NULL;
+}
+
+/* The discovery channel: this host's bus, or the bridge's (connect)
+ * through a link of its own. A bridge that cannot be reached is tried
+ * again every 2 s (the sources already recorded reconnect by themselves);
+ * its error is returned once. */
+static int open_discovery(spy_recorder *r) {
+  spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .dir = r->d.dir};
+  if (r->d.connect) {
+    int64_t now = mono_ns();
+    if (now < (int64_t)r->next_link_ns)
+      return 0;
+    r->next_link_ns = (uint64_t)now + 2000000000ull;
+    r->remote = r->d.remote ? r->d.remote : spy_channel_remote();
+    if (!r->remote || !r->remote->link_open)
+      return SPY_ENOTSUP;
+    int rc = r->remote->link_open(&r->link, r->d.connect, r->d.token);
+    if (rc < 0) {
+      r->link = NULL;
+      int first = rc != r->link_error;
+      r->link_error = rc;
+      return first ? rc : 0;
+    }
+    cd.ops = r->remote;
+    cd.ops_arg = r->link;
+    cd.ring_bytes = 64u << 10; /* queries only */
+  }
+  int rc = spy_channel_open(&r->disc, &cd);
+  if (rc < 0) {
+    r->disc = NULL;
+    close_discovery(r);
+    return rc;
+  }
+  r->link_error = 0;
+  r->next_query_ns = 0; /* ask at once */
+  return 0;
+}
+
 int spy_recorder_step(spy_recorder *r, int wait_ms) {
   if (!r->d.all) {
     usleep((useconds_t)wait_ms * 1000u);
     return 0;
   }
+  if (!r->disc_buf && !(r->disc_buf = malloc(4096)))
+    return SPY_ENOMEM;
   if (!r->disc) {
-    spy_channel_desc cd = {.name = SPY_DISCOVERY_CHANNEL, .dir = r->d.dir};
-    int rc = spy_channel_open(&r->disc, &cd);
-    if (rc < 0)
+    int rc = open_discovery(r);
+    if (!r->disc) {
+      usleep((useconds_t)wait_ms * 1000u);
       return rc;
-    r->disc_buf = malloc(4096);
-    if (!r->disc_buf)
-      return SPY_ENOMEM;
+    }
   }
   int64_t now = mono_ns();
   if (now >= (int64_t)r->next_query_ns) {
@@ -1018,25 +1128,35 @@ int spy_recorder_step(spy_recorder *r, int wait_ms) {
     }
     n = spy_channel_recv(r->disc, r->disc_buf, 4096, 0, &info);
   }
+  if (n < 0 && n != SPY_ETIMEDOUT && n != SPY_EAGAIN && r->d.connect) {
+    close_discovery(r); /* the link broke: made again at the next step */
+    return n;
+  }
   return 0;
 }
 
 /* ---- create / destroy ---------------------------------------------------- */
 int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
   *out = NULL;
-  if (!d || !d->db || !*d->db || (d->all && d->connect))
+  if (!d || !d->db || !*d->db)
     return SPY_EINVAL;
+  int pg = d->pg || strncmp(d->db, "postgres://", 11) == 0 ||
+           strncmp(d->db, "postgresql://", 13) == 0;
+  /* the buffers asked for, checked before a file is made */
+  rec_bufs_cfg bc;
+  int brc = spy__rec_bufs_cfg(&bc, d, pg ? NULL : d->db, 0);
+  if (brc < 0)
+    return brc;
+  spy__rec_bufs_cfg_free(&bc);
   spy_recorder *r = calloc(1, sizeof *r);
   if (!r)
     return SPY_ENOMEM;
   r->d = *d;
   if (!r->d.features)
-    r->d.features = SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY |
-                    SPY_FEAT_HEALTH | SPY_FEAT_MSGPROF | SPY_FEAT_ZONES |
-                    SPY_FEAT_TRACE;
+    r->d.features = SPY_REC_DEFAULT_FEATURES;
+  if (brc == 0) /* images asked for: their feature too */
+    r->d.features |= SPY_FEAT_BUFFERS;
   r->cap = d->queue_rows ? d->queue_rows : 131072;
-  int pg = d->pg || strncmp(d->db, "postgres://", 11) == 0 ||
-           strncmp(d->db, "postgresql://", 13) == 0;
   r->ops = pg ? &spy__rec_pg : &spy__rec_sqlite;
   r->next_id = 1;
   r->q = malloc((size_t)r->cap * sizeof *r->q);
@@ -1052,6 +1172,17 @@ int spy_recorder_create(spy_recorder **out, const spy_recorder_desc *d) {
     free(r->q);
     free(r);
     return pg ? SPY_EIO : (access(d->db, F_OK) == 0 ? SPY_EEXIST : SPY_EIO);
+  }
+  /* (again with the recording id: PostgreSQL's default directory) */
+  if (brc == 0) {
+    brc = spy__rec_bufs_cfg(&r->bcfg, d, pg ? NULL : d->db, r->rec_id);
+    if (brc < 0) {
+      r->ops->close(r->db, 0);
+      free(r->q);
+      free(r);
+      return brc;
+    }
+    r->has_bufs = 1;
   }
   if (pthread_create(&r->writer, NULL, writer_main, r) != 0) {
     r->ops->close(r->db, 0);
@@ -1081,6 +1212,13 @@ void spy_recorder_get_stats(spy_recorder *r, spy_recorder_stats *o) {
     cpu += r->src[i]->cpu_ns;
   }
   o->cpu_s = (double)cpu / 1e9;
+  for (uint32_t i = 0; i < r->nsrc; i++) {
+    uint64_t c, b, l;
+    spy__rec_bufs_counts(r->src[i]->bufs, &c, &b, &l);
+    o->chunks += c;
+    o->chunk_bytes += b;
+    o->chunks_lost += l;
+  }
   o->recording_id = r->rec_id;
   o->error = r->error;
 }
@@ -1103,9 +1241,9 @@ int spy_recorder_destroy(spy_recorder *r) {
     rc = crc;
   for (uint32_t i = 0; i < r->n; i++)
     row_free(&r->q[(r->head + i) % r->cap]);
-  if (r->disc)
-    spy_channel_close(r->disc);
+  close_discovery(r);
   free(r->disc_buf);
+  spy__rec_bufs_cfg_free(&r->bcfg);
   free(r->q);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);

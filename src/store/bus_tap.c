@@ -19,49 +19,53 @@ static void tap_action(void *ctx, const spy_trace_kind *kind, const void *act,
   case 4:
     /* a LIST member's count carries the field's name (trace.h) */
     spy_trace_feed_modules(
-        p, ((const spy_act_module_graph_ready *)act)->modules.modules);
+        p, build, ((const spy_act_module_graph_ready *)act)->modules.modules,
+        ts);
     break;
   case 7:
     spy_trace_feed_hook_start(
-        p, ((const spy_act_hook_resolve_id_call_start *)act)->call_id, ts);
+        p, build, ((const spy_act_hook_resolve_id_call_start *)act)->call_id,
+        ts);
     break;
   case 9:
     spy_trace_feed_hook_start(
-        p, ((const spy_act_hook_load_call_start *)act)->call_id, ts);
+        p, build, ((const spy_act_hook_load_call_start *)act)->call_id, ts);
     break;
   case 11:
     spy_trace_feed_hook_start(
-        p, ((const spy_act_hook_transform_call_start *)act)->call_id, ts);
+        p, build, ((const spy_act_hook_transform_call_start *)act)->call_id,
+        ts);
     break;
   case 13:
     spy_trace_feed_hook_start(
-        p, ((const spy_act_hook_render_chunk_start *)act)->call_id, ts);
+        p, build, ((const spy_act_hook_render_chunk_start *)act)->call_id, ts);
     break;
   case 8: {
     const spy_act_hook_resolve_id_call_end *a = act;
-    spy_trace_feed_hook_end(p, SPY_HOOK_RESOLVE_ID, a->plugin_name, a->call_id,
-                            a->resolved_id ? a->resolved_id : "", ts);
+    spy_trace_feed_hook_end(p, build, SPY_HOOK_RESOLVE_ID, a->plugin_name,
+                            a->call_id, a->resolved_id ? a->resolved_id : "",
+                            ts);
     break;
   }
   case 10: {
     const spy_act_hook_load_call_end *a = act;
-    spy_trace_feed_hook_end(p, SPY_HOOK_LOAD, a->plugin_name, a->call_id,
+    spy_trace_feed_hook_end(p, build, SPY_HOOK_LOAD, a->plugin_name, a->call_id,
                             a->module_id, ts);
     break;
   }
   case 12: {
     const spy_act_hook_transform_call_end *a = act;
-    spy_trace_feed_hook_end(p, SPY_HOOK_TRANSFORM, a->plugin_name, a->call_id,
-                            a->module_id, ts);
+    spy_trace_feed_hook_end(p, build, SPY_HOOK_TRANSFORM, a->plugin_name,
+                            a->call_id, a->module_id, ts);
     break;
   }
   case 14: {
     const spy_act_hook_render_chunk_end *a = act;
-    spy_trace_feed_hook_end(p, SPY_HOOK_RENDER_CHUNK, a->plugin_name,
+    spy_trace_feed_hook_end(p, build, SPY_HOOK_RENDER_CHUNK, a->plugin_name,
                             a->call_id, "", ts);
     break;
   }
-  default: spy_trace_feed_other(p); break;
+  default: spy_trace_feed_other(p, build, ts); break;
   }
 }
 

@@ -232,12 +232,19 @@ int64_t spy_trace_encode_action(const spy_trace_action *a, void *buf,
 }
 
 int spy__trace_record_put(spy__buf *b, const spy_trace_action *a) {
-  int64_t need = encode_action(a, NULL, 0, 1);
+  /* one pass into the room there is (a record is small: its payloads are
+   * references); a second only when it did not fit */
+  if (spy__buf_reserve(b, 1024) < 0)
+    return b->err;
+  size_t room = b->cap - b->len;
+  int64_t need = encode_action(a, b->p + b->len, room, 1);
   if (need < 0)
     return (int)need;
-  if (spy__buf_reserve(b, (size_t)need) < 0)
-    return b->err;
-  encode_action(a, b->p + b->len, (size_t)need, 1);
+  if ((size_t)need > room) {
+    if (spy__buf_reserve(b, (size_t)need) < 0)
+      return b->err;
+    encode_action(a, b->p + b->len, (size_t)need, 1);
+  }
   b->len += (size_t)need;
   return 0;
 }

@@ -34,6 +34,24 @@ void spy__buf_put(spy__buf *b, const void *p, size_t n) {
   b->len += n;
 }
 
+/* The appends below, inlined for the common case of room left. */
+static inline void put_fast(spy__buf *b, const void *p, size_t n) {
+  if (!b->err && b->cap - b->len >= n) {
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+  } else
+    spy__buf_put(b, p, n);
+}
+
+static inline void putc_fast(spy__buf *b, char c) {
+  if (!b->err && b->len < b->cap)
+    b->p[b->len++] = c;
+  else
+    spy__buf_putc(b, c);
+}
+
+#define PUT_LIT(b, s) put_fast((b), (s), sizeof(s) - 1)
+
 void spy__buf_puts(spy__buf *b, const char *s) {
   spy__buf_put(b, s, strlen(s));
 }
@@ -50,7 +68,7 @@ void spy__buf_u64(spy__buf *b, uint64_t v) {
     t[--i] = (char)('0' + v % 10);
     v /= 10;
   } while (v);
-  spy__buf_put(b, t + i, (size_t)(24 - i));
+  put_fast(b, t + i, (size_t)(24 - i));
 }
 
 void spy__buf_i64(spy__buf *b, int64_t v) {
@@ -86,9 +104,9 @@ static void put_members(spy__buf *b, const spy_trace_kind *k,
 static void put_val(spy__buf *b, const spy_trace_kind *rec,
                     const spy_trace_val *v) {
   switch (v->type) {
-  case SPY_TV_NULL: spy__buf_puts(b, "null"); break;
-  case SPY_TV_FALSE: spy__buf_puts(b, "false"); break;
-  case SPY_TV_TRUE: spy__buf_puts(b, "true"); break;
+  case SPY_TV_NULL: PUT_LIT(b, "null"); break;
+  case SPY_TV_FALSE: PUT_LIT(b, "false"); break;
+  case SPY_TV_TRUE: PUT_LIT(b, "true"); break;
   case SPY_TV_INT: spy__buf_i64(b, v->u.i); break;
   case SPY_TV_STR: spy__json_str(b, v->u.s, v->n); break;
   case SPY_TV_SRC:
@@ -101,18 +119,18 @@ static void put_val(spy__buf *b, const spy_trace_kind *rec,
       spy__json_str(b, v->u.s, v->n);
     break;
   case SPY_TV_LIST:
-    spy__buf_putc(b, '[');
+    putc_fast(b, '[');
     for (uint32_t i = 0; i < v->n; i++) {
       if (i)
-        spy__buf_putc(b, ',');
+        putc_fast(b, ',');
       put_val(b, rec, &v->u.items[i]);
     }
-    spy__buf_putc(b, ']');
+    putc_fast(b, ']');
     break;
   case SPY_TV_REC:
-    spy__buf_putc(b, '{');
+    putc_fast(b, '{');
     put_members(b, rec, v, 0);
-    spy__buf_putc(b, '}');
+    putc_fast(b, '}');
     break;
   }
 }
@@ -123,7 +141,7 @@ static void put_members(spy__buf *b, const spy_trace_kind *k,
                         const spy_trace_val *rec, int comma) {
   for (uint32_t i = 0; i < rec->n; i++) {
     if (i || comma)
-      spy__buf_putc(b, ',');
+      putc_fast(b, ',');
     const spy_trace_field *f = k && i < k->nfields ? &k->fields[i] : NULL;
     if (f)
       spy__json_str(b, f->name, strlen(f->name));
@@ -132,41 +150,41 @@ static void put_members(spy__buf *b, const spy_trace_kind *k,
       int kn = snprintf(key, sizeof key, "f%u", (unsigned)i);
       spy__json_str(b, key, (size_t)kn);
     }
-    spy__buf_putc(b, ':');
+    putc_fast(b, ':');
     put_val(b, f ? f->rec : NULL, &rec->u.items[i]);
   }
 }
 
 void spy__trace_json(spy__buf *b, const char *session_id,
                      const spy_trace_action *a) {
-  spy__buf_puts(b, "{\"timestamp\":\"");
+  PUT_LIT(b, "{\"timestamp\":\"");
   spy__buf_u64(b, a->ts_us / 1000u);
-  spy__buf_puts(b, "\",\"session_id\":");
+  PUT_LIT(b, "\",\"session_id\":");
   spy__json_str(b, session_id, strlen(session_id));
   if (a->build) {
-    spy__buf_puts(b, ",\"build_id\":\"");
+    PUT_LIT(b, ",\"build_id\":\"");
     spy__buf_u64(b, a->build);
-    spy__buf_putc(b, '"');
+    putc_fast(b, '"');
   }
-  spy__buf_puts(b, ",\"seq\":");
+  PUT_LIT(b, ",\"seq\":");
   spy__buf_u64(b, a->seq);
-  spy__buf_puts(b, ",\"ts_us\":");
+  PUT_LIT(b, ",\"ts_us\":");
   spy__buf_u64(b, a->ts_us);
-  spy__buf_puts(b, ",\"action\":");
+  PUT_LIT(b, ",\"action\":");
   spy__json_str(b, a->name, a->name_len);
   put_members(b, a->kind, &a->fields, 1); /* flattened into the event */
-  spy__buf_putc(b, '}');
+  putc_fast(b, '}');
 }
 
 void spy__trace_json_stringref(spy__buf *b, const uint64_t hash[2],
                                const char *p, size_t n) {
   char id[33];
   spy_trace_hash_hex(hash, id);
-  spy__buf_puts(b, "{\"action\":\"StringRef\",\"id\":\"");
-  spy__buf_put(b, id, 32);
-  spy__buf_puts(b, "\",\"content\":");
+  PUT_LIT(b, "{\"action\":\"StringRef\",\"id\":\"");
+  put_fast(b, id, 32);
+  PUT_LIT(b, "\",\"content\":");
   spy__json_str(b, p, n);
-  spy__buf_putc(b, '}');
+  putc_fast(b, '}');
 }
 
 int64_t spy_trace_json_format(const spy_trace_action *a, const char *session_id,

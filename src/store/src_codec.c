@@ -28,6 +28,7 @@ int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
     size_t bound = ZSTD_compressBound(n);
     if (spy__buf_reserve(out, bound) == 0) {
       ZSTD_CCtx_setParameter(*cctx, ZSTD_c_compressionLevel, level);
+      ZSTD_CCtx_setParameter(*cctx, ZSTD_c_hashLog, 0); /* the level's */
       size_t z = ZSTD_compress2(*cctx, out->p, bound, p, n);
       if (!ZSTD_isError(z) && z < n - n / 16) {
         out->len = z;
@@ -136,11 +137,12 @@ void spy__src_pack_free(void **cctx) {
  *   alone would be: under 0.7x the running standalone ratio of recent
  *   keyframes (0.5..1 stored within 2 % of each other); otherwise the
  *   payload is compressed alone and starts a new chain (a keyframe). */
-#define DELTA_MIN 128               /* smaller payloads: raw or alone */
-#define DELTA_MAX ((size_t)8 << 20) /* larger ones: alone, never a base */
-#define DELTA_GROW 1.25             /* payload / previous payload, at most */
-#define DELTA_SHRINK 4.0            /* previous payload / payload, at most */
-#define DELTA_ACCEPT 0.7            /* delta / standalone estimate, under */
+#define DELTA_MIN 128                  /* smaller payloads: raw or alone */
+#define DELTA_MAX ((size_t)8 << 20)    /* larger ones: alone, never a base */
+#define DELTA_GROW 1.25                /* payload / previous payload, at most */
+#define DELTA_SHRINK 4.0               /* previous payload / payload, at most */
+#define DELTA_ACCEPT 0.7               /* delta / standalone estimate, under */
+#define DELTA_SMALL ((size_t)16 << 10) /* payloads packed with level 2 */
 
 /* A candidate base: a payload kept with its id and chain depth. */
 typedef struct base {
@@ -205,7 +207,12 @@ static int try_delta(spy__src_packer *k, base *b, const char *p, size_t n) {
   }
   char *in = b->b.p + base_n;
   memcpy(in, p, n);
-  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+  /* small payloads (most module versions): level 2 with a 2^13 hash
+   * table stored 3.7 % fewer bytes of deltas on tree-2000 than level 1's
+   * defaults for 0.7 % fewer instructions; larger ones keep level 1 */
+  int small = n <= DELTA_SMALL;
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, small ? 2 : 1);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_hashLog, small ? 13 : 0);
   size_t z = ZSTD_CCtx_refPrefix(c, b->b.p, base_n);
   if (!ZSTD_isError(z))
     z = ZSTD_compress2(c, k->out.p, ZSTD_compressBound(n), in, n);

@@ -114,12 +114,21 @@ static int put_line(jsonl *j, jfile *f, const char *p, size_t n) {
 static int jl_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   jsonl *j = state;
-  j->line.len = 0;
-  spy__trace_json_stringref(&j->line, hash, p, n);
-  if (j->line.err)
-    return j->line.err;
+  /* formatted in place (payloads are most of the bytes: no second copy);
+   * its replaced bytes are counted with the StringRef lines' */
+  spy__buf *b = &j->logs.buf;
+  size_t at = b->len;
+  uint64_t replaced = b->replaced;
+  spy__trace_json_stringref(b, hash, p, n);
+  spy__buf_putc(b, '\n');
+  if (b->err) {
+    b->len = at;
+    return b->err;
+  }
+  j->line.replaced += b->replaced - replaced;
+  b->replaced = replaced;
   spy__lost_src_note(&j->lostsrc, hash);
-  return put_line(j, &j->logs, j->line.p, j->line.len);
+  return b->len >= SPILL_BYTES ? spill(j, &j->logs) : 0;
 }
 
 static int jl_action(void *state, const spy_trace_record *r) {

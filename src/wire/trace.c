@@ -20,7 +20,7 @@ static void fail(spy_frame_writer *w) {
 
 void spy_put_build(spy_frame_writer *w, const spy_build_progress *b) {
   if (b->n_plugins > SPY_BUILD_PLUGINS_MAX || b->n_slow > SPY_BUILD_SLOW_MAX ||
-      (b->flags & ~SPY_BUILD_ENDED)) {
+      (b->flags & ~(SPY_BUILD_ENDED | SPY_BUILD_PARTIAL))) {
     fail(w);
     return;
   }
@@ -86,8 +86,8 @@ int spy_get_build(const spy_section *s, spy_build_progress *out) {
   out->hook_us = spy_rd64(p + 48);
   out->n_plugins = spy_rd16(p + 56);
   out->n_slow = spy_rd16(p + 58);
-  if ((out->flags & ~SPY_BUILD_ENDED) || spy_rd32(p + 60) ||
-      out->n_plugins > SPY_BUILD_PLUGINS_MAX ||
+  if ((out->flags & ~(SPY_BUILD_ENDED | SPY_BUILD_PARTIAL)) ||
+      spy_rd32(p + 60) || out->n_plugins > SPY_BUILD_PLUGINS_MAX ||
       out->n_slow > SPY_BUILD_SLOW_MAX)
     return SPY_EBADVALUE;
   p += SPY_BUILD_HEAD_BYTES;

@@ -1,7 +1,7 @@
 /* cmd_record.c — `spyglass record`: records one provider (or every
- * provider on the host, --all) into a SQLite file or a PostgreSQL
- * database until the time is up or SIGINT / SIGTERM; a progress line on a
- * terminal. The engine is src/record (record.h). */
+ * provider on the host or behind a bridge, --all) into a SQLite file or a
+ * PostgreSQL database until the time is up or SIGINT / SIGTERM; a
+ * progress line on a terminal. The engine is src/record (record.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +27,9 @@ static void help(FILE *f) {
       f,
       "usage: spyglass record [ID|NAME|--all] [-o FILE.db | --db URI]\n"
       "                       [-s SECONDS] [--features LIST] [--dir DIR]\n"
-      "                       [--connect HOST:PORT [--token-file F]]\n\n"
+      "                       [--connect HOST:PORT [--token-file F]]\n"
+      "                       [--buffers NAME[,NAME…]|all [--buffer-mode M]\n"
+      "                        [--long-edge N] [--buffers-dir DIR]]\n\n"
       "Records what a provider sends into a SQLite file (-o, a new file)\n"
       "or a PostgreSQL database (--db postgres://…, a `recording` row per\n"
       "run, many recorders may share it): per-frame stats (frame), counters\n"
@@ -35,14 +37,16 @@ static void help(FILE *f) {
       "health, the message profile (msgprof), CPU zones as slices with\n"
       "depth and parent (slice, zone_loc), threads and processes, each\n"
       "traced build a provider publishes (build, build_hook: per plugin\n"
-      "and hook calls and time, hook_call: its slowest calls); loss is\n"
-      "counted (loss). Query it with plain SQL, e.g.\n"
+      "and hook calls and time, hook_call: its slowest calls), and the\n"
+      "images of the buffers asked for (chunk; the files beside it); loss\n"
+      "is counted (loss). Query it with plain SQL, e.g.\n"
       "  sqlite3 run.db 'SELECT name, count(*), avg(dur) FROM slice GROUP BY "
       "1'\n\n"
       "  ID|NAME          the provider (16-hex id or name; default: the\n"
       "                   first found)\n"
-      "  --all            every provider on the host, and new ones as they\n"
-      "                   appear, into one recording (one process each)\n"
+      "  --all            every provider on the host (with --connect: that\n"
+      "                   the bridge exposes), and new ones as they appear,\n"
+      "                   into one recording (one process each)\n"
       "  -o, --output F   SQLite file to create (default run.db)\n"
       "  --db URI         PostgreSQL: postgres://user@host:port/db or a\n"
       "                   libpq conninfo (\"host=… dbname=…\")\n"
@@ -51,9 +55,20 @@ static void help(FILE *f) {
       "                   msgprof,zones,trace (default: all but buffers)\n"
       "  --dir DIR        bus runtime directory\n"
       "  --connect H:P    a provider of another host, through its bridge\n"
-      "                   (`spyglass serve`; default $SPYGLASS_CONNECT;\n"
-      "                   not with --all)\n"
-      "  --token-file F   the bridge's token (default $SPYGLASS_TOKEN)\n\n"
+      "                   (`spyglass serve`; default $SPYGLASS_CONNECT)\n"
+      "  --token-file F   the bridge's token (default $SPYGLASS_TOKEN)\n"
+      "  --buffers LIST   also record these buffers' images (names, comma\n"
+      "                   separated, or all: every buffer the provider\n"
+      "                   declares); adds the buffers feature\n"
+      "  --buffer-mode M  stream (default): the VP9 stream, appended to one\n"
+      "                   IVF file per buffer and size (vpxdec, ffprobe and\n"
+      "                   players open it); raw: full-size RGBA8 images,\n"
+      "                   one PNG each; thumb: the same at --long-edge px\n"
+      "  --long-edge N    thumb: the longer side in px (default 256)\n"
+      "  --buffers-dir D  where the files go (default FILE.db.buffers beside\n"
+      "                   the SQLite file; recording-ID.buffers here for\n"
+      "                   PostgreSQL); chunk.path names each file and\n"
+      "                   file_offset / len the chunk's bytes in it\n\n"
       "SIGINT / SIGTERM stop cleanly, everything committed. Rows are written\n"
       "by a writer thread in batches (<= 100 ms): a killed recorder loses at\n"
       "most the batch in progress. A provider that exits ends its tracks;\n"
@@ -82,7 +97,7 @@ static int parse_features(const char *list, uint32_t *out) {
     if (!found) {
       fprintf(stderr,
               "spyglass record: --features: unknown feature '%.*s' (stats, "
-              "env, registry, buffers, health, msgprof, zones)\n",
+              "env, registry, buffers, health, msgprof, zones, trace)\n",
               (int)n, p);
       return -1;
     }
@@ -106,6 +121,8 @@ int cmd_record(int argc, char **argv) {
   tool_remote rem;
   memset(&rem, 0, sizeof rem);
   double seconds = 0, seconds_short = 0;
+  const char *buffers = NULL, *buffer_mode = NULL, *buffers_dir = NULL;
+  int long_edge = 0;
   const cli_opt opts[] = {
       {"--all", CLI_FLAG, &all, 0, 0, 0, NULL},
       {"--output", CLI_STR, &out, 0, 0, 0, "a file name"},
@@ -117,6 +134,10 @@ int cmd_record(int argc, char **argv) {
       {"--dir", CLI_STR, &dir, 0, 0, 0, "a directory"},
       {"--connect", CLI_STR, &rem.connect, 0, 0, 0, "HOST:PORT"},
       {"--token-file", CLI_STR, &rem.token_file, 0, 0, 0, "a file"},
+      {"--buffers", CLI_STR, &buffers, 0, 0, 0, "buffer names or all"},
+      {"--buffer-mode", CLI_STR, &buffer_mode, 0, 0, 0, "stream, raw or thumb"},
+      {"--long-edge", CLI_INT, &long_edge, 1, 16384, 0, "a number of pixels"},
+      {"--buffers-dir", CLI_STR, &buffers_dir, 0, 0, 0, "a directory"},
   };
   const char *pos[1] = {NULL};
   int npos = 0;
@@ -138,12 +159,34 @@ int cmd_record(int argc, char **argv) {
   }
   if (remote_resolve("record", &rem) < 0)
     return EXIT_USAGE;
-  if (rem.connect && all) {
-    fprintf(stderr, "spyglass record: --all records this host's providers; "
-                    "with --connect name one (or none: the first)\n");
+  spy_recorder_desc d = {0};
+  if (buffer_mode) {
+    d.buffer_mode =
+        strcmp(buffer_mode, "stream") == 0  ? SPY_RECORD_BUFFERS_STREAM
+        : strcmp(buffer_mode, "raw") == 0   ? SPY_RECORD_BUFFERS_RAW
+        : strcmp(buffer_mode, "thumb") == 0 ? SPY_RECORD_BUFFERS_THUMB
+                                            : -1;
+    if (d.buffer_mode < 0) {
+      fprintf(stderr,
+              "spyglass record: --buffer-mode wants stream, raw or thumb, "
+              "not '%s'\n",
+              buffer_mode);
+      return EXIT_USAGE;
+    }
+  }
+  if (!buffers && (buffer_mode || long_edge || buffers_dir)) {
+    fprintf(stderr, "spyglass record: --buffer-mode, --long-edge and "
+                    "--buffers-dir go with --buffers\n");
     return EXIT_USAGE;
   }
-  spy_recorder_desc d = {0};
+  if (long_edge && d.buffer_mode != SPY_RECORD_BUFFERS_THUMB) {
+    fprintf(stderr, "spyglass record: --long-edge is for --buffer-mode "
+                    "thumb\n");
+    return EXIT_USAGE;
+  }
+  d.buffers = buffers;
+  d.buffer_long_edge = (uint32_t)long_edge;
+  d.buffers_dir = buffers_dir;
   if (features && parse_features(features, &d.features) < 0)
     return EXIT_USAGE;
   d.db = db ? db : out ? out : "run.db";
@@ -189,10 +232,21 @@ int cmd_record(int argc, char **argv) {
             spy_strerror(rc));
     return EXIT_FAIL;
   }
+  /* --all --connect: the bridge must answer at the start (as with one
+   * provider); later it is tried again while it is away */
+  if (all && rem.connect && (rc = spy_recorder_step(r, 0)) < 0) {
+    spy_recorder_destroy(r);
+    return remote_fail("record", &rem, rc);
+  }
   int tty = isatty(STDERR_FILENO);
   double start = now_s(), next_line = start;
   while (!stop_requested && (seconds <= 0 || now_s() - start < seconds)) {
-    spy_recorder_step(r, 100);
+    rc = spy_recorder_step(r, 100);
+    if (rc < 0 && rem.connect)
+      fprintf(stderr,
+              "%sspyglass record: the bridge %s: %s (trying again every "
+              "2 s)\n",
+              tty ? "\n" : "", rem.connect, spy_strerror(rc));
     if (tty && now_s() >= next_line) {
       spy_recorder_stats st;
       spy_recorder_get_stats(r, &st);
@@ -211,12 +265,21 @@ int cmd_record(int argc, char **argv) {
   spy_recorder_get_stats(r, &st);
   rc = spy_recorder_destroy(r);
   spy_recorder_stats fin = st;
+  char chunks[96] = "";
+  if (buffers)
+    snprintf(chunks, sizeof chunks,
+             ", %llu buffer chunks (%.1f MB; %llu not "
+             "recorded)",
+             (unsigned long long)fin.chunks, (double)fin.chunk_bytes / 1e6,
+             (unsigned long long)fin.chunks_lost);
   fprintf(stderr,
           "%sspyglass record: %s: recording %lld, %llu frames, %llu rows "
-          "before close, lost: %llu rows, %llu samples, %llu bus frames%s\n",
+          "before close%s, lost: %llu rows, %llu samples, %llu bus "
+          "frames%s\n",
           tty ? "\n" : "", d.db == out || !db ? d.db : "postgres",
           (long long)fin.recording_id, (unsigned long long)fin.frames,
-          (unsigned long long)fin.rows, (unsigned long long)fin.rows_lost,
+          (unsigned long long)fin.rows, chunks,
+          (unsigned long long)fin.rows_lost,
           (unsigned long long)fin.samples_lost,
           (unsigned long long)fin.frames_lost, rc ? " (database errors)" : "");
   return rc ? EXIT_FAIL : EXIT_OK;

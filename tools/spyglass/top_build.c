@@ -4,6 +4,7 @@
 #include <curses.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "overlay.h"
 
@@ -24,14 +25,23 @@ static uint64_t plugin_us(const spy_build_plugin *p) {
 
 void top_build_line(const spy_state *s, char *out, size_t cap) {
   const spy_build_progress *b = &s->builds.cur;
-  char total[32] = "";
+  char total[32] = "", since[64] = "";
   if (b->modules_total)
     snprintf(total, sizeof total, "/%u", b->modules_total);
+  if (b->flags & SPY_BUILD_PARTIAL) {
+    /* Nobody watched its start: the counts are from started_us on. */
+    time_t t = (time_t)(b->started_us / 1000000u);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    snprintf(since, sizeof since,
+             " (joined late: counted since %02d:%02d:%02d)", tm.tm_hour,
+             tm.tm_min, tm.tm_sec);
+  }
   snprintf(out, cap,
-           "build %u %s: %u%s modules, %llu hook calls, %.1f ms in hooks",
+           "build %u %s: %u%s modules, %llu hook calls, %.1f ms in hooks%s",
            b->build, (b->flags & SPY_BUILD_ENDED) ? "done" : "running",
            b->modules_done, total, (unsigned long long)b->hook_calls,
-           (double)b->hook_us / 1000.0);
+           (double)b->hook_us / 1000.0, since);
 }
 
 void top_build_draw(int y0, int y1, const spy_state *s) {
@@ -99,6 +109,9 @@ void top_build_json(json_out *j, const spy_state *s) {
   ufield(j, "build", b->build);
   json_key(j, "ended");
   json_bool(j, (b->flags & SPY_BUILD_ENDED) != 0);
+  /* true: a watch began after the build did; counts from started_us on */
+  json_key(j, "partial");
+  json_bool(j, (b->flags & SPY_BUILD_PARTIAL) != 0);
   ufield(j, "started_us", b->started_us);
   ufield(j, "ended_us", b->ended_us);
   ufield(j, "modules_done", b->modules_done);
