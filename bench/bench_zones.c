@@ -5,7 +5,10 @@
  * same run; bytes per zone on the wire (what the consumer received), the
  * provider's other threads' CPU per zone (the service draining and
  * encoding), the consumer process's CPU per span it rebuilt (whole run),
- * zones dropped, and peak RSS after 1M and 100M zones. */
+ * zones dropped, and peak RSS after 1M and 100M zones. Then both sides'
+ * CPU per zone measured apart in one process on one thread (drain +
+ * encode, decode + apply): what a loaded machine moves least.
+ * SPY_BENCH_ZONES_INPROC=N runs only that, N batches (for a profiler). */
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
@@ -20,6 +23,7 @@
 
 #include "bench.h"
 #include "platform/platform.h"
+#include "provider/provider_internal.h"
 #include "spyglass/consumer.h"
 #include "spyglass/provider.h"
 #include "spyglass/zones.h"
@@ -160,6 +164,80 @@ static void consumer_main(int fd) {
   _exit(0);
 }
 
+/* The two sides' CPU per zone without a second core's noise: a provider
+ * with the inline transport and a consumer in this process, on this one
+ * thread. Batches of `per` zones are written, then drained and encoded by
+ * the provider's service (timed), then decoded and applied by the
+ * consumer (timed), `batches` times. Thread CPU, so a loaded machine
+ * moves it little. 0, or -1 if the consumer never subscribed. */
+static int inproc(int batches, uint32_t per, double *enc_ns, double *dec_ns) {
+  char d2[128];
+  if (bench_tempdir(d2, sizeof d2) < 0)
+    return -1;
+  spy_provider *p;
+  spy_provider_desc pd = {.name = "bench-zones-inproc",
+                          .dir = d2,
+                          .transport = SPY_TRANSPORT_INLINE,
+                          .zone_buffer_bytes = 16u << 20};
+  spy_consumer *c;
+  spy_consumer_desc cd = {.dir = d2,
+                          .features = SPY_FEAT_ZONES,
+                          .query_initial_ms = 20,
+                          .no_clock_sync = 1,
+                          .zone_frames = 4,
+                          .zone_spans = 4096};
+  int rc = -1;
+  if (spy_provider_create(&p, &pd) < 0)
+    goto out_dir;
+  if (spy_consumer_create(&c, &cd) < 0)
+    goto out_p;
+  uint64_t end = bench_now_ns() + 20000000000ull;
+  while (!spy__zone_epoch(p) && bench_now_ns() < end) {
+    spy__service(p, 0);
+    spy_consumer_poll(c, 1);
+  }
+  if (!spy__zone_epoch(p))
+    goto out_c;
+  const spy_state *st = spy_consumer_state(c);
+  loop_zone(p, 1000); /* the ring, the location */
+  for (int k = 0; k < 100 && st->zones.spans < 1000; k++) {
+    spy__service(p, 0);
+    spy_consumer_poll(c, 0);
+  }
+  uint64_t enc = 0, dec = 0, zones = 0;
+  for (int b = 0; b < batches; b++) {
+    spy_provider_stats s0, s1;
+    spy_provider_get_stats(p, &s0);
+    loop_zone(p, per);
+    uint64_t want = st->zones.spans + per;
+    uint64_t t0 = thread_cpu_ns();
+    for (int k = 0; k < 64; k++) {
+      spy__service(p, 0);
+      spy_provider_get_stats(p, &s1);
+      if (s1.zone_records - s0.zone_records >= 2ull * per)
+        break;
+    }
+    uint64_t t1 = thread_cpu_ns();
+    for (int k = 0; k < 4096 && st->zones.spans < want; k++)
+      spy_consumer_poll(c, 0);
+    uint64_t t2 = thread_cpu_ns();
+    enc += t1 - t0;
+    dec += t2 - t1;
+    zones += per;
+  }
+  *enc_ns = (double)enc / (double)zones;
+  *dec_ns = (double)dec / (double)zones;
+  rc = 0;
+out_c:
+  spy_consumer_destroy(c);
+out_p:
+  spy_provider_destroy(p);
+out_dir:
+  spy_bus_sweep(d2);
+  rmdir(d2);
+  return rc;
+}
+
 int bench_zones(int argc, char **argv) {
   bench_opts o;
   int rc = bench_parse(argc, argv, &o,
@@ -169,6 +247,16 @@ int bench_zones(int argc, char **argv) {
   if (bench_tempdir(dir, sizeof dir) < 0)
     return 1;
   spy__ticks_init();
+  if (getenv("SPY_BENCH_ZONES_INPROC")) { /* only the in-process rows: */
+    double e, dc;                         /* for a profiler */
+    if (inproc(atoi(getenv("SPY_BENCH_ZONES_INPROC")), 200000, &e, &dc) < 0)
+      return 1;
+    printf("in-process: drain + encode %.3f ns, decode + apply %.3f ns per "
+           "zone\n",
+           e, dc);
+    rmdir(dir);
+    return 0;
+  }
   int rounds = o.quick ? 5 : 15;
   uint64_t n = o.quick ? 200000 : 2000000;
   spy_provider *p;
@@ -229,6 +317,9 @@ int bench_zones(int argc, char **argv) {
     memset(got, 0, sizeof got);
   close(pfd[0]);
   waitpid(pid, NULL, 0);
+  double ip_enc = NAN, ip_dec = NAN; /* after the RSS figures */
+  if (inproc(o.quick ? 5 : 20, 200000, &ip_enc, &ip_dec) < 0)
+    fprintf(stderr, "bench zones: the in-process consumer never subscribed\n");
 
   uint64_t emitted_window = (uint64_t)rounds * n;
   uint64_t zones_window = (s2.zone_records - s1.zone_records) / 2;
@@ -265,6 +356,10 @@ int bench_zones(int argc, char **argv) {
   bench_row(&t, "consumer process CPU ns per span rebuilt",
             (double[]){got[1] ? (double)got[3] / (double)got[1] : na, na, na,
                        na, na});
+  bench_row(&t, "in-process: drain + encode CPU ns per zone",
+            (double[]){ip_enc, na, na, na, na});
+  bench_row(&t, "in-process: decode + apply CPU ns per zone",
+            (double[]){ip_dec, na, na, na, na});
   bench_row(&t, "zones dropped at full speed, %",
             (double[]){100.0 * (double)dropped_window / (double)emitted_window,
                        na, na, na, na});

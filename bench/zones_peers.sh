@@ -9,6 +9,8 @@
 # runs its harness_tracy + harness_tracy_consumer binaries.
 #   PEERS       where bench-peers.sh built them   [/tmp/peers]
 #   BENCH_ARGS  more arguments to bench zones (e.g. --quick)
+#   BASE_TOOL   another spyglass binary (e.g. the main branch's) run in
+#               each rep too: a "spyglass (base)" row of the same run
 set -euo pipefail
 tool=${1:?usage: zones_peers.sh TOOL [REPS]}
 reps=${2:-3}
@@ -41,10 +43,15 @@ for r in $(seq "$reps"); do
   tracy_once >>"$work/tracy.txt"
   echo "== rep $r: spyglass" >&2
   "$tool" bench zones --json ${BENCH_ARGS:-} >>"$work/spy.jsonl"
+  if [ -n "${BASE_TOOL:-}" ]; then
+    echo "== rep $r: spyglass (base)" >&2
+    "$BASE_TOOL" bench zones --json ${BENCH_ARGS:-} >>"$work/base.jsonl"
+  fi
 done
+touch "$work/base.jsonl"
 echo "== $(uptime)" >&2
 
-python3 - "$work/tracy.txt" "$work/spy.jsonl" <<'PY'
+python3 - "$work/tracy.txt" "$work/spy.jsonl" "$work/base.jsonl" <<'PY'
 import json, re, statistics, sys
 def kv(line, key):
     m = re.search(r"\b%s=([-0-9.e]+)" % key, line)
@@ -52,11 +59,18 @@ def kv(line, key):
 med = statistics.median
 T = [l for l in open(sys.argv[1]) if "RESULT" in l]
 S = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+B = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
 def row(rows, name):
     return next(x for x in rows["rows"] if x["case"].startswith(name))
 t_wall = [kv(l, "ns_frame") for l in T]; t_cpu = [kv(l, "cpu_ns_frame") for l in T]
 t_fl = [kv(l, "fl_rdtsc") for l in T]
 t_got = [kv(l.split("|")[1], "zones") / kv(l, "frames") for l in T]
+def spy_rows(S):
+    on = [row(s, "streaming") for s in S]; fl = [row(s, "two clock") for s in S]
+    drop = [row(s, "zones dropped at full")["ns_per_zone"] for s in S]
+    return ([x["ns_per_zone"] for x in on], [x["thread_cpu_ns"] for x in on],
+            [x["ns_per_zone"] for x in fl], [x["thread_cpu_ns"] for x in fl],
+            [1 - d / 100 for d in drop])
 s_on = [row(s, "streaming") for s in S]; s_fl = [row(s, "two clock") for s in S]
 # Tracy's harness times its floor by wall clock only; the CPU column of
 # both uses the thread-CPU floor bench zones measured (the same rdtsc pair
@@ -67,9 +81,7 @@ print("| zone pair streaming to a consumer process | ns wall | x floor (wall) | 
 print("|---|---:|---:|---:|---:|---:|---:|")
 for name, w, c, fw, fc, got in [
     ("Tracy (tracy::Worker)", t_wall, t_cpu, t_fl, [med(cpu_fl)] * len(T), t_got),
-    ("spyglass", [x["ns_per_zone"] for x in s_on], [x["thread_cpu_ns"] for x in s_on],
-     [x["ns_per_zone"] for x in s_fl], [x["thread_cpu_ns"] for x in s_fl],
-     [1 - d / 100 for d in s_drop])]:
+    ("spyglass",) + spy_rows(S)] + ([("spyglass (base)",) + spy_rows(B)] if B else []):
     if not w: print(f"| {name} | no result |"); continue
     print(f"| {name} | {med(w):.1f} | {med([a/b for a,b in zip(w,fw)]):.2f} | {med(c):.1f} | "
           f"{med([a/b for a,b in zip(c,fc)]):.2f} | {med(fw):.1f} / {med(fc):.1f} | {100*med(got):.0f} % |")

@@ -240,6 +240,147 @@ TEST(zones_decoder_rejects_malformed_sections) {
   CHECK_EQ(decode_section(b, s.len), SPY_EBADVALUE);
 }
 
+/* The sample with a third thread whose deltas do not fit a packed word's
+ * 46-bit field (an end 2^50 ns on, a frame 2^55 ns after it). */
+static int encode_big(uint8_t *buf, size_t cap) {
+  uint8_t tmp[1024];
+  int n = encode_sample(tmp, sizeof tmp);
+  spy_frame f;
+  spy_section s;
+  if (n < 0 || spy_frame_decode(tmp, (size_t)n, &f, NULL) ||
+      !spy_frame_find_section(&f, SPY_SEC_ZONES, &s))
+    return -1;
+  spy_frame_writer w;
+  spy_frame_start(&w, buf, cap, SPY_MSG_DATA, 1, 0, 0);
+  spy_zones_writer z;
+  spy_zones_begin(&z, &w, 0, 1000);
+  spy_zone_thread_info t = {.thread = 3};
+  spy_zones_thread_begin(&z, &t);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, 1001, 17);
+  spy_zones_put_event(&z, SPY_ZONE_EV_END, 1001 + (1ull << 50), 0);
+  spy_zones_put_event(&z, SPY_ZONE_EV_FRAME, 1001 + (1ull << 55), 1u << 30);
+  spy_zones_put_event(&z, SPY_ZONE_EV_BEGIN, 1002 + (1ull << 55), 65535);
+  spy_zones_end(&z);
+  return spy_frame_finish(&w);
+}
+
+/* The events spy_zones_unpack wrote for a block, as the iterator gives
+ * them; n events at most. Returns the events, -1 on a malformed word. */
+static int packed_events(const uint64_t **wp, uint64_t base,
+                         spy_zone_event *out, int n) {
+  const uint64_t *w = *wp;
+  uint64_t t = base;
+  int k = 0;
+  for (;;) {
+    uint64_t x = *w++;
+    t += x >> SPY_ZPK_DELTA_SHIFT;
+    if ((x & 3u) == SPY_ZPK_SPECIAL) {
+      if (((x >> 2) & 0xffffu) == SPY_ZPK_BLOCK_END)
+        break;
+      if (((x >> 2) & 0xffffu) != SPY_ZPK_ADVANCE || x >> 18)
+        return -1;
+      t += *w++;
+      continue;
+    }
+    if (k == n)
+      return -1;
+    out[k].kind = (uint8_t)(x & 3u);
+    out[k].t_ns = t;
+    out[k].value = (x & 3u) == SPY_ZPK_BEGIN   ? (x >> 2) & 0xffffu
+                   : (x & 3u) == SPY_ZPK_FRAME ? *w++
+                                               : 0;
+    k++;
+  }
+  *wp = w;
+  return k;
+}
+
+/* unpack's verdict and events against spy_get_zones and the iterators;
+ * 1 if they agree. */
+static int unpack_agrees(const uint8_t *data, size_t len) {
+  spy_section s = {.id = SPY_SEC_ZONES, .len = (uint32_t)len, .data = data};
+  spy_zones_iter a, b;
+  static uint64_t words[1024];
+  size_t nw;
+  int ra = spy_get_zones(&s, &a);
+  int rb = spy_zones_unpack(&s, &b, words, len, &nw);
+  if (ra != rb || nw > len)
+    return 0;
+  if (ra < 0)
+    return nw == 0;
+  if (spy_zones_unpack(&s, &b, words, len - 1, &nw) != SPY_ENOBUFS)
+    return 0;
+  if (spy_zones_unpack(&s, &b, words, len, &nw) != 0)
+    return 0;
+  const uint64_t *w = words;
+  spy_zone_thread_info ta, tb;
+  spy_zone_event_iter ea, eb;
+  while (spy_zones_next_thread(&a, &ta, &ea)) {
+    if (!spy_zones_next_thread(&b, &tb, &eb) || ta.thread != tb.thread)
+      return 0;
+    spy_zone_event got[64], e;
+    int n = packed_events(&w, b.base_ns, got, 64), k = 0;
+    if (n < 0)
+      return 0;
+    for (; spy_zone_event_next(&ea, &e); k++)
+      if (k >= n || e.kind != got[k].kind || e.t_ns != got[k].t_ns ||
+          e.value != got[k].value)
+        return 0;
+    if (k != n)
+      return 0;
+  }
+  return (size_t)(w - words) == nw;
+}
+
+TEST(one_pass_unpack_agrees_with_the_validating_iterators) {
+  uint8_t buf[1024], b[1024];
+  for (int which = 0; which < 2; which++) {
+    int n =
+        which ? encode_big(buf, sizeof buf) : encode_sample(buf, sizeof buf);
+    CHECK(n > 0);
+    spy_frame f;
+    spy_section s;
+    CHECK_OK(spy_frame_decode(buf, (size_t)n, &f, NULL));
+    CHECK(spy_frame_find_section(&f, SPY_SEC_ZONES, &s));
+    CHECK(unpack_agrees(s.data, s.len));
+    for (uint32_t cut = 0; cut < s.len; cut++)
+      CHECK(unpack_agrees(s.data, cut));
+    /* Every byte set to values that matter to varints, kinds and ids. */
+    static const uint8_t vals[] = {0x00, 0x01, 0x02, 0x03, 0x0f, 0x10,
+                                   0x7f, 0x80, 0x81, 0x83, 0xfe, 0xff};
+    for (uint32_t i = 0; i < s.len; i++)
+      for (size_t v = 0; v < sizeof vals; v++) {
+        memcpy(b, s.data, s.len);
+        b[i] = vals[v];
+        CHECK(unpack_agrees(b, s.len));
+      }
+  }
+}
+
+TEST(a_bad_section_applies_nothing) {
+  /* Thread 1's block is good, thread 2's last event is not: the state
+   * must not take thread 1's zones either. */
+  uint8_t buf[1024];
+  int n = encode_sample(buf, sizeof buf);
+  CHECK(n > 0);
+  spy_frame f;
+  CHECK_OK(spy_frame_decode(buf, (size_t)n, &f, NULL));
+  spy_state st;
+  CHECK_OK(spy_state_init(&st, 4));
+  CHECK_OK(spy_state_apply(&st, &f, 1)); /* good: applied */
+  CHECK_EQ(st.zones.spans, 2);
+  CHECK_EQ(st.zones.events, 6);
+  spy_section s;
+  CHECK(spy_frame_find_section(&f, SPY_SEC_ZONES, &s));
+  buf[(size_t)(s.data - buf) + s.len - 4] = 0x83; /* thread 2: kind 3 */
+  CHECK_OK(spy_frame_decode(buf, (size_t)n, &f, NULL));
+  CHECK_EQ(spy_state_apply(&st, &f, 2), SPY_EBADVALUE);
+  CHECK_EQ(st.zones.spans, 2);
+  CHECK_EQ(st.zones.events, 6);
+  CHECK_EQ(st.zones.threads[0].n, 2);
+  spy_state_free(&st);
+}
+
 /* ---- the provider ---------------------------------------------------------
  */
 
@@ -763,6 +904,8 @@ int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
       TEST_CASE(zones_section_round_trips),
       TEST_CASE(zones_decoder_rejects_malformed_sections),
+      TEST_CASE(one_pass_unpack_agrees_with_the_validating_iterators),
+      TEST_CASE(a_bad_section_applies_nothing),
       TEST_CASE(unsubscribed_zones_write_nothing),
       TEST_CASE(nesting_and_order_rebuilt_exactly_in_another_process),
       TEST_CASE(drops_are_whole_zones_and_counted),

@@ -126,8 +126,14 @@ async function main() {
   const want = await until('truth of the parked frame', () => truthAll().get(F));
   await until('the parked frame in the zones store', () => js((fr) => !!window.spyglass.model.zonesAt(fr), F));
   assert.deepEqual(await pageSpans(F), want, `parked frame ${F}`);
-  const drawn = await js(() => window.spyglass.zones.boxes.filter((b) => b.thread === 'sim').length);
+  const drawn = await js(() => window.spyglass.zones.boxes.filter((b) => b.thread === 'sim' && b.inFrame).length);
   assert.equal(drawn, 9, 'the timeline draws the parked frame\'s 9 zones');
+  // Its neighbours beside it: frames F-1 and F+1 are held (the recorder
+  // keeps frames, F is 5 back from live), their markers and zones drawn.
+  const around = await js(() => ({ frames: window.spyglass.zones.shown.frames.map((f) => f.frame),
+    others: window.spyglass.zones.boxes.filter((b) => b.thread === 'sim' && !b.inFrame).length }));
+  assert.deepEqual(around.frames, [F - 1, F, F + 1, F + 2], 'the parked frame between its neighbours');
+  assert.ok(around.others >= 18, `the neighbours' 9 zones each drawn too (${around.others})`);
   const table = await page.$$eval('#zones-table tbody tr', (r) => Object.fromEntries(r.map((x) =>
     [x.dataset.name, Number(x.children[1].dataset.v)])));
   assert.deepEqual(table, { frame: 1, update: 1, substep: 3, draw: 1, deep: 3 }, 'the table counts that frame\'s calls');
@@ -137,7 +143,7 @@ async function main() {
   // One more step back: another frame, its own zones.
   await page.keyboard.press('ArrowLeft');
   await until('the panel on frame F-1', async () => Number(await page.$eval('#zones', (e) => e.dataset.frame)) === F - 1);
-  await until('frame F-1 drawn', () => js(() => window.spyglass.zones.boxes.filter((b) => b.thread === 'sim').length === 9));
+  await until('frame F-1 drawn', () => js(() => window.spyglass.zones.boxes.filter((b) => b.thread === 'sim' && b.inFrame).length === 9));
   assert.deepEqual(await pageSpans(F - 1), truthAll().get(F - 1), `parked frame ${F - 1}`);
   // The tooltip, on the parked view (a live one moves under the pointer).
   await until('boxes live', () => js(() => window.spyglass.zones.boxes.length > 0));

@@ -4,8 +4,9 @@
 // zoom around the pointer, drag to pan, double-click to reset, a tooltip
 // on hover (name, function, file:line, duration, self time); and a table
 // per location (calls, total, self, max over the provider's last second,
-// sortable by any column). Parked on a frame (the recorder), both show
-// that frame's zones from the model's store (model.zonesAt).
+// sortable by any column). Parked on a frame (the recorder), the timeline
+// shows that frame shaded between its neighbours and the table that
+// frame's zones, from the model's store (model.zonesAt).
 //
 // The panel subscribes to ZONES only while it is open (the `zones` button
 // or key z): opening adds the feature bit and re-subscribes, closing takes
@@ -25,6 +26,25 @@ const PALETTE = ['#5ad1ff', '#ffb454', '#c792ea', '#7fd962', '#ff6b6b',
 
 const css = (c) => `#${c.toString(16).padStart(6, '0')}`;
 export const locColor = (l, id) => (l && l.color ? css(l.color & 0xffffff) : PALETTE[id % PALETTE.length]);
+
+// The threads of several recorded frames as one list, each span once (a
+// span crossing a frame boundary is kept by both frames).
+export function mergeThreads(frames) {
+  const by = new Map();
+  for (const f of frames) {
+    for (const t of f.threads) {
+      let m = by.get(t.thread);
+      if (!m) by.set(t.thread, (m = { ...t, spans: [], seen: new Set() }));
+      for (const sp of t.spans) {
+        const k = `${sp.start}/${sp.depth}/${sp.loc}`;
+        if (m.seen.has(k)) continue;
+        m.seen.add(k);
+        m.spans.push(sp);
+      }
+    }
+  }
+  return [...by.values()].map(({ seen, ...t }) => ({ ...t, spans: t.spans.sort((a, b) => a.start - b.start || a.depth - b.depth) }));
+}
 
 // Per-location sums over a list of threads' spans (a parked frame):
 // calls, total, self (duration minus the children's), max.
@@ -163,9 +183,13 @@ export class Zones {
       const zf = this.model.zonesAt(v.frame);
       if (!zf) return { lo: 0, hi: 1, threads: [], frames: [], parked: v.frame, missing: true };
       const end = zf.end || zf.start + 1;
-      return { lo: zf.start, hi: end, threads: zf.threads,
-        frames: [{ frame: zf.frame, start: zf.start }, { frame: zf.frame + 1, start: end }],
-        parked: v.frame, zf };
+      // The frames on either side too, when the recorder holds them: the
+      // parked one is shaded, and the table counts only its zones.
+      const parts = [this.model.zonesAt(v.frame - 1), zf, this.model.zonesAt(v.frame + 1)].filter(Boolean);
+      const last = parts[parts.length - 1], hi = Math.max(last.end || last.start + 1, end);
+      return { lo: parts[0].start, hi, threads: mergeThreads(parts),
+        frames: [...parts.map((f) => ({ frame: f.frame, start: f.start })), { frame: last.frame + 1, start: hi }],
+        parked: v.frame, focus: { lo: zf.start, hi: end }, tableThreads: zf.threads, zf };
     }
     const n = z.frames.length;
     if (!n) return { lo: 0, hi: 1, threads: [], frames: [], parked: null };
@@ -208,6 +232,11 @@ export class Zones {
     const X = (t) => LABEL_W + ((t - lo) / (hi - lo)) * pw;
     const zs = this.model.zones;
     this.boxes = [];
+    if (c.focus) { // the parked frame among its neighbours
+      g.fillStyle = '#1b2230';
+      const fx0 = Math.max(LABEL_W, X(c.focus.lo)), fx1 = Math.min(w, X(c.focus.hi));
+      if (fx1 > fx0) g.fillRect(fx0, AXIS_H, fx1 - fx0, h - AXIS_H);
+    }
     let y = AXIS_H;
     for (const lane of lanes) {
       const lh = Math.max(1, lane.depth) * ROW;
@@ -232,7 +261,8 @@ export class Zones {
           g.fillText(l ? l.name : `#${sp.loc}`, x0 + 3, by + ROW / 2);
           g.restore();
         }
-        this.boxes.push({ x: x0, y: by, w: bw, h: ROW, sp, self, thread: lane.name || lane.thread });
+        const inFrame = !c.focus || (sp.start >= c.focus.lo && sp.start < c.focus.hi);
+        this.boxes.push({ x: x0, y: by, w: bw, h: ROW, sp, self, thread: lane.name || lane.thread, inFrame });
       }
       y += lh + LANE_GAP;
     }
@@ -260,7 +290,7 @@ export class Zones {
     let rows;
     if (c.parked !== null) {
       $('#zones-table-title', this.panel).textContent = `per location, frame ${c.parked}`;
-      rows = [...frameSums(c.threads)].map(([id, s]) => ({ id, ...s }));
+      rows = [...frameSums(c.tableThreads ?? c.threads)].map(([id, s]) => ({ id, ...s }));
     } else {
       $('#zones-table-title', this.panel).textContent = 'per location, last second';
       rows = [...zs.locs.values()].map((l) => ({ id: l.id, ...zs.lastSecond(l) })).filter((r) => r.calls);

@@ -179,6 +179,8 @@ typedef struct spy_zone_state {
   uint64_t latest_ns; /* the newest event time seen */
   uint64_t events, spans, unmatched, cut, dropped;
   uint64_t seen_lost; /* frames_lost when last looked at */
+  uint64_t *scratch;  /* one section's unpacked events (internal) */
+  size_t scratch_cap; /* words */
 } spy_zone_state;
 
 /* ---- images (buffer:raw / buffer:chunk; buffers.h, codec.h) ----------- *

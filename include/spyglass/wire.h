@@ -642,6 +642,28 @@ int spy_zones_next_thread(spy_zones_iter *it, spy_zone_thread_info *out,
                           spy_zone_event_iter *ev);
 int spy_zone_event_next(spy_zone_event_iter *ev, spy_zone_event *out);
 
+/* One validating pass: checks what spy_get_zones checks (same codes) and
+ * writes every thread block's events to words[] as packed words, block
+ * after block, each block closed by a block-end word; the thread headers
+ * and locations still come from spy_zones_next_loc / _next_thread.
+ * `cap` must be at least s->len words (always enough); else SPY_ENOBUFS.
+ * *n_words: words written (0 on an error; then words[] holds garbage).
+ * A packed word w: kind = w & 3 (SPY_ZPK_*); for END, BEGIN and FRAME the
+ * time delta from the block's previous event (the first from base_ns) is
+ * w >> SPY_ZPK_DELTA_SHIFT and a begin's location id (w >> 2) & 0xffff; a
+ * FRAME word is followed by a raw word, the frame number; SPECIAL words
+ * carry (w >> 2) & 0xffff: BLOCK_END, or ADVANCE (the next raw word is a
+ * delta too large for the field, added to the time). */
+#define SPY_ZPK_END 0u
+#define SPY_ZPK_BEGIN 1u
+#define SPY_ZPK_FRAME 2u
+#define SPY_ZPK_SPECIAL 3u
+#define SPY_ZPK_BLOCK_END 0u
+#define SPY_ZPK_ADVANCE 1u
+#define SPY_ZPK_DELTA_SHIFT 18u
+int spy_zones_unpack(const spy_section *s, spy_zones_iter *it, uint64_t *words,
+                     size_t cap, size_t *n_words);
+
 /* ------------------------------------------------------------------------ */
 /* BATCHES and PASSES: what a frame drew and its render-pass tree           */
 /*

@@ -10,6 +10,11 @@
  * began before this state saw the thread (a late join, a gap, a reset):
  * it is counted and ignored, which keeps every later span exact because
  * ends always close the innermost zone.
+ *
+ * A section is read once: spy_zones_unpack checks all of it and writes
+ * its events as packed words into a scratch the state keeps (a section's
+ * length in words at most), and only a good section is applied, from the
+ * words, with the thread's ring and stack in locals (apply_block).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +59,7 @@ void spy__state_zones_free(spy_state *s) {
     free(z->threads[i].child_ns);
   }
   free(z->threads);
+  free(z->scratch);
   uint32_t kf = z->keep_frames, ks = z->keep_spans;
   memset(z, 0, sizeof *z);
   z->keep_frames = kf;
@@ -205,14 +211,24 @@ static void prune(spy_zone_thread *t, uint64_t keep_ns) {
   }
 }
 
-static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
+/* What one section's apply keeps at hand: the span cap, and the second
+ * the last end fell in (a division per span otherwise). */
+typedef struct apply_ctx {
+  spy_zone_location **locs; /* z->locs, z->n_locs: unchanged by events */
+  uint32_t n_locs;
+  uint32_t max_spans;
+  uint64_t sec, sec_lo_ns; /* end times in [sec_lo_ns, + 1 s) are in sec */
+} apply_ctx;
+
+static int begin(spy_zone_thread *t, const apply_ctx *c, uint64_t ns,
                  uint32_t loc) {
-  if (t->depth >= SPY_ZONE_DEPTH_MAX || t->too_deep) {
+  if (__builtin_expect(t->depth >= SPY_ZONE_DEPTH_MAX || t->too_deep, 0)) {
     t->too_deep++;
     return 0;
   }
-  uint32_t max = keep_spans(z);
-  if (t->n == t->cap && t->cap < max) { /* grow, unrolling the ring */
+  uint32_t max = c->max_spans;
+  if (__builtin_expect(t->n == t->cap, 0) &&
+      t->cap < max) { /* grow, unrolling the ring */
     uint32_t cap = t->cap ? t->cap * 2 : 256;
     if (cap > max)
       cap = max;
@@ -237,10 +253,10 @@ static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
     if (!o)
       return SPY_ENOMEM;
     t->open = o;
-    uint64_t *c = realloc(t->child_ns, cap * sizeof *c);
-    if (!c)
+    uint64_t *ch = realloc(t->child_ns, cap * sizeof *ch);
+    if (!ch)
       return SPY_ENOMEM;
-    t->child_ns = c;
+    t->child_ns = ch;
     t->open_cap = cap;
   }
   spy_zone_span *sp = &t->spans[(t->start + t->n) & (t->cap - 1)];
@@ -256,13 +272,19 @@ static int begin(spy_zone_state *z, spy_zone_thread *t, uint64_t ns,
   return 0;
 }
 
-static void add_sums(spy_zone_state *z, uint32_t loc, uint64_t end_ns,
-                     uint64_t dur, uint64_t self) {
-  if (loc < SPY_ZONES_LOC_ID_MIN || loc - SPY_ZONES_LOC_ID_MIN >= z->n_locs ||
-      !z->locs[loc - SPY_ZONES_LOC_ID_MIN])
+static inline __attribute__((always_inline)) void
+add_sums(spy_zone_state *z, apply_ctx *c, uint32_t loc, uint64_t end_ns,
+         uint64_t dur, uint64_t self) {
+  (void)z;
+  if (loc < SPY_ZONES_LOC_ID_MIN || loc - SPY_ZONES_LOC_ID_MIN >= c->n_locs ||
+      !c->locs[loc - SPY_ZONES_LOC_ID_MIN])
     return; /* not known yet: its name comes with the next pass */
-  spy_zone_location *l = z->locs[loc - SPY_ZONES_LOC_ID_MIN];
-  uint64_t sec = end_ns / 1000000000ull;
+  spy_zone_location *l = c->locs[loc - SPY_ZONES_LOC_ID_MIN];
+  if (__builtin_expect(end_ns - c->sec_lo_ns >= 1000000000ull, 0)) {
+    c->sec = end_ns / 1000000000ull;
+    c->sec_lo_ns = c->sec * 1000000000ull;
+  }
+  uint64_t sec = c->sec;
   if (sec != l->second) {
     if (sec == l->second + 1)
       l->last = l->cur;
@@ -278,8 +300,9 @@ static void add_sums(spy_zone_state *z, uint32_t loc, uint64_t end_ns,
     l->cur.max_ns = dur;
 }
 
-static void end(spy_zone_state *z, spy_zone_thread *t, uint64_t ns) {
-  if (t->too_deep) {
+static void end(spy_zone_state *z, spy_zone_thread *t, apply_ctx *c,
+                uint64_t ns) {
+  if (__builtin_expect(t->too_deep != 0, 0)) {
     t->too_deep--;
     return;
   }
@@ -299,7 +322,7 @@ static void end(spy_zone_state *z, spy_zone_thread *t, uint64_t ns) {
   uint64_t dur = sp->end_ns - sp->start_ns;
   if (t->depth)
     t->child_ns[t->depth - 1] += dur;
-  add_sums(z, sp->loc, sp->end_ns, dur, dur > child ? dur - child : 0);
+  add_sums(z, c, sp->loc, sp->end_ns, dur, dur > child ? dur - child : 0);
   z->spans++;
 }
 
@@ -319,12 +342,157 @@ static void frame_marker(spy_zone_state *z, uint64_t frame, uint64_t ns) {
   }
 }
 
+/* A thread's span ring and open stack in locals while one block is
+ * applied; the general begin() / end() / frame_marker() take over (on
+ * the thread itself) for what the fast cases below do not cover. */
+typedef struct hot {
+  spy_zone_span *spans;
+  uint64_t *open, *child;
+  uint64_t first;
+  uint32_t mask, start, n, depth, room; /* room: depth < open_cap */
+} hot;
+
+static inline __attribute__((always_inline)) void
+hot_load(hot *h, const spy_zone_thread *t) {
+  h->spans = t->spans;
+  h->open = t->open;
+  h->child = t->child_ns;
+  h->first = t->first;
+  h->mask = t->cap - 1;
+  h->start = t->start;
+  h->n = t->n;
+  h->depth = t->depth;
+  h->room = t->too_deep || !t->cap ? 0 : t->open_cap - t->depth;
+  if (h->room > SPY_ZONE_DEPTH_MAX - t->depth)
+    h->room = SPY_ZONE_DEPTH_MAX - t->depth;
+}
+
+static inline __attribute__((always_inline)) void
+hot_store(const hot *h, spy_zone_thread *t) {
+  t->first = h->first;
+  t->start = h->start;
+  t->n = h->n;
+  t->depth = h->depth;
+}
+
+/* The block's events from *wp on, up to its block-end word. */
+static int apply_block(spy_zone_state *z, spy_zone_thread *t, apply_ctx *cp,
+                       const uint64_t **wp, uint64_t *nsp, uint64_t *nev) {
+  /* A copy whose address never leaves this function (the general paths
+   * get another), so its fields stay in registers across span stores. */
+  apply_ctx cl = *cp, *c = &cl;
+  const uint64_t *w = *wp;
+  uint64_t ns = *nsp, n = 0, spans = 0;
+  /* The ring may only grow while it is below the cap: a full ring at the
+   * cap drops its oldest span, the fast case here. */
+  int at_cap = t->cap >= c->max_spans;
+  hot h;
+  hot_load(&h, t);
+  int rc = 0;
+  for (;; n++) {
+    uint64_t x = *w++;
+    ns += x >> SPY_ZPK_DELTA_SHIFT;
+    uint32_t kind = (uint32_t)(x & 3u);
+    if (kind == SPY_ZPK_BEGIN) {
+      if (__builtin_expect(h.room != 0 && (h.n <= h.mask || at_cap), 1)) {
+        if (h.n > h.mask) { /* full: the oldest goes, open or not */
+          h.start = (h.start + 1) & h.mask;
+          h.n--;
+          h.first++;
+        }
+        spy_zone_span *sp = &h.spans[(h.start + h.n) & h.mask];
+        sp->start_ns = ns;
+        sp->end_ns = 0;
+        sp->loc = (uint32_t)(x >> 2) & 0xffffu;
+        sp->depth = (uint16_t)h.depth;
+        sp->flags = 0;
+        h.open[h.depth] = h.first + h.n;
+        h.child[h.depth] = 0;
+        h.depth++;
+        h.room--;
+        h.n++;
+        continue;
+      }
+      hot_store(&h, t);
+      rc = begin(t, cp, ns, (uint32_t)(x >> 2) & 0xffffu);
+      hot_load(&h, t);
+      at_cap = t->cap >= c->max_spans;
+      if (rc < 0)
+        break;
+      continue;
+    }
+    if (kind == SPY_ZPK_END) {
+      if (__builtin_expect(h.depth != 0 && !t->too_deep, 1)) {
+        h.depth--;
+        h.room++;
+        uint64_t a = h.open[h.depth];
+        if (a < h.first)
+          continue; /* its slot was reused: the span is gone */
+        spy_zone_span *sp =
+            &h.spans[(h.start + (uint32_t)(a - h.first)) & h.mask];
+        uint64_t e = ns > sp->start_ns ? ns : sp->start_ns;
+        sp->end_ns = e;
+        uint64_t dur = e - sp->start_ns, child = h.child[h.depth];
+        if (h.depth)
+          h.child[h.depth - 1] += dur;
+        add_sums(z, c, sp->loc, e, dur, dur > child ? dur - child : 0);
+        spans++;
+        continue;
+      }
+      hot_store(&h, t);
+      *cp = cl;
+      end(z, t, cp, ns);
+      cl = *cp;
+      hot_load(&h, t);
+      continue;
+    }
+    if (kind == SPY_ZPK_FRAME) {
+      hot_store(&h, t);
+      frame_marker(z, *w++, ns); /* prunes every thread, this one too */
+      hot_load(&h, t);
+      continue;
+    }
+    if (((x >> 2) & 0xffffu) != SPY_ZPK_ADVANCE)
+      break; /* the block's end */
+    ns += *w++;
+    n--; /* not an event */
+  }
+  hot_store(&h, t);
+  *cp = cl;
+  z->spans += spans;
+  *wp = w;
+  *nsp = ns;
+  *nev = n;
+  return rc;
+}
+
+/* The scratch for one section's packed events: s->len words at most. */
+static int scratch(spy_zone_state *z, size_t len) {
+  if (len <= z->scratch_cap)
+    return 0;
+  size_t cap = z->scratch_cap ? z->scratch_cap : 4096;
+  while (cap < len)
+    cap *= 2;
+  uint64_t *w = realloc(z->scratch, cap * sizeof *w);
+  if (!w)
+    return SPY_ENOMEM;
+  z->scratch = w;
+  z->scratch_cap = cap;
+  return 0;
+}
+
 int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
-  spy_zones_iter it;
-  int rc = spy_get_zones(sec, &it); /* validated whole, or nothing applied */
+  spy_zone_state *z = &s->zones;
+  int rc = scratch(z, sec->len);
   if (rc < 0)
     return rc;
-  spy_zone_state *z = &s->zones;
+  /* One pass over the bytes checks the whole section and unpacks its
+   * events; nothing is applied unless all of it is good. */
+  spy_zones_iter it;
+  size_t nw;
+  rc = spy_zones_unpack(sec, &it, z->scratch, z->scratch_cap, &nw);
+  if (rc < 0)
+    return rc;
   if (s->frames_lost != z->seen_lost) {
     /* Frames were lost: ends of zones open now may be among them. */
     z->seen_lost = s->frames_lost;
@@ -335,12 +503,20 @@ int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
   while (spy_zones_next_loc(&it, &li))
     if ((rc = put_loc(z, &li)) < 0)
       return rc;
+  apply_ctx c = {.locs = z->locs,
+                 .n_locs = z->n_locs,
+                 .max_spans = keep_spans(z),
+                 .sec_lo_ns = UINT64_MAX};
+  const uint64_t *w = z->scratch;
   spy_zone_thread_info ti;
   spy_zone_event_iter ev;
   while (spy_zones_next_thread(&it, &ti, &ev)) {
     spy_zone_thread *t = get_thread(z, ti.thread);
-    if (!t)
-      continue; /* too many threads: this one is not kept */
+    if (!t) { /* too many threads: this one is not kept */
+      while (*w++ != (SPY_ZPK_SPECIAL | SPY_ZPK_BLOCK_END << 2))
+        ;
+      continue;
+    }
     t->os_tid = ti.os_tid;
     if (ti.flags & SPY_ZONES_THREAD_NAMED) {
       memcpy(t->name, ti.name, ti.name_len);
@@ -352,20 +528,13 @@ int spy__state_zones_apply(spy_state *s, const spy_section *sec) {
       t->gone = 1;
     z->dropped += ti.dropped > t->dropped ? ti.dropped - t->dropped : 0;
     t->dropped = ti.dropped;
-    spy_zone_event e;
-    while (spy_zone_event_next(&ev, &e)) {
-      z->events++;
-      if (e.t_ns > z->latest_ns)
-        z->latest_ns = e.t_ns;
-      if (e.kind == SPY_ZONE_EV_BEGIN)
-        rc = begin(z, t, e.t_ns, (uint32_t)e.value);
-      else if (e.kind == SPY_ZONE_EV_END)
-        end(z, t, e.t_ns);
-      else
-        frame_marker(z, e.value, e.t_ns);
-      if (rc < 0)
-        return rc;
-    }
+    uint64_t ns = it.base_ns, n = 0;
+    rc = apply_block(z, t, &c, &w, &ns, &n);
+    z->events += n;
+    if (ns > z->latest_ns)
+      z->latest_ns = ns; /* a block's times only grow */
+    if (rc < 0)
+      return rc;
   }
   return 0;
 }

@@ -5,8 +5,10 @@
 
 #include "spyglass/consumer.h"
 
-/* Validates the section whole, then applies it. 0 or a decode error
- * (nothing applied), or SPY_ENOMEM (applied up to there). */
+/* Checks the whole section and unpacks its events in one pass over the
+ * bytes (spy_zones_unpack, into the state's scratch), then applies them.
+ * 0 or a decode error (nothing applied), or SPY_ENOMEM (nothing applied
+ * if the scratch could not grow; else applied up to there). */
 int spy__state_zones_apply(spy_state *s, const spy_section *sec);
 /* Frees what the zone state holds; keeps its configuration. */
 void spy__state_zones_free(spy_state *s);

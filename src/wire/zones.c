@@ -9,7 +9,9 @@
  *
  * spy_get_zones() walks the whole section once and checks every length,
  * varint, kind, id and time before handing anything out, so the iterators
- * after it need no checks of their own.
+ * after it need no checks of their own. spy_zones_unpack() is the same
+ * walk, also writing every event as a packed word: a reader that applies
+ * the events (the consumer state) reads the bytes once, not twice.
  */
 #include <string.h>
 
@@ -193,6 +195,23 @@ static inline int rd_varint(const uint8_t **pp, const uint8_t *end,
   return 0;
 }
 
+/* A varint that may be longer than a byte (rd_varint), out of the loops
+ * below and returning both the value and where it ends in registers (a
+ * pointer passed by address would keep the loop's cursor in memory).
+ * p is NULL on a bad one. */
+typedef struct varint_at {
+  const uint8_t *p;
+  uint64_t v;
+} varint_at;
+
+static __attribute__((noinline)) varint_at rd_varint_long(const uint8_t *p,
+                                                          const uint8_t *end) {
+  varint_at r = {p, 0};
+  if (!rd_varint(&r.p, end, &r.v))
+    r.p = NULL;
+  return r;
+}
+
 /* Decodes one event (validated or not); returns 0 or an error. */
 static inline int event(const uint8_t **pp, const uint8_t *end, uint64_t *t,
                         spy_zone_event *out) {
@@ -219,7 +238,71 @@ static inline int event(const uint8_t **pp, const uint8_t *end, uint64_t *t,
   return 0;
 }
 
-int spy_get_zones(const spy_section *s, spy_zones_iter *it) {
+/* Checks the events of one block [p, pend) from time t as event() does;
+ * with `w`, also writes them there as packed words (wire.h, SPY_ZPK_*)
+ * and a block-end word, *nw words so far. 0 or SPY_EBADVALUE. Every
+ * event takes at least as many bytes as words (a begin 2 bytes, 1 word; a
+ * frame 2 bytes, 2 words; a delta over 46 bits 7 bytes, 2 more words),
+ * so a section never needs more words than its length: the block-end
+ * words fit in the block headers' 24 bytes. */
+static inline __attribute__((always_inline)) int walk(const uint8_t *p,
+                                                      const uint8_t *pend,
+                                                      uint64_t t, uint64_t *w,
+                                                      size_t *nw) {
+  size_t n = w ? *nw : 0;
+  while (p < pend) {
+    uint64_t v, val = 0;
+    if (__builtin_expect(!(*p & 0x80), 1)) {
+      v = *p++;
+    } else {
+      varint_at r = rd_varint_long(p, pend);
+      if (!r.p)
+        return SPY_EBADVALUE;
+      p = r.p;
+      v = r.v;
+    }
+    uint64_t kind = v & 3u, d = v >> 2;
+    if (kind == SPY_ZONE_EV_BEGIN || kind == SPY_ZONE_EV_FRAME) {
+      if (__builtin_expect(p < pend && !(*p & 0x80), 1)) {
+        val = *p++;
+      } else {
+        varint_at r = rd_varint_long(p, pend);
+        if (!r.p)
+          return SPY_EBADVALUE;
+        p = r.p;
+        val = r.v;
+      }
+      if (kind == SPY_ZONE_EV_BEGIN &&
+          (val < SPY_ZONES_LOC_ID_MIN || val > SPY_ZONES_LOC_ID_MAX))
+        return SPY_EBADVALUE;
+    } else if (kind != SPY_ZONE_EV_END) {
+      return SPY_EBADVALUE;
+    }
+    if (t + d < t)
+      return SPY_EBADVALUE; /* time overflows */
+    t += d;
+    if (w) {
+      if (__builtin_expect(d >> (64 - SPY_ZPK_DELTA_SHIFT), 0)) {
+        w[n++] = SPY_ZPK_SPECIAL | SPY_ZPK_ADVANCE << 2;
+        w[n++] = d;
+        d = 0;
+      }
+      w[n++] = d << SPY_ZPK_DELTA_SHIFT |
+               (kind == SPY_ZONE_EV_BEGIN ? val << 2 : 0) | kind;
+      if (kind == SPY_ZONE_EV_FRAME)
+        w[n++] = val;
+    }
+  }
+  if (w) {
+    w[n++] = SPY_ZPK_SPECIAL | SPY_ZPK_BLOCK_END << 2;
+    *nw = n;
+  }
+  return 0;
+}
+
+/* The whole section checked once; with `w`, the events unpacked too. */
+static int parse(const spy_section *s, spy_zones_iter *it, uint64_t *w,
+                 size_t *nw) {
   memset(it, 0, sizeof *it);
   if (s->id != SPY_SEC_ZONES || s->len < HDR)
     return SPY_EBADSECTION;
@@ -260,14 +343,10 @@ int spy_get_zones(const spy_section *s, spy_zones_iter *it) {
     uint32_t ev = spy_rd32(h + 12);
     if (s->len - off - THREAD_HDR < (size_t)h[9] + ev)
       return SPY_EBADSECTION;
-    const uint8_t *p = h + THREAD_HDR + h[9], *pend = p + ev;
-    uint64_t t = base;
-    spy_zone_event e;
-    while (p < pend) {
-      int rc = event(&p, pend, &t, &e);
-      if (rc < 0)
-        return rc;
-    }
+    const uint8_t *p = h + THREAD_HDR + h[9];
+    int rc = w ? walk(p, p + ev, base, w, nw) : walk(p, p + ev, base, NULL, 0);
+    if (rc < 0)
+      return rc;
     off = pad4(off + THREAD_HDR + h[9] + ev);
     if (off > s->len)
       off = s->len;
@@ -281,6 +360,23 @@ int spy_get_zones(const spy_section *s, spy_zones_iter *it) {
   it->p = b + HDR;
   it->end = end;
   return 0;
+}
+
+int spy_get_zones(const spy_section *s, spy_zones_iter *it) {
+  return parse(s, it, NULL, NULL);
+}
+
+int spy_zones_unpack(const spy_section *s, spy_zones_iter *it, uint64_t *words,
+                     size_t cap, size_t *n_words) {
+  *n_words = 0;
+  if (cap < s->len) {
+    memset(it, 0, sizeof *it);
+    return SPY_ENOBUFS;
+  }
+  int rc = parse(s, it, words, n_words);
+  if (rc < 0)
+    *n_words = 0;
+  return rc;
 }
 
 /* Records start 4-aligned relative to the section's data (validated). */
