@@ -102,6 +102,41 @@ rc_part=$?
 set -e
 [ $rc_part = 0 ] || { cat "$work/d-part.txt"; fail "diff against a running build: exit $rc_part"; }
 ! grep -q '^plugin ' "$work/d-part.txt" || { cat "$work/d-part.txt"; fail "diff judged a running build"; }
+# a recorder that joins a build already running writes it partial = 1
+# (the provider counted only what happened since), and diff leaves it out
+"$tool" demo build "$work/src" --trace jsonl --out "$work/out-late" \
+  --name "rb-late-$$" --wait-subscriber 30 --hook-delay-us 20000 >"$work/build-late.txt" 2>&1 &
+late_build=$!
+# an early watcher starts the build and leaves once it shows progress
+deadline=$((SECONDS + 60))
+until [ "$("$tool" top "rb-late-$$" --once --json --wait 30000 2>/dev/null | python3 -c '
+import json, sys
+b = json.loads(sys.stdin.read()).get("build")
+print(b["hook_calls"] if b and not b["ended"] else 0)' 2>/dev/null || echo 0)" -gt 0 ]; do
+  [ $SECONDS -lt $deadline ] || fail "the late-joined build showed no progress"
+  sleep 0.3
+done
+sleep 0.5
+"$tool" record "rb-late-$$" -o "$work/late.db" -s 120 >"$work/rec-late.txt" 2>&1 &
+late_rec=$!
+wait "$late_build" || fail "build late failed: $(cat "$work/build-late.txt")"
+deadline=$((SECONDS + 30))
+until [ "$(sqlite3 "$work/late.db" 'select count(*) from build' 2>/dev/null || echo 0)" = 1 ]; do
+  [ $SECONDS -lt $deadline ] || fail "recording late has no build row"
+  sleep 0.2
+done
+kill -INT "$late_rec"
+wait "$late_rec" || fail "recorder (late) failed: $(cat "$work/rec-late.txt")"
+whole=$(sqlite3 "$work/base.db" 'select hook_calls from build')
+row=$(sqlite3 "$work/late.db" "select ended, partial, hook_calls < $whole from build")
+[ "$row" = "1|1|1" ] || fail "late-joined build: row '$row' ($(sqlite3 "$work/late.db" 'select * from build'))"
+[ "$(sqlite3 "$work/base.db" 'select partial from build')" = 0 ] || fail "a build seen whole: partial = 0 wanted"
+set +e
+"$tool" diff "$work/base.db" "$work/late.db" >"$work/d-late.txt"
+rc_late=$?
+set -e
+[ $rc_late = 0 ] || { cat "$work/d-late.txt"; fail "diff against a late-joined build: exit $rc_late"; }
+! grep -q '^plugin ' "$work/d-late.txt" || { cat "$work/d-late.txt"; fail "diff judged a late-joined build"; }
 # build-only recordings have no frames: diff says so instead of nan
 grep -q 'nan' "$work/d-same.txt" && { cat "$work/d-same.txt"; fail "diff printed nan"; }
 grep -q '^frame .*no frames' "$work/d-same.txt" || { cat "$work/d-same.txt"; fail "diff: no 'no frames'"; }

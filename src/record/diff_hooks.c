@@ -49,27 +49,36 @@ static double quant(double *v, int n, double q) {
 /* Loads the plugins of one recording; returns how many (0 when the
  * recording has no build traces). */
 /* The builds judged: those that ended (build.ended 0: the recording
- * stopped while it ran, its totals are not final). A recording made
- * before build.ended has only ended builds: the plain query. */
+ * stopped while it ran, its totals are not final) and that the recorder
+ * saw from their start (build.partial 1: counts since it joined). A
+ * recording made before those columns existed: the query without them. */
 #define HOOK_ROWS                                                              \
   "SELECT plugin, build, SUM(calls), MAX(plugin_p50_us) FROM build_hook h "    \
   "WHERE recording_id = ?1 "
 #define HOOK_GROUP " GROUP BY plugin, upid, build ORDER BY plugin, upid, build"
-static const char *const hook_sql[2] = {
-    HOOK_ROWS "AND NOT EXISTS (SELECT 1 FROM build b WHERE b.recording_id = "
-              "h.recording_id AND b.upid = h.upid AND b.build = h.build AND "
-              "b.ended = 0)" HOOK_GROUP,
-    HOOK_ROWS HOOK_GROUP};
+#define HOOK_SKIP                                                              \
+  "AND NOT EXISTS (SELECT 1 FROM build b WHERE b.recording_id = "              \
+  "h.recording_id AND b.upid = h.upid AND b.build = h.build AND "
+static const char *const hook_sql[3] = {
+    HOOK_ROWS HOOK_SKIP "(b.ended = 0 OR b.partial = 1))" HOOK_GROUP,
+    HOOK_ROWS HOOK_SKIP "b.ended = 0)" HOOK_GROUP, HOOK_ROWS HOOK_GROUP};
 
 static int load(rec_rd *rd, pfig *p) {
   rec_q q;
-  /* does build.ended exist? (an old recording: the query fails) */
-  spy__rq_prep(&q, rd,
-               "SELECT ended FROM build WHERE recording_id = ?1 AND 1 = 0");
-  spy__rq_bind(&q, 1, rd->rec_id);
-  while (spy__rq_step(&q))
-    ;
-  int old = q.failed;
+  /* which of build.partial and build.ended exist? (an older recording:
+   * the probe fails) */
+  static const char *const probe[2] = {
+      "SELECT ended, partial FROM build WHERE recording_id = ?1 AND 1 = 0",
+      "SELECT ended FROM build WHERE recording_id = ?1 AND 1 = 0"};
+  int old = 0;
+  for (; old < 2; old++) {
+    spy__rq_prep(&q, rd, probe[old]);
+    spy__rq_bind(&q, 1, rd->rec_id);
+    while (spy__rq_step(&q))
+      ;
+    if (!q.failed)
+      break;
+  }
   spy__rq_prep(&q, rd, hook_sql[old]);
   spy__rq_bind(&q, 1, rd->rec_id);
   int n = 0;

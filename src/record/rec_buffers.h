@@ -31,11 +31,12 @@
   " pixel_type, mode, keyframe, codec, path, file_offset, len)"                \
   " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)"
 /* PostgreSQL databases made by an earlier version: the columns added
- * since (chunk.pixel_type, chunk.mode, build.ended). */
+ * since (chunk.pixel_type, chunk.mode, build.ended, build.partial). */
 #define SPY_REC_PG_UPGRADE                                                     \
   "ALTER TABLE chunk ADD COLUMN IF NOT EXISTS pixel_type TEXT,"                \
   " ADD COLUMN IF NOT EXISTS mode TEXT;\n"                                     \
-  "ALTER TABLE build ADD COLUMN IF NOT EXISTS ended BIGINT;\n"
+  "ALTER TABLE build ADD COLUMN IF NOT EXISTS ended BIGINT,"                   \
+  " ADD COLUMN IF NOT EXISTS partial BIGINT;\n"
 
 /* What a recorder asks for (from spy_recorder_desc): the buffer requests
  * (a list of names, or all: names learnt from the provider's metadata),

@@ -5,7 +5,8 @@
  * still running when the provider's recording ends (the recorder stops,
  * the provider goes away) is written as it stood then, with build.ended
  * 0 and no ended_us: its totals are not final, so `spyglass diff` leaves
- * it out. */
+ * it out. So does it a build the recorder joined after it began (partial
+ * 1: the provider counted only what happened since). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,7 @@ static void build_rows(const spy_build_progress *b, int64_t upid, int ended,
   cint(&r, (int64_t)b->hook_calls);
   cint(&r, (int64_t)b->hook_us);
   cint(&r, ended);
+  cint(&r, (b->flags & SPY_BUILD_PARTIAL) ? 1 : 0);
   emit(ctx, &r);
   for (uint32_t i = 0; i < b->n_plugins; i++) {
     const spy_build_plugin *p = &b->plugins[i];

@@ -10,14 +10,17 @@
 
 /* Tables: one build row per build seen ended (ended 1), or still running
  * when the provider's recording ended (ended 0, ended_us NULL: totals so
- * far); build_hook: per build,
+ * far); partial 1 when the recorder joined after the build began (its
+ * counts are those since started_us, not the whole build's); build_hook:
+ * per build,
  * plugin and hook its calls, total and slowest time (µs), and the
  * plugin's median call (all its hooks); hook_call: the
  * build's slowest calls (the provider keeps SPY_BUILD_SLOW_MAX). */
 #define SPY_REC_TRACE_DDL                                                      \
   "CREATE TABLE IF NOT EXISTS build(recording_id BIGINT NOT NULL,"             \
   " upid BIGINT, build BIGINT, started_us BIGINT, ended_us BIGINT,"            \
-  " modules BIGINT, hook_calls BIGINT, hook_us BIGINT, ended BIGINT);\n"       \
+  " modules BIGINT, hook_calls BIGINT, hook_us BIGINT, ended BIGINT,"          \
+  " partial BIGINT);\n"                                                        \
   "CREATE TABLE IF NOT EXISTS build_hook(recording_id BIGINT NOT NULL,"        \
   " upid BIGINT, build BIGINT, plugin TEXT, hook TEXT, calls BIGINT,"          \
   " total_us BIGINT, max_us BIGINT, plugin_p50_us BIGINT);\n"                  \
@@ -26,7 +29,8 @@
   " dur_us BIGINT);\n"
 #define SPY_REC_SQL_BUILD                                                      \
   "INSERT INTO build(recording_id, upid, build, started_us, ended_us,"         \
-  " modules, hook_calls, hook_us, ended) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)"
+  " modules, hook_calls, hook_us, ended, partial)"                             \
+  " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)"
 #define SPY_REC_SQL_BUILD_HOOK                                                 \
   "INSERT INTO build_hook(recording_id, upid, build, plugin, hook, calls,"     \
   " total_us, max_us, plugin_p50_us) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)"
