@@ -217,7 +217,8 @@ TEST(nan_negative_and_huge_gpu_durations_are_rejected_and_counted) {
   spy_provider_destroy(p);
 }
 
-TEST(full_sample_ring_drops_the_newest_and_counts_them) {
+TEST(a_full_sample_ring_flushes_before_its_time) {
+  /* flush_ms is 100 s here: only the ring filling can bring a flush */
   spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
   CHECK(p);
   CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
@@ -227,9 +228,47 @@ TEST(full_sample_ring_drops_the_newest_and_counts_them) {
     spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)i);
     spy_frame_end(p);
   }
+  spy_provider_stats st;
+  spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.flushes_dropped, 0);
+  CHECK_EQ(st.samples_dropped, 0);
+  spy_stats_batch b;
+  CHECK(sniff_data(&sn, 5) && get_stats(&b));
+  CHECK_EQ(b.count, SPY_SAMPLE_RING); /* sent as the ring filled */
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_DRAWS, 0), 0);
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_DRAWS, 239), 239);
+  uint64_t first = b.start_frame;
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && get_stats(&b));
+  CHECK_EQ(b.start_frame, first + SPY_SAMPLE_RING); /* no gap */
+  CHECK_EQ(b.count, 300 - SPY_SAMPLE_RING);
+  CHECK_EQ(spy_stats_counter(&b, SPY_COUNTER_DRAWS, 0), SPY_SAMPLE_RING);
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
+TEST(full_sample_ring_drops_the_newest_and_counts_them) {
+  /* the early flush finds the pool empty: the samples are kept, and the
+   * ring, full, drops the newest */
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p), SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_STATS));
+  spy_transport *t = spy_provider_transport(p);
+  spy_buffer *held[SPY_POOL_MEDIUM_COUNT];
+  for (unsigned i = 0; i < SPY_POOL_MEDIUM_COUNT; i++)
+    CHECK((held[i] = spy_transport_acquire(t, SPY_TIER_MEDIUM)) != NULL);
+  for (int i = 0; i < 300; i++) {
+    spy_frame_begin(p);
+    spy_counter_set(p, SPY_COUNTER_DRAWS, (uint32_t)i);
+    spy_frame_end(p);
+  }
+  for (unsigned i = 0; i < SPY_POOL_MEDIUM_COUNT; i++)
+    t->ops->release_unused(t, held[i]);
   CHECK_OK(spy_provider_flush(p));
   spy_provider_stats st;
   spy_provider_get_stats(p, &st);
+  CHECK_EQ(st.flushes_dropped, 1); /* the one the ring's filling brought */
   CHECK_EQ(st.samples_dropped, 60);
   spy_stats_batch b;
   CHECK(sniff_data(&sn, 5) && get_stats(&b));
@@ -600,6 +639,7 @@ int main(int argc, char **argv) {
       TEST_CASE(gpu_device_reset_restarts_the_mapping),
       TEST_CASE(nan_negative_and_huge_gpu_durations_are_rejected_and_counted),
       TEST_CASE(typed_setters_by_handle_send_their_kinds),
+      TEST_CASE(a_full_sample_ring_flushes_before_its_time),
       TEST_CASE(full_sample_ring_drops_the_newest_and_counts_them),
       TEST_CASE(registry_and_env_send_only_what_changed),
       TEST_CASE(unwatched_features_are_never_collected),

@@ -73,7 +73,10 @@ typedef enum spy_counter {
 } spy_counter;
 
 #define SPY_MAX_COUNTERS SPY_STATS_MAX_COUNTERS
-#define SPY_SAMPLE_RING 240u /* samples held between flushes */
+/* Samples held between flushes. A flush comes every flush_ms or, sooner,
+ * when the ring fills (above 960 frames/s at the default 250 ms); the
+ * newest are dropped (and counted) only while flushes cannot be sent. */
+#define SPY_SAMPLE_RING 240u
 
 typedef struct spy_provider_desc {
   const char *name;             /* program name; NULL = this process's name */

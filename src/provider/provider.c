@@ -273,6 +273,7 @@ uint16_t spy__ms_x100(double ms) { return ms_x100(ms); }
 void spy__frame_end(spy_provider *p) {
   uint32_t f = frame_features(p);
   uint64_t now = 0;
+  int ring_filled = 0;
   if (f) {
     /* This frame's begin was watched (frame_watch is its copy). */
     now = spy__ticks();
@@ -287,6 +288,11 @@ void spy__frame_end(spy_provider *p) {
       uint32_t i = p->ring_count;
       if (i == 0)
         p->ring_start = p->frame_no; /* the batch's key */
+      /* The ring's last slot taken: the flush comes now rather than at
+       * its time (above ~960 frames/s a 250 ms flush would find the ring
+       * overflowed). A flush that cannot be sent keeps the samples, and
+       * only then are the newest dropped. */
+      ring_filled = i + 1 == SPY_SAMPLE_RING;
       if (i < SPY_SAMPLE_RING) {
         p->fps[i] = p->last_fps;
         p->cpu[i] = p->last_cpu;
@@ -304,7 +310,7 @@ void spy__frame_end(spy_provider *p) {
     p->skip_reason = 0;
     p->frame_no++;
     BUMP(p->st_frames);
-    if (now >= p->next_flush)
+    if (now >= p->next_flush || ring_filled)
       spy__flush(p, now, f);
   }
   /* Inline transport: the frame thread also answers the channels: every
