@@ -55,6 +55,14 @@ async function main() {
 
   // 1. The buffer list from the BUFFERS metadata; nothing served yet.
   const row = (n) => `#buffer-list tr[data-name="${n}"]`;
+  // (Un)ticks a buffer until the page's cells say so: the list re-renders
+  // when the metadata changes, and a click on a row being replaced is lost.
+  const select = (pg, name, on = true) => until(`${name} ${on ? 'selected' : 'unselected'}`, async () => {
+    const has = await pg.evaluate((n) => window.spyglass.buffers.cells.has(n), name);
+    if (has === on) return true;
+    await pg.click(`${row(name)} input[type=checkbox]`).catch(() => {});
+    return false;
+  });
   await until('the buffer list', () => page.$(row('test')));
   const cells = await page.$$eval(`${row('test')} td`, (t) => t.map((x) => x.textContent));
   assert.deepEqual(cells.slice(1, 4), ['test', 'rgba8', '64×48']);
@@ -63,7 +71,7 @@ async function main() {
   step('buffer list: test rgba8 64×48, moving; metadata only until selected');
 
   // 2. Select "test", ask for raw frames: the subscription names it.
-  await page.click(`${row('test')} input[type=checkbox]`);
+  await select(page, 'test');
   await page.selectOption('.cell[data-name="test"] .cell-mode', 'raw');
   await until('raw frames of test', async () => { const c = await cell('test'); return c.raw > 1 && c.w === 64; });
   await until('served as raw', async () =>
@@ -150,7 +158,7 @@ async function main() {
   // 4b. A float buffer's probe shows the source value too: "depthf" (R32F
   // 40×30, pixel (x, y) = 100 y + x / 4 + 0.5), read by the provider at a
   // capture (buffer:probe → PROBE), not the displayed (normalized) RGBA.
-  await page.click(`${row('depthf')} input[type=checkbox]`);
+  await select(page, 'depthf');
   await page.selectOption('.cell[data-name="depthf"] .cell-mode', 'raw');
   await until('raw frames of depthf', async () => { const s = await cell('depthf'); return s && s.raw > 1 && s.w === 40 && s.drawn > 1; });
   const fview = await page.$('.cell[data-name="depthf"] canvas.cell-view');
@@ -171,10 +179,10 @@ async function main() {
   assert.match(ftext, /src 2008/);
   step(`float probe: depthf (7, 5) source 502.25, (30, 20) 2008 ("${ftext.trim()}")`);
   await page.mouse.move(0, 0);
-  await page.click(`${row('depthf')} input[type=checkbox]`); // unselected again
+  await select(page, 'depthf', false);
 
   // 5. A VP9 stream decoded by WebCodecs.
-  await page.click(`${row('moving')} input[type=checkbox]`);
+  await select(page, 'moving');
   c = await until('decoded VP9 frames of moving', async () => {
     const s = await cell('moving'); return s && s.codec === 'vp9' && s.decoded >= 4 && s;
   }, 30000);
@@ -272,8 +280,8 @@ async function main() {
   await page.selectOption('#picker', demoId);
   await until('the demo framebuffer listed', () => page.$(row('framebuffer')));
   assert.equal(await js(() => window.spyglass.buffers.cells.size), 0, 'a new provider starts unselected');
-  await page.click(`${row('framebuffer')} input[type=checkbox]`);
-  await page.click(`${row('depth')} input[type=checkbox]`);
+  await select(page, 'framebuffer');
+  await select(page, 'depth');
   await page.selectOption('.cell[data-name="depth"] .cell-mode', 'thumbnail');
   c = await until('decoded frames of the framebuffer', async () => {
     const s = await cell('framebuffer'); return s && s.decoded >= 2 && s;
@@ -310,7 +318,7 @@ async function main() {
   const secure2 = await p2.evaluate(() => ({ secure: isSecureContext, fn: typeof VideoDecoder }));
   if (ip) assert.deepEqual(secure2, { secure: false, fn: 'undefined' }, 'plain HTTP from a LAN address');
   await until('the list on the second page', () => p2.$(row('moving')));
-  await p2.click(`${row('moving')} input[type=checkbox]`);
+  await select(p2, 'moving');
   await until('raw frames instead of a stream', () => p2.evaluate(() => {
     const cl = window.spyglass.buffers.cells.get('moving'); return cl && cl.stats.raw >= 2 && cl.stats.chunks === 0;
   }));
