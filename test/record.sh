@@ -573,10 +573,15 @@ case_buffers() {
   echo "== buffers: the demo's framebuffer streamed into IVF, images as PNG"
   command -v vpxdec >/dev/null && command -v pngcheck >/dev/null ||
     fail "vpxdec or pngcheck missing (scripts/deps.sh)"
-  "$SPY" demo --headless --seconds 120 --size 320x180 --name rec-buf >/dev/null 2>&1 &
+  "$SPY" demo --headless --seconds 120 --size 320x180 --name rec-buf >"$WORK/buf-demo.log" 2>&1 &
   local demo=$!
   PIDS+=($demo)
-  wait_until 60 provider_up rec-buf || fail "demo did not announce"
+  wait_until 60 provider_up rec-buf || {
+    kill -0 $demo 2>/dev/null && echo "(the demo runs)" || echo "(the demo exited)"
+    tail -n 20 "$WORK/buf-demo.log"
+    "$SPY" ls --wait 1000
+    fail "demo did not announce"
+  }
   # the default mode: the VP9 stream of one buffer; meanwhile `snap`
   # takes the same buffer raw (frames on the same channel the recorder
   # must leave out)
