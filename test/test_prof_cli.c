@@ -111,16 +111,23 @@ static double row_ratio(const char *json, const char *op) {
  * (the post found its buffers still in this core's cache after "encode
  * only", the others took them back from the worker's CPU): 3-12x with
  * the two threads on two CPUs. A ratio of two medians of the same run,
- * not a speed: the bound is loose (1.3) for a loaded machine. */
+ * not a speed: the bound is loose (1.5 on the median of three runs) for
+ * a loaded machine. */
 TEST(bench_msgprof_encode_only_is_not_above_the_post_that_includes_it) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "%s bench msgprof --quick --json", SPY_TOOL_PATH);
+  double r[3];
   for (int i = 0; i < 3; i++) {
     CHECK_EQ(run(cmd), 0);
-    double r = row_ratio(out, "flush: encode only");
-    fprintf(stderr, "  flush: encode only = %.2f x post, no hook\n", r);
-    CHECK(r > 0 && r <= 1.3);
+    r[i] = row_ratio(out, "flush: encode only");
+    fprintf(stderr, "  flush: encode only = %.2f x post, no hook\n", r[i]);
+    CHECK(r[i] > 0);
   }
+  /* the median of the three runs: one run on a busy machine may read
+   * 1.4; the defect read 3-12 in every run */
+  double lo = r[0] < r[1] ? r[0] : r[1], hi = r[0] < r[1] ? r[1] : r[0];
+  double mid = r[2] < lo ? lo : r[2] > hi ? hi : r[2];
+  CHECK(mid <= 1.5);
 }
 
 TEST_MAIN(
