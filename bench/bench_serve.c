@@ -347,82 +347,98 @@ int bench_serve(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (bench_tempdir(dir, sizeof dir) < 0)
     return 1;
+  /* SPY_BENCH_SERVE_CASES=latency,tput,cpu,rss selects parts (profiling). */
+  const char *cases = getenv("SPY_BENCH_SERVE_CASES");
+  if (!cases)
+    cases = "latency,tput,cpu,rss";
   start_bridge();
-  int nlat = o.quick ? 200 : 2000;
-  static double lr[2000], lb[2000], lt[2000];
-  /* latency: through the bridge, then the two baselines */
-  spy_channel *tx = open_local();
-  remote r;
-  open_remote(&r);
-  latency(tx, r.ch, nlat, lr);
-  close_remote(&r);
-  spy_channel *rx = open_local();
-  latency(tx, rx, nlat, lb);
-  spy_channel_close(rx);
-  spy_channel_close(tx);
-  tcp_latency(nlat, lt);
-  double r50 = p_of(lr, nlat, 0.5), r99 = p_of(lr, nlat, 0.99);
-  double b50 = p_of(lb, nlat, 0.5), b99 = p_of(lb, nlat, 0.99);
-  double t50 = p_of(lt, nlat, 0.5), t99 = p_of(lt, nlat, 0.99);
-  bench_table t = {.title = "bench serve: post -> remote receive latency "
-                            "(loopback TCP, bridge in its own process)",
-                   .cols = {"path", "p50_us", "p99_us", "p50_vs_sum"},
-                   .ncols = 4};
-  bench_row(&t, "bus -> bridge -> link",
-            (double[]){r50 / 1e3, r99 / 1e3, r50 / (b50 + t50)});
-  bench_row(&t, "bus direct (baseline)", (double[]){b50 / 1e3, b99 / 1e3, NAN});
-  bench_row(&t, "bare loopback TCP hop", (double[]){t50 / 1e3, t99 / 1e3, NAN});
-  t.notes[t.nnotes++] = "goal: p50 through the bridge <= 1.3 x (bus + TCP hop)";
-  bench_print(&t, &o);
-  /* throughput to one client vs a plain socket pair */
-  int frames = o.quick ? 400 : 4000;
   double wall, cpu;
-  relay(1, frames, &wall, &cpu);
-  double mb1 = (double)frames * BIG / (wall / 1e9) / 1e6;
-  double base = tcp_throughput(frames);
-  bench_table t2 = {.title = "bench serve: 64 KiB frames to one TCP client",
-                    .cols = {"path", "MB_per_s", "vs_socket_pair"},
-                    .ncols = 3};
-  bench_row(&t2, "bus -> bridge -> link", (double[]){mb1, mb1 / base});
-  bench_row(&t2, "loopback TCP pair (baseline)", (double[]){base, 1.0});
-  t2.notes[t2.nnotes++] = "goal: >= 0.7 x the socket pair";
-  bench_print(&t2, &o);
-  /* CPU per relayed MB */
-  bench_table t3 = {
-      .title = "bench serve: bridge CPU per relayed MB",
-      .cols = {"clients", "cpu_ms_per_MB", "vs_1_client", "MB_relayed"},
-      .ncols = 4};
-  double one = NAN;
-  int ns[] = {1, 4, 16};
-  for (int i = 0; i < 3; i++) {
-    int fr = o.quick ? 200 : 1000;
-    relay(ns[i], fr, &wall, &cpu);
-    double mb = (double)fr * BIG * ns[i] / 1e6;
-    double per = cpu / 1e6 / mb;
-    if (i == 0)
-      one = per;
-    char name[32];
-    snprintf(name, sizeof name, "%d", ns[i]);
-    bench_row(&t3, name, (double[]){per, per / one, mb});
+  if (strstr(cases, "latency")) {
+    int nlat = o.quick ? 200 : 2000;
+    static double lr[2000], lb[2000], lt[2000];
+    /* latency: through the bridge, then the two baselines */
+    spy_channel *tx = open_local();
+    remote r;
+    open_remote(&r);
+    latency(tx, r.ch, nlat, lr);
+    close_remote(&r);
+    spy_channel *rx = open_local();
+    latency(tx, rx, nlat, lb);
+    spy_channel_close(rx);
+    spy_channel_close(tx);
+    tcp_latency(nlat, lt);
+    double r50 = p_of(lr, nlat, 0.5), r99 = p_of(lr, nlat, 0.99);
+    double b50 = p_of(lb, nlat, 0.5), b99 = p_of(lb, nlat, 0.99);
+    double t50 = p_of(lt, nlat, 0.5), t99 = p_of(lt, nlat, 0.99);
+    bench_table t = {.title = "bench serve: post -> remote receive latency "
+                              "(loopback TCP, bridge in its own process)",
+                     .cols = {"path", "p50_us", "p99_us", "p50_vs_sum"},
+                     .ncols = 4};
+    bench_row(&t, "bus -> bridge -> link",
+              (double[]){r50 / 1e3, r99 / 1e3, r50 / (b50 + t50)});
+    bench_row(&t, "bus direct (baseline)",
+              (double[]){b50 / 1e3, b99 / 1e3, NAN});
+    bench_row(&t, "bare loopback TCP hop",
+              (double[]){t50 / 1e3, t99 / 1e3, NAN});
+    t.notes[t.nnotes++] =
+        "goal: p50 through the bridge <= 1.3 x (bus + TCP hop)";
+    bench_print(&t, &o);
   }
-  t3.notes[t3.nnotes++] = "goal: per-MB cost does not grow with clients "
-                          "(frames are relayed as they are, never re-encoded)";
-  t3.notes[t3.nnotes++] = "bridge CPU from /proc (10 ms ticks)";
-  bench_print(&t3, &o);
-  /* RSS with one client stalled */
-  double secs = o.quick ? 5 : 60, r0, rmax, rend;
-  stalled(secs, &r0, &rmax, &rend);
-  bench_table t4 = {.title = "bench serve: bridge RSS, one client not "
-                             "reading (8 MiB send queue)",
-                    .cols = {"when", "RSS_MiB"},
-                    .ncols = 2};
-  bench_row(&t4, "before", (double[]){r0 / 1048576});
-  bench_row(&t4, "max while stalled", (double[]){rmax / 1048576});
-  bench_row(&t4, "at the end", (double[]){rend / 1048576});
-  char note[96];
-  snprintf(note, sizeof note, "stalled for %.0f s at 100 MB/s offered", secs);
-  t4.notes[t4.nnotes++] = note;
-  bench_print(&t4, &o);
+  if (strstr(cases, "tput")) {
+    /* throughput to one client vs a plain socket pair */
+    int frames = o.quick ? 400 : 4000;
+    relay(1, frames, &wall, &cpu);
+    double mb1 = (double)frames * BIG / (wall / 1e9) / 1e6;
+    double base = tcp_throughput(frames);
+    bench_table t2 = {.title = "bench serve: 64 KiB frames to one TCP client",
+                      .cols = {"path", "MB_per_s", "vs_socket_pair"},
+                      .ncols = 3};
+    bench_row(&t2, "bus -> bridge -> link", (double[]){mb1, mb1 / base});
+    bench_row(&t2, "loopback TCP pair (baseline)", (double[]){base, 1.0});
+    t2.notes[t2.nnotes++] = "goal: >= 0.7 x the socket pair";
+    bench_print(&t2, &o);
+  }
+  if (strstr(cases, "cpu")) {
+    /* CPU per relayed MB */
+    bench_table t3 = {
+        .title = "bench serve: bridge CPU per relayed MB",
+        .cols = {"clients", "cpu_ms_per_MB", "vs_1_client", "MB_relayed"},
+        .ncols = 4};
+    double one = NAN;
+    int ns[] = {1, 4, 16};
+    for (int i = 0; i < 3; i++) {
+      int fr = o.quick ? 200 : 1000;
+      relay(ns[i], fr, &wall, &cpu);
+      double mb = (double)fr * BIG * ns[i] / 1e6;
+      double per = cpu / 1e6 / mb;
+      if (i == 0)
+        one = per;
+      char name[32];
+      snprintf(name, sizeof name, "%d", ns[i]);
+      bench_row(&t3, name, (double[]){per, per / one, mb});
+    }
+    t3.notes[t3.nnotes++] =
+        "goal: per-MB cost does not grow with clients "
+        "(frames are relayed as they are, never re-encoded)";
+    t3.notes[t3.nnotes++] = "bridge CPU from /proc (10 ms ticks)";
+    bench_print(&t3, &o);
+  }
+  if (strstr(cases, "rss")) {
+    /* RSS with one client stalled */
+    double secs = o.quick ? 5 : 60, r0, rmax, rend;
+    stalled(secs, &r0, &rmax, &rend);
+    bench_table t4 = {.title = "bench serve: bridge RSS, one client not "
+                               "reading (8 MiB send queue)",
+                      .cols = {"when", "RSS_MiB"},
+                      .ncols = 2};
+    bench_row(&t4, "before", (double[]){r0 / 1048576});
+    bench_row(&t4, "max while stalled", (double[]){rmax / 1048576});
+    bench_row(&t4, "at the end", (double[]){rend / 1048576});
+    char note[96];
+    snprintf(note, sizeof note, "stalled for %.0f s at 100 MB/s offered", secs);
+    t4.notes[t4.nnotes++] = note;
+    bench_print(&t4, &o);
+  }
   kill(bridge, SIGKILL);
   waitpid(bridge, NULL, 0);
   char cmd[160];

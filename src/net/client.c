@@ -321,6 +321,12 @@ static int read_some(netlink *l, int timeout_ms) {
     }
     memmove(l->rx, l->rx + off, l->rx_len - off);
     l->rx_len -= off;
+    /* A plain socket that gave less than asked for is empty: the next
+     * poll says when there is more (reading on to EAGAIN would cost each
+     * received frame a second system call). TLS may hold more decrypted
+     * bytes, so it reads on. */
+    if (!l->ssl && (size_t)n < room)
+      break;
   }
   return got;
 }
