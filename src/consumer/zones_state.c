@@ -34,7 +34,9 @@
 #define NS_PER_S 1000000000ull
 
 /* One location's sums: the second `second` in progress, and the one
- * before it in `last` (zero if that second had no calls). */
+ * before it in `last` (zero if that second had no calls). The blocks of a
+ * section come thread after thread, so an end may be a little older than
+ * the newest one summed: it goes to `last` when it falls in that second. */
 struct spy__zone_sum {
   uint64_t second;
   spy_zone_sums cur, last;
@@ -359,19 +361,26 @@ add_sums(apply_ctx *c, uint32_t loc, uint64_t end_ns, uint64_t dur,
     c->sec_lo_ns = c->sec * NS_PER_S;
   }
   uint64_t sec = c->sec;
+  spy_zone_sums *to = &m->cur;
   if (__builtin_expect(sec != m->second, 0)) {
-    if (sec == m->second + 1)
-      m->last = m->cur;
-    else
-      memset(&m->last, 0, sizeof m->last);
-    memset(&m->cur, 0, sizeof m->cur);
-    m->second = sec;
+    if (sec > m->second) { /* a later second: cur becomes last, if adjacent */
+      if (sec == m->second + 1)
+        m->last = m->cur;
+      else
+        memset(&m->last, 0, sizeof m->last);
+      memset(&m->cur, 0, sizeof m->cur);
+      m->second = sec;
+    } else if (sec + 1 == m->second) {
+      to = &m->last; /* another thread's block, behind this one in time */
+    } else {
+      return; /* older than what is kept */
+    }
   }
-  m->cur.calls++;
-  m->cur.total_ns += dur;
-  m->cur.self_ns += self;
-  if (dur > m->cur.max_ns)
-    m->cur.max_ns = dur;
+  to->calls++;
+  to->total_ns += dur;
+  to->self_ns += self;
+  if (dur > to->max_ns)
+    to->max_ns = dur;
 }
 
 /* Closes the innermost open zone of t at ns (the general case). Returns 1
