@@ -23,6 +23,7 @@
  * words, with the thread's ring and stack in locals (run()); the general
  * begin_slow() / end_slow() / frame_marker() handle the rest.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -430,14 +431,16 @@ static void frame_marker(spy_zone_state *z, uint64_t frame, uint64_t ns) {
  * is fast while the ring has room or is at its cap (then the oldest span
  * goes: `first` moves on when n reaches the cap, n >> shift) and the
  * stack has room below `lim`; an end while something is open and no zone
- * is too deep (`floor`). Anything else goes to the general functions, on
- * the thread itself, and the locals are loaded again. */
+ * is too deep. `level` counts the zones too deep too (they are the
+ * innermost, above a full stack: too_deep > 0 only at SPY_ZONE_DEPTH_MAX),
+ * so one compare tells both. Anything else goes to the general functions,
+ * on the thread itself, and the locals are loaded again. */
 typedef struct hot {
   spy_zone_span *spans;
   uint64_t *open, *child; /* child: child_ns + 1 */
   uint64_t first, head;   /* head: the next span's number */
   uint64_t mask, glim;    /* glim: n below it is fast */
-  uint32_t shift, depth, lim, floor;
+  uint32_t shift, level, lim;
 } hot;
 
 static inline __attribute__((always_inline)) void
@@ -450,11 +453,8 @@ hot_load(hot *h, const spy_zone_thread *t, uint32_t max_spans) {
   h->mask = t->cap - 1u;
   h->glim = !t->cap ? 0 : t->cap >= max_spans ? (uint64_t)t->cap + 1 : t->cap;
   h->shift = t->cap ? (uint32_t)__builtin_ctz(t->cap) : 0;
-  h->depth = t->depth;
-  h->lim = t->too_deep                        ? 0
-           : t->open_cap < SPY_ZONE_DEPTH_MAX ? t->open_cap
-                                              : SPY_ZONE_DEPTH_MAX;
-  h->floor = t->too_deep ? UINT32_MAX : 0;
+  h->level = t->depth + t->too_deep;
+  h->lim = t->open_cap < SPY_ZONE_DEPTH_MAX ? t->open_cap : SPY_ZONE_DEPTH_MAX;
 }
 
 static inline __attribute__((always_inline)) void
@@ -462,7 +462,27 @@ hot_store(const hot *h, spy_zone_thread *t) {
   t->first = h->first;
   t->n = (uint32_t)(h->head - h->first);
   t->start = (uint32_t)(h->first & h->mask);
-  t->depth = h->depth;
+  t->depth = h->level - t->too_deep; /* the fast paths keep too_deep */
+}
+
+/* A new span, its location, depth and flags (0) in one store where the
+ * layout allows. */
+static inline __attribute__((always_inline)) void
+put_span(spy_zone_span *sp, uint64_t ns, uint32_t loc, uint32_t depth) {
+  sp->start_ns = ns;
+  sp->end_ns = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  _Static_assert(
+      offsetof(spy_zone_span, depth) == offsetof(spy_zone_span, loc) + 4 &&
+          offsetof(spy_zone_span, flags) == offsetof(spy_zone_span, loc) + 6,
+      "loc, depth, flags: one 8-byte word");
+  uint64_t meta = loc | (uint64_t)depth << 32;
+  memcpy((char *)sp + offsetof(spy_zone_span, loc), &meta, sizeof meta);
+#else
+  sp->loc = loc;
+  sp->depth = (uint16_t)depth;
+  sp->flags = 0;
+#endif
 }
 
 /* The block's events from *wp on, up to its block-end word. `sums` is a
@@ -486,14 +506,13 @@ run(spy_zone_state *z, spy_zone_thread *t, apply_ctx *cp, const uint64_t **wp,
     if (kind == SPY_ZPK_BEGIN) {
       uint64_t n = h.head - h.first;
       uint32_t loc = (uint32_t)(x >> 2) & 0xffffu;
-      if (__builtin_expect(n < h.glim && h.depth < h.lim, 1)) {
+      if (__builtin_expect(n < h.glim && h.level < h.lim, 1)) {
         h.first += n >> h.shift; /* 1 only when full at the cap */
-        h.spans[h.head & h.mask] =
-            (spy_zone_span){ns, 0, loc, (uint16_t)h.depth, 0};
-        h.open[h.depth] = h.head++;
+        put_span(&h.spans[h.head & h.mask], ns, loc, h.level);
+        h.open[h.level] = h.head++;
         if (sums)
-          h.child[h.depth] = 0;
-        h.depth++;
+          h.child[h.level] = 0;
+        h.level++;
         continue;
       }
       hot_store(&h, t);
@@ -504,8 +523,8 @@ run(spy_zone_state *z, spy_zone_thread *t, apply_ctx *cp, const uint64_t **wp,
       continue;
     }
     if (kind == SPY_ZPK_END) {
-      if (__builtin_expect(h.depth > h.floor, 1)) {
-        uint64_t a = h.open[--h.depth];
+      if (__builtin_expect(h.level - 1u < SPY_ZONE_DEPTH_MAX, 1)) {
+        uint64_t a = h.open[--h.level];
         if (__builtin_expect(a < h.first, 0))
           continue; /* its slot was reused: the span is gone */
         spy_zone_span *sp = &h.spans[a & h.mask];
@@ -513,8 +532,8 @@ run(spy_zone_state *z, spy_zone_thread *t, apply_ctx *cp, const uint64_t **wp,
         sp->end_ns = e;
         closed++;
         if (sums) {
-          uint64_t dur = e - s0, ch = h.child[h.depth];
-          h.child[(int64_t)h.depth - 1] += dur; /* child_ns[0]: a spare */
+          uint64_t dur = e - s0, ch = h.child[h.level];
+          h.child[(int64_t)h.level - 1] += dur; /* child_ns[0]: a spare */
           add_sums(c, sp->loc, e, dur, dur > ch ? dur - ch : 0);
         }
         continue;
