@@ -20,7 +20,8 @@
 
 #define NS_PER_S 1000000000ull
 #define THREADS 3
-#define LOCS 5 /* ids 16 .. 20 */
+#define LOCS 6 /* ids 16 .. 21; 21's record comes with section LATE_LOC */
+#define LATE_LOC 50
 
 /* ---- the model ----------------------------------------------------------- */
 
@@ -53,6 +54,7 @@ typedef struct model {
   uint64_t latest, events, spans, cut, unmatched;
   msum *sums;
   uint64_t n_sums, sums_cap;
+  int late_known; /* location 21's record came */
 } model;
 
 static void *grow(void *p, uint64_t *cap, uint64_t need, size_t size) {
@@ -105,6 +107,8 @@ static void m_end(model *m, mthread *t, uint64_t ns) {
   uint64_t dur = sp->e - sp->s, ch = t->child[t->depth];
   if (t->depth)
     t->child[t->depth - 1] += dur;
+  if (sp->loc == 16 + LOCS - 1 && !m->late_known)
+    return; /* not summed before its location is known */
   m->sums = grow(m->sums, &m->sums_cap, m->n_sums + 1, sizeof *m->sums);
   m->sums[m->n_sums++] =
       (msum){sp->loc, sp->e / NS_PER_S, dur, dur > ch ? dur - ch : 0};
@@ -195,17 +199,21 @@ static int section(stream *x, uint8_t *buf, size_t cap, int n) {
     base = x->clock[i] < base ? x->clock[i] : base;
   spy_zones_writer z;
   spy_zones_begin(&z, &w, x->sections ? 0 : SPY_ZONES_FULL, base);
-  static const char *names[LOCS] = {"a", "b", "c", "d", "e"};
-  for (uint32_t l = 0; !x->sections && l < LOCS; l++) {
+  static const char *names[LOCS] = {"a", "b", "c", "d", "e", "late"};
+  for (uint32_t l = 0; l < LOCS; l++) {
+    if (l == LOCS - 1 ? x->sections != LATE_LOC : x->sections != 0)
+      continue;
     spy_zone_loc_info li = {.id = 16 + l,
                             .line = l,
                             .name = names[l],
-                            .name_len = 1,
+                            .name_len = (uint32_t)strlen(names[l]),
                             .function = "f",
                             .function_len = 1,
                             .file = "x.c",
                             .file_len = 3};
     spy_zones_put_loc(&z, &li);
+    if (l == LOCS - 1)
+      x->m.late_known = 1;
   }
   for (int i = 0; i < THREADS; i++) {
     mthread *t = &x->m.th[i];

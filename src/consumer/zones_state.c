@@ -41,6 +41,7 @@
 struct spy__zone_sum {
   uint64_t second;
   spy_zone_sums cur, last;
+  uint64_t known; /* its location record came: summed from then on */
 };
 
 void spy_state_zones_keep(spy_state *s, uint32_t frames, uint32_t spans) {
@@ -149,7 +150,8 @@ void spy_state_zones_sums(spy_state *s, int on) {
    * one on. */
   z->sums_from = z->latest_ns / NS_PER_S + 1;
   if (z->sums)
-    memset(z->sums, 0, z->n_locs * sizeof *z->sums);
+    for (uint32_t i = 0; i < z->n_locs; i++)
+      z->sums[i] = (spy__zone_sum){.known = z->locs[i] != NULL};
   for (uint32_t i = 0; i < z->n_threads; i++)
     rebuild_child(&z->threads[i]);
 }
@@ -213,6 +215,7 @@ static int put_loc(spy_zone_state *z, const spy_zone_loc_info *li) {
     if (!l)
       return SPY_ENOMEM;
     z->locs[slot] = l;
+    z->sums[slot].known = 1;
   }
   char *name = dup_n(li->name, li->name_len);
   char *fn = dup_n(li->function, li->function_len);
@@ -354,8 +357,8 @@ static inline __attribute__((always_inline)) void
 add_sums(apply_ctx *c, uint32_t loc, uint64_t end_ns, uint64_t dur,
          uint64_t self) {
   uint32_t i = loc - SPY_ZONES_LOC_ID_MIN;
-  if (__builtin_expect(i >= c->n_sums, 0))
-    return; /* no slot yet: its name comes with the next pass */
+  if (__builtin_expect(i >= c->n_sums || !c->sums[i].known, 0))
+    return; /* not known yet: its name comes with the next pass */
   spy__zone_sum *m = &c->sums[i];
   if (__builtin_expect(end_ns - c->sec_lo_ns >= NS_PER_S, 0)) {
     c->sec = end_ns / NS_PER_S;
