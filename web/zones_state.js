@@ -113,7 +113,7 @@ export class ZoneState {
     if (!l) return; // not known yet: its name comes with the next pass
     const sec = Math.floor(endNs / 1e9);
     let to = l.cur;
-    if (sec > l.second) {
+    if (l.second === undefined || sec > l.second) { // a later second
       l.last = sec === l.second + 1 ? l.cur : sums();
       to = l.cur = sums();
       l.second = sec;
