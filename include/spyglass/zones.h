@@ -23,9 +23,9 @@
  * load and one branch, and nothing is written anywhere. Subscribed, each
  * is one clock read and one 8-byte record into the calling thread's own
  * single-producer ring (and one store of its head, a begin one more): no
- * lock, no system call, no allocation. The
- * provider's service (the offload worker, or the frame thread at its ticks
- * with the inline transport) drains every thread's ring about every
+ * lock, no system call, no allocation. The provider's service (the
+ * offload worker, or the frame thread at its ticks with the inline
+ * transport) drains every thread's ring about every
  * millisecond, sooner while a ring fills fast (the worker sleeps for the
  * time the fastest ring takes to fill a quarter, from 50 us), and posts
  * the ZONES section (docs/wire.md).
