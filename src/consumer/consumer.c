@@ -397,18 +397,21 @@ static void disconnect(spy_consumer *c, spy_conn next) {
   c->next_query_ms = 0;
 }
 
-/* A different provider: nothing of the old one's state carries over. */
+/* A different provider: nothing of the old one's state carries over. When
+ * fresh rings cannot be allocated the old ones stay, emptied: out of
+ * memory must not bring back anything that was just freed. */
 static void reset_state(spy_consumer *c) {
   spy_state keep = c->st;
+  c->st.rings = NULL; /* kept: everything else goes */
   spy_state_free(&c->st);
-  if (spy_state_init(&c->st, keep.history) < 0) {
-    c->st = keep; /* out of memory: keep the old rings (freed above) */
-    c->st.rings = NULL;
-    return;
-  }
+  if (spy_state_init(&c->st, keep.history) == 0)
+    free(keep.rings);
+  else /* out of memory: the state is empty but for the old rings (len 0) */
+    c->st.rings = keep.rings;
   c->st.features = keep.features;
   c->st.zones.keep_frames = keep.zones.keep_frames;
   c->st.zones.keep_spans = keep.zones.keep_spans;
+  spy_state_zones_sums(&c->st, keep.zones.sums_on);
   c->st.registry_filter = keep.registry_filter;
   c->st.registry_names = keep.registry_names;
   c->st.n_registry_names = keep.n_registry_names;
