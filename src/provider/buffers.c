@@ -448,6 +448,20 @@ static void free_sub(buf_sub *x) {
   memset(x, 0, sizeof *x);
 }
 
+/* Bumps the key-frame epoch of each buffer x streams (under mu): only
+ * those encoders start over on a key frame, not every buffer's. The epoch
+ * is per buffer, so each stream variant of such a buffer gets one. */
+static void key_streams_of(struct spy__buffers *b, const buf_sub *x) {
+  uint32_t n = atomic_load(&b->count);
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < x->n; k++)
+      if (x->req[k].mode == SPY_BUFFER_STREAM &&
+          strcmp(x->req[k].name, b->e[i].name) == 0) {
+        atomic_fetch_add(&b->e[i].key_epoch, 1);
+        break;
+      }
+}
+
 void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub) {
   struct spy__buffers *b = get(p);
   if (!b && !sub->n_buffers)
@@ -481,8 +495,9 @@ void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub) {
     }
   }
   publish_wants(b);
+  if (x) /* the new subscriber's streams start on a key frame */
+    key_streams_of(b, x);
   pthread_mutex_unlock(&b->mu);
-  spy__buffers_keyframe(p); /* the new subscriber starts on a key frame */
 }
 
 void spy__buffers_probe(spy_provider *p, uint64_t consumer,
@@ -528,11 +543,15 @@ void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer) {
   pthread_mutex_unlock(&b->mu);
 }
 
-void spy__buffers_keyframe(spy_provider *p) {
+void spy__buffers_keyframe(spy_provider *p, uint64_t consumer) {
   struct spy__buffers *b = get(p);
-  uint32_t n = b ? atomic_load(&b->count) : 0;
-  for (uint32_t i = 0; i < n; i++)
-    atomic_fetch_add(&b->e[i].key_epoch, 1);
+  if (!b)
+    return;
+  pthread_mutex_lock(&b->mu);
+  for (int s = 0; s < MAX_SUBSCRIBERS; s++)
+    if (b->subs[s].id && b->subs[s].id == consumer)
+      key_streams_of(b, &b->subs[s]);
+  pthread_mutex_unlock(&b->mu);
 }
 
 /* Touches the pages of every pooled buffer not in use, up to `bytes`:
