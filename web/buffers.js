@@ -19,7 +19,7 @@
 // displayed RGBA under the cursor and, for a float buffer (r32f, rgba16f,
 // rgba32f), the source value the provider read at that pixel.
 import * as W from './wire.js';
-import { decodeBufferMeta, decodePixels, PartAssembler, PIXEL_TYPES,
+import { decodeBufferMeta, decodeBufferVariants, decodePixels, PartAssembler, PIXEL_TYPES,
   DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC, answersRequest, encodeProbe,
   PROBE_STOP } from './wire_pixels.js';
 import { $, el } from './dom.js';
@@ -425,6 +425,7 @@ export class Buffers {
         }).catch(() => {});
     }
     this.meta = new Map(); // name → decoded metadata
+    this.variants = new Map(); // name → every variant served (BUFFER_VARIANTS)
     this.cells = new Map(); // name → Cell, in selection order
     this.batches = null; this.passes = null;
     this.collapsed = new Set();
@@ -477,6 +478,15 @@ export class Buffers {
         if (e.state === W.DELTA.SET) {
           try { this.meta.set(e.key, decodeBufferMeta(e.value)); } catch { this.client.stats.malformed++; }
         } else if (e.state === W.DELTA.CLEARED) this.meta.delete(e.key);
+      }
+      this.dirty = true;
+    }
+    if (d.bufferVariants) { // every variant served (BUFFERS names one)
+      if (d.bufferVariants.full) this.variants.clear();
+      for (const e of d.bufferVariants.entries) {
+        if (e.state === W.DELTA.SET) {
+          try { this.variants.set(e.key, decodeBufferVariants(e.value)); } catch { this.client.stats.malformed++; }
+        } else if (e.state === W.DELTA.CLEARED) this.variants.delete(e.key);
       }
       this.dirty = true;
     }
@@ -547,8 +557,13 @@ export class Buffers {
       const box = el('input', { type: 'checkbox', title: 'watch (up to 9)' });
       box.checked = sel;
       box.addEventListener('change', () => { if (!this.toggle(name)) box.checked = false; });
-      const served = m.mode ? `${BUFFER_MODES[m.mode]} ${m.codec === CODEC.VP9 ? 'vp9' : 'raw'} ` +
-        `${m.servedWidth}×${m.servedHeight} ${DISPLAY_MODES[m.display] ?? m.display}` : 'metadata only';
+      // Every variant served when the provider lists them (an older one
+      // names only one, in the metadata).
+      const one = (v) => `${BUFFER_MODES[v.mode]} ${v.codec === CODEC.VP9 ? 'vp9' : 'raw'} ` +
+        `${v.servedWidth}×${v.servedHeight} ${DISPLAY_MODES[v.display] ?? v.display}`;
+      const vs = this.variants.get(name);
+      const served = vs ? (vs.length ? vs.map(one).join(', ') : 'metadata only')
+        : m.mode ? one(m) : 'metadata only';
       const tr = el('tr', { 'data-name': name, class: sel ? 'sel' : '' },
         el('td', {}, box), el('td', { text: name }),
         el('td', { text: PIXEL_TYPES[m.pixelType] ?? `type ${m.pixelType}` }),

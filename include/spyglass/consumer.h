@@ -267,6 +267,9 @@ typedef struct spy_state {
   char counter_names[SPY_STATS_MAX_COUNTERS][SPY_KEY_MAX + 1];
   uint32_t n_counters;
   spy_state_table env, registry, buffers;
+  /* Every variant each buffer serves (BUFFER_VARIANTS: a BLOB per buffer
+   * name, read with spy_buffer_variants_decode; `buffers` names one). */
+  spy_state_table buffer_variants;
   uint64_t health[SPY_HEALTH_FIELD_COUNT];
   /* Bookkeeping */
   uint64_t frames_received, bytes_received;
