@@ -22,7 +22,10 @@
  * id or name. A provider that starts later still connects by its own
  * announce. Heartbeat: ack every 1000 ms; with no message from the
  * provider for 5000 ms the consumer subscribes again, and if that brings
- * nothing either, or the provider says gone, it searches again.
+ * nothing either, or the provider says gone, it searches again. A
+ * provider that dropped us (it heard no ack for its grace, say) while
+ * others keep its channel busy answers our next ack with a ping naming
+ * us: we subscribe again (counted in spy_state.sub_dropped).
  *
  * Clock sync: once connected to a provider, the consumer syncs its clock
  * with it (unless the desc says no_clock_sync): it creates the segment
@@ -272,6 +275,9 @@ typedef struct spy_state {
   char counter_names[SPY_STATS_MAX_COUNTERS][SPY_KEY_MAX + 1];
   uint32_t n_counters;
   spy_state_table env, registry, buffers;
+  /* Every variant each buffer serves (BUFFER_VARIANTS: a BLOB per buffer
+   * name, read with spy_buffer_variants_decode; `buffers` names one). */
+  spy_state_table buffer_variants;
   uint64_t health[SPY_HEALTH_FIELD_COUNT];
   /* Bookkeeping */
   uint64_t frames_received, bytes_received;
@@ -282,6 +288,10 @@ typedef struct spy_state {
   uint64_t subscribes;                    /* subscribe messages sent */
   uint64_t reconnects;                    /* times a provider was lost */
   double rx_frames_per_s, rx_bytes_per_s; /* over the last second */
+  /* Times the provider said it no longer had us as a subscriber (it
+   * judged us dead, or was full) while we thought we were connected; we
+   * subscribed again each time. */
+  uint64_t sub_dropped;
   /* Clock sync: provider clock − ours, when synced, so a provider
    * timestamp t is t − clock_offset_ns on our clock. */
   int64_t clock_offset_ns;

@@ -419,6 +419,7 @@ static void reset_state(spy_consumer *c) {
   c->st.image_names = keep.image_names;
   c->st.n_image_names = keep.n_image_names;
   c->st.reconnects = keep.reconnects;
+  c->st.sub_dropped = keep.sub_dropped;
   c->st.subscribes = keep.subscribes;
   c->st.resyncs = keep.resyncs;
   c->st.frames_received = keep.frames_received;
@@ -531,6 +532,15 @@ static void read_discovery(spy_consumer *c) {
 
 /* ---- data -------------------------------------------------------------- */
 
+/* A ping carrying a PEER section with our id: the provider's answer to an
+ * ack from a consumer it does not have as a subscriber. */
+static int names_us(const spy_consumer *c, const spy_frame *f) {
+  spy_section s;
+  spy_peer_info peer;
+  return spy_frame_find_section(f, SPY_SEC_PEER, &s) &&
+         spy_get_peer(&s, &peer) == 0 && peer.id == c->id;
+}
+
 static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
                      const spy_recv_info *info, uint64_t now) {
   spy_frame f;
@@ -579,6 +589,17 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
         clock_start(c);
       }
     }
+    return;
+  }
+  if (f.type == SPY_MSG_PING && c->st.conn == SPY_CONN_CONNECTED &&
+      names_us(c, &f)) {
+    /* The provider no longer has us (it judged us dead, say) though the
+     * channel stays busy with the others' data: subscribe again. */
+    c->st.sub_dropped++;
+    c->st.conn = SPY_CONN_SUBSCRIBING;
+    c->sub_sent_ms = now;
+    c->st.subscribes++;
+    post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
     return;
   }
   if (clock_op == SPY_CLOCK_OP_READY) {
