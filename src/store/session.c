@@ -74,6 +74,7 @@
 #define GATHER_NS 2000000   /* a batch gathers for at most 2 ms */
 #define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
 #define MAX_FAULTS 16       /* distinct failures counted separately */
+#define LAST_SRC_MIN 256    /* payloads smaller are hashed, not compared */
 /* spill file: a 4 KiB header block, then records (spill_hdr + record) */
 #define SF_MAGIC "SPYSPIL1"
 #define SF_DATA 4096u
@@ -186,6 +187,10 @@ struct spy_trace {
   spy_trace_arena arena;
   spy__buf json;
   spy__hset seen; /* content hashes of the payloads stored */
+  /* the last payload hashed, kept to know the next hook's input (the
+   * previous hook's output, emitted again) without hashing it again */
+  spy__buf last_src;
+  uint64_t last_hash[2];
 };
 
 static void default_report(void *arg, int err, const char *msg) {
@@ -245,11 +250,29 @@ static void report_repeats(spy_trace *t) {
 /* Hashes every inline payload of the tree; stores first-seen ones. */
 static int dedup(spy_trace *t, spy_trace_val *v, spy_trace_stats *st) {
   if (v->type == SPY_TV_SRC) {
-    spy_trace_hash(v->u.s, v->n, v->hash);
     v->has_hash = 1;
+    if (v->n >= LAST_SRC_MIN && v->n == t->last_src.len &&
+        memcmp(v->u.s, t->last_src.p, v->n) == 0) {
+      /* the payload hashed last (and stored then): a compare costs a
+       * fraction of a hash */
+      memcpy(v->hash, t->last_hash, sizeof v->hash);
+      st->sources_dup++;
+      st->saved_bytes += v->n;
+      return 0;
+    }
+    spy_trace_hash(v->u.s, v->n, v->hash);
     int fresh = spy__hset_add(&t->seen, v->hash);
     if (fresh < 0)
       return fresh;
+    t->last_src.len = 0;
+    if (v->n >= LAST_SRC_MIN) {
+      spy__buf_put(&t->last_src, v->u.s, v->n);
+      if (t->last_src.err) { /* no copy: the next one is hashed */
+        t->last_src.err = 0;
+        t->last_src.len = 0;
+      } else
+        memcpy(t->last_hash, v->hash, sizeof t->last_hash);
+    }
     if (fresh) {
       if (t->ops->source) {
         int rc = t->ops->source(t->wstate, v->hash, v->u.s, v->n);
@@ -1243,6 +1266,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
   spy_trace_arena_free(&t->arena);
   spy__buf_free(&t->json);
   spy__hset_free(&t->seen);
+  spy__buf_free(&t->last_src);
   free(t->session_id);
   free(t->cwd);
   free(t->dir);
