@@ -1341,8 +1341,8 @@ TEST(sql_tables_are_derived_from_the_catalog) {
                "BY hook_type");
   CHECK(strncmp(calls, want, strlen(want)) == 0);
   CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls"), "4");
-  /* the common questions use the indexes: the live view its join's,
-   * hook_calls (a table the writer fills) its own */
+  /* the common questions use the indexes: hook_calls (a table the
+   * writer fills) its own, the live view an automatic one */
   CHECK_STR(q1(db, "SELECT type FROM sqlite_master WHERE name='hook_calls'"),
             "table");
   CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls_live"), "4");
@@ -1350,7 +1350,8 @@ TEST(sql_tables_are_derived_from_the_catalog) {
       qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls_live WHERE "
                "session_id='x' AND build_id=1 AND module_id='main.c' AND "
                "plugin_name='p1'");
-  CHECK(strstr(plan, "hook_transform_call_end_call") != NULL);
+  /* no End index is built for it: SQLite makes one for the join */
+  CHECK(strstr(plan, "AUTOMATIC") != NULL);
   plan = qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls WHERE "
                   "build_id=1 AND module_id='main.c'");
   CHECK(strstr(plan, "hook_calls_module") != NULL);

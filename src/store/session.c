@@ -149,6 +149,7 @@ struct spy_trace {
   _Atomic uint64_t file_pending; /* records in spill files not taken */
   _Atomic uint32_t nqueues;      /* queue ids */
   char *spill_dir;               /* where spill files go */
+  int spill_parent_made;         /* its parent was made for it (postgres) */
   uint32_t delay_us;             /* SPY_TRACE_WRITER_DELAY_US (tests) */
   uint32_t retry_ms;
   void (*on_error)(void *, int, const char *);
@@ -815,7 +816,21 @@ static void spill_push(spy_trace *t, tq *q, spill *sp) {
 
 /* Creates q's spill file with its header block. 0 or a negative code. */
 static int file_open(spy_trace *t, tq *q) {
+  /* postgres: <cwd>/.spyglass/<session> is made for the spill alone;
+   * whatever of it this session made goes when it ends (destroy) */
+  pthread_mutex_lock(&t->qmu); /* queues of two threads may spill */
+  if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR) && !t->spill_parent_made) {
+    char up[4200];
+    snprintf(up, sizeof up, "%s", t->spill_dir);
+    char *sl = strrchr(up, '/');
+    struct stat sb;
+    if (sl && sl != up) {
+      *sl = 0;
+      t->spill_parent_made = stat(up, &sb) != 0 ? 1 : -1;
+    }
+  }
   int rc = spy__mkdirs(t->spill_dir);
+  pthread_mutex_unlock(&t->qmu);
   if (rc < 0)
     return rc;
   char path[4200];
@@ -1251,8 +1266,17 @@ int64_t spy_trace_destroy(spy_trace *t) {
       close(q->fd);
       sf_path(t->spill_dir, q->id, path, sizeof path);
       unlink(path);
-      if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR))
-        rmdir(t->spill_dir); /* made for the spill only (when empty) */
+      if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR) &&
+          rmdir(t->spill_dir) == 0 && t->spill_parent_made == 1) {
+        /* made for the spill only: removed when empty, and its parent
+         * (<cwd>/.spyglass) when this session made it and it is empty */
+        char *sl = strrchr(t->spill_dir, '/');
+        if (sl && sl != t->spill_dir) {
+          *sl = 0;
+          rmdir(t->spill_dir);
+          *sl = '/';
+        }
+      }
     }
     free(q->rb);
     free(q->f_node);
