@@ -120,6 +120,11 @@ for w in $writers; do
   ls "$kdir"/spill-*.bin >/dev/null 2>&1 && fail "$w: spill files left after recover"
   answers "$(store "$kdir")" "$work/k-$w.json"
   diff "$work/base-$w.json" "$work/k-$w.json" || fail "$w: recovered store answers differ"
+  if [ "$w" = sqlite ]; then # the hook_calls table too (readers answer from it)
+    ended() { sqlite3 "$1" 'select count(*) from hook_calls where ended_at is not null'; }
+    [ "$(ended "$kdir/trace.db")" = "$(ended "$bdir/trace.db")" ] ||
+      fail "sqlite: hook_calls after recover: $(ended "$kdir/trace.db") ended calls, not $(ended "$bdir/trace.db")"
+  fi
   # a second recover has nothing to do
   recover "$kdir" | grep -q "nothing to recover" || fail "$w: recover twice"
   echo "$w: spilled $n to disk unkilled; killed with $before committed, $(jq .recovered "$work/rec-$w.json") recovered"

@@ -360,6 +360,88 @@ static int hook_action(sqlw *w, const spy_trace_action *a) {
   return 0;
 }
 
+/* A session reopened (spy_trace_recover after a kill): the Starts its
+ * committed batches stored without a hook_calls row are open again, so
+ * the Ends recovered after them still find them. */
+static int reload_calls(sqlw *w) {
+  int rc = 0;
+  for (const spy__hook *h = spy__hooks; h->hook && rc == 0; h++) {
+    int si = src_ix(h->start);
+    w->sql.len = 0;
+    spy__buf_puts(&w->sql, "SELECT s.build_id, s.call_id, s.plugin_name, "
+                           "s.plugin_id, ");
+    if (strcmp(h->subject, "_") != 0) {
+      spy__buf_puts(&w->sql, "s.");
+      spy__buf_puts(&w->sql, h->subject);
+    } else
+      spy__buf_puts(&w->sql, "NULL");
+    spy__buf_puts(&w->sql, ", s.ts_us, ");
+    if (si >= 0) {
+      spy__buf_puts(&w->sql, "s.");
+      spy__buf_puts(&w->sql, h->start->fields[si].name);
+      spy__buf_puts(&w->sql, "_source_id");
+    } else
+      spy__buf_puts(&w->sql, "NULL");
+    spy__buf_puts(&w->sql, " FROM ");
+    spy__buf_puts(&w->sql, h->start->snake);
+    spy__buf_puts(&w->sql, " s WHERE s.session=?1 AND NOT EXISTS (SELECT 1 "
+                           "FROM hook_calls c WHERE c.session_id=?2 AND "
+                           "c.build_id=s.build_id AND c.call_id=s.call_id "
+                           "AND c.hook_type=?3) ORDER BY s.rowid");
+    spy__buf_putc(&w->sql, 0);
+    if (w->sql.err)
+      return w->sql.err;
+    sqlite3_stmt *st;
+    if ((rc = prepare(w, w->sql.p, &st)))
+      return rc;
+    sqlite3_bind_int64(st, 1, w->schema.session);
+    sqlite3_bind_text(st, 2, w->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, h->hook, -1, SQLITE_STATIC);
+    int step;
+    while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+      const char *cid = (const char *)sqlite3_column_text(st, 1);
+      if (!cid)
+        continue;
+      if (w->noc == w->capoc) {
+        size_t cap = w->capoc ? 2 * w->capoc : 64;
+        ocall *n = realloc(w->oc, cap * sizeof *n);
+        if (!n) {
+          rc = SPY_ENOMEM;
+          break;
+        }
+        w->oc = n;
+        w->capoc = cap;
+      }
+      const char *pl = (const char *)sqlite3_column_text(st, 2);
+      const char *mod = (const char *)sqlite3_column_text(st, 4);
+      const char *in = (const char *)sqlite3_column_text(st, 6);
+      ocall *o = &w->oc[w->noc];
+      *o = (ocall){h,
+                   (uint32_t)sqlite3_column_int64(st, 0),
+                   0, /* a rollback now does not forget it */
+                   0,
+                   sqlite3_column_int64(st, 3),
+                   sqlite3_column_int64(st, 5),
+                   strdup(cid),
+                   pl ? strdup(pl) : NULL,
+                   mod ? strdup(mod) : NULL,
+                   ""};
+      if (in && strlen(in) == 32)
+        memcpy(o->input, in, 33);
+      if (!o->call_id || (pl && !o->plugin) || (mod && !o->module)) {
+        ocall_free(o);
+        rc = SPY_ENOMEM;
+        break;
+      }
+      w->noc++;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+      rc = fail(w, "reading the open hook calls");
+    sqlite3_finalize(st);
+  }
+  return rc == 0 && w->noc ? ocix_rebuild(w, w->noc) : rc;
+}
+
 /* The transaction ended (ok: committed): ended calls are done; a rolled
  * back one's Starts are forgotten and its Ends taken back. */
 static void calls_txn_end(sqlw *w, int ok) {
@@ -489,6 +571,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_finalize(s);
   if (st != SQLITE_DONE)
     return fail(w, "insert session");
+  int reopened = sqlite3_changes(w->db) == 0;
   /* its key (a session reopened by spy_trace_recover keeps its row) */
   if ((rc = prepare(w, "SELECT session FROM sessions WHERE session_id=?1", &s)))
     return rc;
@@ -498,6 +581,8 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_finalize(s);
   if (st != SQLITE_ROW)
     return fail(w, "find session");
+  if (reopened && (rc = reload_calls(w)) < 0)
+    return rc;
   /* best effort: without it a full disk may keep the counts out */
   snprintf(path, sizeof path, "%s/trace.db-reserve", cfg->dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
