@@ -22,7 +22,8 @@ cleanup() {
   tmux -S "$sock" kill-server 2>/dev/null || true
   [ -n "$build_pid" ] && kill "$build_pid" 2>/dev/null || true
   wait 2>/dev/null || true
-  rm -rf "$work"
+  # top (tmux's, not a child) may still write its bus files as it exits
+  rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }
 }
 trap cleanup EXIT
 name="topb-$$"

@@ -70,6 +70,11 @@ for w in $writers; do
   [ "${n:-0}" -gt 0 ] || fail "$w: nothing spilled to the file"
   grep -q "packing them after the build took" "$work/sp-$w.txt" || fail "$w: summary"
   ls "$sdir"/spill-*.bin >/dev/null 2>&1 && fail "$w: a spill file was left"
+  # postgres: the directory made for the spill goes with its files
+  if [ "$w" = pg ] && [ -e "$work/sp-$w/.spyglass" ]; then
+    ls -laR "$work/sp-$w/.spyglass"
+    fail "$w: the spill left $work/sp-$w/.spyglass behind"
+  fi
   answers "$(store "$sdir")" "$work/sp-$w.json"
   diff "$work/base-$w.json" "$work/sp-$w.json" || fail "$w: spilled store answers differ"
 
@@ -115,6 +120,11 @@ for w in $writers; do
   ls "$kdir"/spill-*.bin >/dev/null 2>&1 && fail "$w: spill files left after recover"
   answers "$(store "$kdir")" "$work/k-$w.json"
   diff "$work/base-$w.json" "$work/k-$w.json" || fail "$w: recovered store answers differ"
+  if [ "$w" = sqlite ]; then # the hook_calls table too (readers answer from it)
+    ended() { sqlite3 "$1" 'select count(*) from hook_calls where ended_at is not null'; }
+    [ "$(ended "$kdir/trace.db")" = "$(ended "$bdir/trace.db")" ] ||
+      fail "sqlite: hook_calls after recover: $(ended "$kdir/trace.db") ended calls, not $(ended "$bdir/trace.db")"
+  fi
   # a second recover has nothing to do
   recover "$kdir" | grep -q "nothing to recover" || fail "$w: recover twice"
   echo "$w: spilled $n to disk unkilled; killed with $before committed, $(jq .recovered "$work/rec-$w.json") recovered"

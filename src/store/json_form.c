@@ -101,6 +101,23 @@ void spy__json_str(spy__buf *b, const char *s, size_t n) {
 static void put_members(spy__buf *b, const spy_trace_kind *k,
                         const spy_trace_val *rec, int comma);
 
+/* A field name as a JSON string: catalog names are plain identifiers,
+ * copied as they are; any other goes through the escaper. */
+static void put_name(spy__buf *b, const char *name) {
+  size_t n = 0;
+  while ((name[n] >= 'a' && name[n] <= 'z') || name[n] == '_' ||
+         (name[n] >= '0' && name[n] <= '9') ||
+         (name[n] >= 'A' && name[n] <= 'Z'))
+    n++;
+  if (name[n]) {
+    spy__json_str(b, name, strlen(name));
+    return;
+  }
+  putc_fast(b, '"');
+  put_fast(b, name, n);
+  putc_fast(b, '"');
+}
+
 static void put_val(spy__buf *b, const spy_trace_kind *rec,
                     const spy_trace_val *v) {
   switch (v->type) {
@@ -144,7 +161,7 @@ static void put_members(spy__buf *b, const spy_trace_kind *k,
       putc_fast(b, ',');
     const spy_trace_field *f = k && i < k->nfields ? &k->fields[i] : NULL;
     if (f)
-      spy__json_str(b, f->name, strlen(f->name));
+      put_name(b, f->name);
     else {
       char key[16];
       int kn = snprintf(key, sizeof key, "f%u", (unsigned)i);

@@ -61,6 +61,13 @@ typedef struct spy__reader_ops {
    * negative code with r's error set. trewind restarts every table. */
   int (*tnext)(spy_trace_reader *r, int t, spy__cell *c);
   void (*trewind)(spy_trace_reader *r);
+  /* Optional: the session's ended hook calls in the order they ended,
+   * from a table the writer kept (SQLite's hook_calls) instead of every
+   * action replayed; cb as spy_trace_reader_hook_calls's. Returns 0, a
+   * negative code, or SPY_ENOTSUP when the store cannot answer so
+   * (reader.c then replays the actions). */
+  int (*calls)(spy_trace_reader *r,
+               int (*cb)(void *, const spy_trace_hook_call *), void *arg);
 } spy__reader_ops;
 
 extern const spy__reader_ops spy__reader_jsonl;

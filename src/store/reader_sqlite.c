@@ -309,6 +309,72 @@ static uint64_t sq_replaced(spy_trace_reader *r) {
   return 0; /* the store keeps the bytes as they were */
 }
 
+/* The hook_calls table (schema 4+; its rows are written as calls end, so
+ * rowid order is End order, the order a replay finds them in): one scan,
+ * not every action of the session rebuilt from its tables. A call that
+ * never ended has a row with a NULL ended_at, which a replay does not
+ * report either. */
+static int sq_calls(spy_trace_reader *r,
+                    int (*cb)(void *, const spy_trace_hook_call *), void *arg) {
+  sq *s = r->st;
+  sqlite3_stmt *st;
+  if (s->schema < 4 ||
+      sqlite3_prepare_v2(s->db,
+                         "SELECT build_id, hook_type, plugin_name, module_id, "
+                         "call_id, started_at, ended_at, input_source_id, "
+                         "output_source_id FROM hook_calls WHERE session_id=?1 "
+                         "AND ended_at IS NOT NULL ORDER BY rowid",
+                         -1, &st, NULL) != SQLITE_OK)
+    return SPY_ENOTSUP;
+  sqlite3_bind_text(st, 1, r->session_id, -1, SQLITE_STATIC);
+  int step, rc = 0;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *hook = (const char *)sqlite3_column_text(st, 1);
+    const spy__hook *h = spy__hooks;
+    while (h->hook && (!hook || strcmp(h->hook, hook) != 0))
+      h++;
+    if (!h->hook) {
+      rc = spy__reader_err(r, SPY_EBADVALUE,
+                           "the store's table hook_calls is inconsistent: "
+                           "an unknown hook_type");
+      break;
+    }
+    const char *plugin = (const char *)sqlite3_column_text(st, 2);
+    const char *module = (const char *)sqlite3_column_text(st, 3);
+    const char *call = (const char *)sqlite3_column_text(st, 4);
+    spy_trace_hook_call c = {(uint32_t)sqlite3_column_int64(st, 0),
+                             h->hook,
+                             plugin ? plugin : "",
+                             module ? module : "",
+                             call ? call : "",
+                             (uint64_t)sqlite3_column_int64(st, 5),
+                             (uint64_t)sqlite3_column_int64(st, 6),
+                             0,
+                             0,
+                             {0, 0},
+                             {0, 0}};
+    for (int k = 0; k < 2; k++) {
+      const char *id = (const char *)sqlite3_column_text(st, 7 + k);
+      if (!id)
+        continue;
+      if (spy__hash_parse(id, (size_t)sqlite3_column_bytes(st, 7 + k),
+                          k ? c.output : c.input) < 0) {
+        rc = spy__reader_err(r, SPY_EBADVALUE,
+                             "the store's table hook_calls is inconsistent: "
+                             "a source id is not 32 hex digits");
+        break;
+      }
+      *(k ? &c.has_output : &c.has_input) = 1;
+    }
+    if (rc < 0 || cb(arg, &c))
+      break;
+  }
+  if (rc == 0 && step != SQLITE_ROW && step != SQLITE_DONE)
+    rc = spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  sqlite3_finalize(st);
+  return rc;
+}
+
 const spy__reader_ops spy__reader_sqlite = {
-    "sqlite", sq_open, sq_next,     sq_rewind, sq_fetch, NULL,
-    sq_sizes, sq_lost, sq_replaced, sq_close,  sq_tnext, sq_trewind};
+    "sqlite", sq_open,     sq_next,  sq_rewind, sq_fetch,   NULL,    sq_sizes,
+    sq_lost,  sq_replaced, sq_close, sq_tnext,  sq_trewind, sq_calls};

@@ -263,11 +263,13 @@ static void add_index(spy__buf *b, const char *table, const char *what,
 
 void spy__index_sql(const spy__schema *s, spy__buf *b, int pg) {
   for (const spy__hook *h = spy__hooks; h->hook; h++) {
-    /* hook_calls: each start finds its end */
-    add_index(b, h->end->snake, "_call", "(session, build_id, call_id)");
-    /* SQLite: the hook_calls table's own indexes answer the next two */
+    /* SQLite: the hook_calls table's own indexes answer the questions;
+     * its hook_calls_live view's join gets an automatic index when it
+     * is asked (not one per End table built at every close) */
     if (!pg)
       continue;
+    /* hook_calls: each start finds its end */
+    add_index(b, h->end->snake, "_call", "(session, build_id, call_id)");
     /* slowest hooks of one plugin */
     add_index(b, h->start->snake, "_plugin", "(session, plugin_name)");
     /* what did plugin X do to module Y */

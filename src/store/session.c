@@ -36,10 +36,15 @@
  * stays there until the writer has read the file up to its end, so every
  * record of the queue after the switch is on disk: the ring and the memory
  * list only hold records older than the file's. The emitter appends each
- * record with one pwritev (8-byte header: length and checksum, then the
- * record), no fsync — a killed process loses nothing it wrote (the bytes
- * are in the OS), an OS crash may; the writer reads the file back in
- * sequence order with the rest, records at each commit how far it has
+ * record (8-byte header: length and checksum, then the record) to the
+ * queue's 64 KiB buffer and writes the buffer out once it holds 32 KiB —
+ * one write per many records — and the writer writes what it holds at
+ * each commit; no fsync. A killed process loses only the records still
+ * in that buffer (at most one commit interval's, none it had written:
+ * the bytes are in the OS), an OS crash may lose more. The writer reads
+ * the file back in sequence order with the rest (the bytes not written
+ * yet straight from the buffer, under the queue's file lock, which only
+ * spilling takes), records at each commit how far it has
  * committed (the header's resume offset) and punches the consumed blocks
  * out; the file is removed when the session ends. A process killed while
  * spilling leaves the file beside its store: spy_trace_recover adds the
@@ -74,12 +79,15 @@
 #define GATHER_NS 2000000   /* a batch gathers for at most 2 ms */
 #define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
 #define MAX_FAULTS 16       /* distinct failures counted separately */
+#define LAST_SRC_MIN 256    /* payloads smaller are hashed, not compared */
 /* spill file: a 4 KiB header block, then records (spill_hdr + record) */
 #define SF_MAGIC "SPYSPIL1"
 #define SF_DATA 4096u
 #define SF_RESUME 16 /* offset of the u64 resume offset in the header */
 #define SF_PUNCH ((uint64_t)4 << 20) /* punch consumed blocks per 4 MiB */
 #define SF_READ ((size_t)1 << 20)    /* the writer reads ahead this much */
+#define SF_BUF ((size_t)64 << 10)    /* spilled records gather in memory */
+#define SF_FLUSH ((size_t)32 << 10)  /* … and are written this many at once */
 
 /* A record spilled off a full ring. */
 typedef struct spill {
@@ -105,14 +113,24 @@ typedef struct tq {
   _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
   _Atomic uint32_t space_wait;
   /* the spill file, the producer's side: fd (-1 none; set before f_len
-   * is first published), write offset, sticky file mode, and the
-   * record it was last encoded in (reused) */
-  int fd, f_mode, f_bad;
+   * is first published), the end of what it appended (on disk or still
+   * in f_buf), sticky file mode, and the record it last encoded alone
+   * (reused) */
+  int fd, f_mode, f_nofile;
   uint32_t id;
   uint64_t f_wr;
   spill *f_node;
   size_t f_node_cap;
-  _Atomic uint64_t f_len; /* bytes written, published (release) */
+  _Atomic uint64_t f_len; /* bytes appended, published (release) */
+  /* under f_mu (the emitter appends, the writer reads and flushes):
+   * file bytes [f_disk, f_disk + f_blen) not written yet, in f_buf;
+   * f_bad once a write failed (f_buf then keeps its bytes for the
+   * writer to read, and the file takes no more) */
+  pthread_mutex_t f_mu;
+  uint8_t *f_buf;
+  size_t f_blen;
+  uint64_t f_disk;
+  int f_bad;
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
@@ -148,6 +166,7 @@ struct spy_trace {
   _Atomic uint64_t file_pending; /* records in spill files not taken */
   _Atomic uint32_t nqueues;      /* queue ids */
   char *spill_dir;               /* where spill files go */
+  int spill_parent_made;         /* its parent was made for it (postgres) */
   uint32_t delay_us;             /* SPY_TRACE_WRITER_DELAY_US (tests) */
   uint32_t retry_ms;
   void (*on_error)(void *, int, const char *);
@@ -186,6 +205,10 @@ struct spy_trace {
   spy_trace_arena arena;
   spy__buf json;
   spy__hset seen; /* content hashes of the payloads stored */
+  /* the last payload hashed, kept to know the next hook's input (the
+   * previous hook's output, emitted again) without hashing it again */
+  spy__buf last_src;
+  uint64_t last_hash[2];
 };
 
 static void default_report(void *arg, int err, const char *msg) {
@@ -245,11 +268,29 @@ static void report_repeats(spy_trace *t) {
 /* Hashes every inline payload of the tree; stores first-seen ones. */
 static int dedup(spy_trace *t, spy_trace_val *v, spy_trace_stats *st) {
   if (v->type == SPY_TV_SRC) {
-    spy_trace_hash(v->u.s, v->n, v->hash);
     v->has_hash = 1;
+    if (v->n >= LAST_SRC_MIN && v->n == t->last_src.len &&
+        memcmp(v->u.s, t->last_src.p, v->n) == 0) {
+      /* the payload hashed last (and stored then): a compare costs a
+       * fraction of a hash */
+      memcpy(v->hash, t->last_hash, sizeof v->hash);
+      st->sources_dup++;
+      st->saved_bytes += v->n;
+      return 0;
+    }
+    spy_trace_hash(v->u.s, v->n, v->hash);
     int fresh = spy__hset_add(&t->seen, v->hash);
     if (fresh < 0)
       return fresh;
+    t->last_src.len = 0;
+    if (v->n >= LAST_SRC_MIN) {
+      spy__buf_put(&t->last_src, v->u.s, v->n);
+      if (t->last_src.err) { /* no copy: the next one is hashed */
+        t->last_src.err = 0;
+        t->last_src.len = 0;
+      } else
+        memcpy(t->last_hash, v->hash, sizeof t->last_hash);
+    }
     if (fresh) {
       if (t->ops->source) {
         int rc = t->ops->source(t->wstate, v->hash, v->u.s, v->n);
@@ -414,6 +455,67 @@ static void sf_path(const char *dir, uint32_t id, char *out, size_t cap) {
   snprintf(out, cap, "%s/spill-%u.bin", dir, id);
 }
 
+/* Reads n appended bytes of q's spill file at off: what is on disk with
+ * pread (outside the lock: written bytes do not change), what the
+ * emitter has not written yet from its buffer. */
+static int file_read(tq *q, uint8_t *out, size_t n, uint64_t off) {
+  size_t got = 0;
+  while (got < n) {
+    uint64_t at = off + got;
+    pthread_mutex_lock(&q->f_mu);
+    uint64_t disk = q->f_disk;
+    if (at >= disk) {
+      size_t k = n - got, have = (size_t)(disk + q->f_blen - at);
+      if (k > have)
+        k = have;
+      memcpy(out + got, q->f_buf + (at - disk), k);
+      pthread_mutex_unlock(&q->f_mu);
+      if (!k)
+        return SPY_EIO; /* beyond what was appended: cannot happen */
+      got += k;
+      continue;
+    }
+    pthread_mutex_unlock(&q->f_mu);
+    size_t k = n - got;
+    if (k > disk - at)
+      k = (size_t)(disk - at);
+    int rc = pread_all(q->fd, out + got, k, at);
+    if (rc < 0)
+      return rc;
+    got += k;
+  }
+  return 0;
+}
+
+/* Writes q's buffered spill records out (under f_mu). A failed write
+ * makes the file take no more; the bytes stay in f_buf, where the
+ * writer reads them. */
+static void file_flush(tq *q) {
+  if (!q->f_blen || q->f_bad)
+    return;
+  size_t off = 0;
+  while (off < q->f_blen) {
+    ssize_t w = pwrite(q->fd, q->f_buf + off, q->f_blen - off,
+                       (off_t)(q->f_disk + off));
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break;
+    off += (size_t)w;
+  }
+  if (off < q->f_blen) {
+    /* a full disk or an error: nothing of the buffer counts as on disk
+     * (a cut record past f_disk is never read from the file) */
+    if (off && ftruncate(q->fd, (off_t)q->f_disk) != 0) {
+    }
+    q->f_bad = 1;
+    bump(&q->spill_fail, 1);
+    return;
+  }
+  q->f_disk += q->f_blen;
+  q->f_blen = 0;
+}
+
 /* The next record of q's spill file (in q->rb), or NULL when the file
  * holds nothing more that was published. *len receives its bytes on disk
  * (header included); *bad is set when it fails its checksum (the caller
@@ -461,7 +563,7 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
     size_t want = q->rb_cap;
     if (want > end - q->f_rd)
       want = (size_t)(end - q->f_rd);
-    if (pread_all(q->fd, q->rb, want, q->f_rd) < 0)
+    if (file_read(q, q->rb, want, q->f_rd) < 0)
       return NULL;
     q->rb_off = q->f_rd;
     q->rb_len = want;
@@ -475,8 +577,14 @@ static void files_committed(spy_trace *t) {
   for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
        q = q->next) {
     /* f_len first: it publishes what the emitter set up in file_open */
-    if (!atomic_load_explicit(&q->f_len, memory_order_acquire) ||
-        q->f_rd <= q->f_resume)
+    if (!atomic_load_explicit(&q->f_len, memory_order_acquire))
+      continue;
+    /* what the emitter gathered goes to disk at least once per commit:
+     * a killed process loses at most that much of it */
+    pthread_mutex_lock(&q->f_mu);
+    file_flush(q);
+    pthread_mutex_unlock(&q->f_mu);
+    if (q->f_rd <= q->f_resume)
       continue;
     uint8_t b[8];
     wr64le(b, q->f_rd);
@@ -693,11 +801,13 @@ static tq *tq_new(size_t cap) {
     return NULL;
   q->cap = cap;
   q->fd = -1;
+  pthread_mutex_init(&q->f_mu, NULL);
   q->ring = malloc(cap);
   q->sp_head = q->sp_tail = calloc(1, sizeof(spill));
   if (!q->ring || !q->sp_head) {
     free(q->ring);
     free(q->sp_head);
+    pthread_mutex_destroy(&q->f_mu);
     free(q);
     return NULL;
   }
@@ -792,7 +902,21 @@ static void spill_push(spy_trace *t, tq *q, spill *sp) {
 
 /* Creates q's spill file with its header block. 0 or a negative code. */
 static int file_open(spy_trace *t, tq *q) {
+  /* postgres: <cwd>/.spyglass/<session> is made for the spill alone;
+   * whatever of it this session made goes when it ends (destroy) */
+  pthread_mutex_lock(&t->qmu); /* queues of two threads may spill */
+  if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR) && !t->spill_parent_made) {
+    char up[4200];
+    snprintf(up, sizeof up, "%s", t->spill_dir);
+    char *sl = strrchr(up, '/');
+    struct stat sb;
+    if (sl && sl != up) {
+      *sl = 0;
+      t->spill_parent_made = stat(up, &sb) != 0 ? 1 : -1;
+    }
+  }
   int rc = spy__mkdirs(t->spill_dir);
+  pthread_mutex_unlock(&t->qmu);
   if (rc < 0)
     return rc;
   char path[4200];
@@ -820,6 +944,7 @@ static int file_open(spy_trace *t, tq *q) {
   }
   q->fd = fd;
   q->f_wr = SF_DATA;
+  q->f_disk = SF_DATA;
   q->f_resume = SF_DATA;
   q->f_rd = SF_DATA;
   atomic_store_explicit(&q->f_taken, SF_DATA, memory_order_relaxed);
@@ -828,66 +953,98 @@ static int file_open(spy_trace *t, tq *q) {
 }
 
 /* Memory is used up (or q is in file mode): appends the record to q's
- * spill file. Returns 0, a negative code, or 1 when the file cannot take
- * it (no file, its bound reached): the caller waits for ring space. */
+ * spill file: into the queue's buffer, written out once it holds SF_FLUSH
+ * bytes (and by the writer at each commit), so the spill costs one
+ * write per many records, not one per record. Returns 0, a negative
+ * code, or 1 when the file cannot take it (no file, its bound reached,
+ * a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                      const void *act, uint64_t ts, uint32_t build,
                      size_t need) {
-  if (q->f_bad || !t->spill_dir)
+  if (!t->spill_dir)
     return 1;
   if (q->fd < 0) {
+    if (q->f_nofile) /* the file could not be made */
+      return 1;
     int rc = file_open(t, q);
     if (rc < 0) {
-      q->f_bad = 1;
+      q->f_nofile = 1;
       bump(&q->spill_fail, 1);
       return 1;
     }
   }
+  pthread_mutex_lock(&q->f_mu);
+  int rc = 1;
   uint64_t live =
       q->f_wr - atomic_load_explicit(&q->f_taken, memory_order_acquire);
-  if (live + 8 + need > t->spill_file_cap)
-    return 1;
-  if (!q->f_node || q->f_node_cap < need) {
-    free(q->f_node);
-    q->f_node_cap = need < 4096 ? 4096 : need;
-    if (!(q->f_node = malloc(sizeof(spill) + q->f_node_cap))) {
-      q->f_node_cap = 0;
-      return 1;
-    }
-  }
-  spill *sp = q->f_node;
-  atomic_init(&sp->next, NULL);
-  sp->n = sizeof(spill) + need;
-  spy_trace_encode(kind, act, 0, ts, build, sp->rec, need);
-  uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
-  wr64le(sp->rec + 8, seq);
-  uint32_t hdr[2] = {(uint32_t)need, sf_sum(sp->rec, need)};
-  struct iovec iov[2] = {{hdr, 8}, {sp->rec, need}};
+  if (q->f_bad || live + 8 + need > t->spill_file_cap)
+    goto out;
   size_t total = 8 + need;
-  ssize_t w;
-  do
-    w = pwritev(q->fd, iov, 2, (off_t)q->f_wr);
-  while (w < 0 && errno == EINTR);
-  if (w != (ssize_t)total) {
-    /* a full disk or an error: the file takes no more; the record has its
-     * number, so it goes to memory whatever the bound (one record) */
-    if (w > 0 && ftruncate(q->fd, (off_t)q->f_wr) != 0) {
-      /* the file keeps a cut record past f_len: never read */
+  if (q->f_blen + total > SF_BUF)
+    file_flush(q);
+  if (q->f_bad)
+    goto out;
+  uint8_t *at;
+  if (total <= SF_BUF) { /* gathered in the buffer */
+    if (!q->f_buf && !(q->f_buf = malloc(SF_BUF)))
+      goto out;
+    at = q->f_buf + q->f_blen;
+  } else { /* a large record: written alone, after the buffer */
+    if (!q->f_node || q->f_node_cap < total) {
+      free(q->f_node);
+      q->f_node_cap = total;
+      if (!(q->f_node = malloc(sizeof(spill) + q->f_node_cap))) {
+        q->f_node_cap = 0;
+        goto out;
+      }
     }
-    q->f_bad = 1;
-    bump(&q->spill_fail, 1);
-    q->f_node = NULL;
-    q->f_node_cap = 0;
-    atomic_fetch_add(&t->spill_bytes, sp->n);
-    spill_push(t, q, sp);
-  } else {
-    q->f_wr += total;
-    atomic_fetch_add(&t->file_pending, 1); /* before it can be seen */
-    atomic_store_explicit(&q->f_len, q->f_wr, memory_order_release);
-    bump(&q->spilled_disk, 1);
-    bump(&q->spilled_bytes, total);
-    q->f_mode = 1;
+    at = q->f_node->rec;
   }
+  spy_trace_encode(kind, act, 0, ts, build, at + 8, need);
+  uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
+  wr64le(at + 16, seq);
+  uint32_t hdr[2] = {(uint32_t)need, sf_sum(at + 8, need)};
+  memcpy(at, hdr, 8);
+  rc = 0;
+  if (at != q->f_buf + q->f_blen) {
+    ssize_t w;
+    do
+      w = pwrite(q->fd, at, total, (off_t)q->f_disk);
+    while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)total) {
+      /* the record has its number: it goes to memory whatever the bound
+       * (one record), and the file takes no more */
+      if (w > 0 && ftruncate(q->fd, (off_t)q->f_disk) != 0) {
+      }
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+      pthread_mutex_unlock(&q->f_mu);
+      spill *sp = q->f_node;
+      q->f_node = NULL;
+      q->f_node_cap = 0;
+      memmove(sp->rec, sp->rec + 8, need);
+      atomic_init(&sp->next, NULL);
+      sp->n = sizeof(spill) + need;
+      atomic_fetch_add(&t->spill_bytes, sp->n);
+      spill_push(t, q, sp);
+      goto counted;
+    }
+    q->f_disk += total;
+  } else
+    q->f_blen += total;
+  q->f_wr += total;
+  atomic_fetch_add(&t->file_pending, 1); /* before it can be seen */
+  atomic_store_explicit(&q->f_len, q->f_wr, memory_order_release);
+  bump(&q->spilled_disk, 1);
+  bump(&q->spilled_bytes, total);
+  q->f_mode = 1;
+  if (q->f_blen >= SF_FLUSH)
+    file_flush(q);
+out:
+  pthread_mutex_unlock(&q->f_mu);
+  if (rc)
+    return rc;
+counted:
   bump(&q->emitted, 1);
   bump(&q->spilled, 1);
   bump(&q->queued_bytes, (uint64_t)need);
@@ -1228,11 +1385,22 @@ int64_t spy_trace_destroy(spy_trace *t) {
       close(q->fd);
       sf_path(t->spill_dir, q->id, path, sizeof path);
       unlink(path);
-      if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR))
-        rmdir(t->spill_dir); /* made for the spill only (when empty) */
+      if (!(t->ops->flags & SPY_TRACE_WRITER_MKDIR) &&
+          rmdir(t->spill_dir) == 0 && t->spill_parent_made == 1) {
+        /* made for the spill only: removed when empty, and its parent
+         * (<cwd>/.spyglass) when this session made it and it is empty */
+        char *sl = strrchr(t->spill_dir, '/');
+        if (sl && sl != t->spill_dir) {
+          *sl = 0;
+          rmdir(t->spill_dir);
+          *sl = '/';
+        }
+      }
     }
     free(q->rb);
     free(q->f_node);
+    free(q->f_buf);
+    pthread_mutex_destroy(&q->f_mu);
     free(q->ring);
     for (spill *sp = q->sp_head, *sn; sp; sp = sn) {
       sn = atomic_load(&sp->next);
@@ -1243,6 +1411,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
   spy_trace_arena_free(&t->arena);
   spy__buf_free(&t->json);
   spy__hset_free(&t->seen);
+  spy__buf_free(&t->last_src);
   free(t->session_id);
   free(t->cwd);
   free(t->dir);

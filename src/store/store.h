@@ -218,8 +218,8 @@ void spy__views_sql(spy__buf *b, int pg);
 void spy__hook_calls_table_sql(spy__buf *b);
 void spy__hook_calls_index_sql(spy__buf *b);
 /* Every index: the questions' and each derived table's generic one
- * (SQLite, !pg: not the hook Starts' by plugin and by module, which the
- * hook_calls table's indexes answer). */
+ * (SQLite, !pg: not the hook Starts' by plugin and by module nor the hook
+ * Ends' by call, which the hook_calls table's indexes answer). */
 void spy__index_sql(const spy__schema *s, spy__buf *b, int pg);
 
 /* One writer batch of actions as binary records back to back (schema

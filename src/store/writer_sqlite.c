@@ -4,7 +4,10 @@
  * created when its first action arrives), one action_batches row per
  * batch (its seq range and count, and the binary records of the actions
  * the tables cannot give back exactly: application kinds, rows whose
- * JSON lists changed bytes), indexes built at close. Source payloads
+ * JSON lists changed bytes), indexes built at close. Rows are gathered
+ * per table and inserted 16 at a time (one multi-row INSERT: a cursor
+ * opened and a statement ended per 16 rows, not per row), what is left
+ * before each COMMIT. Source payloads
  * go to the sources table once, zstd-compressed, most as deltas of the
  * payload stored before them (src_codec.c); a row that may not have
  * reached the database (a failed insert or commit) is never used as a
@@ -52,11 +55,29 @@ typedef struct hookcols {
   int end_call, end_src;                     /* End */
 } hookcols;
 
+/* Rows of one derived table gathered for multi-row INSERTs: MULTI rows
+ * go in with one statement (one cursor opened, one halt), not MULTI; a
+ * commit sends what is left in runs of 8, 4, 2 and 1. */
+#define MULTI 16
+#define NMULTI 4 /* statements of 16, 8, 4 and 2 rows */
+typedef struct pend {
+  sqlite3_stmt *one; /* the table's one-row INSERT */
+  const char *sql;   /* … its text (the multi-row ones extend it) */
+  int ncols;
+  sqlite3_stmt *multi[NMULTI]; /* multi[k]: MULTI >> k rows; on first use */
+  spy__cell *cells;            /* MULTI rows; a text or blob cell's bytes are at
+                                  offset i of text (i < 0: a NULL pointer) */
+  spy__buf text;
+  int n;
+} pend;
+
 typedef struct sqlw {
   sqlite3 *db;
   sqlite3_stmt *ins[SPY__T_COUNT];
   sqlite3_stmt **gins; /* per derived table */
+  pend *pend;          /* per derived table */
   int ngins;
+  pend hpend; /* hook_calls */
   sqlite3_stmt *finish;
   sqlite3_stmt *hcall; /* INSERT INTO hook_calls */
   hookcols hcols[8];
@@ -143,6 +164,7 @@ int spy__sqlite_check_version(sqlite3 *db) {
 
 static int64_t sq_close(void *state);
 static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n);
+static int gather(sqlw *w, pend *p, const spy__cell *c, int n);
 
 /* A packed sources row, on the writer thread. */
 static int source_sink(void *arg, const uint64_t hash[2],
@@ -159,8 +181,13 @@ static int add_tables(sqlw *w, int from) {
   if (!g)
     return SPY_ENOMEM;
   w->gins = g;
+  pend *pd = realloc(w->pend, (size_t)n * sizeof *pd);
+  if (!pd)
+    return SPY_ENOMEM;
+  w->pend = pd;
   for (int t = from; t < n; t++) {
     w->gins[t] = NULL;
+    w->pend[t] = (pend){0};
     w->sql.len = 0;
     spy__schema_table_sql(&w->schema, t, &w->sql, 0);
     spy__buf_putc(&w->sql, 0);
@@ -172,6 +199,9 @@ static int add_tables(sqlw *w, int from) {
     spy__buf_putc(&w->sql, 0);
     if ((rc = w->sql.err ? w->sql.err : prepare(w, w->sql.p, &w->gins[t])))
       return rc;
+    w->pend[t].one = w->gins[t];
+    w->pend[t].sql = sqlite3_sql(w->gins[t]);
+    w->pend[t].ncols = w->schema.t[t].ncols;
     w->ngins = t + 1;
   }
   return 0;
@@ -319,7 +349,7 @@ static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
     c[9] = (spy__cell){SPY__COL_TEXT, 0, o->input, 32};
   if (output && output[0])
     c[10] = (spy__cell){SPY__COL_TEXT, 0, output, 32};
-  return run(w, w->hcall, c, 11);
+  return gather(w, &w->hpend, c, 11);
 }
 
 /* An End: the row of its open Start (the view's join: an End without a
@@ -360,6 +390,88 @@ static int hook_action(sqlw *w, const spy_trace_action *a) {
   return 0;
 }
 
+/* A session reopened (spy_trace_recover after a kill): the Starts its
+ * committed batches stored without a hook_calls row are open again, so
+ * the Ends recovered after them still find them. */
+static int reload_calls(sqlw *w) {
+  int rc = 0;
+  for (const spy__hook *h = spy__hooks; h->hook && rc == 0; h++) {
+    int si = src_ix(h->start);
+    w->sql.len = 0;
+    spy__buf_puts(&w->sql, "SELECT s.build_id, s.call_id, s.plugin_name, "
+                           "s.plugin_id, ");
+    if (strcmp(h->subject, "_") != 0) {
+      spy__buf_puts(&w->sql, "s.");
+      spy__buf_puts(&w->sql, h->subject);
+    } else
+      spy__buf_puts(&w->sql, "NULL");
+    spy__buf_puts(&w->sql, ", s.ts_us, ");
+    if (si >= 0) {
+      spy__buf_puts(&w->sql, "s.");
+      spy__buf_puts(&w->sql, h->start->fields[si].name);
+      spy__buf_puts(&w->sql, "_source_id");
+    } else
+      spy__buf_puts(&w->sql, "NULL");
+    spy__buf_puts(&w->sql, " FROM ");
+    spy__buf_puts(&w->sql, h->start->snake);
+    spy__buf_puts(&w->sql, " s WHERE s.session=?1 AND NOT EXISTS (SELECT 1 "
+                           "FROM hook_calls c WHERE c.session_id=?2 AND "
+                           "c.build_id=s.build_id AND c.call_id=s.call_id "
+                           "AND c.hook_type=?3) ORDER BY s.rowid");
+    spy__buf_putc(&w->sql, 0);
+    if (w->sql.err)
+      return w->sql.err;
+    sqlite3_stmt *st;
+    if ((rc = prepare(w, w->sql.p, &st)))
+      return rc;
+    sqlite3_bind_int64(st, 1, w->schema.session);
+    sqlite3_bind_text(st, 2, w->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, h->hook, -1, SQLITE_STATIC);
+    int step;
+    while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+      const char *cid = (const char *)sqlite3_column_text(st, 1);
+      if (!cid)
+        continue;
+      if (w->noc == w->capoc) {
+        size_t cap = w->capoc ? 2 * w->capoc : 64;
+        ocall *n = realloc(w->oc, cap * sizeof *n);
+        if (!n) {
+          rc = SPY_ENOMEM;
+          break;
+        }
+        w->oc = n;
+        w->capoc = cap;
+      }
+      const char *pl = (const char *)sqlite3_column_text(st, 2);
+      const char *mod = (const char *)sqlite3_column_text(st, 4);
+      const char *in = (const char *)sqlite3_column_text(st, 6);
+      ocall *o = &w->oc[w->noc];
+      *o = (ocall){h,
+                   (uint32_t)sqlite3_column_int64(st, 0),
+                   0, /* a rollback now does not forget it */
+                   0,
+                   sqlite3_column_int64(st, 3),
+                   sqlite3_column_int64(st, 5),
+                   strdup(cid),
+                   pl ? strdup(pl) : NULL,
+                   mod ? strdup(mod) : NULL,
+                   ""};
+      if (in && strlen(in) == 32)
+        memcpy(o->input, in, 33);
+      if (!o->call_id || (pl && !o->plugin) || (mod && !o->module)) {
+        ocall_free(o);
+        rc = SPY_ENOMEM;
+        break;
+      }
+      w->noc++;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+      rc = fail(w, "reading the open hook calls");
+    sqlite3_finalize(st);
+  }
+  return rc == 0 && w->noc ? ocix_rebuild(w, w->noc) : rc;
+}
+
 /* The transaction ended (ok: committed): ended calls are done; a rolled
  * back one's Starts are forgotten and its Ends taken back. */
 static void calls_txn_end(sqlw *w, int ok) {
@@ -397,7 +509,12 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->all_records = spy__sql_all_records();
   char path[4096];
   snprintf(path, sizeof path, "%s/trace.db", cfg->dir);
-  if (sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+  /* NOMUTEX: only the writer thread uses the connection (the packer
+   * thread hands its rows back to it), so the per-call connection mutex
+   * — two locked instructions per bind and step — buys nothing */
+  if (sqlite3_open_v2(path, &w->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                          SQLITE_OPEN_NOMUTEX,
                       NULL) != SQLITE_OK)
     return fail(w, path);
   sqlite3_busy_timeout(w->db, 5000);
@@ -465,6 +582,9 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       (rc = prepare(w, "INSERT INTO hook_calls VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                     &w->hcall)))
     return rc;
+  w->hpend.one = w->hcall;
+  w->hpend.sql = sqlite3_sql(w->hcall);
+  w->hpend.ncols = 11;
   hook_cols(w);
   w->gen = 1; /* end_gen 0 means open */
   /* the session row exists from the start; its key is in every row */
@@ -484,6 +604,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_finalize(s);
   if (st != SQLITE_DONE)
     return fail(w, "insert session");
+  int reopened = sqlite3_changes(w->db) == 0;
   /* its key (a session reopened by spy_trace_recover keeps its row) */
   if ((rc = prepare(w, "SELECT session FROM sessions WHERE session_id=?1", &s)))
     return rc;
@@ -493,6 +614,8 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_finalize(s);
   if (st != SQLITE_ROW)
     return fail(w, "find session");
+  if (reopened && (rc = reload_calls(w)) < 0)
+    return rc;
   /* best effort: without it a full disk may keep the counts out */
   snprintf(path, sizeof path, "%s/trace.db-reserve", cfg->dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -537,9 +660,105 @@ static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n) {
   return rc == SQLITE_DONE ? 0 : fail(w, "insert");
 }
 
+/* The cells of pending row k of p, their bytes pointed at again. */
+static spy__cell *pend_row(pend *p, int k, int ncols) {
+  spy__cell *c = p->cells + (size_t)k * (size_t)ncols;
+  for (int i = 0; i < ncols; i++)
+    if (c[i].kind == SPY__COL_TEXT || c[i].kind == SPY__COL_BLOB)
+      c[i].s = c[i].i < 0 ? NULL : p->text.p ? p->text.p + c[i].i : "";
+  return c;
+}
+
+/* Inserts table t's pending rows, as few statements as the sizes at
+ * hand allow (one when MULTI are pending). */
+static int flush_table(sqlw *w, pend *p) {
+  int ncols = p->ncols, rc = 0, done = 0;
+  for (int k = 0; k < p->n; k++) /* one row's cells after another */
+    pend_row(p, k, ncols);
+  for (int m = 0; m < NMULTI && rc == 0; m++) {
+    int rows = MULTI >> m;
+    if (p->n - done < rows)
+      continue;
+    if (!p->multi[m]) {
+      w->sql.len = 0;
+      spy__buf_puts(&w->sql, p->sql);
+      for (int k = 1; k < rows; k++) {
+        spy__buf_puts(&w->sql, ",(");
+        for (int i = 0; i < ncols; i++)
+          spy__buf_puts(&w->sql, i ? ",?" : "?");
+        spy__buf_putc(&w->sql, ')');
+      }
+      spy__buf_putc(&w->sql, 0);
+      if ((rc = w->sql.err ? w->sql.err : prepare(w, w->sql.p, &p->multi[m])))
+        break;
+    }
+    while (rc == 0 && p->n - done >= rows) {
+      rc = run(w, p->multi[m], p->cells + (size_t)done * (size_t)ncols,
+               rows * ncols);
+      done += rows;
+    }
+  }
+  while (rc == 0 && done < p->n) {
+    rc = run(w, p->one, p->cells + (size_t)done * (size_t)ncols, ncols);
+    done++;
+  }
+  p->n = 0;
+  p->text.len = 0;
+  return rc;
+}
+
+/* Every derived table's pending rows go in (before a COMMIT). */
+static int flush_rows(sqlw *w) {
+  int rc = 0;
+  for (int t = 0; t < w->ngins; t++)
+    if (w->pend[t].n) {
+      int r = flush_table(w, &w->pend[t]);
+      if (rc == 0)
+        rc = r;
+    }
+  if (w->hpend.n) {
+    int r = flush_table(w, &w->hpend);
+    if (rc == 0)
+      rc = r;
+  }
+  return rc;
+}
+
+/* A rolled back transaction's pending rows are gone with it. */
+static void drop_rows(sqlw *w) {
+  for (int t = 0; t < w->ngins; t++) {
+    w->pend[t].n = 0;
+    w->pend[t].text.len = 0;
+  }
+  w->hpend.n = 0;
+  w->hpend.text.len = 0;
+}
+
+/* A row of derived table `table`: copied to its pending rows (the cells
+ * are valid during the call only), inserted MULTI at a time. */
+static int gather(sqlw *w, pend *p, const spy__cell *c, int n) {
+  if (!p->cells &&
+      !(p->cells = calloc((size_t)MULTI * (size_t)n, sizeof *p->cells)))
+    return SPY_ENOMEM;
+  spy__cell *d = p->cells + (size_t)p->n * (size_t)n;
+  for (int i = 0; i < n; i++) {
+    d[i] = c[i];
+    if (c[i].kind == SPY__COL_TEXT || c[i].kind == SPY__COL_BLOB) {
+      d[i].i = c[i].s ? (int64_t)p->text.len : -1;
+      if (c[i].s)
+        spy__buf_put(&p->text, c[i].s, c[i].n);
+      d[i].s = NULL;
+    }
+  }
+  if (p->text.err) {
+    p->text.err = 0;
+    return SPY_ENOMEM;
+  }
+  return ++p->n == MULTI ? flush_table(w, p) : 0;
+}
+
 static int sink(void *arg, int table, const spy__cell *c, int n) {
-  sqlw *w = arg;
-  return run(w, w->gins[table], c, n);
+  return gather(arg, &((sqlw *)arg)->pend[table], c, n);
 }
 
 static int sq_source(void *state, const uint64_t hash[2], const char *p,
@@ -598,8 +817,14 @@ static int sq_action(void *state, const spy_trace_record *r) {
 
 static int sq_commit(void *state) {
   sqlw *w = state;
-  /* every payload the batch's actions name goes in with them */
+  /* every payload the batch's actions name goes in with them, and every
+   * row still gathered */
   int rc = spy__src_pipe_drain(w->pipe);
+  if (w->in_txn) {
+    int r = flush_rows(w);
+    if (rc == 0)
+      rc = r;
+  }
   if (w->mark.n && w->in_txn && rc == 0 && !w->txn_failed) {
     spy__cell c[7];
     rc = spy__abatch_row(&w->batch, w->session_id, c);
@@ -617,6 +842,7 @@ static int sq_commit(void *state) {
     /* all or nothing: whatever failed, none of the batch is kept */
     if (!sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    drop_rows(w);
     atomic_fetch_add(&w->lost, w->txn_n);
     spy__src_pipe_reset(w->pipe); /* its sources are gone too */
     int r = spy__lost_src_fail(&w->lostsrc);
@@ -651,6 +877,7 @@ static void open_calls(sqlw *w) {
     if (!w->oc[i].end_gen)
       call_row(w, &w->oc[i], NULL, NULL);
   w->txn_n = 0; /* no actions: nothing to count */
+  flush_rows(w);
   if (w->txn_failed || exec(w, "COMMIT") < 0) {
     if (!sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
@@ -686,9 +913,19 @@ static int64_t sq_close(void *state) {
   }
   for (int t = 0; t < SPY__T_COUNT; t++)
     sqlite3_finalize(w->ins[t]);
-  for (int t = 0; t < w->ngins; t++)
+  for (int t = 0; t < w->ngins; t++) {
     sqlite3_finalize(w->gins[t]);
+    for (int m = 0; m < NMULTI; m++)
+      sqlite3_finalize(w->pend[t].multi[m]);
+    free(w->pend[t].cells);
+    spy__buf_free(&w->pend[t].text);
+  }
   free(w->gins);
+  free(w->pend);
+  for (int m = 0; m < NMULTI; m++)
+    sqlite3_finalize(w->hpend.multi[m]);
+  free(w->hpend.cells);
+  spy__buf_free(&w->hpend.text);
   sqlite3_finalize(w->finish);
   sqlite3_finalize(w->hcall);
   for (size_t i = 0; i < w->noc; i++)
