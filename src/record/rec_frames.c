@@ -141,6 +141,25 @@ void spy__rec_frames_add(rec_frames *q, const rec_frame_sample *s,
   q->n++;
 }
 
+void spy__rec_frames_stub(const spy_state *st, int zones, int settled,
+                          uint64_t frame, int64_t est, int64_t upid,
+                          void (*emit)(void *ctx, rec_row *r), void *ctx) {
+  uint64_t start = 0, newest = 0;
+  int any;
+  int64_t ts = est;
+  if (zones && settled && marker(st, frame, &start, &newest, &any))
+    ts = spy_state_zone_local_ns(st, start);
+  rec_row r;
+  memset(&r, 0, sizeof r);
+  r.stmt = S_FRAME;
+  cint(&r, upid);
+  cint(&r, (int64_t)frame);
+  cint(&r, ts);
+  for (int i = 0; i < 3; i++)
+    r.c[r.n++].t = C_NULL; /* cpu_ms, gpu_ms, fps: no sample */
+  emit(ctx, &r);
+}
+
 void spy__rec_frames_drain(rec_frames *q, const spy_state *st, int zones,
                            int settled, int final, int64_t now, int64_t upid,
                            void (*emit)(void *ctx, rec_row *r), void *ctx) {
