@@ -403,44 +403,30 @@ static int asked(const rec_bufs *b, const spy_state *st, const spy_pixels *px) {
   return tw == px->width && th == px->height;
 }
 
-static void cell_int(rec_row *r, int64_t x) {
-  r->c[r->n].t = C_INT;
-  r->c[r->n++].v.i = x;
-}
-static void cell_const(rec_row *r, const char *str) {
-  r->c[r->n].t = C_CONST;
-  r->c[r->n++].v.s = (char *)str;
-}
-/* owned text (NULL: out of memory, a NULL cell) */
-static void cell_text(rec_row *r, char *str) {
-  r->c[r->n].t = str ? C_TEXT : C_NULL;
-  r->c[r->n++].v.s = str;
-}
-
 static void chunk_row(rec_bufs *b, const spy_pixels *px, int64_t ts,
                       const char *path, uint64_t off, uint64_t len,
                       rec_emit_fn emit, void *ctx) {
   rec_row r;
   memset(&r, 0, sizeof r);
   r.stmt = S_CHUNK;
-  cell_int(&r, b->upid);
-  cell_int(&r, ts);
-  cell_text(&r, strndup(px->name, px->name_len));
-  cell_int(&r, (int64_t)px->frame);
-  cell_int(&r, px->width);
-  cell_int(&r, px->height);
+  cint(&r, b->upid);
+  cint(&r, ts);
+  ctake(&r, strndup(px->name, px->name_len));
+  cint(&r, (int64_t)px->frame);
+  cint(&r, px->width);
+  cint(&r, px->height);
   const char *pt = spy_pixel_type_name(px->pixel_type);
-  cell_const(&r, pt ? pt : "?");
-  cell_const(&r, b->cfg->mode_name);
-  cell_int(&r, px->key_frame);
-  cell_const(&r, px->codec == SPY_CODEC_VP9 ? "vp9" : "rgba8");
+  cconst(&r, pt ? pt : "?");
+  cconst(&r, b->cfg->mode_name);
+  cint(&r, px->key_frame);
+  cconst(&r, px->codec == SPY_CODEC_VP9 ? "vp9" : "rgba8");
   size_t plen = strlen(b->cfg->rel) + 1 + strlen(path);
   char *p = malloc(plen + 1);
   if (p)
     snprintf(p, plen + 1, "%s/%s", b->cfg->rel, path);
-  cell_text(&r, p);
-  cell_int(&r, (int64_t)off);
-  cell_int(&r, (int64_t)len);
+  ctake(&r, p);
+  cint(&r, (int64_t)off);
+  cint(&r, (int64_t)len);
   emit(ctx, &r);
   b->chunks++;
   b->bytes += len;

@@ -15,7 +15,6 @@
  * take, and the held ones when the provider's recording ends. */
 #include "record/rec_frames.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,19 +60,6 @@ static int marker(const spy_state *st, uint64_t frame, uint64_t *start,
       break;
   }
   return 0;
-}
-
-static void cint(rec_row *r, int64_t v) {
-  r->c[r->n].t = C_INT;
-  r->c[r->n++].v.i = v;
-}
-static void cdbl(rec_row *r, double v) {
-  if (isfinite(v)) {
-    r->c[r->n].t = C_REAL;
-    r->c[r->n++].v.r = v;
-  } else {
-    r->c[r->n++].t = C_NULL;
-  }
 }
 
 static void write_one(const rec_frame_sample *p, int64_t ts, int64_t upid,
@@ -156,7 +142,7 @@ void spy__rec_frames_stub(const spy_state *st, int zones, int settled,
   cint(&r, (int64_t)frame);
   cint(&r, ts);
   for (int i = 0; i < 3; i++)
-    r.c[r.n++].t = C_NULL; /* cpu_ms, gpu_ms, fps: no sample */
+    cnull(&r); /* cpu_ms, gpu_ms, fps: no sample */
   emit(ctx, &r);
 }
 

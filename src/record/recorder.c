@@ -185,39 +185,6 @@ struct spy_recorder {
 };
 
 /* ---- rows --------------------------------------------------------------- */
-static void cint(rec_row *r, int64_t v) {
-  r->c[r->n].t = C_INT;
-  r->c[r->n++].v.i = v;
-}
-static void cdbl(rec_row *r, double v) {
-  if (isfinite(v)) {
-    r->c[r->n].t = C_REAL;
-    r->c[r->n++].v.r = v;
-  } else {
-    r->c[r->n++].t = C_NULL;
-  }
-}
-static void cnull(rec_row *r) { r->c[r->n++].t = C_NULL; }
-static void ctextn(rec_row *r, const char *s, size_t len) {
-  char *t = s ? malloc(len + 1) : NULL;
-  if (t) {
-    memcpy(t, s, len);
-    t[len] = 0;
-    r->c[r->n].t = C_TEXT;
-    r->c[r->n++].v.s = t;
-  } else {
-    r->c[r->n++].t = C_NULL;
-  }
-}
-static void ctext(rec_row *r, const char *s) {
-  ctextn(r, s, s ? strlen(s) : 0);
-}
-/* A string literal: no copy, nothing to free. */
-static void cconst(rec_row *r, const char *s) {
-  r->c[r->n].t = C_CONST;
-  r->c[r->n++].v.s = (char *)s;
-}
-
 static void row_free(rec_row *r) {
   for (int i = 0; i < r->n; i++)
     if (r->c[i].t == C_TEXT || r->c[i].t == C_BLOB)
