@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <png.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "media/png/png_write.h"
 #include "record/rec.h"
 #include "spyglass/media.h"
 
@@ -483,15 +483,6 @@ static void put_ivf(rec_bufs *b, const spy_pixels *px, const uint8_t *data,
   chunk_row(b, px, ts, f->path, at, len, emit, ctx);
 }
 
-static void png_error_fn(png_structp png, png_const_charp msg) {
-  (void)msg;
-  png_longjmp(png, 1);
-}
-static void png_warn_fn(png_structp png, png_const_charp msg) {
-  (void)png;
-  (void)msg;
-}
-
 /* One RGBA8 image as a PNG (fast compression: the recorder keeps up
  * with the provider, a smaller file matters less). Returns its size or
  * -1. */
@@ -501,25 +492,7 @@ static long write_png(int fd, const uint8_t *rgba, uint32_t w, uint32_t h) {
     close(fd);
     return -1;
   }
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL,
-                                            png_error_fn, png_warn_fn);
-  png_infop info = png ? png_create_info_struct(png) : NULL;
-  if (!png || !info || setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
-    fclose(f);
-    return -1;
-  }
-  png_init_io(png, f);
-  png_set_compression_level(png, 1);
-  png_set_filter(png, 0, PNG_FILTER_SUB);
-  png_set_IHDR(png, info, w, h, 8, PNG_COLOR_TYPE_RGBA, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_write_info(png, info);
-  for (uint32_t y = 0; y < h; y++)
-    png_write_row(png, (png_const_bytep)(rgba + (size_t)y * w * 4));
-  png_write_end(png, NULL);
-  png_destroy_write_struct(&png, &info);
-  if (fflush(f) != 0) {
+  if (spy__png_write_rgba8(f, rgba, w, h, 1) < 0 || fflush(f) != 0) {
     fclose(f);
     return -1;
   }
