@@ -13,7 +13,18 @@ tmux_start() {
   tmux_session=$1
   tmux -S "$sock" -f /dev/null new-session -d -s "$1" -x 120 -y 50 "$2"
 }
-tmux_stop() { tmux -S "$sock" kill-server 2>/dev/null || true; }
+# tmux_stop: the server killed, and waited for (10 s at most) until the
+# pane's processes are gone, so that nothing writes into $work any more
+# when the caller removes it (top leaving its bus ring raced an rm -rf)
+tmux_stop() {
+  local pids p deadline=$((SECONDS + 10))
+  pids=$(tmux -S "$sock" list-panes -a -F '#{pane_pid}' 2>/dev/null || true)
+  for p in $pids; do pids="$pids $(pgrep -P "$p" || true)"; done # top itself
+  tmux -S "$sock" kill-server 2>/dev/null || true
+  for p in $pids; do
+    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+  done
+}
 tmux_keys() { tmux -S "$sock" send-keys -t "$tmux_session" "$@"; }
 screen() { tmux -S "$sock" capture-pane -p -t "$tmux_session"; }
 
