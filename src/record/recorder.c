@@ -395,6 +395,8 @@ static int clock_settled(const source *s, const spy_state *st, int64_t now);
  * that ends first writes a frame row without stats for it
  * (spy__rec_frames_stub), so that every chunk's frame has a row. */
 static void release_chunks(source *s) {
+  if (!s->nchunk_wait)
+    return; /* (chunk_wait may be NULL: none held yet) */
   uint32_t k = 0;
   while (k < s->nchunk_wait && s->have_written &&
          (uint64_t)s->chunk_wait[k].c[3].v.i <= s->frame_written)
