@@ -2,15 +2,20 @@
  * fixed rate with CPU zones `tick` > {`steady`, `work`} whose busy times
  * are given on the command line (a deliberate slowdown of one zone), a
  * counter, a value, and an optional clock-sync offset (the provider's
- * test hook) so that --all recordings show distinct offsets.
+ * test hook) so that --all recordings show distinct offsets, and an
+ * optional buffer `frame` (64x36 RGBA8) whose every captured frame
+ * stalls STALL_MS more (wall time) before it ends: a frame whose image
+ * leaves the provider long before its stats sample does.
  *
- *   rec_provider NAME SECONDS FPS WORK_US STEADY_US [CLOCK_OFFSET_MS] */
+ *   rec_provider NAME SECONDS FPS WORK_US STEADY_US [CLOCK_OFFSET_MS
+ *                [STALL_MS]] */
 #define SPY_ENABLE 1
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "spyglass/buffers.h"
 #include "spyglass/provider.h"
 #include "spyglass/zones.h"
 
@@ -40,7 +45,7 @@ static void busy_us(double us) {
 int main(int argc, char **argv) {
   if (argc < 6) {
     fprintf(stderr, "usage: rec_provider NAME SECONDS FPS WORK_US STEADY_US "
-                    "[CLOCK_OFFSET_MS]\n");
+                    "[CLOCK_OFFSET_MS [STALL_MS]]\n");
     return 2;
   }
   double seconds = atof(argv[2]), fps = atof(argv[3]);
@@ -55,6 +60,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   SPY_THREAD_NAME(p, "main");
+  double stall_ms = argc > 7 ? atof(argv[7]) : -1;
+  static uint8_t px[64 * 36 * 4];
+  int fb = -1;
+  if (stall_ms >= 0) {
+    fb = spy_buffer_declare(p, &(spy_buffer_desc){.name = "frame",
+                                                  .pixel_type = SPY_PIXEL_RGBA8,
+                                                  .width = 64,
+                                                  .height = 36});
+    if (fb < 0) {
+      fprintf(stderr, "rec_provider: buffer: %s\n", spy_strerror(fb));
+      return 1;
+    }
+  }
   double start = now_s(), next = start;
   uint64_t n = 0;
   while (now_s() - start < seconds) {
@@ -72,6 +90,12 @@ int main(int argc, char **argv) {
     }
     spy_counter_set(p, SPY_COUNTER_OBJECTS, (uint32_t)(n % 7));
     spy_value_set_f64(p, "test.frame", (double)n);
+    if (fb >= 0) {
+      for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (uint8_t)(n + i);
+      if (spy_buffer_submit(p, fb, px, 64 * 4) == 1)
+        usleep((useconds_t)(stall_ms * 1000));
+    }
     spy_frame_end(p);
     n++;
     next += 1.0 / fps;

@@ -657,6 +657,28 @@ PY
   ! grep -qv "	320	180	[a-z0-9]*	raw	1	rgba8	$WORK/pgbuf/" "$WORK/pgchunks.tsv" ||
     fail "pg chunk rows: $(head -3 "$WORK/pgchunks.tsv")"
   check_chunks "$WORK/pgchunks.tsv" /nonexistent
+  # every chunk's frame has a frame row, also when the recording stops
+  # before that frame's stats sample came: each captured frame of this
+  # provider stalls 1.5 s after its capture (its image leaves at once, its
+  # sample with the flush after it ends), and the recorder is stopped as
+  # soon as its second chunk is committed
+  "$PROV" rec-stall 120 100 100 100 0 1500 >/dev/null &
+  local stall=$!
+  PIDS+=($stall)
+  wait_until 60 provider_up rec-stall || fail "rec_provider (stalling) did not announce"
+  "$SPY" record rec-stall -o "$WORK/stall.db" --buffers frame --buffer-mode raw 2>"$WORK/stall.log" &
+  rec=$!
+  wait_until 60 chunks_over "$WORK/stall.db" 1 || fail "no chunks of the stalling provider"
+  kill -INT $rec
+  wait $rec || { cat "$WORK/stall.log"; fail "record the stalling provider"; }
+  kill $stall 2>/dev/null
+  wait $stall 2>/dev/null
+  [ "$(q "$WORK/stall.db" "SELECT count(*) FROM chunk c WHERE NOT EXISTS (SELECT 1 FROM frame f
+      WHERE f.upid = c.upid AND f.frame = c.frame)")" = 0 ] ||
+    fail "stalled frames: chunks without a frame row: $(q "$WORK/stall.db" "SELECT frame FROM chunk") frames $(q "$WORK/stall.db" "SELECT min(frame), max(frame) FROM frame")"
+  check_contiguous "$WORK/stall.db"
+  q "$WORK/stall.db" "SELECT $CHUNK_COLS FROM chunk" | tr '|' '\t' >"$WORK/stall.tsv"
+  check_chunks "$WORK/stall.tsv" "$WORK"
   # usage errors name the problem, exit 2
   "$SPY" record rec-buf -o "$WORK/b1.db" -s 1 --buffers framebuffer --buffer-mode vp8 2>"$WORK/e.log"
   [ $? = 2 ] && grep -q vp8 "$WORK/e.log" || fail "--buffer-mode vp8: exit 2 naming it"

@@ -185,7 +185,9 @@ static void capture(int escapes) {
 }
 
 /* Captures until every string in `want` (NULL-terminated) is on the
- * screen, for up to `seconds`. */
+ * screen, for up to `seconds`. The deadlines are bounds, not expected
+ * times: sized for top and the providers under ASan on a loaded machine
+ * (a passing case is no slower for them). */
 static int screen_shows(double seconds, const char *const *want) {
   double end = tu_now_s() + seconds;
   for (;;) {
@@ -338,7 +340,7 @@ TEST(ls_json_lists_a_headless_demo_in_another_process) {
   pid_t pid = spawn_demo("ls-target");
   char want[64];
   snprintf(want, sizeof want, "\"pid\":%d", (int)pid);
-  double end = tu_now_s() + 10;
+  double end = tu_now_s() + 30;
   int rc;
   do /* the provider may still be starting */
     rc = runf("ls --json --wait 500");
@@ -368,7 +370,7 @@ TEST(ls_escapes_control_characters_in_provider_names) {
   fresh_dir();
   /* a name that would turn the terminal red and ring its bell */
   spawn_provider("evil\033[31mred\a", 2000, 5.0);
-  double end = tu_now_s() + 10;
+  double end = tu_now_s() + 30;
   int rc;
   do
     rc = runf("ls --wait 300");
@@ -510,7 +512,7 @@ TEST(top_screen_shows_numbers_sparkline_and_colours) {
    * hundreds (green). */
   spawn_provider("screen-target", 2000, 12.0);
   tmux_top("");
-  CHECK(SHOWS(10, "screen-target", "FPS", " ms", "12.00 ms", "DRAW 3",
+  CHECK(SHOWS(30, "screen-target", "FPS", " ms", "12.00 ms", "DRAW 3",
               "PTS 500", "enemies 7", "RES 640x480 @2",
               "GPU test adapter (software)", "scene.time", "BUS ",
               "subscribers 1", "16.7"));
@@ -519,7 +521,7 @@ TEST(top_screen_shows_numbers_sparkline_and_colours) {
    * so the colour wanted is the one for the number shown; and the first
    * bar is green once a capture finds a 2 ms frame there. */
   int fps_c, cpu_c, want_fps, want_cpu, bar_c;
-  double end = tu_now_s() + 15;
+  double end = tu_now_s() + 45;
   do {
     capture(1);
     fps_c = number_colour("FPS");
@@ -589,10 +591,10 @@ TEST(top_chart_scales_sub_millisecond_frames_to_visible_bars) {
   /* ~0.2 ms frames: on a fixed 25 ms scale a flat line of slivers */
   spawn_provider("fast-frames", 200, 1.0);
   tmux_top("fast-frames");
-  CHECK(SHOWS(10, "fast-frames", "CPU ms, last 60 frames"));
+  CHECK(SHOWS(30, "fast-frames", "CPU ms, last 60 frames"));
   /* a loaded machine may stretch a frame past 1.67 ms for a while (then
    * the line is back on the scale): wait for a window without one */
-  double end = tu_now_s() + 20;
+  double end = tu_now_s() + 45;
   int rows = 0;
   do {
     usleep(100000);
@@ -613,7 +615,7 @@ TEST(top_screen_shows_slow_frames_in_red) {
    * sparkline's bars are full blocks, red. */
   spawn_provider("slow", 40000, 20.0);
   tmux_top("slow");
-  CHECK(SHOWS(10, "slow", "20.00 ms", "CPU ms, last 60 frames"));
+  CHECK(SHOWS(30, "slow", "20.00 ms", "CPU ms, last 60 frames"));
   usleep(500000);
   capture(1);
   CHECK_EQ(number_colour("FPS"), RED);
@@ -622,7 +624,7 @@ TEST(top_screen_shows_slow_frames_in_red) {
   CHECK_EQ(bar_colour(is_full_block), RED);
   /* q quits: the overlay leaves the screen. */
   tmux("send-keys q");
-  double end = tu_now_s() + 5;
+  double end = tu_now_s() + 20;
   do {
     usleep(100000);
     capture(0);
@@ -634,17 +636,17 @@ TEST(top_screen_shows_slow_frames_in_red) {
 TEST(top_waits_for_a_provider_and_reconnects_after_it_is_killed) {
   fresh_dir();
   tmux_top("");
-  CHECK(SHOWS(5, "waiting for a provider"));
+  CHECK(SHOWS(20, "waiting for a provider"));
   pid_t p1 = spawn_provider("phoenix", 2000, 5.0);
   char pidtxt[32];
   snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)p1);
-  CHECK(SHOWS(10, "phoenix", pidtxt, "live", "FPS"));
+  CHECK(SHOWS(30, "phoenix", pidtxt, "live", "FPS"));
   kill(p1, SIGKILL);
   tu_wait(p1, 5);
-  CHECK(SHOWS(10, "phoenix", pidtxt, "is gone", "waiting for"));
+  CHECK(SHOWS(30, "phoenix", pidtxt, "is gone", "waiting for"));
   pid_t p2 = spawn_provider("phoenix", 2000, 5.0);
   snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)p2);
-  CHECK(SHOWS(10, "phoenix", pidtxt, "live", "DRAW 3"));
+  CHECK(SHOWS(30, "phoenix", pidtxt, "live", "DRAW 3"));
   CHECK(!strstr(screen, "is gone"));
   tmux_stop();
 }
@@ -653,25 +655,25 @@ TEST(top_keys_pick_another_provider_and_scroll_the_values) {
   fresh_dir();
   spawn_provider("first", 2000, 5.0);
   tmux_top("first");
-  CHECK(SHOWS(10, "first", "live", "VALUES 2"));
+  CHECK(SHOWS(30, "first", "live", "VALUES 2"));
   extra_values = 60;                   /* more than the 40-row screen holds */
   spawn_provider("second", 2000, 5.0); /* started later: listed below */
   extra_values = 0;
-  double end = tu_now_s() + 10;
+  double end = tu_now_s() + 30;
   while (!(runf("ls --json --wait 200") == 0 && strstr(out, "\"second\"")) &&
          tu_now_s() < end)
     ;
   tmux("send-keys p");
-  CHECK(SHOWS(5, "pick a provider", "first", "second"));
+  CHECK(SHOWS(20, "pick a provider", "first", "second"));
   /* The list is oldest first: "second" is below "first". */
   tmux("send-keys Down Enter");
-  CHECK(SHOWS(10, "top  second", "live", "VALUES 62", "1-"));
+  CHECK(SHOWS(30, "top  second", "live", "VALUES 62", "1-"));
   CHECK(strstr(screen, "item.00"));
   tmux("send-keys End");
-  CHECK(SHOWS(5, "item.59", "of 62"));
+  CHECK(SHOWS(20, "item.59", "of 62"));
   CHECK(!strstr(screen, "item.00"));
   tmux("send-keys Home");
-  CHECK(SHOWS(5, "item.00"));
+  CHECK(SHOWS(20, "item.00"));
   tmux_stop();
 }
 
@@ -679,11 +681,11 @@ TEST(top_screen_survives_a_tiny_terminal_and_a_resize) {
   fresh_dir();
   spawn_provider("tiny", 2000, 5.0);
   tmux_top("");
-  CHECK(SHOWS(10, "tiny", "FPS"));
+  CHECK(SHOWS(30, "tiny", "FPS"));
   tmux("resize-window -x 20 -y 5");
   usleep(400000);
   tmux("resize-window -x 100 -y 30");
-  CHECK(SHOWS(5, "FPS", "GPU test adapter"));
+  CHECK(SHOWS(20, "FPS", "GPU test adapter"));
   capture(0);
   /* Still alive, redrawn to the new size: the key line is the last row. */
   char line[4096];

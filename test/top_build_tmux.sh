@@ -16,10 +16,10 @@ work=$(mktemp -d /tmp/spy-topb-XXXXXX)
 chmod 700 "$work"
 export SPYGLASS_DIR=$work/bus
 mkdir -m 700 "$SPYGLASS_DIR"
-sock=$work/tmux.sock
+. "$(dirname "$0")/tmux_lib.sh"
 build_pid=
 cleanup() {
-  tmux -S "$sock" kill-server 2>/dev/null || true
+  tmux_stop
   [ -n "$build_pid" ] && kill "$build_pid" 2>/dev/null || true
   wait 2>/dev/null || true
   # top (tmux's, not a child) may still write its bus files as it exits
@@ -39,35 +39,13 @@ until { "$tool" ls --json 2>/dev/null || true; } | grep -q "$name"; do
   sleep 0.1
 done
 
-# A private server, a fixed-size window, no user configuration.
-tmux -S "$sock" -f /dev/null new-session -d -s topb -x 120 -y 50 \
+tmux_logs=("$work/top.err" "$work/build.log")
+tmux_start topb \
   "SPYGLASS_DIR='$SPYGLASS_DIR' TERM=xterm-256color '$tool' top '$name' --wait 30000 2>'$work/top.err'; sleep 60"
-screen() { tmux -S "$sock" capture-pane -p -t topb; }
-
-# Waits (deadline, not a fixed sleep) until the screen matches all the
-# extended regexps given, leaves it in $shown; prints the last screen
-# when it never does.
-shown=
-wait_screen() {
-  local deadline=$((SECONDS + 90)) s=
-  while [ $SECONDS -lt $deadline ]; do
-    s=$(screen)
-    local ok=1
-    for re in "$@"; do grep -Eq -- "$re" <<<"$s" || { ok=0; break; }; done
-    if [ $ok = 1 ]; then
-      shown=$s
-      return 0
-    fi
-    sleep 0.2
-  done
-  printf '%s\n' "$s" >&2
-  cat "$work/top.err" "$work/build.log" >&2 || true
-  fail "screen never showed: $*"
-}
 modules_of() { sed -nE 's/.*build [0-9]+ (running|done): ([0-9]+).*/\2/p' <<<"$1" | head -n 1; }
 
 echo "== the build view while it runs"
-wait_screen 'build [0-9]+ running: [0-9]+(/120)? modules, [0-9]+ hook calls' \
+wait_screen 90 'build [0-9]+ running: [0-9]+(/120)? modules, [0-9]+ hook calls' \
   'plugin +calls +time ms +max ms'
 m1=$(modules_of "$shown")
 echo "modules done: $m1"
@@ -75,7 +53,7 @@ echo "modules done: $m1"
 row() { printf '^  %s +[1-9][0-9]* +[0-9.]+ +[0-9.]+$' "$1"; }
 deadline=$((SECONDS + 90))
 while :; do
-  wait_screen 'build [0-9]+ (running|done): '
+  wait_screen 90 'build [0-9]+ (running|done): '
   m2=$(modules_of "$shown")
   [ "$m2" -gt "$m1" ] && break
   [ $SECONDS -lt $deadline ] || fail "modules done did not rise from $m1"
@@ -85,7 +63,7 @@ echo "modules done: $m1 then $m2"
 grep -Eq 'build [0-9]+ running' <<<"$shown" ||
   echo "(the build was done by the second look: rising seen across it)"
 echo "== per-plugin calls and the slowest hooks"
-wait_screen "$(row 'demo:strip-comments')" "$(row 'demo:resolver')" \
+wait_screen 90 "$(row 'demo:strip-comments')" "$(row 'demo:resolver')" \
   "$(row 'demo:banner')" '^  slowest hooks' \
   '^ +[0-9]{2,}\.[0-9] ms  transform +demo:strip-comments +d[0-9]+/f[0-9]+\.[ch]'
 # the slowest is the slowed plugin's (20 ms above the others' sub-ms)
@@ -93,8 +71,8 @@ first=$(sed -n '/slowest hooks/{n;p;}' <<<"$shown")
 grep -q 'demo:strip-comments' <<<"$first" || fail "slowest hook is not the slowed plugin's: $first"
 printf '%s\n' "$shown" | sed -n '/^  build /,$p' | head -n 20
 echo "== done with every module"
-wait_screen 'build [0-9]+ done: 120/120 modules'
+wait_screen 90 'build [0-9]+ done: 120/120 modules'
 wait "$build_pid" || fail "the build failed: $(cat "$work/build.log")"
 build_pid=
-tmux -S "$sock" send-keys -t topb q
+tmux_keys q
 echo "top_build_tmux: OK"

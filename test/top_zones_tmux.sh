@@ -13,10 +13,10 @@ work=$(mktemp -d /tmp/spy-topz-XXXXXX)
 chmod 700 "$work"
 export SPYGLASS_DIR=$work/bus
 mkdir -m 700 "$SPYGLASS_DIR"
-sock=$work/tmux.sock
+. "$(dirname "$0")/tmux_lib.sh"
 demo_pid=
 cleanup() {
-  tmux -S "$sock" kill-server 2>/dev/null || true
+  tmux_stop
   [ -n "$demo_pid" ] && kill "$demo_pid" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
@@ -26,46 +26,29 @@ trap cleanup EXIT
 "$tool" demo --headless --seconds 120 --dir "$SPYGLASS_DIR" \
   >"$work/demo.log" 2>&1 &
 demo_pid=$!
+tmux_pid=$demo_pid # the demo exiting fails a wait
+tmux_logs=("$work/top.err" "$work/demo.log")
 
-# A private server, a fixed-size window, no user configuration.
-tmux -S "$sock" -f /dev/null new-session -d -s topz -x 120 -y 50 \
+tmux_start topz \
   "SPYGLASS_DIR='$SPYGLASS_DIR' TERM=xterm-256color '$tool' top --dir '$SPYGLASS_DIR' 2>'$work/top.err'; sleep 30"
-screen() { tmux -S "$sock" capture-pane -p -t topz; }
-
-# Waits (deadline, not a fixed sleep) until the screen matches all the
-# extended regexps given; prints the last screen when it never does.
-wait_screen() {
-  local deadline=$((SECONDS + 60)) s=
-  while [ $SECONDS -lt $deadline ]; do
-    s=$(screen)
-    local ok=1
-    for re in "$@"; do grep -Eq -- "$re" <<<"$s" || { ok=0; break; }; done
-    [ $ok = 1 ] && return 0
-    kill -0 "$demo_pid" 2>/dev/null || { cat "$work/demo.log" >&2; fail "demo exited"; }
-    sleep 0.3
-  done
-  printf '%s\n' "$s" >&2
-  cat "$work/top.err" >&2 || true
-  fail "screen never showed: $*"
-}
 
 echo "== top shows the demo"
-wait_screen 'FPS|fps'
+wait_screen 60 'FPS|fps'
 echo "== z: the zones view"
-tmux -S "$sock" send-keys -t topz z
+tmux_keys z
 # A row: name, calls (> 0: no leading zero), total, self, max.
 row() { printf '^ %s +[1-9][0-9]* +[0-9.]+ +[0-9.]+ +[0-9.]+' "$1"; }
-wait_screen ' zones, last second' 'location +calls' \
+wait_screen 60 ' zones, last second' 'location +calls' \
   "$(row update)" "$(row scene)" "$(row substep)" "$(row 'draw list')" \
   "$(row particles)" "$(row submit)" "$(row render)" "$(row rows)" 'threads:.*frame\([0-9]+\)' \
   'threads:.*device\([0-9]+\)'
 screen | sed -n '/ zones, last second/,$p'
 echo "== z again: back to the overlay"
-tmux -S "$sock" send-keys -t topz z
+tmux_keys z
 deadline=$((SECONDS + 30))
 while screen | grep -q ' zones, last second'; do
   [ $SECONDS -lt $deadline ] || fail "z did not close the zones view"
   sleep 0.3
 done
-tmux -S "$sock" send-keys -t topz q
+tmux_keys q
 echo "top_zones_tmux: OK"

@@ -36,6 +36,19 @@ record_build() {
   wait "$r" || fail "recorder $n failed: $(cat "$work/rec-$n.txt")"
 }
 
+# wait_running NAME MIN WHAT: until `top` sees NAME's build running with
+# more than MIN hook calls (60 s at most, else fail "WHAT showed no progress")
+wait_running() {
+  local deadline=$((SECONDS + 60))
+  until [ "$("$tool" top "$1" --once --json --wait 30000 2>/dev/null | python3 -c '
+import json, sys
+b = json.loads(sys.stdin.read()).get("build")
+print(b["hook_calls"] if b and not b["ended"] else 0)' 2>/dev/null || echo 0)" -gt "$2" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$3 showed no progress"
+    sleep 0.3
+  done
+}
+
 record_build base --hook-delay-us 200
 record_build same --hook-delay-us 200
 record_build slow --hook-delay-us 200 --slow-plugin demo:strip-comments:3000
@@ -78,14 +91,7 @@ part_build=$!
 part_rec=$!
 # stop once the recorder's own view of the build has hook calls in it
 # (a second consumer seeing them means the provider is sending them)
-deadline=$((SECONDS + 60))
-until [ "$("$tool" top "rb-part-$$" --once --json --wait 30000 2>/dev/null | python3 -c '
-import json, sys
-b = json.loads(sys.stdin.read()).get("build")
-print(b["hook_calls"] if b and not b["ended"] else 0)' 2>/dev/null || echo 0)" -gt 10 ]; do
-  [ $SECONDS -lt $deadline ] || fail "the slow build showed no progress"
-  sleep 0.3
-done
+wait_running "rb-part-$$" 10 "the slow build"
 sleep 0.5 # (the recorder's state has what top saw)
 kill -INT "$part_rec"
 wait "$part_rec" || fail "recorder (partial build) failed: $(cat "$work/rec-part.txt")"
@@ -108,14 +114,7 @@ set -e
   --name "rb-late-$$" --wait-subscriber 30 --hook-delay-us 20000 >"$work/build-late.txt" 2>&1 &
 late_build=$!
 # an early watcher starts the build and leaves once it shows progress
-deadline=$((SECONDS + 60))
-until [ "$("$tool" top "rb-late-$$" --once --json --wait 30000 2>/dev/null | python3 -c '
-import json, sys
-b = json.loads(sys.stdin.read()).get("build")
-print(b["hook_calls"] if b and not b["ended"] else 0)' 2>/dev/null || echo 0)" -gt 0 ]; do
-  [ $SECONDS -lt $deadline ] || fail "the late-joined build showed no progress"
-  sleep 0.3
-done
+wait_running "rb-late-$$" 0 "the late-joined build"
 sleep 0.5
 "$tool" record "rb-late-$$" -o "$work/late.db" -s 120 >"$work/rec-late.txt" 2>&1 &
 late_rec=$!

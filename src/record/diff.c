@@ -339,7 +339,7 @@ static int load(run *r, const char *path) {
     int64_t upid = spy__rq_i64(st, 0);
     int64_t fr = spy__rq_i64(st, 1), ts = spy__rq_i64(st, 2);
     int64_t sec = spy__rq_i64(st, 5) / 1000000000;
-    if (push(&r->cpu, spy__rq_dbl(st, 3), sec) < 0)
+    if (!spy__rq_null(st, 3) && push(&r->cpu, spy__rq_dbl(st, 3), sec) < 0)
       return SPY_ENOMEM;
     if (!spy__rq_null(st, 4) && push(&r->gpu, spy__rq_dbl(st, 4), sec) < 0)
       return SPY_ENOMEM;

@@ -5,7 +5,10 @@
 #ifndef SPY_REC_H
 #define SPY_REC_H
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "spyglass/record.h"
 
@@ -58,6 +61,47 @@ typedef struct rec_row {
   uint8_t stmt, n;
   rec_cell c[REC_CELLS];
 } rec_row;
+
+/* Appending a cell to a row (the caller keeps r->n < REC_CELLS). */
+static inline void cint(rec_row *r, int64_t v) {
+  r->c[r->n].t = C_INT;
+  r->c[r->n++].v.i = v;
+}
+/* a real; NaN or infinite: NULL */
+static inline void cdbl(rec_row *r, double v) {
+  if (isfinite(v)) {
+    r->c[r->n].t = C_REAL;
+    r->c[r->n++].v.r = v;
+  } else {
+    r->c[r->n++].t = C_NULL;
+  }
+}
+static inline void cnull(rec_row *r) { r->c[r->n++].t = C_NULL; }
+/* a copy of len bytes of s as text (s NULL or out of memory: NULL) */
+static inline void ctextn(rec_row *r, const char *s, size_t len) {
+  char *t = s ? malloc(len + 1) : NULL;
+  if (t) {
+    memcpy(t, s, len);
+    t[len] = 0;
+    r->c[r->n].t = C_TEXT;
+    r->c[r->n++].v.s = t;
+  } else {
+    r->c[r->n++].t = C_NULL;
+  }
+}
+static inline void ctext(rec_row *r, const char *s) {
+  ctextn(r, s, s ? strlen(s) : 0);
+}
+/* text the row takes over (malloc'ed; NULL: a NULL cell) */
+static inline void ctake(rec_row *r, char *s) {
+  r->c[r->n].t = s ? C_TEXT : C_NULL;
+  r->c[r->n++].v.s = s;
+}
+/* A string literal: no copy, nothing to free. */
+static inline void cconst(rec_row *r, const char *s) {
+  r->c[r->n].t = C_CONST;
+  r->c[r->n++].v.s = (char *)s;
+}
 
 /* The SQL of statement s: parameters $1 (recording id) then the cells as
  * $2.. in order. */

@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <png.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "media/png/png_write.h"
 #include "record/rec.h"
 #include "spyglass/media.h"
 
@@ -403,44 +403,30 @@ static int asked(const rec_bufs *b, const spy_state *st, const spy_pixels *px) {
   return tw == px->width && th == px->height;
 }
 
-static void cell_int(rec_row *r, int64_t x) {
-  r->c[r->n].t = C_INT;
-  r->c[r->n++].v.i = x;
-}
-static void cell_const(rec_row *r, const char *str) {
-  r->c[r->n].t = C_CONST;
-  r->c[r->n++].v.s = (char *)str;
-}
-/* owned text (NULL: out of memory, a NULL cell) */
-static void cell_text(rec_row *r, char *str) {
-  r->c[r->n].t = str ? C_TEXT : C_NULL;
-  r->c[r->n++].v.s = str;
-}
-
 static void chunk_row(rec_bufs *b, const spy_pixels *px, int64_t ts,
                       const char *path, uint64_t off, uint64_t len,
                       rec_emit_fn emit, void *ctx) {
   rec_row r;
   memset(&r, 0, sizeof r);
   r.stmt = S_CHUNK;
-  cell_int(&r, b->upid);
-  cell_int(&r, ts);
-  cell_text(&r, strndup(px->name, px->name_len));
-  cell_int(&r, (int64_t)px->frame);
-  cell_int(&r, px->width);
-  cell_int(&r, px->height);
+  cint(&r, b->upid);
+  cint(&r, ts);
+  ctake(&r, strndup(px->name, px->name_len));
+  cint(&r, (int64_t)px->frame);
+  cint(&r, px->width);
+  cint(&r, px->height);
   const char *pt = spy_pixel_type_name(px->pixel_type);
-  cell_const(&r, pt ? pt : "?");
-  cell_const(&r, b->cfg->mode_name);
-  cell_int(&r, px->key_frame);
-  cell_const(&r, px->codec == SPY_CODEC_VP9 ? "vp9" : "rgba8");
+  cconst(&r, pt ? pt : "?");
+  cconst(&r, b->cfg->mode_name);
+  cint(&r, px->key_frame);
+  cconst(&r, px->codec == SPY_CODEC_VP9 ? "vp9" : "rgba8");
   size_t plen = strlen(b->cfg->rel) + 1 + strlen(path);
   char *p = malloc(plen + 1);
   if (p)
     snprintf(p, plen + 1, "%s/%s", b->cfg->rel, path);
-  cell_text(&r, p);
-  cell_int(&r, (int64_t)off);
-  cell_int(&r, (int64_t)len);
+  ctake(&r, p);
+  cint(&r, (int64_t)off);
+  cint(&r, (int64_t)len);
   emit(ctx, &r);
   b->chunks++;
   b->bytes += len;
@@ -497,15 +483,6 @@ static void put_ivf(rec_bufs *b, const spy_pixels *px, const uint8_t *data,
   chunk_row(b, px, ts, f->path, at, len, emit, ctx);
 }
 
-static void png_error_fn(png_structp png, png_const_charp msg) {
-  (void)msg;
-  png_longjmp(png, 1);
-}
-static void png_warn_fn(png_structp png, png_const_charp msg) {
-  (void)png;
-  (void)msg;
-}
-
 /* One RGBA8 image as a PNG (fast compression: the recorder keeps up
  * with the provider, a smaller file matters less). Returns its size or
  * -1. */
@@ -515,25 +492,7 @@ static long write_png(int fd, const uint8_t *rgba, uint32_t w, uint32_t h) {
     close(fd);
     return -1;
   }
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL,
-                                            png_error_fn, png_warn_fn);
-  png_infop info = png ? png_create_info_struct(png) : NULL;
-  if (!png || !info || setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
-    fclose(f);
-    return -1;
-  }
-  png_init_io(png, f);
-  png_set_compression_level(png, 1);
-  png_set_filter(png, 0, PNG_FILTER_SUB);
-  png_set_IHDR(png, info, w, h, 8, PNG_COLOR_TYPE_RGBA, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_write_info(png, info);
-  for (uint32_t y = 0; y < h; y++)
-    png_write_row(png, (png_const_bytep)(rgba + (size_t)y * w * 4));
-  png_write_end(png, NULL);
-  png_destroy_write_struct(&png, &info);
-  if (fflush(f) != 0) {
+  if (spy__png_write_rgba8(f, rgba, w, h, 1) < 0 || fflush(f) != 0) {
     fclose(f);
     return -1;
   }

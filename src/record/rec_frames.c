@@ -15,7 +15,6 @@
  * take, and the held ones when the provider's recording ends. */
 #include "record/rec_frames.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,19 +60,6 @@ static int marker(const spy_state *st, uint64_t frame, uint64_t *start,
       break;
   }
   return 0;
-}
-
-static void cint(rec_row *r, int64_t v) {
-  r->c[r->n].t = C_INT;
-  r->c[r->n++].v.i = v;
-}
-static void cdbl(rec_row *r, double v) {
-  if (isfinite(v)) {
-    r->c[r->n].t = C_REAL;
-    r->c[r->n++].v.r = v;
-  } else {
-    r->c[r->n++].t = C_NULL;
-  }
 }
 
 static void write_one(const rec_frame_sample *p, int64_t ts, int64_t upid,
@@ -139,6 +125,25 @@ void spy__rec_frames_add(rec_frames *q, const rec_frame_sample *s,
   }
   q->s[(q->head + q->n) % q->cap] = *s;
   q->n++;
+}
+
+void spy__rec_frames_stub(const spy_state *st, int zones, int settled,
+                          uint64_t frame, int64_t est, int64_t upid,
+                          void (*emit)(void *ctx, rec_row *r), void *ctx) {
+  uint64_t start = 0, newest = 0;
+  int any;
+  int64_t ts = est;
+  if (zones && settled && marker(st, frame, &start, &newest, &any))
+    ts = spy_state_zone_local_ns(st, start);
+  rec_row r;
+  memset(&r, 0, sizeof r);
+  r.stmt = S_FRAME;
+  cint(&r, upid);
+  cint(&r, (int64_t)frame);
+  cint(&r, ts);
+  for (int i = 0; i < 3; i++)
+    cnull(&r); /* cpu_ms, gpu_ms, fps: no sample */
+  emit(ctx, &r);
 }
 
 void spy__rec_frames_drain(rec_frames *q, const spy_state *st, int zones,

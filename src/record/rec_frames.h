@@ -45,4 +45,13 @@ void spy__rec_frames_drain(rec_frames *q, const spy_state *st, int zones,
                            void (*emit)(void *ctx, struct rec_row *r),
                            void *ctx);
 
+/* Writes a frame row for `frame` whose stats sample never came (a buffer
+ * chunk names it, the provider's recording ended before the sample):
+ * cpu_ms, gpu_ms and fps NULL, ts its zone frame marker as above when
+ * known, else `est`. */
+void spy__rec_frames_stub(const spy_state *st, int zones, int settled,
+                          uint64_t frame, int64_t est, int64_t upid,
+                          void (*emit)(void *ctx, struct rec_row *r),
+                          void *ctx);
+
 #endif

@@ -13,19 +13,6 @@
 #include "record/rec.h"
 #include "record/rec_trace.h"
 
-static void cint(rec_row *r, int64_t v) {
-  r->c[r->n].t = C_INT;
-  r->c[r->n++].v.i = v;
-}
-static void ctext(rec_row *r, const char *s) {
-  char *t = strdup(s ? s : "");
-  if (t) {
-    r->c[r->n].t = C_TEXT;
-    r->c[r->n++].v.s = t;
-  } else {
-    r->c[r->n++].t = C_NULL;
-  }
-}
 static void init(rec_row *r, int stmt, int64_t upid, uint32_t build) {
   memset(r, 0, sizeof *r);
   r->stmt = (uint8_t)stmt;

@@ -49,6 +49,11 @@
  * a SIGKILL can lose beyond the uncommitted batch) */
 #define ZB_ZONES 8192
 #define ZB_NS 250000000LL
+/* Buffer chunk rows held for their frame's row at most (then the oldest
+ * is written without waiting), and how long a stopped recorder goes on
+ * receiving for the frames they wait for (four stats flush periods) */
+#define CHUNK_WAIT_MAX 1024
+#define STOP_WAIT_NS 1000000000LL
 /* What a recording subscribes to when the desc says nothing */
 #define SPY_REC_DEFAULT_FEATURES                                               \
   (SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_REGISTRY | SPY_FEAT_HEALTH |       \
@@ -129,8 +134,13 @@ typedef struct source {
   _Atomic int64_t cpu_ns;    /* this receiving thread's CPU so far */
   rec_row stage[STAGE_ROWS]; /* rows not in the shared queue yet */
   uint32_t nstage;
-  rec_bufs *bufs;      /* buffers recorded (NULL: none asked for) */
-  rec_frames *held;    /* frame rows waiting for their time (rec_frames.c) */
+  rec_bufs *bufs;   /* buffers recorded (NULL: none asked for) */
+  rec_frames *held; /* frame rows waiting for their time (rec_frames.c) */
+  /* chunk rows waiting for the row of their frame (hold_chunk) */
+  rec_row *chunk_wait;
+  uint32_t nchunk_wait, chunk_wait_cap;
+  uint64_t frame_written; /* the newest frame row written (have_written) */
+  int have_written;
   uint32_t bufs_known; /* --buffers all: metadata entries asked for */
 } source;
 
@@ -175,39 +185,6 @@ struct spy_recorder {
 };
 
 /* ---- rows --------------------------------------------------------------- */
-static void cint(rec_row *r, int64_t v) {
-  r->c[r->n].t = C_INT;
-  r->c[r->n++].v.i = v;
-}
-static void cdbl(rec_row *r, double v) {
-  if (isfinite(v)) {
-    r->c[r->n].t = C_REAL;
-    r->c[r->n++].v.r = v;
-  } else {
-    r->c[r->n++].t = C_NULL;
-  }
-}
-static void cnull(rec_row *r) { r->c[r->n++].t = C_NULL; }
-static void ctextn(rec_row *r, const char *s, size_t len) {
-  char *t = s ? malloc(len + 1) : NULL;
-  if (t) {
-    memcpy(t, s, len);
-    t[len] = 0;
-    r->c[r->n].t = C_TEXT;
-    r->c[r->n++].v.s = t;
-  } else {
-    r->c[r->n++].t = C_NULL;
-  }
-}
-static void ctext(rec_row *r, const char *s) {
-  ctextn(r, s, s ? strlen(s) : 0);
-}
-/* A string literal: no copy, nothing to free. */
-static void cconst(rec_row *r, const char *s) {
-  r->c[r->n].t = C_CONST;
-  r->c[r->n++].v.s = (char *)s;
-}
-
 static void row_free(rec_row *r) {
   for (int i = 0; i < r->n; i++)
     if (r->c[i].t == C_TEXT || r->c[i].t == C_BLOB)
@@ -406,6 +383,91 @@ static void seal(source *s, zthr *z);
 static void drain_frames(source *s, const spy_state *st, int64_t now,
                          int final);
 static void push_row(void *src, rec_row *r);
+static int clock_settled(const source *s, const spy_state *st, int64_t now);
+
+/* ---- buffer chunks wait for their frame's row ---------------------------
+ * A chunk names the frame it was captured in, and a user joins chunk to
+ * frame on it. The chunk leaves the provider as soon as it is encoded;
+ * that frame's stats sample only with the first flush after the frame
+ * ended (up to a flush period later, longer after a slow frame), and its
+ * row may then wait for the frame's time (rec_frames.c). So a chunk row
+ * is written once the frame rows have reached its frame; a recording
+ * that ends first writes a frame row without stats for it
+ * (spy__rec_frames_stub), so that every chunk's frame has a row. */
+static void release_chunks(source *s) {
+  if (!s->nchunk_wait)
+    return; /* (chunk_wait may be NULL: none held yet) */
+  uint32_t k = 0;
+  while (k < s->nchunk_wait && s->have_written &&
+         (uint64_t)s->chunk_wait[k].c[3].v.i <= s->frame_written)
+    push(s, &s->chunk_wait[k++]);
+  memmove(s->chunk_wait, s->chunk_wait + k,
+          (s->nchunk_wait - k) * sizeof *s->chunk_wait);
+  s->nchunk_wait -= k;
+}
+
+/* The emit of rec_frames.c: a frame row (or a counter row of it). */
+static void frame_row(void *src, rec_row *r) {
+  source *s = src;
+  int frame = r->stmt == S_FRAME;
+  if (frame && (!s->have_written || (uint64_t)r->c[1].v.i > s->frame_written)) {
+    s->frame_written = (uint64_t)r->c[1].v.i;
+    s->have_written = 1;
+  }
+  push(s, r);
+  if (frame)
+    release_chunks(s);
+}
+
+/* The emit of rec_buffers.c: a chunk row (cells: upid, ts, buffer, frame,
+ * …), written now or held for its frame's row. */
+static void hold_chunk(void *src, rec_row *r) {
+  source *s = src;
+  if (!(s->r->d.features & SPY_FEAT_STATS) ||
+      (!s->nchunk_wait && s->have_written &&
+       (uint64_t)r->c[3].v.i <= s->frame_written)) {
+    push(s, r); /* no frame rows recorded, or its row is written */
+    return;
+  }
+  if (s->nchunk_wait == s->chunk_wait_cap &&
+      s->chunk_wait_cap < CHUNK_WAIT_MAX) {
+    uint32_t cap = s->chunk_wait_cap ? s->chunk_wait_cap * 2 : 16;
+    rec_row *n = realloc(s->chunk_wait, cap * sizeof *n);
+    if (n) {
+      s->chunk_wait = n;
+      s->chunk_wait_cap = cap;
+    }
+  }
+  if (s->nchunk_wait == s->chunk_wait_cap) {
+    if (!s->nchunk_wait) { /* no memory: written at once */
+      push(s, r);
+      return;
+    }
+    push(s, &s->chunk_wait[0]); /* held too long: the oldest goes */
+    memmove(s->chunk_wait, s->chunk_wait + 1,
+            (s->nchunk_wait - 1) * sizeof *s->chunk_wait);
+    s->nchunk_wait--;
+  }
+  s->chunk_wait[s->nchunk_wait++] = *r;
+}
+
+/* The provider's recording ends (after the final frame rows): the chunks
+ * still waiting get a frame row without stats each, then are written. */
+static void end_chunks(source *s, const spy_state *st, int64_t now) {
+  for (uint32_t k = 0; k < s->nchunk_wait; k++) {
+    rec_row *c = &s->chunk_wait[k];
+    uint64_t f = (uint64_t)c->c[3].v.i;
+    if (!s->have_written || f > s->frame_written) {
+      spy__rec_frames_stub(st, (s->r->d.features & SPY_FEAT_ZONES) != 0,
+                           clock_settled(s, st, now), f, c->c[1].v.i, s->upid,
+                           push_row, s);
+      s->frame_written = f;
+      s->have_written = 1;
+    }
+    push(s, c);
+  }
+  s->nchunk_wait = 0;
+}
 
 /* Zones still open when a provider's recording ends are written as cut
  * at the newest time seen (their children point at them). */
@@ -444,6 +506,7 @@ static void end_source(source *s, int64_t now) {
     return;
   close_open(s, spy_consumer_state(s->c));
   drain_frames(s, spy_consumer_state(s->c), now, 1);
+  end_chunks(s, spy_consumer_state(s->c), now);
   spy__rec_trace_end(spy_consumer_state(s->c), s->upid, &s->build_seen,
                      push_row, s); /* a build still running: ended 0 */
   rec_row r;
@@ -479,6 +542,7 @@ static void reset_provider(source *s) {
   free(s->loc_seen);
   s->loc_seen = NULL;
   s->have_frame = 0;
+  s->have_written = 0;
   s->msgprof_seen = 0;
   memset(s->health_last, 0xff, sizeof s->health_last);
 }
@@ -608,8 +672,6 @@ static const char *const health_names[SPY_HEALTH_FIELD_COUNT] = {
     "health.pool_small_free", "health.pool_medium_free",
     "health.pool_large_free"};
 
-static int clock_settled(const source *s, const spy_state *st, int64_t now);
-
 /* Frame rows wait for their zone frame marker and the clock sync
  * (rec_frames.c); those whose time is known now are written. */
 static void drain_frames(source *s, const spy_state *st, int64_t now,
@@ -617,7 +679,7 @@ static void drain_frames(source *s, const spy_state *st, int64_t now,
   if (s->held)
     spy__rec_frames_drain(s->held, st, (s->r->d.features & SPY_FEAT_ZONES) != 0,
                           clock_settled(s, st, now), final, now, s->upid,
-                          push_row, s);
+                          frame_row, s);
 }
 
 static void on_stats(source *s, const spy_section *sec, const spy_state *st,
@@ -667,7 +729,7 @@ static void on_stats(source *s, const spy_section *sec, const spy_state *st,
       fs.counter[c] = spy_stats_counter(&b, c, i);
       fs.track[c] = ctrack[c];
     }
-    spy__rec_frames_add(s->held, &fs, st, s->upid, push_row, s);
+    spy__rec_frames_add(s->held, &fs, st, s->upid, frame_row, s);
     s->last_frame = fno;
     s->have_frame = 1;
   }
@@ -954,7 +1016,7 @@ static void on_pixels(void *user, const spy_frame *f, const spy_state *st) {
   if (!s->live || st->provider.id != s->provider_id)
     begin_provider(s, st, now);
   s->r->bytes += f->len;
-  spy__rec_bufs_frame(s->bufs, f, st, s->upid, now, push_row, s);
+  spy__rec_bufs_frame(s->bufs, f, st, s->upid, now, hold_chunk, s);
   flush_stage(s);
 }
 
@@ -1050,6 +1112,17 @@ static void *source_main(void *arg) {
         break; /* that provider is gone; discovery adds new ones */
     }
   }
+  /* Stopped with chunks waiting for their frames' rows: those stats are
+   * a flush or so away; received for a bounded time, not abandoned. */
+  uint64_t want = 0;
+  for (uint32_t i = 0; i < s->nchunk_wait; i++)
+    if ((uint64_t)s->chunk_wait[i].c[3].v.i > want)
+      want = (uint64_t)s->chunk_wait[i].c[3].v.i;
+  int64_t until = mono_ns() + STOP_WAIT_NS;
+  while (s->nchunk_wait && (!s->have_written || s->frame_written < want) &&
+         s->live && spy_consumer_state(s->c)->conn == SPY_CONN_CONNECTED &&
+         mono_ns() < until && spy_consumer_poll(s->c, 50) >= 0)
+    ;
   end_source(s, mono_ns());
   flush_stage(s);
   s->connected = 0;
@@ -1119,6 +1192,9 @@ static void source_free(source *s) {
   free(s->tracks);
   spy__rec_bufs_free(s->bufs);
   spy__rec_frames_free(s->held);
+  for (uint32_t i = 0; i < s->nchunk_wait; i++)
+    row_free(&s->chunk_wait[i]);
+  free(s->chunk_wait);
   free(s);
 }
 

@@ -1,12 +1,12 @@
 /* cmd_snap.c — `spyglass snap [ID|NAME] BUFFER -o out.png`: subscribes to
  * one buffer of a live provider, waits for its first image and writes it
  * as a PNG (libpng), display-ready RGBA8 as the provider converted it. */
-#include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "media/png/png_write.h"
 #include "opts.h"
 #include "spyglass/consumer.h"
 #include "spyglass/media.h"
@@ -38,23 +38,11 @@ static int write_png(const char *path, const uint8_t *rgba, uint32_t w,
     perror(path);
     return -1;
   }
-  png_structp png =
-      png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-  png_infop info = png ? png_create_info_struct(png) : NULL;
-  if (!png || !info || setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
+  if (spy__png_write_rgba8(f, rgba, w, h, -1) < 0) {
     fclose(f);
     fprintf(stderr, "spyglass snap: cannot write %s\n", path);
     return -1;
   }
-  png_init_io(png, f);
-  png_set_IHDR(png, info, w, h, 8, PNG_COLOR_TYPE_RGBA, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_write_info(png, info);
-  for (uint32_t y = 0; y < h; y++)
-    png_write_row(png, (png_const_bytep)(rgba + (size_t)y * w * 4));
-  png_write_end(png, NULL);
-  png_destroy_write_struct(&png, &info);
   if (fclose(f) != 0) {
     perror(path);
     return -1;
