@@ -72,8 +72,8 @@ static int decode(const table *t, const row *r, spy__buf *out, int depth) {
       return -1;
     }
   }
-  int rc = spy__src_unpack(out, r->codec, r->blob, r->blob_n, r->size, base.p,
-                           base.len);
+  int rc = spy__src_unpack(out, NULL, r->codec, r->blob, r->blob_n, r->size,
+                           base.p, base.len);
   spy__buf_free(&base);
   return rc;
 }

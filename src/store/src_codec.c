@@ -11,6 +11,7 @@
 
 #include <zstd.h>
 
+#include "src_delta.h"
 #include "store.h"
 
 int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
@@ -41,29 +42,42 @@ int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
   return SPY__CODEC_RAW;
 }
 
-int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
-                    size_t size, const void *base, size_t base_n) {
+int spy__src_unpack(spy__buf *out, void **dctx, int codec, const void *p,
+                    size_t n, size_t size, const void *base, size_t base_n) {
   out->len = 0;
   if (codec == SPY__CODEC_RAW) {
     spy__buf_put(out, p, n);
     return out->err;
   }
-  if ((codec != SPY__CODEC_ZSTD && codec != SPY__CODEC_ZSTD_DELTA) ||
+  if ((codec != SPY__CODEC_ZSTD && codec != SPY__CODEC_ZSTD_DELTA &&
+       codec != SPY__CODEC_COPY) ||
       size > ((size_t)1 << 31))
     return SPY_EBADVALUE;
-  if (codec == SPY__CODEC_ZSTD_DELTA && !base)
+  if (codec != SPY__CODEC_ZSTD && !base)
     return SPY_EBADVALUE;
   if (spy__buf_reserve(out, size + 1) < 0)
     return out->err;
-  ZSTD_DCtx *d = ZSTD_createDCtx();
-  if (!d)
+  void *own = NULL, **dc = dctx ? dctx : &own;
+  if (codec == SPY__CODEC_COPY) {
+    int rc = spy__delta_decode(dc, p, n, base, base_n, out->p, size);
+    ZSTD_freeDCtx(own);
+    if (rc < 0)
+      return rc == -2 ? SPY_ENOMEM : SPY_EBADVALUE;
+    out->len = size;
+    return 0;
+  }
+  if (!*dc && !(*dc = ZSTD_createDCtx()))
     return SPY_ENOMEM;
+  ZSTD_DCtx *d = *dc;
+  /* a prefix is for one frame only: the context is reusable after */
   size_t r = 0;
   if (codec == SPY__CODEC_ZSTD_DELTA)
     r = ZSTD_DCtx_refPrefix(d, base, base_n);
   if (!ZSTD_isError(r))
     r = ZSTD_decompressDCtx(d, out->p, size + 1, p, n);
-  ZSTD_freeDCtx(d);
+  if (ZSTD_isError(r))
+    ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
+  ZSTD_freeDCtx(own);
   if (ZSTD_isError(r) || r != size)
     return SPY_EBADVALUE;
   out->len = r;
@@ -111,6 +125,11 @@ void spy__abatch_free(spy__abatch *b) {
   spy__src_pack_free(&b->cctx);
 }
 
+void spy__src_unpack_free(void **dctx) {
+  ZSTD_freeDCtx(*dctx);
+  *dctx = NULL;
+}
+
 void spy__src_pack_free(void **cctx) {
   ZSTD_freeCCtx(*cctx);
   *cctx = NULL;
@@ -143,6 +162,8 @@ void spy__src_pack_free(void **cctx) {
 #define DELTA_SHRINK 4.0               /* previous payload / payload, at most */
 #define DELTA_ACCEPT 0.7               /* delta / standalone estimate, under */
 #define DELTA_SMALL ((size_t)16 << 10) /* payloads packed with level 2 */
+#define COPY_MISSES 4
+#define COPY_RETRY 16
 
 /* A candidate base: a payload kept with its id and chain depth. */
 typedef struct base {
@@ -153,10 +174,15 @@ typedef struct base {
   spy__buf b;
   char id[33];
   int depth; /* deltas between it and its keyframe; -1: none */
+  /* copy deltas against this kind of base (the previous payload, the
+   * keyframe) refused in a row: past COPY_MISSES they are tried only
+   * every COPY_RETRY-th time (a refused one costs its time for nothing) */
+  int misses;
 } base;
 
 struct spy__src_packer {
   void *cctx;       /* ZSTD_CCtx, shared with spy__src_pack */
+  spy__delta dx;    /* the copy/insert delta's scratch */
   spy__buf out;     /* the blob of the last row */
   base prev, key;   /* the previous payload; the last keyframe */
   char base_id[33]; /* the last row's base */
@@ -175,6 +201,7 @@ void spy__src_packer_free(spy__src_packer *k) {
   if (!k)
     return;
   spy__src_pack_free(&k->cctx);
+  spy__delta_free(&k->dx);
   spy__buf_free(&k->out);
   spy__buf_free(&k->prev.b);
   spy__buf_free(&k->key.b);
@@ -192,14 +219,27 @@ static int fits(const base *b, size_t n) {
          (double)b->b.len <= DELTA_SHRINK * (double)n;
 }
 
-/* Compresses p[0..n) against b into k->out; returns 1 when the delta is
- * kept. */
+/* Compresses p[0..n) against b into k->out; returns the codec when the
+ * delta is kept, else 0. */
 static int try_delta(spy__src_packer *k, base *b, const char *p, size_t n) {
   ZSTD_CCtx *c = k->cctx;
   /* a delta must come clearly below the standalone estimate */
   size_t want = (size_t)((double)n * k->ratio * DELTA_ACCEPT);
   if (!c || want < 16 || spy__buf_reserve(&k->out, ZSTD_compressBound(n)) < 0)
     return 0;
+  if (b->misses < COPY_MISSES || b->misses % COPY_RETRY == 0) {
+    size_t bound = spy__delta_bound(n);
+    if (spy__buf_reserve(&k->out, bound) < 0)
+      return 0;
+    long z = spy__delta_encode(&k->dx, b->b.p, b->b.len, p, n,
+                               (uint8_t *)k->out.p, bound, want);
+    if (z > 0) {
+      k->out.len = (size_t)z;
+      b->misses = 0;
+      return SPY__CODEC_COPY;
+    }
+  }
+  b->misses++;
   size_t base_n = b->b.len;
   if (spy__buf_reserve(&b->b, n) < 0) {
     b->b.err = 0;
@@ -223,7 +263,7 @@ static int try_delta(spy__src_packer *k, base *b, const char *p, size_t n) {
   if (z >= want)
     return 0;
   k->out.len = z;
-  return 1;
+  return SPY__CODEC_ZSTD_DELTA;
 }
 
 /* Makes p[0..n) the payload of b; on no memory b is just dropped. */
@@ -247,8 +287,7 @@ int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
   /* the previous payload, else the last keyframe (the next module's first
    * version after the previous module's last) */
   base *b = fits(&k->prev, n) ? &k->prev : fits(&k->key, n) ? &k->key : NULL;
-  if (b && try_delta(k, b, p, n)) {
-    codec = SPY__CODEC_ZSTD_DELTA;
+  if (b && (codec = try_delta(k, b, p, n)) != 0) {
     depth = b->depth + 1;
     memcpy(k->base_id, b->id, 33);
   } else {
@@ -269,9 +308,8 @@ int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
   c[0] = (spy__cell){SPY__COL_TEXT, 0, id, 32};
   c[1] = (spy__cell){SPY__COL_INT, (int64_t)n, NULL, 0};
   c[2] = (spy__cell){SPY__COL_INT, codec, NULL, 0};
-  c[3] = codec == SPY__CODEC_ZSTD_DELTA
-             ? (spy__cell){SPY__COL_TEXT, 0, k->base_id, 32}
-             : (spy__cell){0, 0, NULL, 0};
+  c[3] = depth > 0 ? (spy__cell){SPY__COL_TEXT, 0, k->base_id, 32}
+                   : (spy__cell){0, 0, NULL, 0};
   c[4] = (spy__cell){SPY__COL_BLOB, 0, k->out.p ? k->out.p : "", k->out.len};
   return 0;
 }
