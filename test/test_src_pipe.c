@@ -66,7 +66,7 @@ static const row *find(const table *t, const char *id) {
 
 /* Decodes a row, following its bases; 0 when it gives want[0..n). */
 static int decode(const table *t, const row *r, spy__buf *out, int depth) {
-  if (depth > 8)
+  if (depth > SPY__SRC_MAX_DEPTH)
     return -1;
   spy__buf base = {0};
   if (r->has_base) {
@@ -240,12 +240,15 @@ TEST(edited_versions_are_copy_deltas_and_decode) {
     for (int k = 0; k < 60; k++)
       len += (size_t)snprintf(
           p + len, cap - len,
-          "%sstatic int f_%d_%d(int x) {%s\n  return x * %d + %d;%s\n}\n%s\n",
+          "%sstatic int f_%d_%d(int x) {%s\n  int y = x * %d - %d, z = y %% "
+          "%d;\n"
+          "  return z * %d + %d;%s\n}\n%s\n",
           v == 0   ? "/* one step of the pipeline */\n"
           : v == 1 ? " \n"
                    : "",
           k, k * 7919 % 10007, v < 2 ? "   " : "", k * 104729 % 99991,
-          k * 31337 % 4099, v == 0 ? " // scale" : "", v < 2 ? "\n\n" : "");
+          k * 31337 % 4099, k * 6007 % 997 + 1, k * 7727 % 8191,
+          k * 3571 % 65521, v == 0 ? " // scale" : "", v < 2 ? "\n\n" : "");
     pays[v] = p;
     lens[v] = len;
     spy_trace_hash(p, len, h[v]);

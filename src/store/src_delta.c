@@ -10,14 +10,17 @@
  * first). The literals go last, apart from the ops, so zstd sees them as
  * one text.
  *
- * The encoder indexes the base at line starts (and every 32 bytes along a
- * longer line) by a hash of the 8 bytes there; it walks the payload, at
- * each position where no copy runs looking the 8 bytes up among the
- * base's anchors, taking the candidate nearest to where the last copy
- * ended (edits keep the order of the text), extending the copy backwards
- * over the pending literals and forwards by 8-byte compares. Where a probe
- * fails it skips to the payload's next line start when one is near, so a
- * text costs about one lookup per edit, not one per byte. */
+ * The encoder walks the payload and the base side by side, copying while
+ * they agree (8-byte compares). At a mismatch it looks for where they
+ * agree again, nearest first: every small edit (SMALL bytes inserted and
+ * deleted at most), then the payload's next line start against the
+ * base's next LINES line starts and the other way round, and only then
+ * anywhere in the base through an index of its line starts (made the
+ * first time a payload needs it). Edits of text keep its order, so most
+ * mismatches cost a few compares; a repeated line elsewhere in the base
+ * (every function ends in "return y;") is not mistaken for the next one.
+ * A copy found further on is extended backwards over the pending
+ * literals. */
 #include "src_delta.h"
 
 #include <stdlib.h>
@@ -26,13 +29,20 @@
 #include <zstd.h>
 
 #define ANCHOR_SPAN 32 /* an anchor at least every 32 bytes of a line */
-#define LOCAL 8        /* anchors after the last copy's end tried first */
-#define CHAIN 16       /* then candidates of the same hash */
-#define SKIP 64        /* a failed probe skips to a line start this near */
+#define SMALL 8        /* edits this small are found by trying them all */
+#define LINES 8        /* line starts tried each way after a longer one */
+#define CHAIN 16       /* index candidates of a hash looked at */
+#define SKIP 64        /* a line start this near is "the next line" */
 #define ZSTD_MIN 4096  /* shorter programs are stored raw */
 #define NONE UINT32_MAX
 
-static uint64_t load64(const char *p) {
+static inline uint32_t load32(const char *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static inline uint64_t load64(const char *p) {
   uint64_t v;
   memcpy(&v, p, 8);
   return v;
@@ -43,7 +53,7 @@ static uint32_t hash8(const char *p, size_t bits) {
 }
 
 /* Bytes a[0..) and b[0..) have in common, at most n. */
-static size_t common(const char *a, const char *b, size_t n) {
+static inline size_t common(const char *a, const char *b, size_t n) {
   size_t k = 0;
   while (k + 8 <= n) {
     uint64_t x = load64(a + k) ^ load64(b + k);
@@ -56,7 +66,7 @@ static size_t common(const char *a, const char *b, size_t n) {
   return k;
 }
 
-static uint8_t *put_var(uint8_t *p, uint64_t v) {
+static inline uint8_t *put_var(uint8_t *p, uint64_t v) {
   while (v >= 0x80) {
     *p++ = (uint8_t)(v | 0x80);
     v >>= 7;
@@ -83,7 +93,8 @@ static int get_var(const uint8_t **p, const uint8_t *end, uint64_t *v) {
 /* An op: a byte holding lit (bits 0-2) and the zigzag delta (bits 3-5),
  * each 7 meaning "a varint follows", then the copy length, then the
  * varints. */
-static uint8_t *put_op(uint8_t *p, uint64_t lit, uint64_t copy, int64_t d) {
+static inline uint8_t *put_op(uint8_t *p, uint64_t lit, uint64_t copy,
+                              int64_t d) {
   uint64_t zz = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
   *p++ = (uint8_t)((lit < 7 ? lit : 7) | (zz < 7 ? zz : 7) << 3);
   p = put_var(p, copy);
@@ -172,100 +183,167 @@ static int index_base(spy__delta *d, const char *base, size_t nb) {
   return 0;
 }
 
+/* Where p[i..) and base[j..) line up again after a mismatch at (i, j):
+ * sets *pi, *pj to a pair whose 8 bytes agree, nearest first. Returns 0,
+ * or -1 when nothing was found before i reaches the end, *pi then being
+ * where to look next. */
+static int realign(spy__delta *d, const char *base, size_t nb, const char *p,
+                   size_t n, size_t i, size_t j, size_t *pi, size_t *pj) {
+  /* a small edit: a inserted bytes, b deleted ones, a + b <= SMALL */
+  if (i + SMALL + 8 <= n && j + SMALL + 8 <= nb) {
+    uint64_t pw[SMALL + 1], bw[SMALL + 1];
+    for (size_t k = 0; k <= SMALL; k++) {
+      pw[k] = load64(p + i + k);
+      bw[k] = load64(base + j + k);
+    }
+    for (size_t e = 1; e <= SMALL; e++)
+      for (size_t a = 0; a <= e; a++)
+        if (pw[a] == bw[e - a]) {
+          *pi = i + a;
+          *pj = j + e - a;
+          return 0;
+        }
+  } else
+    for (size_t e = 1; e <= SMALL; e++)
+      for (size_t a = 0; a <= e; a++) {
+        size_t b = e - a;
+        if (i + a + 8 <= n && j + b + 8 <= nb &&
+            load64(p + i + a) == load64(base + j + b)) {
+          *pi = i + a;
+          *pj = j + b;
+          return 0;
+        }
+      }
+  /* a longer one within a line or a few: the payload's next line start
+   * against the base's next ones, and the other way round */
+  const char *nl = memchr(p + i, '\n', n - i < SKIP ? n - i : SKIP);
+  size_t li = nl ? (size_t)(nl - p) + 1 : n;
+  const char *bl = j < nb ? memchr(base + j, '\n', nb - j) : NULL;
+  size_t lj = bl ? (size_t)(bl - base) + 1 : nb;
+  /* 4 bytes at line starts will do: short lines ("}" and blank ones)
+   * would put an 8-byte window across the next edit */
+  if (li + 4 <= n) {
+    uint32_t w = load32(p + li);
+    size_t jj = lj;
+    for (int k = 0; k < LINES && jj + 4 <= nb; k++) {
+      if (load32(base + jj) == w) {
+        *pi = li;
+        *pj = jj;
+        return 0;
+      }
+      const char *e = memchr(base + jj, '\n', nb - jj);
+      if (!e)
+        break;
+      jj = (size_t)(e - base) + 1;
+    }
+  }
+  if (lj + 4 <= nb) {
+    uint32_t w = load32(base + lj);
+    size_t ii = li;
+    for (int k = 0; k < LINES && ii + 4 <= n; k++) {
+      if (load32(p + ii) == w) {
+        *pi = ii;
+        *pj = lj;
+        return 0;
+      }
+      const char *e = memchr(p + ii, '\n', n - ii);
+      if (!e)
+        break;
+      ii = (size_t)(e - p) + 1;
+    }
+  }
+  /* anywhere in the base: its anchors by hash, from the line start on
+   * (or, in a long line, from the next byte on) */
+  if (!d->indexed) {
+    if (index_base(d, base, nb) < 0)
+      return -2;
+    d->indexed = 1;
+  }
+  size_t at = nl ? li : i + 1; /* a line start, else the next byte */
+  if (at + 8 > n) {
+    *pi = n;
+    return -1;
+  }
+  uint64_t w = load64(p + at);
+  const uint32_t *slot = d->head + 2 * hash8(p + at, d->hbits);
+  size_t best = NONE, bestd = (size_t)-1;
+  int k = 0;
+  for (uint32_t x = slot[0] == d->epoch ? slot[1] : NONE;
+       x != NONE && k < CHAIN; x = d->next[x], k++) {
+    size_t bp = d->pos[x];
+    if (load64(base + bp) != w)
+      continue;
+    size_t dist = bp > j ? bp - j : j - bp;
+    if (dist < bestd) {
+      best = bp;
+      bestd = dist;
+    }
+  }
+  *pi = at;
+  if (best == NONE)
+    return -1; /* look on from there */
+  *pj = best;
+  return 0;
+}
+
 long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
                        const char *p, size_t n, uint8_t *out, size_t cap,
                        size_t limit) {
   if (nb >= NONE || n >= NONE || cap < spy__delta_bound(n))
     return 0;
-  if (index_base(d, base, nb) < 0)
-    return -2;
-  /* the program: room for its header (20 bytes), the ops (at most one
-   * per 8 payload bytes, 3 varints each), then the literals */
-  size_t ops_cap = 20 + (n / 8 + 2) * 30;
-  if (ops_cap + n > d->cap_prog) {
-    uint8_t *np = realloc(d->prog, ops_cap + n);
+  d->indexed = 0; /* the base's index is made when first needed */
+  /* the program: room for its header (20 bytes), the ops (a copy covers
+   * 4 payload bytes at least, and an op of 32-bit values takes at most
+   * 16 bytes), then the literals */
+  size_t ops_cap = 20 + (n / 4 + 2) * 16;
+  if (ops_cap + n + 8 > d->cap_prog) {
+    uint8_t *np = realloc(d->prog, ops_cap + n + 8);
     if (!np)
       return -2;
     d->prog = np;
-    d->cap_prog = ops_cap + n;
+    d->cap_prog = ops_cap + n + 8;
   }
   uint8_t *op = d->prog + 20, *lit = d->prog + ops_cap;
   size_t nlit = 0, nops = 0;
-  size_t i = 0, lit0 = 0, bexp = 0;
-  size_t bits = d->hbits, na = d->nanchors, j = 0;
-  const uint32_t *pos = d->pos;
-  while (i + 8 <= n) {
-    uint64_t w = load64(p + i);
-    size_t best = NONE, bestd = (size_t)-1;
-    /* first the anchors just around where the last copy ended: edits keep
-     * the text's order, and a repeated line elsewhere is the wrong one */
-    while (j < na && pos[j] < bexp)
-      j++;
-    for (size_t t = j > 2 ? j - 2 : 0; t < na && t < j + LOCAL; t++) {
-      size_t bp = pos[t];
-      if (bp > bexp && bp - bexp >= bestd)
-        break;
-      if (load64(base + bp) != w)
-        continue;
-      size_t dist = bp > bexp ? bp - bexp : bexp - bp;
-      if (dist < bestd) {
-        best = bp;
-        bestd = dist;
-      }
-    }
-    int k = 0;
-    const uint32_t *slot = d->head + 2 * hash8(p + i, bits);
-    for (uint32_t a = best == NONE && slot[0] == d->epoch ? slot[1] : NONE;
-         a != NONE && k < CHAIN; a = d->next[a], k++) {
-      size_t bp = pos[a];
-      if (load64(base + bp) != w)
-        continue;
-      size_t dist = bp > bexp ? bp - bexp : bexp - bp;
-      if (dist < bestd) {
-        best = bp;
-        bestd = dist;
-      }
-    }
-    if (best == NONE) {
-      size_t span = n - i - 1 < SKIP ? n - i - 1 : SKIP;
-      const char *nl = p[i] == '\n' ? NULL : memchr(p + i, '\n', span);
-      i = nl ? (size_t)(nl - p) + 1 : i + 1;
+  size_t i = 0, j = 0, lit0 = 0, bexp = 0;
+  int aligned = 0; /* (i, j) is a pair realign found */
+  while (i < n) {
+    size_t m =
+        j < nb ? common(p + i, base + j, n - i < nb - j ? n - i : nb - j) : 0;
+    /* a copy of base[j..j+m): 8 bytes at least, 4 where realign found
+     * them, any at the end */
+    if (m >= 8 || (m >= 4 && aligned) || (m > 0 && i + m == n)) {
+      aligned = 0;
+      size_t l = i - lit0;
+      if (l <= 8 && lit0 + 8 <= n) /* room: lit has n + 8 bytes */
+        memcpy(lit + nlit, p + lit0, 8);
+      else
+        memcpy(lit + nlit, p + lit0, l);
+      nlit += l;
+      op = put_op(op, l, m, (int64_t)j - (int64_t)bexp);
+      nops++;
+      i += m;
+      j += m;
+      bexp = j;
+      lit0 = i;
       continue;
     }
-    size_t back = 0;
-    while (i - back > lit0 && best - back > 0 &&
-           p[i - back - 1] == base[best - back - 1])
-      back++;
-    size_t len =
-        8 + common(p + i + 8, base + best + 8,
-                   n - i - 8 < nb - best - 8 ? n - i - 8 : nb - best - 8);
-    size_t l = i - back - lit0, bp = best - back;
-    memcpy(lit + nlit, p + lit0, l);
-    nlit += l;
-    op = put_op(op, l, len + back, (int64_t)bp - (int64_t)bexp);
-    nops++;
-    bexp = best + len;
-    if (j > 0 && pos[j - 1] >= bexp) { /* a copy from before: find j again */
-      size_t lo = 0, hi = j;
-      while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (pos[mid] < bexp)
-          lo = mid + 1;
-        else
-          hi = mid;
-      }
-      j = lo;
+    size_t ni, nj;
+    int rc = realign(d, base, nb, p, n, i + m, j + m, &ni, &nj);
+    if (rc == -2)
+      return -2;
+    if (rc < 0) { /* nothing here: look on from ni, the base where it was */
+      i = ni;
+      aligned = 0;
+      continue;
     }
-    i += len;
-    lit0 = i;
-    if (i < n && p[i - 1] != '\n') { /* mid-line: the next line start */
-      size_t span = n - i < SKIP ? n - i : SKIP;
-      const char *nl = memchr(p + i, '\n', span);
-      if (nl)
-        i = (size_t)(nl - p) + 1;
+    while (ni > lit0 && nj > 0 && p[ni - 1] == base[nj - 1]) {
+      ni--;
+      nj--;
     }
-    if ((size_t)(op - d->prog) + 30 > ops_cap)
-      return 0; /* cannot happen: an op covers at least 8 bytes */
+    i = ni;
+    j = nj;
+    aligned = 1;
   }
   if (lit0 < n) { /* the tail: literals only */
     memcpy(lit + nlit, p + lit0, n - lit0);
@@ -292,7 +370,7 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
       return len < limit ? (long)len : 0;
     }
   }
-  if (1 + plen >= limit)
+  if (1 + plen >= limit || 1 + plen > cap)
     return 0;
   out[0] = 0;
   memcpy(out + 1, prog, plen);
@@ -347,9 +425,9 @@ int spy__delta_decode(void **dctx, const uint8_t *blob, size_t nblob,
     return -1;
   const uint8_t *c = blob + 1, *end = blob + nblob;
   uint64_t plen;
-  /* a program is never much longer than its output: ops cover 8 bytes
-   * each at least, the literals are output bytes */
-  if (get_var(&c, end, &plen) < 0 || plen > 40 + (uint64_t)size * 4)
+  /* a program is never much longer than its output: an op covers 4
+   * bytes at least, the literals are output bytes */
+  if (get_var(&c, end, &plen) < 0 || plen > 64 + (uint64_t)size * 6)
     return -1;
   uint8_t *prog = malloc(plen ? (size_t)plen : 1);
   if (!prog)

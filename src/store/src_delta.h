@@ -20,6 +20,7 @@ typedef struct spy__delta {
   uint32_t *next; /* anchor -> the earlier one of its hash */
   uint32_t *pos;  /* anchor -> base offset */
   uint32_t epoch; /* of the current base */
+  int indexed;    /* the current base is in head/next/pos */
   size_t cap_anchors, nanchors, hbits, cap_bits;
   uint8_t *prog; /* the uncompressed program */
   size_t cap_prog;

@@ -290,8 +290,9 @@ int spy__src_unpack(spy__buf *out, void **dctx, int codec, const void *p,
 void spy__src_unpack_free(void **dctx);
 
 /* Longest chain of deltas a writer makes (base of a base of …): the reader
- * decodes at most this many + 1 blobs per payload. */
-#define SPY__SRC_MAX_DEPTH 3
+ * decodes at most this many + 1 blobs per payload (3 before schema 5,
+ * when every delta was a zstd one; a copy delta decodes at memcpy speed). */
+#define SPY__SRC_MAX_DEPTH 12
 /* Longest chain a reader follows before calling the store corrupt. */
 #define SPY__SRC_READ_DEPTH 16
 
