@@ -238,6 +238,249 @@ out_dir:
   return rc;
 }
 
+/* ---- the consumer's apply alone ------------------------------------------
+ * The same encoded ZONES sections fed to a consumer state again and again
+ * (their base times moved on each pass): what applying costs per span once
+ * the bytes are here, next to unpacking them alone (spy_zones_unpack, the
+ * one-pass decode) and a memcpy of the same bytes, in the same run, thread
+ * CPU time. Two timelines: flat pairs as the streaming loop writes them,
+ * and nested frames (frame > update > 4 substeps of 3 leaves, draw of 8
+ * items; frame markers; zones left open across sections). The state keeps
+ * what the streaming consumer above keeps. SPY_BENCH_ZONES_APPLY=N runs
+ * only this, N passes (for a profiler). */
+#define AP_SECTIONS 64
+#define AP_SPANS 4096u /* per section */
+
+typedef struct ap_set {
+  uint8_t *buf[AP_SECTIONS];
+  spy_frame f[AP_SECTIONS];
+  spy_section sec[AP_SECTIONS];
+  uint64_t base[AP_SECTIONS];
+  uint64_t spans, period_ns;
+  size_t bytes, max_len;
+} ap_set;
+
+typedef struct ap_ev {
+  uint8_t kind;
+  uint64_t t, v;
+} ap_ev;
+
+static uint32_t ap_rand(uint32_t *s) {
+  *s = *s * 1103515245u + 12345u;
+  return *s >> 16;
+}
+
+/* The timeline's events; *n events, *spans begins. */
+static ap_ev *ap_timeline(int nested, size_t *n, uint64_t *spans) {
+  size_t cap = (size_t)AP_SECTIONS * AP_SPANS * 3, k = 0; /* 55 a frame of 27 */
+  ap_ev *e = malloc(cap * sizeof *e);
+  uint64_t t = 1000000000ull, frame = 1, b = 0;
+  uint32_t r = 7;
+  if (!e)
+    return NULL;
+#define AP_B(loc, dt) (t += (dt), e[k++] = (ap_ev){SPY_ZONE_EV_BEGIN, t, (loc)})
+#define AP_E(dt) (t += (dt), e[k++] = (ap_ev){SPY_ZONE_EV_END, t, 0})
+  while (b + 32 < (uint64_t)AP_SECTIONS * AP_SPANS) {
+    if (!nested) {
+      AP_B(16, 6 + ap_rand(&r) % 8);
+      AP_E(6 + ap_rand(&r) % 8);
+      b++;
+      continue;
+    }
+    t += 200;
+    e[k++] = (ap_ev){SPY_ZONE_EV_FRAME, t, frame++};
+    AP_B(16, 40);
+    AP_B(17, 30);
+    for (int i = 0; i < 4; i++) {
+      AP_B(18, 20);
+      for (int j = 0; j < 3; j++) {
+        AP_B(19, 10 + ap_rand(&r) % 20);
+        AP_E(40 + ap_rand(&r) % 200);
+      }
+      AP_E(15);
+    }
+    AP_E(10);
+    AP_B(20, 25);
+    for (int i = 0; i < 8; i++) {
+      AP_B(21, 5 + ap_rand(&r) % 10);
+      AP_E(30 + ap_rand(&r) % 100);
+    }
+    AP_E(10);
+    AP_E(20);
+    b += 1 + 1 + 4 * 4 + 1 + 8;
+  }
+#undef AP_B
+#undef AP_E
+  *n = k;
+  *spans = b;
+  return e;
+}
+
+static void ap_free(ap_set *a) {
+  for (int i = 0; i < AP_SECTIONS; i++)
+    free(a->buf[i]);
+}
+
+/* Cuts the timeline into AP_SECTIONS sections of about equal events, each
+ * in a DATA frame of its own; the first carries the locations. */
+static int ap_encode(ap_set *a, int nested) {
+  memset(a, 0, sizeof *a);
+  size_t n;
+  ap_ev *e = ap_timeline(nested, &n, &a->spans);
+  if (!e)
+    return -1;
+  static const char *names[] = {"frame", "update", "substep",
+                                "leaf",  "draw",   "item"};
+  size_t per = (n + AP_SECTIONS - 1) / AP_SECTIONS, at = 0;
+  for (int i = 0; i < AP_SECTIONS; i++) {
+    size_t cap = per * SPY_ZONES_EVENT_MAX + 4096;
+    if (!(a->buf[i] = malloc(cap)))
+      goto fail;
+    spy_frame_writer w;
+    spy_frame_start(&w, a->buf[i], cap, SPY_MSG_DATA, 1, (uint32_t)i, 0);
+    spy_zones_writer z;
+    a->base[i] = at < n ? e[at].t - 1 : e[n - 1].t;
+    spy_zones_begin(&z, &w, i ? 0 : SPY_ZONES_FULL, a->base[i]);
+    for (uint32_t l = 0; !i && l < 6; l++) {
+      spy_zone_loc_info li = {.id = 16 + l,
+                              .line = l + 1,
+                              .name = names[l],
+                              .name_len = (uint32_t)strlen(names[l]),
+                              .function = "ap_timeline",
+                              .function_len = 11,
+                              .file = "bench_zones.c",
+                              .file_len = 13};
+      spy_zones_put_loc(&z, &li);
+    }
+    spy_zone_thread_info ti = {.thread = 1,
+                               .os_tid = 1,
+                               .flags = i ? 0 : SPY_ZONES_THREAD_NAMED,
+                               .name = "main",
+                               .name_len = 4};
+    spy_zones_thread_begin(&z, &ti);
+    for (size_t k = 0; k < per && at < n; k++, at++)
+      spy_zones_put_event(&z, e[at].kind, e[at].t, e[at].v);
+    spy_zones_end(&z);
+    int len = spy_frame_finish(&w);
+    if (len < 0 || spy_frame_decode(a->buf[i], (size_t)len, &a->f[i], NULL) ||
+        !spy_frame_find_section(&a->f[i], SPY_SEC_ZONES, &a->sec[i]))
+      goto fail;
+    a->bytes += a->sec[i].len;
+    if (a->sec[i].len > a->max_len)
+      a->max_len = a->sec[i].len;
+  }
+  a->period_ns = e[n - 1].t - e[0].t + 1000;
+  free(e);
+  return 0;
+fail:
+  free(e);
+  ap_free(a);
+  return -1;
+}
+
+/* Moves every section's base time on by pass * the timeline's length. */
+static void ap_shift(ap_set *a, uint64_t pass) {
+  for (int i = 0; i < AP_SECTIONS; i++)
+    spy_wr64((uint8_t *)(uintptr_t)a->sec[i].data + 16,
+             a->base[i] + pass * a->period_ns);
+}
+
+/* Median thread-CPU ns per span over `rounds` passes: out[0] state apply
+ * (decode + apply), out[1] the same with the per-location sums kept (as
+ * `top`'s zones view has it), out[2] unpack alone, out[3] memcpy of the
+ * bytes. */
+static int ap_measure(int nested, int rounds, double out[4]) {
+  ap_set a;
+  if (ap_encode(&a, nested) < 0)
+    return -1;
+  spy_state st[2];
+  uint64_t *words = malloc(a.max_len * sizeof *words);
+  uint8_t *copy = malloc(a.max_len);
+  int inits = 0;
+  for (; inits < 2 && spy_state_init(&st[inits], 4) == 0; inits++)
+    spy_state_zones_keep(&st[inits], 4, 4096);
+  if (!words || !copy || inits < 2) {
+    while (inits--)
+      spy_state_free(&st[inits]);
+    free(words);
+    free(copy);
+    ap_free(&a);
+    return -1;
+  }
+  spy_state_zones_sums(&st[1], 1);
+  double v[4][64];
+  if (rounds > 64)
+    rounds = 64;
+  uint64_t pass = 0, sink = 0;
+  int rc = 0;
+  for (int r = -1; r < rounds; r++) { /* -1: warm (the ring, the names) */
+    uint64_t t[5];
+    t[0] = thread_cpu_ns();
+    for (int k = 0; k < 2; k++) {
+      ap_shift(&a, pass + (uint64_t)k);
+      for (int i = 0; i < AP_SECTIONS; i++)
+        if (spy_state_apply(&st[k], &a.f[i], 0) < 0)
+          rc = -1;
+      t[k + 1] = thread_cpu_ns();
+    }
+    pass += 2;
+    for (int i = 0; i < AP_SECTIONS; i++) {
+      spy_zones_iter it;
+      size_t nw;
+      if (spy_zones_unpack(&a.sec[i], &it, words, a.max_len, &nw) < 0)
+        rc = -1;
+      sink += words[nw / 2];
+    }
+    t[3] = thread_cpu_ns();
+    for (int i = 0; i < AP_SECTIONS; i++) {
+      memcpy(copy, a.sec[i].data, a.sec[i].len);
+      __asm__ __volatile__("" : : "r"(copy) : "memory");
+    }
+    t[4] = thread_cpu_ns();
+    if (r < 0)
+      continue;
+    for (int k = 0; k < 4; k++)
+      v[k][r] = (double)(t[k + 1] - t[k]) / (double)a.spans;
+  }
+  bench_sink(sink + st[0].zones.spans + st[1].zones.spans);
+  if (getenv("SPY_BENCH_ZONES_APPLY"))
+    printf("%s: %llu spans a pass, %.2f bytes a span; %llu spans rebuilt\n",
+           nested ? "nested" : "flat", (unsigned long long)a.spans,
+           (double)a.bytes / (double)a.spans,
+           (unsigned long long)st[0].zones.spans);
+  for (int k = 0; k < 4; k++)
+    out[k] = bench_quantile(v[k], (size_t)rounds, 0.5);
+  spy_state_free(&st[0]);
+  spy_state_free(&st[1]);
+  free(words);
+  free(copy);
+  ap_free(&a);
+  return rc;
+}
+
+/* Appends the rows (ns per span in the first column). */
+static void ap_rows(bench_table *t, int rounds) {
+  double na = NAN;
+  for (int nested = 0; nested < 2; nested++) {
+    double m[4] = {na, na, na, na};
+    if (ap_measure(nested, rounds, m) < 0)
+      fprintf(stderr, "bench zones: the apply replay failed\n");
+    char name[64];
+    const char *what = nested ? "nested" : "flat";
+    snprintf(name, sizeof name, "consumer apply ns/span, %s (apply alone)",
+             what);
+    bench_row(t, name, (double[]){m[0] - m[2], na, na, na, na});
+    snprintf(name, sizeof name, "  %s: with unpack (decode + apply)", what);
+    bench_row(t, name, (double[]){m[0], na, na, na, na});
+    snprintf(name, sizeof name, "  %s: apply alone, sums kept (top)", what);
+    bench_row(t, name, (double[]){m[1] - m[2], na, na, na, na});
+    snprintf(name, sizeof name, "  %s: unpack alone", what);
+    bench_row(t, name, (double[]){m[2], na, na, na, na});
+    snprintf(name, sizeof name, "  %s: memcpy of the same bytes", what);
+    bench_row(t, name, (double[]){m[3], na, na, na, na});
+  }
+}
+
 int bench_zones(int argc, char **argv) {
   bench_opts o;
   int rc = bench_parse(argc, argv, &o,
@@ -247,6 +490,15 @@ int bench_zones(int argc, char **argv) {
   if (bench_tempdir(dir, sizeof dir) < 0)
     return 1;
   spy__ticks_init();
+  if (getenv("SPY_BENCH_ZONES_APPLY")) { /* only the apply replay */
+    bench_table t = {.title = "bench zones: consumer apply replay",
+                     .cols = {"case", "ns_per_span", "-", "-", "-", "-"},
+                     .ncols = 6};
+    ap_rows(&t, atoi(getenv("SPY_BENCH_ZONES_APPLY")));
+    bench_print(&t, &o);
+    rmdir(dir);
+    return 0;
+  }
   if (getenv("SPY_BENCH_ZONES_INPROC")) { /* only the in-process rows: */
     double e, dc;                         /* for a profiler */
     if (inproc(atoi(getenv("SPY_BENCH_ZONES_INPROC")), 200000, &e, &dc) < 0)
@@ -360,6 +612,7 @@ int bench_zones(int argc, char **argv) {
             (double[]){ip_enc, na, na, na, na});
   bench_row(&t, "in-process: decode + apply CPU ns per zone",
             (double[]){ip_dec, na, na, na, na});
+  ap_rows(&t, rounds);
   bench_row(&t, "zones dropped at full speed, %",
             (double[]){100.0 * (double)dropped_window / (double)emitted_window,
                        na, na, na, na});

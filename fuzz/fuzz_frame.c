@@ -31,11 +31,16 @@ static void walk_section(const spy_section *s) {
   }
   case SPY_SEC_ENV:
   case SPY_SEC_REGISTRY:
-  case SPY_SEC_BUFFERS: {
+  case SPY_SEC_BUFFERS:
+  case SPY_SEC_BUFFER_VARIANTS: {
     spy_delta_iter it;
     spy_delta_entry e;
     if (spy_get_delta(s, &it) >= 0)
       while (spy_delta_next(&it, &e)) {
+        spy_buffer_variant bv[4];
+        if (s->id == SPY_SEC_BUFFER_VARIANTS &&
+            spy_buffer_variants_decode(&e.value, bv, 4) > 0)
+          acc += bv[0].served_width;
         acc += (uint8_t)e.key[e.key_len - 1];
         if (e.value.kind == SPY_VAL_STRING && e.value.v.s.len)
           acc += (uint8_t)e.value.v.s.ptr[e.value.v.s.len - 1];

@@ -99,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (n > 0 && spy_frame_decode(buf, (size_t)n, &f, NULL) == 0 &&
       spy_state_init(&st, 4) == 0) {
     spy_state_zones_keep(&st, 2, 64);
+    spy_state_zones_sums(&st, (int)(size & 1)); /* both loops */
     spy_state_apply(&st, &f, 1);
     spy_state_apply(&st, &f, 2);
     for (uint32_t i = 0; i < st.zones.n_threads; i++)

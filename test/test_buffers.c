@@ -599,6 +599,7 @@ typedef struct chunk_log {
     int key;
     uint8_t display, mode;
     uint16_t long_edge;
+    char name[16];
     uint8_t *data;
   } c[512];
   int n;
@@ -643,6 +644,8 @@ static void log_poll(chunk_log *l) {
     l->c[l->n].display = px.display;
     l->c[l->n].mode = px.variant_mode;
     l->c[l->n].long_edge = px.variant_long_edge;
+    snprintf(l->c[l->n].name, sizeof l->c[l->n].name, "%.*s", (int)px.name_len,
+             px.name);
     l->c[l->n].data = malloc(px.data_len);
     memcpy(l->c[l->n].data, px.data, px.data_len);
     l->n++;
@@ -813,6 +816,197 @@ TEST(a_consumer_joining_mid_stream_starts_on_a_key_frame) {
   free(l);
   rig_close(&r);
   spy_video_codec_unregister(SPY_CODEC_VP9);
+}
+
+/* The provider's key frames forced for a new subscriber are for the
+ * streams it asked for: a second subscriber to "a" makes a key frame on
+ * a's stream, none on b's (whose next key frame is its 2 s interval). */
+TEST(a_new_subscriber_forces_key_frames_only_on_its_streams) {
+  spy_vpx_register();
+  spy_buffer_request req[2] = {{.name = "a", .mode = SPY_BUFFER_STREAM},
+                               {.name = "b", .mode = SPY_BUFFER_STREAM}};
+  rig r;
+  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, req, 2), 0);
+  CHECK(rig_add(&r, "a", SPY_PIXEL_RGBA8, 160, 96, 20) >= 0);
+  CHECK(rig_add(&r, "b", SPY_PIXEL_RGBA8, 160, 96, 20) >= 0);
+  chunk_log *l = calloc(1, sizeof *l);
+  CHECK_EQ(log_open(l, r.p), 0);
+  /* both streams for a while: their first key frames are behind us */
+  int seen_a = 0, seen_b = 0;
+  uint64_t first_ms = 0;
+  double end = tu_now_s() + 30;
+  while (tu_now_s() < end && !(seen_a > 2 && seen_b > 2 &&
+                               l->c[l->n - 1].captured_ms - first_ms > 300)) {
+    rig_frame(&r, NULL);
+    int before = l->n;
+    log_poll(l);
+    for (int i = before; i < l->n; i++) {
+      if (!first_ms)
+        first_ms = l->c[i].captured_ms;
+      seen_a += strcmp(l->c[i].name, "a") == 0;
+      seen_b += strcmp(l->c[i].name, "b") == 0;
+    }
+  }
+  CHECK(seen_a > 2 && seen_b > 2);
+  int joined_at = l->n;
+  uint64_t join_ms = l->c[l->n - 1].captured_ms;
+  uint64_t resyncs = spy_consumer_state(r.c)->resyncs;
+  uint64_t subs = spy_consumer_state(r.c)->subscribes;
+  spy_consumer *x;
+  spy_consumer_desc cd = {.dir = dir,
+                          .query_initial_ms = 20,
+                          .no_clock_sync = 1,
+                          .features = SPY_FEAT_STATS,
+                          .buffers = &req[0],
+                          .n_buffers = 1};
+  CHECK_EQ(spy_consumer_create(&x, &cd), 0);
+  end = tu_now_s() + 30;
+  while (tu_now_s() < end && !decoded(x, "a", 2)) {
+    rig_frame(&r, x);
+    log_poll(l);
+  }
+  CHECK(decoded(x, "a", 2));
+  /* a few more frames of b after the join's key frame */
+  for (int k = 0; k < 10; k++) {
+    rig_frame(&r, x);
+    log_poll(l);
+  }
+  int key_a = -1;
+  for (int i = joined_at; i < l->n && key_a < 0; i++)
+    if (l->c[i].key && strcmp(l->c[i].name, "a") == 0)
+      key_a = i;
+  CHECK(key_a >= 0);
+  CHECK(l->c[key_a].captured_ms - join_ms < 1500); /* forced for x */
+  if (spy_consumer_state(r.c)->resyncs != resyncs ||
+      spy_consumer_state(r.c)->subscribes != subs) {
+    /* the first consumer saw a gap (or, stalled past the provider's ack
+     * grace, subscribed again) and asked for key frames itself */
+    fprintf(stderr, "  the first consumer resynced: b's keys not judged\n");
+  } else {
+    uint64_t last_b = 0;
+    int forced_b = 0;
+    for (int i = 0; i < l->n; i++) {
+      if (strcmp(l->c[i].name, "b") != 0 || !l->c[i].key)
+        continue;
+      /* after the join, a key frame on b only at its 2 s interval */
+      if (i >= joined_at && l->c[i].captured_ms - last_b < 1800)
+        forced_b++;
+      last_b = l->c[i].captured_ms;
+    }
+    CHECK_EQ(forced_b, 0);
+  }
+  spy_consumer_destroy(x);
+  log_close(l);
+  free(l);
+  rig_close(&r);
+  spy_video_codec_unregister(SPY_CODEC_VP9);
+}
+
+/* The variants a consumer's state lists for a buffer (BUFFER_VARIANTS). */
+static int variants_of(spy_consumer *c, const char *name,
+                       spy_buffer_variant *out) {
+  const spy_state_entry *e =
+      spy_state_find(&spy_consumer_state(c)->buffer_variants, name);
+  return e ? spy_buffer_variants_decode(&e->value, out, 4) : -1;
+}
+
+/* BUFFERS names one variant (the stream, as older readers expect);
+ * BUFFER_VARIANTS lists each one served, with its mode, display, long
+ * edge, size and codec, and follows the subscriptions. */
+TEST(buffer_metadata_lists_every_variant_served) {
+  spy_vpx_register();
+  spy_buffer_request sreq = {.name = "fb",
+                             .mode = SPY_BUFFER_STREAM,
+                             .display = SPY_DISPLAY_COLORS,
+                             .long_edge = 256};
+  spy_buffer_request treq = {.name = "fb",
+                             .mode = SPY_BUFFER_THUMBNAIL,
+                             .display = SPY_DISPLAY_MONO,
+                             .long_edge = 64};
+  rig r;
+  CHECK_EQ(rig_open(&r, SPY_TRANSPORT_OFFLOAD, &sreq, 1), 0);
+  CHECK(rig_add(&r, "fb", SPY_PIXEL_RGBA8, 320, 192, 30) >= 0);
+  spy_consumer *x;
+  spy_consumer_desc cd = {.dir = dir,
+                          .query_initial_ms = 20,
+                          .no_clock_sync = 1,
+                          .features = SPY_FEAT_STATS | SPY_FEAT_BUFFERS,
+                          .buffers = &treq,
+                          .n_buffers = 1};
+  CHECK_EQ(spy_consumer_create(&x, &cd), 0);
+  spy_buffer_variant v[4];
+  CHECK(RIG_UNTIL(&r, x, 30, variants_of(r.c, "fb", v) == 2));
+  int s = v[0].mode == SPY_BUFFER_STREAM ? 0 : 1, t = 1 - s;
+  uint32_t sw, sh, tw, th;
+  spy_thumbnail_size(320, 192, 256, &sw, &sh);
+  spy_thumbnail_size(320, 192, 64, &tw, &th);
+  CHECK_EQ(v[s].mode, SPY_BUFFER_STREAM);
+  CHECK_EQ(v[s].display, SPY_DISPLAY_COLORS);
+  CHECK_EQ(v[s].long_edge, 256);
+  CHECK_EQ(v[s].served_width, sw);
+  CHECK_EQ(v[s].served_height, sh);
+  CHECK_EQ(v[s].codec, SPY_CODEC_VP9);
+  CHECK_EQ(v[t].mode, SPY_BUFFER_THUMBNAIL);
+  CHECK_EQ(v[t].display, SPY_DISPLAY_MONO);
+  CHECK_EQ(v[t].long_edge, 64);
+  CHECK_EQ(v[t].served_width, tw);
+  CHECK_EQ(v[t].served_height, th);
+  CHECK_EQ(v[t].codec, SPY_CODEC_RGBA8);
+  /* the other consumer's state lists the same */
+  CHECK(RIG_UNTIL(&r, x, 10, variants_of(x, "fb", v) == 2));
+  /* BUFFERS, as before: the stream */
+  spy_buffer_meta m;
+  CHECK_EQ(
+      spy_buffer_meta_decode(
+          &spy_state_find(&spy_consumer_state(r.c)->buffers, "fb")->value, &m),
+      0);
+  CHECK_EQ(m.mode, SPY_BUFFER_STREAM);
+  CHECK_EQ(m.served_width, sw);
+  /* the thumbnail's subscriber leaves: one variant left */
+  spy_consumer_destroy(x);
+  CHECK(RIG_UNTIL(&r, NULL, 30, variants_of(r.c, "fb", v) == 1));
+  CHECK_EQ(v[0].mode, SPY_BUFFER_STREAM);
+  rig_close(&r);
+  spy_video_codec_unregister(SPY_CODEC_VP9);
+}
+
+TEST(buffer_variants_decoder_rejects_bad_values) {
+  spy_buffer_variant in[2] = {{.mode = 1,
+                               .display = 3,
+                               .long_edge = 64,
+                               .served_width = 64,
+                               .served_height = 38},
+                              {.mode = 2,
+                               .display = 1,
+                               .codec = 1,
+                               .served_width = 320,
+                               .served_height = 192}};
+  uint8_t blob[3 * SPY_BUFFER_VARIANT_BYTES] = {0};
+  spy_buffer_variants_encode(blob, in, 2);
+  spy_buffer_variant out[2];
+  spy_value v = {.kind = SPY_VAL_BLOB};
+  v.v.s.ptr = (const char *)blob;
+  v.v.s.len = 2 * SPY_BUFFER_VARIANT_BYTES;
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), 2);
+  CHECK(memcmp(&out[1], &in[1], sizeof out[1]) == 0);
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 1), 2); /* one stored */
+  v.v.s.len = 0;
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), 0); /* metadata only */
+  v.v.s.len = SPY_BUFFER_VARIANT_BYTES + 4;            /* not whole records */
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), SPY_EBADVALUE);
+  v.v.s.len = 3 * SPY_BUFFER_VARIANT_BYTES; /* the third: mode 0 */
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), SPY_EBADVALUE);
+  v.v.s.len = 2 * SPY_BUFFER_VARIANT_BYTES;
+  blob[1] = 6; /* display */
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), SPY_EBADVALUE);
+  blob[1] = 3;
+  blob[SPY_BUFFER_VARIANT_BYTES + 2] = 2; /* codec */
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), SPY_EBADVALUE);
+  v.kind = SPY_VAL_STRING;
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), SPY_EBADVALUE);
+  v.kind = SPY_VAL_BLOB;
+  v.v.s.len = (SPY_BUFFER_VARIANT_LIST_MAX + 1) * SPY_BUFFER_VARIANT_BYTES;
+  CHECK_EQ(spy_buffer_variants_decode(&v, out, 2), SPY_EBADVALUE);
 }
 
 static void put32(FILE *f, uint32_t v) {
@@ -1250,5 +1444,8 @@ TEST_MAIN(TEST_CASE(convert_each_type_to_known_rgba8),
           TEST_CASE(without_a_codec_a_stream_is_sent_raw),
           TEST_CASE(key_frames_on_resize_and_every_two_seconds),
           TEST_CASE(a_consumer_joining_mid_stream_starts_on_a_key_frame),
+          TEST_CASE(a_new_subscriber_forces_key_frames_only_on_its_streams),
+          TEST_CASE(buffer_metadata_lists_every_variant_served),
+          TEST_CASE(buffer_variants_decoder_rejects_bad_values),
           TEST_CASE(vpxdec_decodes_the_chunks_as_ivf),
           TEST_CASE(pixels_decoder_rejects_bad_parts))

@@ -4,7 +4,8 @@
  * touched) when nobody wants the profile, an injected provider clock offset
  * recovered by a consumer in another process, a provider killed mid-sync
  * (a timeout; the consumer goes on), a consumer killed mid-sync, and no
- * segment file left behind in any of these. */
+ * segment file left behind in any of these; a consumer the provider
+ * dropped while another kept the channel busy subscribes again. */
 #include <fcntl.h>
 #include <stdlib.h>
 
@@ -422,6 +423,55 @@ TEST(destroy_does_not_wait_for_a_sync_nobody_finishes) {
   CHECK_EQ(clock_files(), 0);
 }
 
+/* Polls a and b in turn until cond holds or `seconds` pass. */
+#define POLL2_UNTIL(a, b, seconds, cond)                                       \
+  ({                                                                           \
+    double end_ = tu_now_s() + (seconds);                                      \
+    int ok_ = 0;                                                               \
+    while (!(ok_ = (cond)) && tu_now_s() < end_) {                             \
+      if (a)                                                                   \
+        spy_consumer_poll((a), 10);                                            \
+      spy_consumer_poll((b), 10);                                              \
+    }                                                                          \
+    ok_;                                                                       \
+  })
+
+/* A consumer that stops acking past the provider's grace is dropped; the
+ * other subscriber keeps the channel busy, so the dropped one never hears
+ * silence. Its next ack is answered with a ping naming it, and it
+ * subscribes again (the provider counts two subscribers again). */
+TEST(consumer_dropped_while_others_keep_data_flowing_subscribes_again) {
+  fresh_dir();
+  pid_t pid = spawn_provider(pdesc(SPY_TRANSPORT_OFFLOAD), NULL);
+  spy_consumer *a, *b;
+  spy_consumer_desc da = cdesc(SPY_FEAT_STATS | SPY_FEAT_ENV, 1);
+  spy_consumer_desc db = cdesc(SPY_FEAT_STATS | SPY_FEAT_HEALTH, 1);
+  /* Silence is not what this is about: a long liveness, so a loaded
+   * machine's stall does not make a re-subscribe of its own. */
+  da.liveness_ms = db.liveness_ms = 5000;
+  CHECK_OK(spy_consumer_create(&a, &da));
+  CHECK_OK(spy_consumer_create(&b, &db));
+  const spy_state *sa = spy_consumer_state(a), *sb = spy_consumer_state(b);
+  CHECK(POLL2_UNTIL(a, b, 10,
+                    sa->conn == SPY_CONN_CONNECTED &&
+                        sb->conn == SPY_CONN_CONNECTED &&
+                        sb->health[SPY_HEALTH_SUBSCRIBERS] == 2));
+  /* a goes quiet (no poll, no ack) until the provider drops it */
+  spy_consumer *none = NULL;
+  CHECK(POLL2_UNTIL(none, b, 10, sb->health[SPY_HEALTH_SUBSCRIBERS] == 1));
+  CHECK(sa->conn == SPY_CONN_CONNECTED); /* it has not noticed yet */
+  uint64_t subs_before = sa->subscribes;
+  CHECK(POLL2_UNTIL(a, b, 10,
+                    sa->sub_dropped >= 1 && sa->conn == SPY_CONN_CONNECTED &&
+                        sb->health[SPY_HEALTH_SUBSCRIBERS] == 2));
+  CHECK(sa->subscribes > subs_before);
+  CHECK_EQ(sa->reconnects, 0); /* subscribed again, not searched again */
+  spy_consumer_destroy(a);
+  spy_consumer_destroy(b);
+  kill(pid, SIGKILL);
+  tu_wait(pid, 5);
+}
+
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
       TEST_CASE(
@@ -432,7 +482,9 @@ int main(int argc, char **argv) {
           clock_sync_with_a_provider_process_recovers_its_injected_offset),
       TEST_CASE(provider_killed_mid_sync_times_out_and_the_consumer_goes_on),
       TEST_CASE(consumer_killed_mid_sync_leaves_no_segment_file),
-      TEST_CASE(destroy_does_not_wait_for_a_sync_nobody_finishes)};
+      TEST_CASE(destroy_does_not_wait_for_a_sync_nobody_finishes),
+      TEST_CASE(
+          consumer_dropped_while_others_keep_data_flowing_subscribes_again)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);
   if (dir[0])
     tu_rm_rf(dir);

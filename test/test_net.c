@@ -20,6 +20,7 @@
 #include "spyglass/consumer.h"
 #include "spyglass/net.h"
 #include "spyglass/provider.h"
+#include "spyglass/wire.h"
 #include "testlib.h"
 #include "testutil.h"
 
@@ -997,6 +998,105 @@ TEST(in_process_server_serves_its_provider_only) {
   CHECK(ok);
 }
 
+/* A frame of `len` bytes carrying (tag, n) in its section. */
+static int tagged_frame(uint8_t *b, size_t len, uint32_t tag, uint32_t n) {
+  spy_frame_writer w;
+  spy_frame_start(&w, b, len, SPY_MSG_DATA, 0, 0, 0);
+  spy_frame_section_begin(&w, 200);
+  size_t room = len - SPY_FRAME_MIN - SPY_SECTION_HEADER_BYTES;
+  uint8_t *p = spy_frame_reserve(&w, room);
+  if (!p)
+    return -1;
+  memset(p, 0x5a, room);
+  spy_wr32(p, tag);
+  spy_wr32(p + 4, n);
+  return spy_frame_finish(&w);
+}
+
+/* Posts probes on tx until rx receives one (the bridge has opened the
+ * name); 1 if it did within 10 s. */
+static int relayed(spy_channel *tx, spy_channel *rx, uint8_t *f, int len) {
+  static uint8_t got[1 << 17];
+  for (double end = tu_now_s() + 10; tu_now_s() < end;) {
+    spy_channel_post(tx, f, (size_t)len);
+    if (spy_channel_recv(rx, got, sizeof got, 20, NULL) == len)
+      return 1;
+  }
+  return 0;
+}
+
+/* Frames that arrive in one read are handed out one receive at a time from
+ * the link's buffer; what is still buffered there is sorted by the next
+ * read of any kind, so another channel's frames behind them are seen by a
+ * wait and come in order. */
+TEST(a_burst_over_one_link_reaches_both_channels_in_order) {
+  fresh_dir();
+  spy_server_desc sd = {0};
+  spy_server *s = start_server(&sd);
+  CHECK(s);
+  char addr[32];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", spy_server_port(s));
+  const spy_channel_ops *ops = spy_net_channel_ops();
+  void *link = NULL;
+  CHECK_OK(ops->link_open(&link, addr, NULL));
+  const char *names[2] = {"spyglass:00000000000000a1",
+                          "spyglass:00000000000000a2"};
+  spy_channel *rx[2], *tx[2];
+  static uint8_t f[16384], got[1 << 17];
+  for (int k = 0; k < 2; k++) {
+    spy_channel_desc rd = {.name = names[k], .ops = ops, .ops_arg = link};
+    CHECK_OK(spy_channel_open(&rx[k], &rd));
+    spy_channel_desc td = {.name = names[k], .dir = dir};
+    CHECK_OK(spy_channel_open(&tx[k], &td));
+    int len = tagged_frame(f, 256, 9, 0);
+    CHECK(relayed(tx[k], rx[k], f, len));
+    while (spy_channel_recv(rx[k], got, sizeof got, 50, NULL) > 0)
+      ; /* late probes */
+  }
+  /* 40 frames of 16 KiB on the first name, then 5 small ones on the
+   * second, posted back to back: the link reads them in a few large
+   * pieces, the second name's behind the first's last. */
+  for (uint32_t i = 0; i < 40; i++) {
+    int len = tagged_frame(f, sizeof f, 1, i);
+    CHECK_OK(spy_channel_post(tx[0], f, (size_t)len));
+  }
+  for (uint32_t i = 0; i < 5; i++) {
+    int len = tagged_frame(f, 128, 2, i);
+    CHECK_OK(spy_channel_post(tx[1], f, (size_t)len));
+  }
+  usleep(100000); /* all relayed: the last reads take them together */
+  uint32_t next = 0;
+  int bad = 0;
+  while (next < 40) {
+    int n = spy_channel_recv(rx[0], got, sizeof got, 5000, NULL);
+    if (n != (int)sizeof f)
+      break;
+    const uint8_t *p = got + SPY_FRAME_MIN + SPY_SECTION_HEADER_BYTES;
+    bad += spy_rd32(p) != 1 || spy_rd32(p + 4) != next;
+    next++;
+  }
+  CHECK_EQ(next, 40);
+  CHECK_EQ(bad, 0);
+  /* The second name's frames: a wait sees them, they come in order. */
+  CHECK_EQ(spy_channel_wait(rx[1], 5000), 1);
+  for (uint32_t i = 0; i < 5; i++) {
+    int n = spy_channel_recv(rx[1], got, sizeof got, 5000, NULL);
+    CHECK_EQ(n, 128);
+    const uint8_t *p = got + SPY_FRAME_MIN + SPY_SECTION_HEADER_BYTES;
+    CHECK_EQ(spy_rd32(p), 2);
+    CHECK_EQ(spy_rd32(p + 4), i);
+  }
+  spy_channel_stats st;
+  spy_channel_get_stats(rx[0], &st);
+  CHECK_EQ(st.lost, 0);
+  for (int k = 0; k < 2; k++) {
+    spy_channel_close(rx[k]);
+    spy_channel_close(tx[k]);
+  }
+  ops->link_close(link);
+  spy_server_thread_stop(s);
+}
+
 TEST_MAIN(TEST_CASE(link_records_round_trip_and_bad_ones_are_refused),
           TEST_CASE(two_remote_and_one_local_consumer_all_get_everything),
           TEST_CASE(clients_of_one_channel_share_one_bus_handle),
@@ -1010,4 +1110,5 @@ TEST_MAIN(TEST_CASE(link_records_round_trip_and_bad_ones_are_refused),
           TEST_CASE(clock_sync_over_the_link),
           TEST_CASE(consumer_without_a_remote_backend_is_not_supported),
           TEST_CASE(in_process_server_serves_its_provider_only),
-          TEST_CASE(slow_handshakes_and_idle_links_are_closed))
+          TEST_CASE(slow_handshakes_and_idle_links_are_closed),
+          TEST_CASE(a_burst_over_one_link_reaches_both_channels_in_order))

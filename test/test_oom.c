@@ -9,6 +9,7 @@
  * The wrap covers the library's own calls and this file's; allocations
  * inside shared libraries (SQLite, libc internals) are not failed. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,15 +19,17 @@
 #include "spyglass/consumer.h"
 #include "spyglass/provider.h"
 #include "spyglass/trace.h"
+#include "spyglass/zones.h"
 #include "testlib.h"
 #include "testutil.h"
 
 /* ---- the failing allocator ----------------------------------------------- */
 
-static _Atomic long calls;   /* allocations since arm() */
-static _Atomic long fail_at; /* 0: never fail */
-static _Atomic int fired;    /* the failure was injected */
-static _Atomic int sticky;   /* every allocation from the Nth on fails */
+static _Atomic long calls;       /* allocations since arm() */
+static _Atomic long fail_at;     /* 0: never fail */
+static _Atomic int fired;        /* the failure was injected */
+static _Atomic int sticky;       /* every allocation from the Nth on fails */
+static _Atomic size_t fail_size; /* mallocs of this size fail (0: none) */
 
 static int should_fail(void) {
   long at = atomic_load_explicit(&fail_at, memory_order_relaxed);
@@ -60,7 +63,14 @@ void *__wrap_aligned_alloc(size_t al, size_t n);
     }                                                                          \
     return call;                                                               \
   } while (0)
-void *__wrap_malloc(size_t n) { FAIL_OR(__real_malloc(n)); }
+void *__wrap_malloc(size_t n) {
+  if (n && n == atomic_load_explicit(&fail_size, memory_order_relaxed)) {
+    atomic_store(&fired, 1);
+    errno = ENOMEM;
+    return NULL;
+  }
+  FAIL_OR(__real_malloc(n));
+}
 void *__wrap_calloc(size_t a, size_t b) { FAIL_OR(__real_calloc(a, b)); }
 void *__wrap_realloc(void *p, size_t n) { FAIL_OR(__real_realloc(p, n)); }
 char *__wrap_strdup(const char *s) { FAIL_OR(__real_strdup(s)); }
@@ -346,9 +356,112 @@ TEST(trace_reader_survives_every_allocation_failure) {
   tu_rm_rf(dir);
 }
 
+/* ---- a consumer moving to another provider ------------------------------- */
+
+/* A provider named `tag` with that env "from", a thread of that name and
+ * a zone a frame, until stop. */
+typedef struct zone_target {
+  spy_provider *p;
+  const char *tag;
+  _Atomic int stop;
+  pthread_t th;
+} zone_target;
+
+static void *zone_target_main(void *arg) {
+  zone_target *t = arg;
+  static spy_zone_loc loc = {"oom-zone", "zone_target_main", "test_oom.c", 1, 0,
+                             0};
+  spy_thread_name(t->p, t->tag);
+  while (!atomic_load(&t->stop)) {
+    spy_frame_begin(t->p);
+    spy_zone_begin(t->p, &loc);
+    spy_counter_set(t->p, SPY_COUNTER_DRAWS, 3);
+    spy_zone_end(t->p);
+    spy_frame_end(t->p);
+    usleep(2000);
+  }
+  return NULL;
+}
+
+static int zone_target_start(zone_target *t, const char *tag) {
+  memset(t, 0, sizeof *t);
+  t->tag = tag;
+  spy_provider_desc d = {.name = tag, .dir = dir, .flush_ms = 20};
+  if (spy_provider_create(&t->p, &d) < 0)
+    return -1;
+  spy_env_set(t->p, "from", tag);
+  if (pthread_create(&t->th, NULL, zone_target_main, t) != 0) {
+    spy_provider_destroy(t->p);
+    return -1;
+  }
+  return 0;
+}
+
+static void zone_target_stop(zone_target *t) {
+  atomic_store(&t->stop, 1);
+  pthread_join(t->th, NULL);
+  spy_provider_destroy(t->p);
+}
+
+/* The state shows `tag`'s env, zone thread and samples. */
+static int shows(const spy_state *s, const char *tag) {
+  const spy_state_entry *e = spy_state_find(&s->env, "from");
+  int thread = 0;
+  for (uint32_t i = 0; i < s->zones.n_threads; i++)
+    thread |= strcmp(s->zones.threads[i].name, tag) == 0;
+  return s->conn == SPY_CONN_CONNECTED && strcmp(s->provider_name, tag) == 0 &&
+         e && e->text && strcmp(e->text, tag) == 0 && thread && s->len > 0;
+}
+
+static int poll_until_shows(spy_consumer *c, const char *tag) {
+  double end = tu_now_s() + 20;
+  while (tu_now_s() < end && !shows(spy_consumer_state(c), tag))
+    if (spy_consumer_poll(c, 20) < 0)
+      return 0;
+  return shows(spy_consumer_state(c), tag);
+}
+
+TEST(consumer_moving_to_another_provider_survives_no_memory_for_its_state) {
+  /* The fresh state of the second provider cannot be allocated (its stats
+   * rings: a size nothing else asks for): the consumer must go on with an
+   * empty state, not with the first provider's freed tables and zones. */
+  CHECK(tu_rundir(dir, sizeof dir));
+  const uint32_t history = 997;
+  zone_target a, b;
+  CHECK_OK(zone_target_start(&a, "oom-first"));
+  spy_consumer *c;
+  spy_consumer_desc d = {.dir = dir,
+                         .history = history,
+                         .features =
+                             SPY_FEAT_STATS | SPY_FEAT_ENV | SPY_FEAT_ZONES,
+                         .query_initial_ms = 20,
+                         .liveness_ms = 500};
+  CHECK_OK(spy_consumer_create(&c, &d));
+  CHECK(poll_until_shows(c, "oom-first"));
+  atomic_store(&fail_size,
+               (size_t)(3 + SPY_STATS_MAX_COUNTERS) * history * sizeof(float));
+  atomic_store(&fired, 0);
+  zone_target_stop(&a);
+  CHECK_OK(zone_target_start(&b, "oom-second"));
+  int moved = poll_until_shows(c, "oom-second");
+  atomic_store(&fail_size, 0);
+  CHECK(atomic_load(&fired)); /* the reset did run out of memory */
+  CHECK(moved);
+  const spy_state *s = spy_consumer_state(c);
+  for (uint32_t i = 0; i < s->zones.n_threads; i++)
+    CHECK(strcmp(s->zones.threads[i].name, "oom-first") != 0);
+  CHECK(s->history == history);
+  CHECK(!isnan(spy_state_sample(s, SPY_FIELD_FPS, 0)));
+  spy_consumer_destroy(c);
+  zone_target_stop(&b);
+  tu_rm_rf(dir);
+}
+
 TEST_MAIN(
     TEST_CASE(provider_create_and_flush_survive_every_allocation_failure),
     TEST_CASE(consumer_create_and_subscribe_survive_every_allocation_failure),
     TEST_CASE(trace_session_survives_every_allocation_failure_jsonl),
     TEST_CASE(trace_session_survives_every_allocation_failure_sqlite),
-    TEST_CASE(trace_reader_survives_every_allocation_failure))
+    TEST_CASE(trace_reader_survives_every_allocation_failure),
+    TEST_CASE(
+        consumer_moving_to_another_provider_survives_no_memory_for_its_state))

@@ -4,6 +4,7 @@
  * process (deep nesting, a zone left open across many flushes, frame
  * markers), whole-zone drops that are counted (what arrives plus what was
  * dropped is what was opened), several threads at once with their names,
+ * span times as the thread's clock saw them (the drain's batch loop),
  * a late joiner resolving location names, and no allocation on an
  * instrumented thread after its first zone (malloc interposed; skipped
  * under the sanitizers, which own malloc). */
@@ -632,6 +633,90 @@ TEST(drops_are_whole_zones_and_counted) {
   spy_provider_destroy(p);
 }
 
+/* Span times as the thread's own clock saw them, through the drain's
+ * batch loop: many locations (ids of two varint bytes), zones from empty
+ * to tens of microseconds long (deltas of one to three bytes), a child in
+ * every other one. Each span lasts at least what the thread measured
+ * inside it and at most what it measured around it (2 % and 2 us for the
+ * tick rate's error); each starts after the one before it ended. */
+#define TIMED 160
+static spy_zone_loc L_timed[TIMED];
+static uint64_t mono_ns(void) { return (uint64_t)(tu_now_s() * 1e9); }
+
+TEST(span_times_match_the_thread_clock) {
+  fresh_dir();
+  spy_provider *p;
+  spy_provider_desc d = pdesc(0);
+  CHECK_OK(spy_provider_create(&p, &d));
+  spy_consumer *c;
+  spy_consumer_desc cd = cdesc(SPY_FEAT_ZONES);
+  CHECK_OK(spy_consumer_create(&c, &cd));
+  double end = tu_now_s() + 10;
+  while (!spy__zone_epoch(p) && tu_now_s() < end)
+    spy_consumer_poll(c, 5);
+  CHECK(spy__zone_epoch(p));
+  spy_thread_name(p, "timed");
+  static spy_zone_loc child = {"child", "timed", "test_zones.c", 60, 0, 0};
+  static uint64_t inside[TIMED], around[TIMED];
+  for (int i = 0; i < TIMED; i++) {
+    L_timed[i] = (spy_zone_loc){
+        "timed", "timed", "test_zones.c", (uint32_t)(1000 + i), 0, 0};
+    uint64_t busy = (uint64_t)(i % 8) * 5000; /* 0 .. 35 us */
+    uint64_t t0 = mono_ns();
+    spy_zone_begin(p, &L_timed[i]);
+    uint64_t t1 = mono_ns();
+    if (i % 2) {
+      spy_zone_begin(p, &child);
+      spy_zone_end(p);
+    }
+    while (mono_ns() - t1 < busy)
+      ;
+    uint64_t t2 = mono_ns();
+    spy_zone_end(p);
+    uint64_t t3 = mono_ns();
+    inside[i] = t2 - t1;
+    around[i] = t3 - t0;
+    if (i % 16 == 0)
+      spy_consumer_poll(c, 0);
+  }
+  CHECK(spy_zone_locations() >= 128); /* the last ids take two bytes */
+  const spy_state *s = spy_consumer_state(c);
+  const spy_zone_thread *t = NULL;
+  CHECK(POLL_UNTIL(c, 20,
+                   (t = thread_named(s, "timed")) &&
+                       closed_spans(t) + t->dropped >= TIMED + TIMED / 2));
+  CHECK_EQ(t->dropped, 0);
+  CHECK_EQ(s->zones.unmatched, 0);
+  int i = 0;
+  const spy_zone_span *prev = NULL;
+  for (uint32_t k = 0; k < t->n; k++) {
+    const spy_zone_span *sp = spy_zone_thread_span(t, k);
+    const spy_zone_location *l = spy_state_zone_loc(s, sp->loc);
+    CHECK(l != NULL);
+    if (strcmp(l->name, "child") == 0) {
+      CHECK_EQ(sp->depth, 1);
+      continue;
+    }
+    CHECK_EQ(sp->depth, 0);
+    CHECK_EQ(l->line, 1000u + (uint32_t)i);
+    uint64_t dur = sp->end_ns - sp->start_ns;
+    if (dur * 1.02 + 2000 < (double)inside[i] ||
+        dur > around[i] * 1.02 + 2000) {
+      fprintf(stderr, "zone %d: %llu ns, measured %llu inside, %llu around\n",
+              i, (unsigned long long)dur, (unsigned long long)inside[i],
+              (unsigned long long)around[i]);
+      CHECK(0);
+    }
+    if (prev)
+      CHECK(sp->start_ns >= prev->end_ns);
+    prev = sp;
+    i++;
+  }
+  CHECK_EQ(i, TIMED);
+  spy_consumer_destroy(c);
+  spy_provider_destroy(p);
+}
+
 /* Several threads at once, each with its own name and sequence. */
 #define THREADS 4
 typedef struct worker_arg {
@@ -909,6 +994,7 @@ int main(int argc, char **argv) {
       TEST_CASE(unsubscribed_zones_write_nothing),
       TEST_CASE(nesting_and_order_rebuilt_exactly_in_another_process),
       TEST_CASE(drops_are_whole_zones_and_counted),
+      TEST_CASE(span_times_match_the_thread_clock),
       TEST_CASE(several_threads_at_once),
       TEST_CASE(late_joiner_resolves_location_names),
       TEST_CASE(scoped_zone_closes_at_block_end),

@@ -137,6 +137,25 @@ static void dump_buffer_meta(const spy_value *v) {
           (unsigned long long)m.captured, (unsigned long long)m.dropped);
 }
 
+/* A BUFFER_VARIANTS entry's records as "variants", or the error the C
+ * decoder refuses them with. */
+static void dump_buffer_variants(const spy_value *v) {
+  spy_buffer_variant x[SPY_BUFFER_VARIANT_LIST_MAX];
+  int n = spy_buffer_variants_decode(v, x, SPY_BUFFER_VARIANT_LIST_MAX);
+  if (n < 0) {
+    fprintf(json, ",\"variants\":{\"error\":\"%s\"}", err_name(n));
+    return;
+  }
+  fprintf(json, ",\"variants\":[");
+  for (int i = 0; i < n; i++)
+    fprintf(json,
+            "%s{\"mode\":%u,\"display\":%u,\"codec\":%u,\"longEdge\":%u,"
+            "\"servedWidth\":%u,\"servedHeight\":%u}",
+            i ? "," : "", x[i].mode, x[i].display, x[i].codec, x[i].long_edge,
+            x[i].served_width, x[i].served_height);
+  fputc(']', json);
+}
+
 /* PIXELS, BATCHES and PASSES as the C decoder reads them. */
 static int dump_image_section(const spy_section *s) {
   int rc;
@@ -305,12 +324,14 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
   }
   case SPY_SEC_ENV:
   case SPY_SEC_REGISTRY:
-  case SPY_SEC_BUFFERS: {
+  case SPY_SEC_BUFFERS:
+  case SPY_SEC_BUFFER_VARIANTS: {
     spy_delta_iter it;
     if ((rc = spy_get_delta(s, &it)) < 0)
       return rc;
     fprintf(json, "\"%s\":{\"full\":%s,\"count\":%d,\"entries\":[",
-            spy_section_name(s->id),
+            s->id == SPY_SEC_BUFFER_VARIANTS ? "bufferVariants"
+                                             : spy_section_name(s->id),
             it.flags & SPY_DELTA_FULL ? "true" : "false", rc);
     spy_delta_entry e;
     for (int i = 0; spy_delta_next(&it, &e); i++) {
@@ -324,6 +345,8 @@ static int dump_section(const spy_frame *f, const spy_section *s) {
         fprintf(json, "null");
       if (s->id == SPY_SEC_BUFFERS && e.state == SPY_DELTA_SET)
         dump_buffer_meta(&e.value);
+      if (s->id == SPY_SEC_BUFFER_VARIANTS && e.state == SPY_DELTA_SET)
+        dump_buffer_variants(&e.value);
       fputc('}', json);
     }
     fprintf(json, "]}");
@@ -907,6 +930,51 @@ static int golden_images(const char *top) {
   spy_put_passes(&w, 7, ps, 3);
   n = spy_frame_finish(&w);
   if (n < 0 || emit(dir, "drawlist", big, (size_t)n) < 0)
+    return -1;
+  /* Every variant of a buffer beside its metadata; a buffer with none. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_DATA, 107, 14,
+                  SPY_FRAME_SNAPSHOT);
+  spy_delta_begin(&d, &w, SPY_SEC_BUFFERS, SPY_DELTA_FULL);
+  spy_buffer_meta_encode(blob, &m);
+  spy_delta_put(&d, SPY_DELTA_SET, "depth", 5, &v);
+  spy_delta_end(&d);
+  spy_buffer_variant bv[3] = {{.mode = SPY_BUFFER_STREAM,
+                               .display = 2,
+                               .codec = SPY_CODEC_VP9,
+                               .long_edge = 640,
+                               .served_width = 640,
+                               .served_height = 360},
+                              {.mode = SPY_BUFFER_THUMBNAIL,
+                               .display = 3,
+                               .long_edge = 256,
+                               .served_width = 256,
+                               .served_height = 144},
+                              {.mode = SPY_BUFFER_STREAM,
+                               .display = 4,
+                               .codec = SPY_CODEC_RGBA8,
+                               .served_width = 1280,
+                               .served_height = 720}};
+  uint8_t vblob[3 * SPY_BUFFER_VARIANT_BYTES];
+  spy_buffer_variants_encode(vblob, bv, 3);
+  spy_value vv = {.kind = SPY_VAL_BLOB,
+                  .v.s = {(const char *)vblob, sizeof vblob}};
+  spy_delta_begin(&d, &w, SPY_SEC_BUFFER_VARIANTS, SPY_DELTA_FULL);
+  spy_delta_put(&d, SPY_DELTA_SET, "depth", 5, &vv);
+  vv.v.s.len = 0;
+  spy_delta_put(&d, SPY_DELTA_SET, "framebuffer", 11, &vv);
+  spy_delta_end(&d);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "buffer_variants", big, (size_t)n) < 0)
+    return -1;
+  /* A variant with mode 0: the entry decodes, its variants are refused. */
+  spy_frame_start(&w, big, sizeof big, SPY_MSG_DATA, 108, 15, 0);
+  spy_delta_begin(&d, &w, SPY_SEC_BUFFER_VARIANTS, 0);
+  vblob[SPY_BUFFER_VARIANT_BYTES] = 0;
+  vv.v.s.len = sizeof vblob;
+  spy_delta_put(&d, SPY_DELTA_SET, "depth", 5, &vv);
+  spy_delta_end(&d);
+  n = spy_frame_finish(&w);
+  if (n < 0 || emit(dir, "bad_variants_mode", big, (size_t)n) < 0)
     return -1;
   /* Metadata with an unknown mode: the entry decodes, its meta is refused. */
   spy_frame_start(&w, big, sizeof big, SPY_MSG_DATA, 105, 12, 0);

@@ -41,7 +41,7 @@ test('image golden frames exist', () => {
     'bad_pixels_width', 'bad_pixels_len', 'bad_raw_size', 'bad_meta_mode',
     'bad_pass_parent', 'bad_batches', 'bad_sub_display', 'raw_variant',
     'vp9_variant_part', 'bad_variant_mode', 'bad_variant_reserved', 'bad_variant_flag',
-    'probe', 'bad_probe_x', 'bad_probe_count']) {
+    'probe', 'bad_probe_x', 'bad_probe_count', 'buffer_variants', 'bad_variants_mode']) {
     assert.ok(names.includes(n), n);
   }
 });
@@ -76,6 +76,20 @@ for (const name of names) {
               (err) => err instanceof wire.WireError && err.code === e.meta.error);
           } else {
             same(px.decodeBufferMeta(g.value), e.meta, `buffers[${i}].meta`);
+          }
+        });
+      } else if (k === 'bufferVariants') {
+        assert.equal(got.bufferVariants.full, v.full);
+        v.entries.forEach((e, i) => {
+          const g = got.bufferVariants.entries[i];
+          assert.ok(g, `bufferVariants entry ${i}`);
+          same(g.key, e.key, `bufferVariants[${i}].key`);
+          same(g.value, e.value, `bufferVariants[${i}].value`);
+          if (e.variants.error) {
+            assert.throws(() => px.decodeBufferVariants(g.value),
+              (err) => err instanceof wire.WireError && err.code === e.variants.error);
+          } else {
+            same(px.decodeBufferVariants(g.value), e.variants, `bufferVariants[${i}].variants`);
           }
         });
       } else {

@@ -142,3 +142,17 @@ test('a zone open for long stays in the spans overlapping a later range', () => 
   const [w] = z.overlapping(1000, 1020);
   assert.deepEqual(w.spans.map((s) => [s.start, s.depth]), [[100, 0], [1000, 1], [1010, 1]]);
 });
+
+test('an end a little behind the newest of its location counts in the second before', () => {
+  // Blocks of one section come thread after thread: thread 2's zone ended
+  // in second 1 although thread 1's, applied first, ended in second 2.
+  const z = new ZoneState();
+  z.locs.set(16, { id: 16, name: 'shared' });
+  const a = z.thread(1), b = z.thread(2);
+  z.begin(a, 1.9e9, 16); z.end(a, 2.1e9);
+  z.begin(b, 1.5e9, 16); z.end(b, 1.6e9);
+  z.latestNs = 2.5e9; // second 2 in progress: second 1 is b's
+  assert.deepEqual([z.lastSecond(z.locs.get(16)).calls, z.lastSecond(z.locs.get(16)).total], [1, 1e8]);
+  z.latestNs = 3.5e9; // second 2 whole: a's, not lost to b's
+  assert.deepEqual([z.lastSecond(z.locs.get(16)).calls, z.lastSecond(z.locs.get(16)).total], [1, 2e8]);
+});

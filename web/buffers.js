@@ -19,10 +19,11 @@
 // displayed RGBA under the cursor and, for a float buffer (r32f, rgba16f,
 // rgba32f), the source value the provider read at that pixel.
 import * as W from './wire.js';
-import { decodeBufferMeta, decodePixels, PartAssembler, PIXEL_TYPES,
+import { decodeBufferMeta, decodeBufferVariants, decodePixels, PartAssembler, PIXEL_TYPES,
   DISPLAY_MODES, BUFFER_MODES, PASS_ROOT, CODEC, answersRequest, encodeProbe,
   PROBE_STOP } from './wire_pixels.js';
 import { $, el } from './dom.js';
+import * as R from './recorder_images.js';
 
 export const MAX_CELLS = 9;
 const VP9 = 'vp09.00.10.08';
@@ -32,14 +33,9 @@ const RESYNC_MIN_MS = 1000;
 const PROBE_MIN_MS = 50; // a probe request at most this often per cell
 const PROBE_REFRESH_MS = 1000;
 const FLOAT_TYPES = new Set([2, 3, 5]); // rgba32f, r32f, rgba16f
-// The flight recorder's images: every cell keeps the images it received
-// (raw frames as they came, VP9 frames as decoded), keyed by provider
-// frame, at most HISTORY_IMAGES per cell and HISTORY_BYTES for all cells
-// together (oldest out first); a parked view shows, per cell, the newest
-// image at or before the parked frame. While parked nothing shown is
-// evicted and new images are kept only while there is room.
-export const HISTORY_BYTES = 64 * 1024 * 1024;
-export const HISTORY_IMAGES = 256;
+// The flight recorder's images: recorder_images.js (the bounds, what is
+// evicted when, and what parking keeps).
+export { HISTORY_BYTES, HISTORY_IMAGES } from './recorder_images.js';
 
 class Cell {
   constructor(panel, name, mode) {
@@ -166,33 +162,12 @@ class Cell {
 
   // ---- the flight recorder ----------------------------------------------
   record(frame, w, h, rgba) {
-    const last = this.hist[this.hist.length - 1];
-    if (last && last.frame >= frame) return; // one image per frame
-    const bytes = w * h * 4;
-    if (this.panel.parkedFrame !== null && !this.panel.room(bytes)) return;
-    this.hist.push({ frame, w, h, rgba });
-    this.histBytes += bytes;
-    this.panel.histBytes += bytes;
-    while (this.hist.length > HISTORY_IMAGES && this.evictOldest()) { /* bound */ }
-    this.panel.trim();
-  }
-
-  // Drops the oldest image not shown; false if there is none.
-  evictOldest() {
-    const i = this.hist[0] === this.parked ? 1 : 0;
-    const x = this.hist[i];
-    if (!x) return false;
-    this.hist.splice(i, 1);
-    const bytes = x.w * x.h * 4;
-    this.histBytes -= bytes;
-    this.panel.histBytes -= bytes;
-    return true;
+    R.record(this.panel, this, this.panel.cells.values(), frame, w, h, rgba);
   }
 
   // Parks the cell on frame F: the newest image at or before it.
   park(frame) {
-    let img = null;
-    for (let i = this.hist.length - 1; i >= 0; i--) if (this.hist[i].frame <= frame) { img = this.hist[i]; break; }
+    const img = R.imageAt(this, frame);
     if (!img) {
       if (!this.parked?.none) { this.parked = { none: true, frame }; this.schedule(); }
       this.parked.frame = frame;
@@ -425,8 +400,7 @@ class Cell {
 
   close() {
     this.closeDecoder(); this.gone.abort(); this.root.remove();
-    this.panel.histBytes -= this.histBytes;
-    this.hist = []; this.histBytes = 0;
+    R.drop(this.panel, this);
   }
 }
 
@@ -451,6 +425,7 @@ export class Buffers {
         }).catch(() => {});
     }
     this.meta = new Map(); // name → decoded metadata
+    this.variants = new Map(); // name → every variant served (BUFFER_VARIANTS)
     this.cells = new Map(); // name → Cell, in selection order
     this.batches = null; this.passes = null;
     this.collapsed = new Set();
@@ -506,6 +481,15 @@ export class Buffers {
       }
       this.dirty = true;
     }
+    if (d.bufferVariants) { // every variant served (BUFFERS names one)
+      if (d.bufferVariants.full) this.variants.clear();
+      for (const e of d.bufferVariants.entries) {
+        if (e.state === W.DELTA.SET) {
+          try { this.variants.set(e.key, decodeBufferVariants(e.value)); } catch { this.client.stats.malformed++; }
+        } else if (e.state === W.DELTA.CLEARED) this.variants.delete(e.key);
+      }
+      this.dirty = true;
+    }
     for (const e of d.probe ?? []) this.cells.get(e.name)?.onProbe(e);
     if (d.batches && d.batches.version !== this.batches?.version) { this.batches = d.batches; this.dirty = true; }
     if (d.passes && d.passes.version !== this.passes?.version) { this.passes = d.passes; this.dirty = true; }
@@ -543,21 +527,8 @@ export class Buffers {
     this.dirty = true;
   }
 
-  // Room for `bytes` more recorded images within HISTORY_BYTES.
-  room(bytes) { return this.histBytes + bytes <= HISTORY_BYTES; }
-
-  // Evicts the oldest recorded images (of any cell) beyond HISTORY_BYTES.
-  // While parked, nothing is evicted (record() only adds what fits).
-  trim() {
-    while (this.histBytes > HISTORY_BYTES && this.parkedFrame === null) {
-      let oldest = null;
-      for (const c of this.cells.values()) {
-        const i = c.hist[0] === c.parked ? 1 : 0;
-        if (c.hist[i] && (!oldest || c.hist[i].frame < oldest.hist[oldest.hist[0] === oldest.parked ? 1 : 0].frame)) oldest = c;
-      }
-      if (!oldest || !oldest.evictOldest()) break;
-    }
-  }
+  // Evicts the oldest recorded images (of any cell) beyond the bound.
+  trim() { R.trim(this, this.cells.values()); }
 
   // v: the view every panel renders (app.js): parked on a frame or live.
   render(v) {
@@ -586,8 +557,13 @@ export class Buffers {
       const box = el('input', { type: 'checkbox', title: 'watch (up to 9)' });
       box.checked = sel;
       box.addEventListener('change', () => { if (!this.toggle(name)) box.checked = false; });
-      const served = m.mode ? `${BUFFER_MODES[m.mode]} ${m.codec === CODEC.VP9 ? 'vp9' : 'raw'} ` +
-        `${m.servedWidth}×${m.servedHeight} ${DISPLAY_MODES[m.display] ?? m.display}` : 'metadata only';
+      // Every variant served when the provider lists them (an older one
+      // names only one, in the metadata).
+      const one = (v) => `${BUFFER_MODES[v.mode]} ${v.codec === CODEC.VP9 ? 'vp9' : 'raw'} ` +
+        `${v.servedWidth}×${v.servedHeight} ${DISPLAY_MODES[v.display] ?? v.display}`;
+      const vs = this.variants.get(name);
+      const served = vs ? (vs.length ? vs.map(one).join(', ') : 'metadata only')
+        : m.mode ? one(m) : 'metadata only';
       const tr = el('tr', { 'data-name': name, class: sel ? 'sel' : '' },
         el('td', {}, box), el('td', { text: name }),
         el('td', { text: PIXEL_TYPES[m.pixelType] ?? `type ${m.pixelType}` }),

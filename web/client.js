@@ -51,7 +51,7 @@ export class Client {
     this.rate = { inPerS: 0, outPerS: 0, framesPerS: 0 };
     this.meter = { t: performance.now(), bin: 0, bout: 0, frames: 0 };
     this.stats = { frames: 0, lost: 0, resyncs: 0, subscribes: 0,
-      malformed: 0, reconnects: 0 };
+      malformed: 0, reconnects: 0, dropped: 0 };
     this.clock = null; // {offsetNs, rttNs, rounds, at}
     this.clockPending = null;
     this.backoff = 250;
@@ -345,6 +345,20 @@ export class Client {
         if (p.id === this.id && this.conn === 'subscribing') this.setConn('live');
       } catch { this.stats.malformed++; }
       return;
+    }
+    if (f.type === W.MSG.PING && (this.conn === 'live' || this.conn === 'stale') &&
+        W.findSection(f, W.SEC.PEER)) {
+      // A ping naming us: the provider no longer has us as a subscriber
+      // (it judged us dead while others kept the channel busy): subscribe
+      // again, as the C consumer does (docs/wire.md, message types).
+      try {
+        if (W.decodePeer(f, W.findSection(f, W.SEC.PEER)).id === this.id) {
+          this.stats.dropped++;
+          this.setConn('subscribing');
+          this.subscribe();
+          return;
+        }
+      } catch { this.stats.malformed++; }
     }
     if (this.conn === 'stale') this.setConn('live');
     if (f.type === W.MSG.DATA) {

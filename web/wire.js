@@ -46,6 +46,7 @@ const SEC_NAMES = [
 ];
 SEC_NAMES[17] = 'build'; // BUILD: wire_trace.js
 SEC_NAMES[18] = 'probe'; // PROBE: wire_pixels.js
+SEC_NAMES[19] = 'buffer_variants'; // BUFFER_VARIANTS: wire_pixels.js
 export const FEAT = (id) => (1 << id) >>> 0;
 export const FRAME_SNAPSHOT = 1;
 export const FRAME_CHECKPOINT = 2;

@@ -8,12 +8,15 @@
 // wire.js dispatches to decodeImageSection from decodeAll; nothing here
 // touches wire.js bindings at load time (the two modules import each
 // other).
-import { WireError, FrameWriter } from './wire.js';
+import { WireError, FrameWriter, decodeDelta } from './wire.js';
 
 export const SEC_PIXELS = 10;
 export const SEC_BATCHES = 15;
 export const SEC_PASSES = 16;
 export const SEC_PROBE = 18;
+export const SEC_BUFFER_VARIANTS = 19;
+export const BUFFER_VARIANT_BYTES = 16;
+export const BUFFER_VARIANT_LIST_MAX = 16;
 export const MSG_BUFFER_PROBE = 21;
 export const PROBE_MAX = 32;
 export const PROBE_STOP = 0xffffffff;
@@ -183,12 +186,35 @@ export function decodePasses(f, s) {
 
 // decodeAll's hook: sets out.pixels / out.batches / out.passes; returns
 // false for a section that is not one of these.
+// A BUFFER_VARIANTS entry's value: [{mode, display, codec, longEdge,
+// servedWidth, servedHeight}], every variant the buffer serves, as
+// spy_buffer_variants_decode checks it (docs/wire.md BUFFER_VARIANTS (19)).
+export function decodeBufferVariants(blob) {
+  if (!(blob instanceof Uint8Array) || blob.length % BUFFER_VARIANT_BYTES ||
+      blob.length > BUFFER_VARIANT_LIST_MAX * BUFFER_VARIANT_BYTES) {
+    fail('EBADVALUE', 0, 'buffer variants are not a blob of 16-byte records');
+  }
+  const dv = new DataView(blob.buffer, blob.byteOffset, blob.length);
+  const out = [];
+  for (let o = 0; o < blob.length; o += BUFFER_VARIANT_BYTES) {
+    const v = {
+      mode: blob[o], display: blob[o + 1], codec: dv.getUint16(o + 2, true),
+      longEdge: dv.getUint16(o + 4, true), servedWidth: dv.getUint32(o + 8, true),
+      servedHeight: dv.getUint32(o + 12, true),
+    };
+    if (v.mode < 1 || v.mode > 2 || v.display > 5 || v.codec > CODEC.VP9) fail('EBADVALUE', o);
+    out.push(v);
+  }
+  return out;
+}
+
 export function decodeImageSection(f, s, out) {
   switch (s.id) {
     case SEC_PIXELS: out.pixels = decodePixels(f, s); return true;
     case SEC_BATCHES: out.batches = decodeBatches(f, s); return true;
     case SEC_PASSES: out.passes = decodePasses(f, s); return true;
     case SEC_PROBE: out.probe = decodeProbe(f, s); return true;
+    case SEC_BUFFER_VARIANTS: out.bufferVariants = decodeDelta(f, s); return true;
     default: return false;
   }
 }

@@ -112,15 +112,21 @@ export class ZoneState {
     const l = this.locs.get(id);
     if (!l) return; // not known yet: its name comes with the next pass
     const sec = Math.floor(endNs / 1e9);
-    if (sec !== l.second) {
+    let to = l.cur;
+    if (l.second === undefined || sec > l.second) { // a later second
       l.last = sec === l.second + 1 ? l.cur : sums();
-      l.cur = sums();
+      to = l.cur = sums();
       l.second = sec;
+    } else if (sec < l.second) {
+      // another thread's block of the section, behind this one in time:
+      // it counts in the second before, anything older is not kept
+      if (sec + 1 !== l.second) return;
+      to = l.last;
     }
-    l.cur.calls++;
-    l.cur.total += dur;
-    l.cur.self += self;
-    if (dur > l.cur.max) l.cur.max = dur;
+    to.calls++;
+    to.total += dur;
+    to.self += self;
+    if (dur > to.max) to.max = dur;
   }
 
   frameMarker(frame, ns) {

@@ -22,7 +22,10 @@
  * id or name. A provider that starts later still connects by its own
  * announce. Heartbeat: ack every 1000 ms; with no message from the
  * provider for 5000 ms the consumer subscribes again, and if that brings
- * nothing either, or the provider says gone, it searches again.
+ * nothing either, or the provider says gone, it searches again. A
+ * provider that dropped us (it heard no ack for its grace, say) while
+ * others keep its channel busy answers our next ack with a ping naming
+ * us: we subscribe again (counted in spy_state.sub_dropped).
  *
  * Clock sync: once connected to a provider, the consumer syncs its clock
  * with it (unless the desc says no_clock_sync): it creates the segment
@@ -118,12 +121,15 @@ typedef struct spy_state_msgprof {
  * The state rebuilds every thread's nested spans from the zone events:
  * spans in begin order with their depth, kept for the last `keep_frames`
  * provider frames (at most `keep_spans` per thread), the frame markers,
- * the locations by id, and per location the calls, total, self and
- * longest time of each second. Times are the provider's CLOCK_MONOTONIC
- * nanoseconds; spy_state_zone_local_ns() maps one to this consumer's
- * clock with the clock-sync offset. After a gap in the provider's frames
- * the open zones are closed as cut (their ends were lost) and rebuilding
- * goes on exactly from the next begin. */
+ * the locations by id, and, once someone asks for them
+ * (spy_state_zone_last_second, spy_state_zones_sums), per location the
+ * calls, total, self and longest time of each second. Times are the
+ * provider's CLOCK_MONOTONIC nanoseconds; spy_state_zone_local_ns() maps
+ * one to this consumer's clock with the clock-sync offset. After a gap in
+ * the provider's frames the open zones are closed as cut (their ends were
+ * lost) and rebuilding goes on exactly from the next begin. The span
+ * rings are allocated as they fill (then reused: nothing is allocated per
+ * span). */
 #define SPY_ZONE_SPAN_CUT 0x1u /* end lost (gap, thread reset) */
 typedef struct spy_zone_span {
   uint64_t start_ns, end_ns; /* end_ns 0 while open */
@@ -139,8 +145,6 @@ typedef struct spy_zone_sums {
 typedef struct spy_zone_location {
   uint32_t id, line, color;
   char *name, *function, *file; /* owned, NUL-terminated */
-  spy_zone_sums cur, last;      /* the second in progress, the one before */
-  uint64_t second;              /* which second `cur` is (provider ns / 1e9) */
 } spy_zone_location;
 
 #define SPY_ZONE_DEPTH_MAX 1024u /* deeper zones are counted, not kept */
@@ -149,12 +153,14 @@ typedef struct spy_zone_thread {
   char name[64];
   int gone;         /* the thread exited */
   uint64_t dropped; /* zones the provider dropped on it (total) */
-  /* Spans in begin order: a ring of cap, n held, the oldest at `start`;
-   * `first` is the absolute index of the oldest. */
+  /* Spans in begin order: a ring of cap (a power of two), n held; span
+   * number a (absolute, from 0) is at spans[a & (cap - 1)]; `first` is the
+   * oldest held, at `start`. */
   spy_zone_span *spans;
   uint32_t cap, n, start;
   uint64_t first;
-  /* Open zones, innermost last: absolute span index, children's time. */
+  /* Open zones, innermost last: absolute span number, and (while the
+   * sums are kept) the children's time, child_ns[d + 1] for depth d. */
   uint64_t *open;
   uint64_t *child_ns;
   uint32_t depth, open_cap, too_deep;
@@ -167,6 +173,7 @@ typedef struct spy_zone_frame {
 } spy_zone_frame;
 
 #define SPY_ZONE_FRAMES_MAX 256u
+typedef struct spy__zone_sum spy__zone_sum; /* zones_state.c */
 typedef struct spy_zone_state {
   uint32_t keep_frames;     /* default 16 (at most SPY_ZONE_FRAMES_MAX - 1) */
   uint32_t keep_spans;      /* per thread; default 65536 */
@@ -181,6 +188,10 @@ typedef struct spy_zone_state {
   uint64_t seen_lost; /* frames_lost when last looked at */
   uint64_t *scratch;  /* one section's unpacked events (internal) */
   size_t scratch_cap; /* words */
+  /* Per-location sums (internal): kept from second sums_from on. */
+  int sums_on;
+  uint64_t sums_from;
+  spy__zone_sum *sums; /* n_locs slots, like locs */
 } spy_zone_state;
 
 /* ---- images (buffer:raw / buffer:chunk; buffers.h, codec.h) ----------- *
@@ -264,6 +275,9 @@ typedef struct spy_state {
   char counter_names[SPY_STATS_MAX_COUNTERS][SPY_KEY_MAX + 1];
   uint32_t n_counters;
   spy_state_table env, registry, buffers;
+  /* Every variant each buffer serves (BUFFER_VARIANTS: a BLOB per buffer
+   * name, read with spy_buffer_variants_decode; `buffers` names one). */
+  spy_state_table buffer_variants;
   uint64_t health[SPY_HEALTH_FIELD_COUNT];
   /* Bookkeeping */
   uint64_t frames_received, bytes_received;
@@ -274,6 +288,10 @@ typedef struct spy_state {
   uint64_t subscribes;                    /* subscribe messages sent */
   uint64_t reconnects;                    /* times a provider was lost */
   double rx_frames_per_s, rx_bytes_per_s; /* over the last second */
+  /* Times the provider said it no longer had us as a subscriber (it
+   * judged us dead, or was full) while we thought we were connected; we
+   * subscribed again each time. */
+  uint64_t sub_dropped;
   /* Clock sync: provider clock − ours, when synced, so a provider
    * timestamp t is t − clock_offset_ns on our clock. */
   int64_t clock_offset_ns;
@@ -425,9 +443,16 @@ const spy_zone_span *spy_zone_thread_span(const spy_zone_thread *t, uint32_t i);
 int spy_state_zone_frame(const spy_state *s, uint32_t age, uint64_t *frame,
                          uint64_t *start_ns, uint64_t *end_ns);
 /* A location's sums over the last complete second of the provider's clock
- * (zero if it was not called then). */
+ * (zero if it was not called then). The state keeps these sums only once
+ * asked: the first call switches them on (it writes that to the state,
+ * the one thing a reader of the state changes; same thread as the polls),
+ * and returns zeros until a whole second has been summed. */
 spy_zone_sums spy_state_zone_last_second(const spy_state *s,
                                          const spy_zone_location *l);
+/* Keeps the per-location sums from now on (on) or not; off by default,
+ * switched on by spy_state_zone_last_second. Keeping them costs applying
+ * a few ns per span. */
+void spy_state_zones_sums(spy_state *s, int on);
 /* A provider time on this consumer's monotonic clock (clock_offset_ns). */
 static inline int64_t spy_state_zone_local_ns(const spy_state *s,
                                               uint64_t provider_ns) {

@@ -85,7 +85,8 @@ typedef enum spy_section_id {
   SPY_SEC_BATCHES = 15,     /* the batch list: what a frame drew */
   SPY_SEC_PASSES = 16,      /* the render-pass tree */
   SPY_SEC_BUILD = 17,       /* build progress (TRACE feature), wire/trace.c */
-  SPY_SEC_PROBE = 18        /* buffer pixels' source values (wire/buffers.c) */
+  SPY_SEC_PROBE = 18,       /* buffer pixels' source values (wire/buffers.c) */
+  SPY_SEC_BUFFER_VARIANTS = 19 /* delta list: every variant a buffer serves */
 } spy_section_id;
 
 /* Feature bits in a subscription: bit (1 << section id). */
@@ -550,6 +551,34 @@ void spy_buffer_meta_encode(uint8_t out[SPY_BUFFER_META_BYTES],
 /* Reads a BUFFERS entry's value; SPY_EBADVALUE if it is not a 48-byte
  * BLOB. */
 int spy_buffer_meta_decode(const spy_value *v, spy_buffer_meta *out);
+
+/* BUFFER_VARIANTS section (19): a delta list like BUFFERS, in the same
+ * data frames and under the same feature bit (SPY_FEAT_BUFFERS), keyed by
+ * buffer name; the value is a BLOB of n × SPY_BUFFER_VARIANT_BYTES
+ * (n ≤ SPY_BUFFER_VARIANT_LIST_MAX; 0: metadata only), one record per
+ * variant served: u8 mode (1 thumbnail, 2 stream), u8 display (resolved
+ * for the type), u16 codec (spy_codec of what is sent), u16 long_edge (as
+ * requested: spy_variant_long_edge), u16 0, u32 served_width,
+ * u32 served_height. BUFFERS' 48-byte value still names one of them (the
+ * first stream, else the largest thumbnail), so older readers, which
+ * skip this section, read what they always read. */
+#define SPY_BUFFER_VARIANT_BYTES 16u
+#define SPY_BUFFER_VARIANT_LIST_MAX 16u
+typedef struct spy_buffer_variant {
+  uint8_t mode, display;
+  uint16_t codec, long_edge;
+  uint32_t served_width, served_height;
+} spy_buffer_variant;
+/* Writes n records into out (n × SPY_BUFFER_VARIANT_BYTES bytes, n ≤
+ * SPY_BUFFER_VARIANT_LIST_MAX; the caller sizes out). */
+void spy_buffer_variants_encode(uint8_t *out, const spy_buffer_variant *v,
+                                uint32_t n);
+/* Reads a BUFFER_VARIANTS entry's value into out (room for max). Returns
+ * the number of records (0..SPY_BUFFER_VARIANT_LIST_MAX, at most max are
+ * stored), or SPY_EBADVALUE: not a BLOB, a length not a multiple of the
+ * record, too many, or a mode, display or codec out of range. */
+int spy_buffer_variants_decode(const spy_value *v, spy_buffer_variant *out,
+                               uint32_t max);
 
 /* ------------------------------------------------------------------------ */
 /* ZONES: CPU zones (docs/wire.md)                                           */

@@ -22,9 +22,10 @@
  * Cost. With nobody subscribed to SPY_FEAT_ZONES a begin or an end is one
  * load and one branch, and nothing is written anywhere. Subscribed, each
  * is one clock read and one 8-byte record into the calling thread's own
- * single-producer ring: no lock, no system call, no allocation. The
- * provider's service (the offload worker, or the frame thread at its ticks
- * with the inline transport) drains every thread's ring about every
+ * single-producer ring (and one store of its head, a begin one more): no
+ * lock, no system call, no allocation. The provider's service (the
+ * offload worker, or the frame thread at its ticks with the inline
+ * transport) drains every thread's ring about every
  * millisecond, sooner while a ring fills fast (the worker sleeps for the
  * time the fastest ring takes to fill a quarter, from 50 us), and posts
  * the ZONES section (docs/wire.md).
@@ -104,15 +105,19 @@ uint32_t spy_zone_locations(void);
 /* ---- the hot path (internal layout: use the functions below) ---------- */
 
 /* The calling thread's ring for one provider: what begin and end touch.
- * Written by its thread only; head_pub is read by the draining service. */
+ * Written by its thread only; the service reads head (release-stored by
+ * the thread). One word per record, and per begin or end one record and
+ * one head store: a begin also moves resv, an end needs nothing else.
+ *   open zones = resv - head (their ends are reserved)
+ *   a begin fits while resv + 2 <= lim (itself and its end) */
 typedef struct spy__zone_ring {
-  uint32_t epoch;    /* the provider's zone epoch this ring follows */
-  uint32_t open;     /* recorded zones still open (their ends are reserved) */
-  uint32_t room;     /* free records beyond the reserved ends */
-  uint32_t mask;     /* records - 1 */
-  uint64_t head;     /* records written */
-  uint64_t *rec;     /* (ticks << 16) | code */
-  uint64_t head_pub; /* head, published with a release store */
+  uint32_t epoch; /* the provider's zone epoch this ring follows */
+  uint32_t mask;  /* records - 1 */
+  uint64_t *rec;  /* (ticks << 16) | code */
+  uint64_t head;  /* records written, published with a release store */
+  uint64_t resv;  /* head + the zones still open */
+  uint64_t lim;   /* the service's tail + records, as last read; 0 makes
+                     every begin take the slow path */
 } spy__zone_ring;
 
 /* The provider's zone epoch (0: zones not subscribed) is a word of its hot
@@ -149,16 +154,15 @@ static inline void spy_zone_begin(spy_provider *p, spy_zone_loc *loc) {
     return; /* nobody subscribed to zones */
   spy__zone_ring *r = spy__zone_cur;
   uint32_t id = __atomic_load_n(&loc->id, __ATOMIC_RELAXED);
-  if (__builtin_expect(r->epoch != e || r->room < 2 || id == 0, 0)) {
+  uint64_t resv = r->resv;
+  if (__builtin_expect(r->epoch != e || resv + 2 > r->lim || id == 0, 0)) {
     spy__zone_begin_slow(p, loc);
     return;
   }
   uint64_t h = r->head;
   r->rec[h & r->mask] = (spy__zone_ticks() << 16) | id;
-  r->head = h + 1;
-  r->room -= 2; /* this begin, and its end reserved */
-  r->open++;
-  __atomic_store_n(&r->head_pub, h + 1, __ATOMIC_RELEASE);
+  r->resv = resv + 2; /* this begin, and its end reserved */
+  __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
 }
 
 /* Closes the calling thread's innermost open zone. An end without a
@@ -169,15 +173,13 @@ static inline void spy_zone_end(spy_provider *p) {
   if (__builtin_expect(e == 0, 1))
     return;
   spy__zone_ring *r = spy__zone_cur;
-  if (__builtin_expect(r->epoch != e || r->open == 0, 0)) {
+  uint64_t h = r->head;
+  if (__builtin_expect(r->epoch != e || r->resv == h, 0)) {
     spy__zone_end_slow(p);
     return;
   }
-  uint64_t h = r->head;
   r->rec[h & r->mask] = spy__zone_ticks() << 16; /* code 0: end */
-  r->head = h + 1;
-  r->open--;
-  __atomic_store_n(&r->head_pub, h + 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
 }
 
 /* For SPY_ZONE's cleanup attribute. */

@@ -115,6 +115,8 @@ struct spy_channel {
   int efd_sock;  /* efd is our bound socket (the event-loop doorbell) */
   int wake_slot; /* the ctl slot we last armed, -1 none */
   int post_sock; /* unbound socket to signal readers with, -1 not yet */
+  uint32_t uid;  /* getuid() at open: in every doorbell name, looked up
+                    once instead of one system call per signal */
   pthread_t watcher;
   int watcher_started;
   _Atomic int watcher_stop;
@@ -749,6 +751,7 @@ int spy_channel_open(spy_channel **out, const spy_channel_desc *desc) {
   ch->dfd = ch->ring_fd = ch->efd = ch->entry_fd = ch->ctl_fd = -1;
   ch->wake_slot = ch->post_sock = -1;
   ch->id = spy__random_u64();
+  ch->uid = (uint32_t)getuid();
   ch->ring_bytes = rb;
   ch->created_ns = spy__mono_ns();
   snprintf(ch->ring_file, sizeof ch->ring_file, RING_PREFIX "%d-%016llx",
@@ -830,11 +833,12 @@ void spy_channel_close(spy_channel *ch) {
  * look at the rings. More than SPY_CTL_WAKE_SLOTS sleeping at once, or no
  * socket: the watcher thread does it as before. */
 
-static socklen_t wake_name(uint64_t id, struct sockaddr_un *a) {
+static socklen_t wake_name(const spy_channel *ch, uint64_t id,
+                           struct sockaddr_un *a) {
   memset(a, 0, sizeof *a);
   a->sun_family = AF_UNIX;
   int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1,
-                   "spyglass-wake-%u-%016llx", (unsigned)getuid(),
+                   "spyglass-wake-%u-%016llx", (unsigned)ch->uid,
                    (unsigned long long)id);
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
@@ -865,7 +869,7 @@ static int ring_readers(spy_channel *ch) {
     if (ch->post_sock < 0)
       continue;
     struct sockaddr_un a;
-    socklen_t al = wake_name(id, &a);
+    socklen_t al = wake_name(ch, id, &a);
     char b = 1;
     /* Not there (it closed or died), or its queue is full (it is readable
      * anyway): nothing to do. */
@@ -907,7 +911,7 @@ static void disarm(spy_channel *ch) {
 static void signal_self(spy_channel *ch) {
   if (ch->efd_sock) {
     struct sockaddr_un a;
-    socklen_t al = wake_name(ch->id, &a);
+    socklen_t al = wake_name(ch, ch->id, &a);
     char b = 1;
     if (sendto(ch->efd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
                (struct sockaddr *)&a, al) < 0) {
@@ -929,9 +933,14 @@ static void drain_fd(spy_channel *ch) {
     }
     return;
   }
+  /* One datagram: a poster signals only a slot it found armed and disarms
+   * it as it does, so one is what an arm lets in. Should more be queued
+   * (signal_self), the fd stays readable and the next turn takes them;
+   * reading on to EAGAIN would cost every wake-up a second system call. */
   char b[64];
-  while (recv(ch->efd, b, sizeof b, MSG_DONTWAIT) > 0)
-    ;
+  if (recv(ch->efd, b, sizeof b, MSG_DONTWAIT) < 0) {
+    /* nothing queued: nothing to drain */
+  }
 }
 
 /* ---- post / receive ----------------------------------------------------- */
@@ -1220,7 +1229,7 @@ int spy_channel_fd(spy_channel *ch) {
    * and the watcher thread. */
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   struct sockaddr_un a;
-  socklen_t al = wake_name(ch->id, &a);
+  socklen_t al = wake_name(ch, ch->id, &a);
   if (fd >= 0 && bind(fd, (struct sockaddr *)&a, al) < 0) {
     close(fd);
     fd = -1;

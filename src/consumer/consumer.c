@@ -397,18 +397,21 @@ static void disconnect(spy_consumer *c, spy_conn next) {
   c->next_query_ms = 0;
 }
 
-/* A different provider: nothing of the old one's state carries over. */
+/* A different provider: nothing of the old one's state carries over. When
+ * fresh rings cannot be allocated the old ones stay, emptied: out of
+ * memory must not bring back anything that was just freed. */
 static void reset_state(spy_consumer *c) {
   spy_state keep = c->st;
+  c->st.rings = NULL; /* kept: everything else goes */
   spy_state_free(&c->st);
-  if (spy_state_init(&c->st, keep.history) < 0) {
-    c->st = keep; /* out of memory: keep the old rings (freed above) */
-    c->st.rings = NULL;
-    return;
-  }
+  if (spy_state_init(&c->st, keep.history) == 0)
+    free(keep.rings);
+  else /* out of memory: the state is empty but for the old rings (len 0) */
+    c->st.rings = keep.rings;
   c->st.features = keep.features;
   c->st.zones.keep_frames = keep.zones.keep_frames;
   c->st.zones.keep_spans = keep.zones.keep_spans;
+  spy_state_zones_sums(&c->st, keep.zones.sums_on);
   c->st.registry_filter = keep.registry_filter;
   c->st.registry_names = keep.registry_names;
   c->st.n_registry_names = keep.n_registry_names;
@@ -416,6 +419,7 @@ static void reset_state(spy_consumer *c) {
   c->st.image_names = keep.image_names;
   c->st.n_image_names = keep.n_image_names;
   c->st.reconnects = keep.reconnects;
+  c->st.sub_dropped = keep.sub_dropped;
   c->st.subscribes = keep.subscribes;
   c->st.resyncs = keep.resyncs;
   c->st.frames_received = keep.frames_received;
@@ -528,6 +532,15 @@ static void read_discovery(spy_consumer *c) {
 
 /* ---- data -------------------------------------------------------------- */
 
+/* A ping carrying a PEER section with our id: the provider's answer to an
+ * ack from a consumer it does not have as a subscriber. */
+static int names_us(const spy_consumer *c, const spy_frame *f) {
+  spy_section s;
+  spy_peer_info peer;
+  return spy_frame_find_section(f, SPY_SEC_PEER, &s) &&
+         spy_get_peer(&s, &peer) == 0 && peer.id == c->id;
+}
+
 static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
                      const spy_recv_info *info, uint64_t now) {
   spy_frame f;
@@ -576,6 +589,17 @@ static void on_frame(spy_consumer *c, const uint8_t *buf, int n,
         clock_start(c);
       }
     }
+    return;
+  }
+  if (f.type == SPY_MSG_PING && c->st.conn == SPY_CONN_CONNECTED &&
+      names_us(c, &f)) {
+    /* The provider no longer has us (it judged us dead, say) though the
+     * channel stays busy with the others' data: subscribe again. */
+    c->st.sub_dropped++;
+    c->st.conn = SPY_CONN_SUBSCRIBING;
+    c->sub_sent_ms = now;
+    c->st.subscribes++;
+    post_ctl(c, c->data, SPY_MSG_SUBSCRIBE);
     return;
   }
   if (clock_op == SPY_CLOCK_OP_READY) {

@@ -44,6 +44,7 @@ void spy_state_free(spy_state *s) {
   table_clear(&s->env);
   table_clear(&s->registry);
   table_clear(&s->buffers);
+  table_clear(&s->buffer_variants);
   spy__state_zones_free(s);
   spy__state_images_free(s);
   spy__state_drawlist_free(s);
@@ -313,6 +314,8 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
                     : sec.id == SPY_SEC_BUILD      ? SPY_FEAT_TRACE
                     : sec.id < 32                  ? SPY_FEAT(sec.id)
                                                    : 0;
+    if (sec.id == SPY_SEC_BUFFER_VARIANTS) /* BUFFERS' companion */
+      feat = SPY_FEAT_BUFFERS;
     if (s->features && !(s->features & feat))
       continue; /* another subscriber's feature */
     switch (sec.id) {
@@ -325,6 +328,9 @@ int spy_state_apply(spy_state *s, const spy_frame *f, uint64_t now_ms) {
       break;
     case SPY_SEC_BUFFERS:
       rc = apply_delta(&s->buffers, &sec, now_ms, NULL);
+      break;
+    case SPY_SEC_BUFFER_VARIANTS:
+      rc = apply_delta(&s->buffer_variants, &sec, now_ms, NULL);
       break;
     case SPY_SEC_HEALTH: {
       int n = spy_get_health(&sec, s->health, SPY_HEALTH_FIELD_COUNT);

@@ -62,7 +62,7 @@ typedef struct netlink {
   int welcomed;
   int32_t error; /* the server's ERROR, or 0 */
   uint8_t *rx;
-  size_t rx_len, rx_cap;
+  size_t rx_off, rx_len, rx_cap; /* records not sorted yet: [rx_off, rx_len) */
   uint64_t retry_ns, backoff_ms;
   lchan ch[SPY_LINK_CHANNELS_MAX];
   /* clock: the reply to the round in flight */
@@ -91,7 +91,7 @@ static void drop_conn(netlink *l) {
     close(l->fd);
   l->fd = -1;
   l->welcomed = 0;
-  l->rx_len = 0;
+  l->rx_off = l->rx_len = 0;
   for (unsigned i = 1; i < SPY_LINK_CHANNELS_MAX; i++)
     l->ch[i].opened = 0;
   l->retry_ns = spy__net_mono_ns() + l->backoff_ms * 1000000ull;
@@ -264,16 +264,69 @@ static void on_rec(netlink *l, const spy_link_rec *r) {
   }
 }
 
-/* Reads what the socket has (waiting up to timeout_ms for it) and sorts
- * the records. Returns 1 if anything arrived, 0 if not, < 0 when the
- * connection ended. */
+/* Sorts the complete records buffered in rx. It stops after a frame has
+ * landed in a receive's own buffer (l->direct): the records after it stay
+ * buffered for the next call, so a burst read at once reaches the caller
+ * frame by frame with one copy each, never through the queue (a heap
+ * block and a second copy per frame). Returns 1 if it handled a record, 0
+ * if there was none complete, -1 if the connection was dropped. */
+static int sort_rx(netlink *l) {
+  int any = 0;
+  size_t off = l->rx_off;
+  while (!l->direct.got) {
+    spy_link_rec r;
+    int c =
+        spy_link_parse(l->rx + off, l->rx_len - off, SPY_LINK_PAYLOAD_MAX, &r);
+    if (c == 0)
+      break;
+    if (c < 0) {
+      if (!l->welcomed && l->rx_len - off >= 12 &&
+          memcmp(l->rx + off, "HTTP/1.1 503", 12) == 0)
+        l->error = SPY_EBUSY;
+      else if (!l->welcomed)
+        l->error = SPY_EBADHEADER;
+      drop_conn(l);
+      return -1;
+    }
+    on_rec(l, &r);
+    any = 1;
+    off += (size_t)c;
+    if (l->fd < 0)
+      return -1;
+  }
+  l->rx_off = off;
+  if (off == l->rx_len)
+    l->rx_off = l->rx_len = 0;
+  return any;
+}
+
+/* Sorts what is buffered, then reads what the socket has (waiting up to
+ * timeout_ms for it, unless the buffer gave something) and sorts that.
+ * Returns 1 if anything arrived, 0 if not, < 0 when the connection
+ * ended. */
 static int read_some(netlink *l, int timeout_ms) {
+  int got = 0;
+  if (l->rx_off < l->rx_len) {
+    int r = sort_rx(l);
+    if (r < 0)
+      return -1;
+    if (l->direct.got)
+      return 1;
+    if (r > 0) {
+      got = 1;
+      timeout_ms = 0; /* progress already: do not sleep */
+    }
+  }
   struct pollfd pf = {.fd = l->fd, .events = POLLIN};
   /* TLS may hold decrypted bytes the socket no longer shows. */
   if (!(l->ssl && SSL_pending(l->ssl)) && poll(&pf, 1, timeout_ms) <= 0)
-    return 0;
-  int got = 0;
+    return got;
   for (;;) {
+    if (l->rx_off) { /* only a partial record is left: to the front */
+      memmove(l->rx, l->rx + l->rx_off, l->rx_len - l->rx_off);
+      l->rx_len -= l->rx_off;
+      l->rx_off = 0;
+    }
     if (l->rx_cap - l->rx_len < 65536 &&
         l->rx_cap < SPY_LINK_PAYLOAD_MAX + 2 * SPY_LINK_HEADER_BYTES) {
       size_t nc = l->rx_cap ? l->rx_cap * 2 : 1u << 17;
@@ -299,28 +352,15 @@ static int read_some(netlink *l, int timeout_ms) {
       break;
     l->rx_len += (size_t)n;
     got = 1;
-    size_t off = 0;
-    for (;;) {
-      spy_link_rec r;
-      int c = spy_link_parse(l->rx + off, l->rx_len - off, SPY_LINK_PAYLOAD_MAX,
-                             &r);
-      if (c == 0)
-        break;
-      if (c < 0) {
-        if (!l->welcomed && memcmp(l->rx, "HTTP/1.1 503", 12) == 0)
-          l->error = SPY_EBUSY;
-        else if (!l->welcomed)
-          l->error = SPY_EBADHEADER;
-        drop_conn(l);
-        return -1;
-      }
-      on_rec(l, &r);
-      off += (size_t)c;
-      if (l->fd < 0)
-        return -1;
-    }
-    memmove(l->rx, l->rx + off, l->rx_len - off);
-    l->rx_len -= off;
+    if (sort_rx(l) < 0)
+      return -1;
+    /* A frame for the waiting receive: the rest can wait in the socket. A
+     * plain socket that gave less than asked for is empty: the next poll
+     * says when there is more (reading on to EAGAIN would cost each
+     * received frame a second system call). TLS may hold more decrypted
+     * bytes, so it reads on. */
+    if (l->direct.got || (!l->ssl && (size_t)n < room))
+      break;
   }
   return got;
 }
@@ -702,6 +742,7 @@ static int ch_recv(void *impl, void *buf, size_t cap, int timeout_ms,
   }
   int got = l->direct.got;
   l->direct.c = NULL;
+  l->direct.got = 0; /* records buffered after it are sorted by the next read */
   if (got)
     return got;
   return c->head ? pop(c, buf, cap, info) : SPY_EAGAIN;

@@ -448,6 +448,20 @@ static void free_sub(buf_sub *x) {
   memset(x, 0, sizeof *x);
 }
 
+/* Bumps the key-frame epoch of each buffer x streams (under mu): only
+ * those encoders start over on a key frame, not every buffer's. The epoch
+ * is per buffer, so each stream variant of such a buffer gets one. */
+static void key_streams_of(struct spy__buffers *b, const buf_sub *x) {
+  uint32_t n = atomic_load(&b->count);
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < x->n; k++)
+      if (x->req[k].mode == SPY_BUFFER_STREAM &&
+          strcmp(x->req[k].name, b->e[i].name) == 0) {
+        atomic_fetch_add(&b->e[i].key_epoch, 1);
+        break;
+      }
+}
+
 void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub) {
   struct spy__buffers *b = get(p);
   if (!b && !sub->n_buffers)
@@ -481,8 +495,9 @@ void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub) {
     }
   }
   publish_wants(b);
+  if (x) /* the new subscriber's streams start on a key frame */
+    key_streams_of(b, x);
   pthread_mutex_unlock(&b->mu);
-  spy__buffers_keyframe(p); /* the new subscriber starts on a key frame */
 }
 
 void spy__buffers_probe(spy_provider *p, uint64_t consumer,
@@ -528,11 +543,15 @@ void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer) {
   pthread_mutex_unlock(&b->mu);
 }
 
-void spy__buffers_keyframe(spy_provider *p) {
+void spy__buffers_keyframe(spy_provider *p, uint64_t consumer) {
   struct spy__buffers *b = get(p);
-  uint32_t n = b ? atomic_load(&b->count) : 0;
-  for (uint32_t i = 0; i < n; i++)
-    atomic_fetch_add(&b->e[i].key_epoch, 1);
+  if (!b)
+    return;
+  pthread_mutex_lock(&b->mu);
+  for (int s = 0; s < MAX_SUBSCRIBERS; s++)
+    if (b->subs[s].id && b->subs[s].id == consumer)
+      key_streams_of(b, &b->subs[s]);
+  pthread_mutex_unlock(&b->mu);
 }
 
 /* Touches the pages of every pooled buffer not in use, up to `bytes`:
@@ -584,6 +603,23 @@ void spy__buffers_service(spy_provider *p) {
 
 /* ---- frame thread: the BUFFERS section ---------------------------------- */
 
+/* What one variant word of e serves: mode, display, size, codec. */
+static spy_buffer_variant served(const buf_entry *e, uint32_t v, int codec) {
+  spy_buffer_variant x = {
+      .mode = (uint8_t)(v & 0xff),
+      .display = (uint8_t)spy_display_resolve(e->type, v >> 8 & 0xff),
+      .long_edge = (uint16_t)(v >> 16),
+      .served_width = e->w,
+      .served_height = e->h};
+  if (x.mode != SPY_BUFFER_STREAM || x.long_edge)
+    spy_thumbnail_size(e->w, e->h, x.long_edge, &x.served_width,
+                       &x.served_height);
+  x.codec =
+      (uint16_t)(x.mode == SPY_BUFFER_STREAM && codec == 1 ? SPY_CODEC_VP9
+                                                           : SPY_CODEC_RGBA8);
+  return x;
+}
+
 void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
   struct spy__buffers *b = get(p);
   uint32_t n = b ? atomic_load_explicit(&b->count, memory_order_acquire) : 0;
@@ -618,6 +654,7 @@ void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
   spy_delta_begin(&d, w, SPY_SEC_BUFFERS, full ? SPY_DELTA_FULL : 0);
   int codec =
       p->tr->ops->codec_supported ? p->tr->ops->codec_supported(p->tr) : 0;
+  uint8_t sent[SPY_BUFFERS_MAX] = {0}; /* listed in this BUFFERS section */
   for (uint32_t i = 0; i < n; i++) {
     buf_entry *e = &b->e[i];
     if (refresh(e))
@@ -625,6 +662,7 @@ void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
     uint32_t want = primary(e);
     if (!full && e->version == e->sent_version)
       continue;
+    sent[i] = 1;
     spy_buffer_meta m = {.pixel_type = (uint16_t)e->type,
                          .mode = (uint8_t)(want & 0xff),
                          .width = e->w,
@@ -651,6 +689,25 @@ void spy__buffers_encode(spy_provider *p, spy_frame_writer *w, int full) {
     v.v.s.len = sizeof blob;
     spy_delta_put(&d, SPY_DELTA_SET, e->name, e->name_len, &v);
     e->sent_version = e->version;
+  }
+  spy_delta_end(&d);
+  /* Every variant served, for the entries just listed (BUFFERS names one
+   * of them only, as older readers expect). */
+  spy_delta_begin(&d, w, SPY_SEC_BUFFER_VARIANTS, full ? SPY_DELTA_FULL : 0);
+  for (uint32_t i = 0; i < n; i++) {
+    if (!sent[i])
+      continue;
+    const buf_entry *e = &b->e[i];
+    spy_buffer_variant vs[SPY_BUFFER_VARIANTS_MAX];
+    uint32_t nv = 0;
+    for (uint32_t k = 0; k < e->cur_n && k < SPY_BUFFER_VARIANTS_MAX; k++)
+      vs[nv++] = served(e, e->cur[k], codec);
+    uint8_t blob[SPY_BUFFER_VARIANTS_MAX * SPY_BUFFER_VARIANT_BYTES];
+    spy_buffer_variants_encode(blob, vs, nv);
+    spy_value v = {.kind = SPY_VAL_BLOB};
+    v.v.s.ptr = (const char *)blob;
+    v.v.s.len = nv * SPY_BUFFER_VARIANT_BYTES;
+    spy_delta_put(&d, SPY_DELTA_SET, e->name, e->name_len, &v);
   }
   spy_delta_end(&d);
 }

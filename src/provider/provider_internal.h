@@ -274,7 +274,9 @@ uint64_t spy__provider_wall_ms(void);
 struct spy__buffers;
 void spy__buffers_subscribe(spy_provider *p, const spy_subscription *sub);
 void spy__buffers_unsubscribe(spy_provider *p, uint64_t consumer);
-void spy__buffers_keyframe(spy_provider *p);
+/* Forces a key frame on the next chunk of every stream `consumer` asked
+ * for (its buffers only, not the other subscribers'); service thread. */
+void spy__buffers_keyframe(spy_provider *p, uint64_t consumer);
 /* A consumer's SPY_MSG_BUFFER_PROBE entry (service thread). */
 void spy__buffers_probe(spy_provider *p, uint64_t consumer, const spy_probe *q);
 void spy__buffers_service(spy_provider *p);

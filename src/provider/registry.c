@@ -111,6 +111,41 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
 /* Sizes of fixed kinds (wire.h), inline for the store's fast path. */
 static const int8_t kind_size[] = {0, 8, 8, 8, 16, 24, 32, 8, 1, -1, -1};
 
+/* Encodes v into entry e's slot (a new kind, a string, the first set): off
+ * the setters' fast path, so that they stay small enough to inline and
+ * build no frame for its scratch. */
+__attribute__((noinline)) static void store_encode(registry *r, reg_entry *e,
+                                                   const spy_value *v) {
+  spy_value cut = *v;
+  if ((v->kind == SPY_VAL_STRING || v->kind == SPY_VAL_BLOB) &&
+      cut.v.s.len > r->string_max)
+    cut.v.s.len = r->string_max;
+  uint8_t tmp[8 + SPY_KEY_MAX + 512];
+  uint8_t *out = r->slot_bytes <= sizeof tmp ? tmp : NULL;
+  if (!out) {
+    /* A large string_max: encode straight into the slot. */
+    int len = spy_delta_encode_entry(e->enc, r->slot_bytes, SPY_DELTA_SET,
+                                     e->name, e->name_len, &cut);
+    if (len > 0) {
+      e->enc_len = (uint32_t)len;
+      e->kind = v->kind;
+      e->version++;
+    }
+    return;
+  }
+  int len = spy_delta_encode_entry(out, r->slot_bytes, SPY_DELTA_SET, e->name,
+                                   e->name_len, &cut);
+  if (len <= 0)
+    return;
+  if (e->kind == v->kind && (uint32_t)len == e->enc_len &&
+      memcmp(out, e->enc, (size_t)len) == 0)
+    return; /* unchanged */
+  memcpy(e->enc, out, (size_t)len);
+  e->enc_len = (uint32_t)len;
+  e->kind = v->kind;
+  e->version++;
+}
+
 static inline void store(registry *r, int i, const spy_value *v) {
   if (i < 0 ||
       (uint32_t)i >= atomic_load_explicit(&r->count, memory_order_relaxed) ||
@@ -148,34 +183,7 @@ static inline void store(registry *r, int i, const spy_value *v) {
     return;
   }
 #endif
-  spy_value cut = *v;
-  if ((v->kind == SPY_VAL_STRING || v->kind == SPY_VAL_BLOB) &&
-      cut.v.s.len > r->string_max)
-    cut.v.s.len = r->string_max;
-  uint8_t tmp[8 + SPY_KEY_MAX + 512];
-  uint8_t *out = r->slot_bytes <= sizeof tmp ? tmp : NULL;
-  if (!out) {
-    /* A large string_max: encode straight into the slot. */
-    int len = spy_delta_encode_entry(e->enc, r->slot_bytes, SPY_DELTA_SET,
-                                     e->name, e->name_len, &cut);
-    if (len > 0) {
-      e->enc_len = (uint32_t)len;
-      e->kind = v->kind;
-      e->version++;
-    }
-    return;
-  }
-  int len = spy_delta_encode_entry(out, r->slot_bytes, SPY_DELTA_SET, e->name,
-                                   e->name_len, &cut);
-  if (len <= 0)
-    return;
-  if (e->kind == v->kind && (uint32_t)len == e->enc_len &&
-      memcmp(out, e->enc, (size_t)len) == 0)
-    return; /* unchanged */
-  memcpy(e->enc, out, (size_t)len);
-  e->enc_len = (uint32_t)len;
-  e->kind = v->kind;
-  e->version++;
+  store_encode(r, e, v);
 }
 
 void spy__registry_store(registry *r, int i, const spy_value *v) {
@@ -197,27 +205,72 @@ void spy__value_set_at(spy_provider *p, int handle, const spy_value *v) {
   store(&p->reg, handle, v);
 }
 
+/* The typed setters' fast path: entry i holds a value of this kind
+ * already (every set after the first), so its bytes in the wire form are
+ * compared and rewritten in place: a few loads and a store, no spy_value
+ * built. 1 if done (or the handle is invalid, which is ignored), 0 if the
+ * general store has to do it. */
+static inline int store_bits(registry *r, int i, uint8_t kind, uint64_t bits,
+                             int size) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (i < 0 ||
+      (uint32_t)i >= atomic_load_explicit(&r->count, memory_order_relaxed))
+    return 1;
+  reg_entry *e = &r->e[i];
+  if (e->kind != kind)
+    return 0;
+  uint8_t *dst = e->enc + 8 + e->name_len;
+  if (size == 1) {
+    if (*dst != (uint8_t)bits) {
+      *dst = (uint8_t)bits;
+      e->version++;
+    }
+    return 1;
+  }
+  uint64_t old;
+  memcpy(&old, dst, 8);
+  if (old != bits) {
+    memcpy(dst, &bits, 8);
+    e->version++;
+  }
+  return 1;
+#else
+  (void)r, (void)i, (void)kind, (void)bits, (void)size;
+  return 0;
+#endif
+}
+
 /* The typed by-handle setters: the value is built here, past the watched
  * check, never by an unwatched caller. */
 void spy__value_set_f64_at(spy_provider *p, int handle, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, 8);
+  if (store_bits(&p->reg, handle, SPY_VAL_FLOAT, bits, 8))
+    return;
   spy_value x = {.kind = SPY_VAL_FLOAT};
   x.v.f[0] = v;
   store(&p->reg, handle, &x);
 }
 
 void spy__value_set_i64_at(spy_provider *p, int handle, int64_t v) {
+  if (store_bits(&p->reg, handle, SPY_VAL_INT, (uint64_t)v, 8))
+    return;
   spy_value x = {.kind = SPY_VAL_INT};
   x.v.i = v;
   store(&p->reg, handle, &x);
 }
 
 void spy__value_set_u64_at(spy_provider *p, int handle, uint64_t v) {
+  if (store_bits(&p->reg, handle, SPY_VAL_UINT, v, 8))
+    return;
   spy_value x = {.kind = SPY_VAL_UINT};
   x.v.u = v;
   store(&p->reg, handle, &x);
 }
 
 void spy__value_set_bool_at(spy_provider *p, int handle, int v) {
+  if (store_bits(&p->reg, handle, SPY_VAL_BOOL, v != 0, 1))
+    return;
   spy_value x = {.kind = SPY_VAL_BOOL};
   x.v.b = v != 0;
   store(&p->reg, handle, &x);

@@ -9,6 +9,8 @@
  *                           -> subscribe:ack, snapshot on the next flush
  *   ack (every second)      keeps a subscriber; none for ack_grace_ms
  *                           drops it and what only it wanted
+ *   ack from a consumer not subscribed (dropped, or refused when full)
+ *                           -> ping naming it (PEER): it subscribes again
  *   resync                  -> snapshot on the next flush
  *   unsubscribe             drops it
  *   nothing posted for idle_ping_ms while subscribed -> ping
@@ -69,6 +71,8 @@ static void post_ctl(spy_provider *p, uint32_t type, uint64_t peer,
                               .subscribers = (uint16_t)p->nsubs,
                               .name = p->name};
     spy_put_provider(&w, &info);
+    if (peer) /* "you are not subscribed": that consumer subscribes again */
+      spy_put_peer(&w, peer, 0);
   }
   int n = spy_frame_finish(&w);
   if (t0)
@@ -235,13 +239,15 @@ static void on_data_msg(spy_provider *p, const uint8_t *buf, int n,
   case SPY_MSG_ACK:
     if (i >= 0)
       p->subs[i].last_ack_ms = now;
+    else /* dropped (ack grace) or refused: tell it, it subscribes again */
+      post_ctl(p, SPY_MSG_PING, peer.id, 0, NULL);
     break;
   case SPY_MSG_RESYNC:
     if (i >= 0) {
       p->subs[i].last_ack_ms = now;
       atomic_store(&p->snapshot_req, 1);
       spy__zones_snapshot(p);
-      spy__buffers_keyframe(p); /* streams restart on a key frame */
+      spy__buffers_keyframe(p, peer.id); /* its streams restart on a key */
     }
     break;
   case SPY_MSG_UNSUBSCRIBE:

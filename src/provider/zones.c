@@ -7,12 +7,13 @@
  * reset (both followed by one raw value record), >= 16 begin of that
  * location id. The thread writes records and publishes `head` with a
  * release store; the service reads up to `head` and publishes `tail`. The
- * thread reads `tail` only when its cached room runs out.
+ * thread reads `tail` only when its cached limit (`lim` = tail + records)
+ * runs out.
  *
- * Whole zones. `room` counts free records beyond the ends reserved for the
- * zones still open, so a begin needs room for itself and its end, and an
- * end never needs a check. A begin that finds no room starts dropping: it
- * and every zone opened inside it are left out (`skip` counts them), their
+ * Whole zones. `resv` is head plus the ends reserved for the zones still
+ * open, so a begin needs room for itself and its end (resv + 2 <= lim),
+ * and an end never needs a check. A begin that finds no room starts dropping:
+ * it and every zone opened inside it are left out (`skip` counts them), their
  * ends likewise, so what reaches the wire always nests.
  *
  * Epochs. The provider's zone word (spy__provider_hot.zones) is 0 while
@@ -171,8 +172,10 @@ static zone_buf *thread_ring(spy_provider *p, int create, int *err) {
   return b;
 }
 
-static void publish(zone_buf *b) {
-  __atomic_store_n(&b->r.head_pub, b->r.head, __ATOMIC_RELEASE);
+/* The thread's own stores of a ring's records before `h` reach the
+ * service. */
+static void publish(zone_buf *b, uint64_t h) {
+  __atomic_store_n(&b->r.head, h, __ATOMIC_RELEASE);
 }
 
 static uint32_t free_records(zone_buf *b) {
@@ -189,12 +192,11 @@ static int adopt(zone_buf *b, uint32_t e) {
   uint64_t h = b->r.head;
   b->r.rec[h & b->r.mask] = (spy__ticks() << 16) | ZREC_RESET;
   b->r.rec[(h + 1) & b->r.mask] = e;
-  b->r.head = h + 2;
   b->r.epoch = e;
-  b->r.open = 0;
-  b->r.room = f - 2;
+  b->r.resv = h + 2; /* no zone open */
+  b->r.lim = h + f;  /* tail + records */
   b->skip = b->saved_open = b->hold = 0;
-  publish(b);
+  publish(b, h + 2);
   return 1;
 }
 
@@ -227,8 +229,11 @@ static void count_drop(spy_provider *p, zone_buf *b) {
     atomic_fetch_add_explicit(&p->zones.st_dropped, 1, memory_order_relaxed);
 }
 
+/* Room for a begin (itself and its end) beyond the reserved ends? */
+static int has_room(const zone_buf *b) { return b->r.resv + 2 <= b->r.lim; }
+
 static void refresh_room(zone_buf *b) {
-  b->r.room = free_records(b) - b->r.open;
+  b->r.lim = b->r.head + free_records(b);
 }
 
 void spy__zone_begin_slow(spy_provider *p, spy_zone_loc *loc) {
@@ -250,27 +255,25 @@ void spy__zone_begin_slow(spy_provider *p, spy_zone_loc *loc) {
     id = register_loc(loc);
   /* Full: the service's tail is re-read only every HOLD begins, so a
    * thread outrunning the drain does not pull its cache line each time. */
-  if (b->r.room < 2 && (!b->hold || !--b->hold)) {
+  if (!has_room(b) && (!b->hold || !--b->hold)) {
     refresh_room(b);
-    if (b->r.room < 2)
+    if (!has_room(b))
       b->hold = HOLD;
   }
-  if (!id || b->r.room < 2) {
+  if (!id || !has_room(b)) {
     /* Dropped, with everything inside it. The fast paths go slow while
-     * skipping: no room for begins, no open zone for ends. */
-    b->saved_open = b->r.open;
-    b->r.open = 0;
-    b->r.room = 0;
+     * skipping: no limit for begins, no open zone for ends. */
+    b->saved_open = (uint32_t)(b->r.resv - b->r.head);
+    b->r.resv = b->r.head;
+    b->r.lim = 0;
     b->skip = 1;
     count_drop(p, b);
     return;
   }
   uint64_t h = b->r.head;
   b->r.rec[h & b->r.mask] = (spy__ticks() << 16) | id;
-  b->r.head = h + 1;
-  b->r.room -= 2;
-  b->r.open++;
-  publish(b);
+  b->r.resv += 2;
+  publish(b, h + 1);
 }
 
 void spy__zone_end_slow(spy_provider *p) {
@@ -281,17 +284,15 @@ void spy__zone_end_slow(spy_provider *p) {
   if (!b)
     return;
   if (b->skip) {
-    if (--b->skip == 0)
-      b->r.open = b->saved_open; /* room stays 0: the next begin looks */
+    if (--b->skip == 0) /* lim stays 0: the next begin looks */
+      b->r.resv = b->r.head + b->saved_open;
     return;
   }
-  if (!b->r.open)
-    return; /* its begin was not recorded */
   uint64_t h = b->r.head;
+  if (b->r.resv == h)
+    return; /* its begin was not recorded */
   b->r.rec[h & b->r.mask] = spy__ticks() << 16;
-  b->r.head = h + 1;
-  b->r.open--;
-  publish(b);
+  publish(b, h + 1);
 }
 
 void spy__zones_frame(spy_provider *p, uint64_t frame_no, uint64_t ticks) {
@@ -299,9 +300,9 @@ void spy__zones_frame(spy_provider *p, uint64_t frame_no, uint64_t ticks) {
   if (!e)
     return;
   zone_buf *b = bind(p, e, 1);
-  if (b && !b->skip && b->r.room < 2)
+  if (b && !b->skip && !has_room(b))
     refresh_room(b);
-  if (!b || b->skip || b->r.room < 2) {
+  if (!b || b->skip || !has_room(b)) {
     atomic_fetch_add_explicit(&p->zones.st_markers_dropped, 1,
                               memory_order_relaxed);
     return;
@@ -309,9 +310,8 @@ void spy__zones_frame(spy_provider *p, uint64_t frame_no, uint64_t ticks) {
   uint64_t h = b->r.head;
   b->r.rec[h & b->r.mask] = (ticks << 16) | ZREC_FRAME;
   b->r.rec[(h + 1) & b->r.mask] = frame_no;
-  b->r.head = h + 2;
-  b->r.room -= 2;
-  publish(b);
+  b->r.resv += 2;
+  publish(b, h + 2);
 }
 
 int spy_thread_name(spy_provider *p, const char *name) {
@@ -604,16 +604,23 @@ static inline void put_fast(enc *e, uint8_t kind, uint64_t ns, uint64_t value) {
 /* The drain's batch loop: encodes the begin and end records from i on,
  * as many as the frame surely has room for (SPY_ZONES_EVENT_MAX each)
  * and up to the ring's wrap, without a call or a room check per record.
- * Stops before a frame or reset record, a tick jump unwrap() must judge,
- * or a time not in the anchor's fast range; returns the next index.
- * Same bytes as put_fast(to_ns(unwrap())) record by record. */
+ * Stops before a frame or reset record, or a time not within 2^32 ticks
+ * after the anchor (to_ns()'s fast case); returns the next index. Same
+ * bytes as put_fast(to_ns(unwrap())) record by record: a record's low 48
+ * tick bits less the anchor's, modulo 2^48, are its ticks since the
+ * anchor when under 2^32 (records are drained within a second or so of
+ * being written, the anchor is re-read every second), so one subtraction
+ * and one test do unwrap()'s and to_ns()'s range checks, and the times
+ * are kept relative to the anchor's nanoseconds. */
 static uint64_t drain_run(enc *e, zone_buf *b, uint64_t i, uint64_t head) {
   const spy__zones *z = &e->p->zones;
   spy_frame_writer *w = &e->w;
-  const uint64_t tick_a = z->tick_a, mono_a = z->mono_a;
-  const uint64_t mult = (uint64_t)z->mult;
-  if (z->mult < 0 || z->mult >= (1ll << 31))
+  /* The anchor's ns under 2^61: every time here is below 2^62, so no
+   * delta needs put_fast()'s clamp. */
+  if (z->mult < 0 || z->mult >= (1ll << 31) || (z->mono_a >> 61))
     return i; /* not the fast case: record by record */
+  const uint64_t ta16 = z->tick_a << 16, mult = (uint64_t)z->mult;
+  const uint64_t mono_a = z->mono_a;
   for (;;) {
     size_t room = w->cap - w->len;
     if (i >= head || room < 128)
@@ -626,27 +633,22 @@ static uint64_t drain_run(enc *e, zone_buf *b, uint64_t i, uint64_t head) {
       n = wrap;
     const uint64_t *src = b->r.rec + at;
     uint8_t *o = w->buf + w->len;
-    uint64_t last = e->zw.last_ns, wt = b->w_ticks, k = 0;
+    /* last may precede the anchor: relative to it, signed */
+    int64_t last = (int64_t)(e->zw.last_ns - mono_a);
+    uint64_t dt = UINT64_MAX, k = 0;
     for (; k < n; k++) {
       uint64_t r = src[k];
       uint64_t code = r & 0xffffu;
       if (__builtin_expect(code - 1 < ZREC_RESET, 0))
-        break; /* frame or reset: the record-by-record path */
-      /* unwrap(): the 48-bit tick's signed distance from the last */
-      int64_t sd = (int64_t)(((r >> 16) - wt) << 16) >> 16;
-      if (__builtin_expect(sd >= (1ll << 40) || sd <= -(1ll << 40), 0))
-        break;
-      uint64_t tk = wt + (uint64_t)sd;
-      uint64_t dt = tk - tick_a;
-      if (__builtin_expect(dt >= (1ull << 32), 0))
+        break;               /* frame or reset: the record-by-record path */
+      uint64_t x = r - ta16; /* (ticks since the anchor) << 16 | code */
+      if (__builtin_expect(x >> 48, 0))
         break; /* before the anchor, or far after it: to_ns() */
-      wt = tk;
-      uint64_t ns = mono_a + (dt * mult >> 32);
-      uint64_t d = ns > last ? ns - last : 0;
-      if (__builtin_expect(d >> 62, 0))
-        d = 0;
+      dt = x >> 16;
+      int64_t ns = (int64_t)(dt * mult >> 32);
+      int64_t d = ns > last ? ns - last : 0;
       last += d;
-      uint64_t v = d << 2 | (code != 0);
+      uint64_t v = (uint64_t)d << 2 | (code != 0);
       if (__builtin_expect(v < 0x80, 1)) {
         *o++ = (uint8_t)v;
       } else {
@@ -656,21 +658,21 @@ static uint64_t drain_run(enc *e, zone_buf *b, uint64_t i, uint64_t head) {
         } while (v >= 0x80);
         *o++ = (uint8_t)v;
       }
-      if (code) {
-        if (__builtin_expect(code < 0x80, 1)) {
-          *o++ = (uint8_t)code;
-        } else {
-          do {
-            *o++ = (uint8_t)(code | 0x80);
-            code >>= 7;
-          } while (code >= 0x80);
-          *o++ = (uint8_t)code;
-        }
+      if (__builtin_expect(code < 0x80, 1)) {
+        *o = (uint8_t)code; /* an end writes nothing: the byte is room */
+        o += code != 0;
+      } else {
+        do {
+          *o++ = (uint8_t)(code | 0x80);
+          code >>= 7;
+        } while (code >= 0x80);
+        *o++ = (uint8_t)code;
       }
     }
     w->len = (size_t)(o - w->buf);
-    e->zw.last_ns = last;
-    b->w_ticks = wt;
+    e->zw.last_ns = mono_a + (uint64_t)last;
+    if (dt != UINT64_MAX)
+      b->w_ticks = z->tick_a + dt;
     i += k;
     if (k < n)
       return i;
@@ -773,7 +775,7 @@ static void release_dead(spy_provider *p, zone_buf **v, int n, int want) {
     zone_buf *b = v[k];
     if (!atomic_load_explicit(&b->dead, memory_order_acquire) ||
         atomic_load(&b->tail) !=
-            __atomic_load_n(&b->r.head_pub, __ATOMIC_ACQUIRE) ||
+            __atomic_load_n(&b->r.head, __ATOMIC_ACQUIRE) ||
         (want && !b->w_gone_sent))
       continue;
     pthread_mutex_lock(&z->mu);
@@ -828,7 +830,7 @@ void spy__zones_service(spy_provider *p) {
   for (int k = 0; k < n; k++) {
     /* dead before head: a dead ring's head is final */
     dead[k] = atomic_load_explicit(&v[k]->dead, memory_order_acquire);
-    heads[k] = __atomic_load_n(&v[k]->r.head_pub, __ATOMIC_ACQUIRE);
+    heads[k] = __atomic_load_n(&v[k]->r.head, __ATOMIC_ACQUIRE);
     uint64_t held =
         heads[k] - atomic_load_explicit(&v[k]->tail, memory_order_relaxed);
     if (held > most)

@@ -27,7 +27,7 @@ typedef struct zone_buf {
   spy__zone_ring r; /* first: spy__zone_cur points here */
   /* the thread's (slow path) */
   uint32_t skip;       /* dropped zones open, innermost first */
-  uint32_t saved_open; /* r.open while skipping */
+  uint32_t saved_open; /* r.resv - r.head (zones open) while skipping */
   uint32_t hold;       /* begins to drop before re-reading tail */
   struct zone_buf *thread_next;
   const void *owner; /* the provider, compared only */

@@ -1,6 +1,7 @@
 /* buffers.c — the value of a BUFFERS delta entry: a buffer's metadata as
- * a 48-byte BLOB (wire.h spy_buffer_meta, docs/wire.md); and the PROBE
- * section (a pixel's source value). */
+ * a 48-byte BLOB (wire.h spy_buffer_meta, docs/wire.md); the value of a
+ * BUFFER_VARIANTS entry (every variant served); and the PROBE section (a
+ * pixel's source value). */
 #include <string.h>
 
 #include "spyglass/wire.h"
@@ -42,6 +43,46 @@ int spy_buffer_meta_decode(const spy_value *v, spy_buffer_meta *out) {
   if (out->mode > SPY_BUFFER_STREAM || out->codec > SPY_CODEC_VP9)
     return SPY_EBADVALUE;
   return 0;
+}
+
+/* ---- BUFFER_VARIANTS values ------------------------------------------- */
+
+void spy_buffer_variants_encode(uint8_t *out, const spy_buffer_variant *v,
+                                uint32_t n) {
+  for (uint32_t i = 0; i < n && i < SPY_BUFFER_VARIANT_LIST_MAX; i++) {
+    uint8_t *p = out + (size_t)i * SPY_BUFFER_VARIANT_BYTES;
+    p[0] = v[i].mode;
+    p[1] = v[i].display;
+    spy_wr16(p + 2, v[i].codec);
+    spy_wr16(p + 4, v[i].long_edge);
+    spy_wr16(p + 6, 0);
+    spy_wr32(p + 8, v[i].served_width);
+    spy_wr32(p + 12, v[i].served_height);
+  }
+}
+
+int spy_buffer_variants_decode(const spy_value *v, spy_buffer_variant *out,
+                               uint32_t max) {
+  if (!v || v->kind != SPY_VAL_BLOB || (v->v.s.len && !v->v.s.ptr) ||
+      v->v.s.len % SPY_BUFFER_VARIANT_BYTES ||
+      v->v.s.len > SPY_BUFFER_VARIANT_LIST_MAX * SPY_BUFFER_VARIANT_BYTES)
+    return SPY_EBADVALUE;
+  uint32_t n = v->v.s.len / SPY_BUFFER_VARIANT_BYTES;
+  const uint8_t *p = (const uint8_t *)v->v.s.ptr;
+  for (uint32_t i = 0; i < n; i++, p += SPY_BUFFER_VARIANT_BYTES) {
+    spy_buffer_variant x = {.mode = p[0],
+                            .display = p[1],
+                            .codec = spy_rd16(p + 2),
+                            .long_edge = spy_rd16(p + 4),
+                            .served_width = spy_rd32(p + 8),
+                            .served_height = spy_rd32(p + 12)};
+    if (x.mode < SPY_BUFFER_THUMBNAIL || x.mode > SPY_BUFFER_STREAM ||
+        x.display > 5 /* alpha */ || x.codec > SPY_CODEC_VP9)
+      return SPY_EBADVALUE;
+    if (i < max)
+      out[i] = x;
+  }
+  return (int)n;
 }
 
 /* ---- PROBE ------------------------------------------------------------- */

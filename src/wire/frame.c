@@ -53,6 +53,7 @@ const char *spy_section_name(uint32_t id) {
   case SPY_SEC_ZONES: return "zones";
   case SPY_SEC_BUILD: return "build";
   case SPY_SEC_PROBE: return "probe";
+  case SPY_SEC_BUFFER_VARIANTS: return "buffer_variants";
   default: return NULL;
   }
 }

@@ -414,7 +414,22 @@ static int buffers_block(int y, const spy_state *s, const top_view *v) {
                                                      : "thumbnail";
     int x = putf(y, 3, A_NORMAL, "%-16.16s %5ux%-5u %-8s", name, m.width,
                  m.height, type ? type : "?");
-    if (m.mode)
+    /* every variant served when the provider lists them, else the one */
+    spy_buffer_variant vs[SPY_BUFFER_VARIANT_LIST_MAX];
+    const spy_state_entry *ve = spy_state_find(&s->buffer_variants, e->name);
+    int nv = ve && ve->has_value
+                 ? spy_buffer_variants_decode(&ve->value, vs,
+                                              SPY_BUFFER_VARIANT_LIST_MAX)
+                 : -1;
+    if (nv > 1) {
+      for (int k = 0; k < nv; k++)
+        x = putf(y, x + 1, A_NORMAL, "%s %ux%u %s%s",
+                 vs[k].mode == SPY_BUFFER_STREAM ? "stream" : "thumbnail",
+                 vs[k].served_width, vs[k].served_height,
+                 vs[k].codec == SPY_CODEC_VP9 ? "vp9" : "raw",
+                 k + 1 < nv ? "," : "");
+      x = putf(y, x + 1, A_NORMAL, "%.1f/s", seen[i].rate);
+    } else if (m.mode)
       x = putf(y, x + 1, A_NORMAL, "%s %ux%u %s %.1f/s", mode, m.served_width,
                m.served_height, m.codec == SPY_CODEC_VP9 ? "vp9" : "raw",
                seen[i].rate);

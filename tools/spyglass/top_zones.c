@@ -76,6 +76,8 @@ void top_zones_draw(int y0, int y1, const spy_state *s) {
   top_zone_row rows[256];
   int max = room < 256 ? room : 256;
   int total = top_zones_rows(s, rows, max);
+  if (!total && z->latest_ns / 1000000000ull < z->sums_from + 1)
+    line(y0, A_DIM, " (summing the first whole second since the view opened)");
   for (int i = 0; i < total && i < max; i++) {
     const spy_zone_location *l = rows[i].loc;
     snprintf(b, sizeof b, " %-28.28s %8llu %10.3f %10.3f %10.3f",
