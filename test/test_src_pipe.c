@@ -1,13 +1,17 @@
 /* test_src_pipe.c — the source pipe (src/store/src_pipe.c): payloads
  * packed on the packer thread come back in submission order and decode to
  * their bytes; a row the sink refuses never becomes the base of a delivered
- * delta; a reset starts a new chain. The sink here is a table in memory
- * (this is a unit test of the pipe; test_trace covers the stores). */
+ * delta; a reset starts a new chain; the copy/insert delta (codec 3)
+ * decodes to the exact bytes, binary ones too, and refuses every
+ * truncated or altered blob without reading outside it. The sink here is a
+ * table in memory (this is a unit test of the pipe; test_trace covers the
+ * stores). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "spyglass/trace.h"
+#include "store/src_delta.h"
 #include "store/store.h"
 #include "testlib.h"
 
@@ -62,7 +66,7 @@ static const row *find(const table *t, const char *id) {
 
 /* Decodes a row, following its bases; 0 when it gives want[0..n). */
 static int decode(const table *t, const row *r, spy__buf *out, int depth) {
-  if (depth > 8)
+  if (depth > SPY__SRC_MAX_DEPTH)
     return -1;
   spy__buf base = {0};
   if (r->has_base) {
@@ -72,8 +76,8 @@ static int decode(const table *t, const row *r, spy__buf *out, int depth) {
       return -1;
     }
   }
-  int rc = spy__src_unpack(out, r->codec, r->blob, r->blob_n, r->size, base.p,
-                           base.len);
+  int rc = spy__src_unpack(out, NULL, r->codec, r->blob, r->blob_n, r->size,
+                           base.p, base.len);
   spy__buf_free(&base);
   return rc;
 }
@@ -219,7 +223,117 @@ TEST(small_and_large_versions_decode_and_make_deltas) {
   table_free(&t);
 }
 
+/* A module's versions as the demo build makes them (comments stripped,
+ * then whitespace collapsed): each later version is a copy/insert delta
+ * of the one before, far smaller than the text. */
+TEST(edited_versions_are_copy_deltas_and_decode) {
+  table t = {.refuse = -1};
+  spy__src_pipe *q = spy__src_pipe_new(sink, &t);
+  CHECK(q);
+  enum { N = 3 };
+  char *pays[N];
+  size_t lens[N];
+  uint64_t h[N][2];
+  for (int v = 0; v < N; v++) {
+    size_t cap = 16000, len = 0;
+    char *p = malloc(cap);
+    for (int k = 0; k < 60; k++)
+      len += (size_t)snprintf(
+          p + len, cap - len,
+          "%sstatic int f_%d_%d(int x) {%s\n  int y = x * %d - %d, z = y %% "
+          "%d;\n"
+          "  return z * %d + %d;%s\n}\n%s\n",
+          v == 0   ? "/* one step of the pipeline */\n"
+          : v == 1 ? " \n"
+                   : "",
+          k, k * 7919 % 10007, v < 2 ? "   " : "", k * 104729 % 99991,
+          k * 31337 % 4099, k * 6007 % 997 + 1, k * 7727 % 8191,
+          k * 3571 % 65521, v == 0 ? " // scale" : "", v < 2 ? "\n\n" : "");
+    pays[v] = p;
+    lens[v] = len;
+    spy_trace_hash(p, len, h[v]);
+    CHECK_OK(spy__src_pipe_submit(q, h[v], p, len));
+  }
+  CHECK_OK(spy__src_pipe_drain(q));
+  CHECK_EQ(t.n, N);
+  spy__buf out = {0};
+  for (int v = 0; v < N && v < t.n; v++) {
+    CHECK_OK(decode(&t, &t.rows[v], &out, 0));
+    CHECK_EQ(out.len, lens[v]);
+    CHECK(memcmp(out.p, pays[v], lens[v]) == 0);
+    if (v > 0) { /* a delta; the comments' removal a copy delta */
+      CHECK(t.rows[v].codec == SPY__CODEC_COPY ||
+            t.rows[v].codec == SPY__CODEC_ZSTD_DELTA);
+      CHECK(v != 1 || t.rows[v].codec == SPY__CODEC_COPY);
+      CHECK(t.rows[v].blob_n < lens[v] / 8);
+    }
+  }
+  for (int v = 0; v < N; v++)
+    free(pays[v]);
+  spy__buf_free(&out);
+  spy__src_pipe_free(q);
+  table_free(&t);
+}
+
+/* The delta itself over binary bytes (NULs, no newlines, long runs):
+ * encode, decode to the same bytes; every truncation and every one-byte
+ * change of the blob either fails or decodes to exactly the size asked,
+ * never past the buffers (ASan watches). */
+TEST(copy_delta_is_binary_safe_and_refuses_corrupt_blobs) {
+  enum { NB = 5000 };
+  char *base = malloc(NB), *p = malloc(NB + 64);
+  uint32_t x = 12345;
+  for (int i = 0; i < NB; i++) {
+    x = x * 1103515245u + 12345u;
+    base[i] = (char)(i % 97 < 40 ? 0 : (x >> 16)); /* NULs and noise */
+  }
+  size_t n = 0;
+  for (int i = 0; i < NB; i++) { /* the base with bytes dropped/inserted */
+    if (i % 700 == 5)
+      continue;
+    if (i % 900 == 7)
+      p[n++] = '\n';
+    p[n++] = base[i];
+  }
+  spy__delta d = {0};
+  void *dctx = NULL;
+  size_t bound = spy__delta_bound(n);
+  uint8_t *blob = malloc(bound);
+  long z = spy__delta_encode(&d, base, NB, p, n, blob, bound, bound);
+  CHECK(z > 0);
+  CHECK((size_t)z < n / 4);
+  char *out = malloc(n);
+  CHECK_EQ(spy__delta_decode(&dctx, blob, (size_t)z, base, NB, out, n), 0);
+  CHECK(memcmp(out, p, n) == 0);
+  CHECK(spy__delta_decode(&dctx, blob, (size_t)z, base, NB, out, n - 1) < 0);
+  CHECK(spy__delta_decode(&dctx, blob, (size_t)z, base, NB - 100, out, n) < 0);
+  for (long cut = 0; cut < z; cut++) /* truncated: never a success */
+    CHECK(spy__delta_decode(&dctx, blob, (size_t)cut, base, NB, out, n) < 0);
+  for (long i = 0; i < z; i++) { /* altered: refused, or n bytes */
+    uint8_t keep = blob[i];
+    blob[i] ^= 0x5a;
+    spy__delta_decode(&dctx, blob, (size_t)z, base, NB, out, n);
+    blob[i] = keep;
+  }
+  /* through the store's codec entry point, with a NUL-filled payload */
+  spy__buf o = {0};
+  CHECK_OK(spy__src_unpack(&o, &dctx, SPY__CODEC_COPY, blob, (size_t)z, n, base,
+                           NB));
+  CHECK(o.len == n && memcmp(o.p, p, n) == 0);
+  CHECK(spy__src_unpack(&o, &dctx, SPY__CODEC_COPY, blob, (size_t)z, n, NULL,
+                        0) == SPY_EBADVALUE);
+  spy__buf_free(&o);
+  spy__src_unpack_free(&dctx);
+  spy__delta_free(&d);
+  free(out);
+  free(blob);
+  free(base);
+  free(p);
+}
+
 TEST_MAIN(TEST_CASE(rows_come_back_in_order_and_decode),
           TEST_CASE(a_refused_row_is_never_a_base),
           TEST_CASE(reset_starts_a_new_chain),
-          TEST_CASE(small_and_large_versions_decode_and_make_deltas))
+          TEST_CASE(small_and_large_versions_decode_and_make_deltas),
+          TEST_CASE(edited_versions_are_copy_deltas_and_decode),
+          TEST_CASE(copy_delta_is_binary_safe_and_refuses_corrupt_blobs))

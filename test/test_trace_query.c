@@ -473,7 +473,7 @@ TEST(every_command_gives_the_same_answer_from_every_store) {
   char cmd[4096], buf[4096];
   snprintf(cmd, sizeof cmd,
            "sqlite3 '%s/sqlite/trace.db' '.load %s' "
-           "\"SELECT count(*) FROM sources WHERE codec=2 AND "
+           "\"SELECT count(*) FROM sources WHERE codec IN (2, 3) AND "
            "spy_source(source_id) = CAST(spy_source(source_id) AS TEXT)\" "
            "\"SELECT hex(spy_source('%s'))\" "
            "\"SELECT type FROM sqlite_master WHERE name='hook_calls'\" "

@@ -132,7 +132,7 @@ print("summary: %d stored + %d not stored = %d emitted" % (s["actions"], lost, e
 PY
 
 echo "== every stored delta's base is stored"
-deltas=$(pg_sql "select count(*) from sources where codec=2")
+deltas=$(pg_sql "select count(*) from sources where codec in (2, 3)")
 [ "$deltas" -gt 0 ] || fail "no source was stored as a delta"
 dangling=$(pg_sql "select count(*) from sources s where base_source_id is not null and not exists (select 1 from sources b where b.source_id=s.base_source_id)")
 [ "$dangling" -eq 0 ] || fail "$dangling deltas name a base that is not stored"

@@ -522,9 +522,11 @@ int spy_trace_recover(const char *dir, const char *conninfo,
 /* ---- readers ------------------------------------------------------------- */
 
 /* The store schema version this build writes and the newest it reads.
- * 4: as 3, but an action is kept in its kind's table only: the readers
- * rebuild the action stream from the tables, and action_batches keeps
- * one row per writer batch with the records of only the actions the
+ * 5: as 4, but a sources row may also be a copy/insert delta of its base
+ * (codec 3: copies of base ranges and literal bytes, far cheaper to make
+ * than a zstd delta). 4: as 3, but an action is kept in its kind's table only:
+ * the readers rebuild the action stream from the tables, and action_batches
+ * keeps one row per writer batch with the records of only the actions the
  * tables cannot give back exactly (application kinds, text the store
  * would change). 3: one SQL table per action kind, derived from the catalog,
  * with the reference's tables as views, and a sources row may be a delta of
@@ -532,7 +534,7 @@ int spy_trace_recover(const char *dir, const char *conninfo,
  * relational tables, binary records in action_batches; 1: JSON lines in
  * action_batches. All are read (before 4 the reader replays action_batches);
  * writers refuse to add to a store of another version. */
-#define SPY_TRACE_SCHEMA_VERSION 4
+#define SPY_TRACE_SCHEMA_VERSION 5
 
 typedef struct spy_trace_reader spy_trace_reader;
 

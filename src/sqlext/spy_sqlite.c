@@ -4,24 +4,29 @@
  *
  *   spy_source(id)  the decoded bytes of the payload whose content id
  *                   (sources.source_id, 32 hex digits) is id, as TEXT;
- *                   a row stored as a zstd delta (codec 2) is decoded over
- *                   its base_source_id chain (at most 16 deep). NULL for a
+ *                   a row stored as a delta (codec 2, zstd with the base
+ *                   as prefix; codec 3, copies of the base and literals,
+ *                   src/store/src_delta.h) is decoded over its
+ *                   base_source_id chain (at most 16 deep). NULL for a
  *                   NULL id; an error for an id not in sources, a broken
  *                   chain or a corrupt blob.
  *
  * so that `SELECT module_id, spy_source(output_source_id) FROM hook_calls`
  * works in the tools users already have. Reads the sources table of the
  * database the function is called on, through SQLite's own API table
- * (sqlite3ext.h), and decodes with libzstd. Thread-safe as SQLite is: no
- * state outside the call. */
+ * (sqlite3ext.h), and decodes with libzstd (one decompression context per
+ * call, for the whole chain). Thread-safe as SQLite is: no state outside
+ * the call. */
 #include <sqlite3ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+
+#include "store/src_delta.h"
 SQLITE_EXTENSION_INIT1
 
-/* Codecs of a sources row (the store's schema version 3). */
-enum { CODEC_RAW = 0, CODEC_ZSTD = 1, CODEC_ZSTD_DELTA = 2 };
+/* Codecs of a sources row (the store's schema versions 3 and 5). */
+enum { CODEC_RAW = 0, CODEC_ZSTD = 1, CODEC_ZSTD_DELTA = 2, CODEC_COPY = 3 };
 enum { MAX_DEPTH = 16 };
 #define MAX_SIZE ((sqlite3_int64)1 << 31)
 
@@ -72,9 +77,10 @@ static int fetch(sqlite3 *db, sqlite3_stmt *st, const char *id, blob *b,
   return 0;
 }
 
-/* Decodes b over base (NULL unless a delta) into a new buffer *out. */
-static int unpack(const blob *b, const char *base, size_t nbase, char **out,
-                  size_t *nout) {
+/* Decodes b over base (NULL unless a delta) into a new buffer *out; *dctx
+ * is the call's zstd context. */
+static int unpack(void **dctx, const blob *b, const char *base, size_t nbase,
+                  char **out, size_t *nout) {
   *out = sqlite3_malloc64((sqlite3_uint64)b->size + 1);
   if (!*out)
     return -1;
@@ -85,17 +91,25 @@ static int unpack(const blob *b, const char *base, size_t nbase, char **out,
     *nout = (size_t)b->nz;
     return 0;
   }
+  if (b->codec == CODEC_COPY) {
+    if (!base || spy__delta_decode(dctx, b->z, (size_t)b->nz, base, nbase, *out,
+                                   (size_t)b->size) < 0)
+      return -1;
+    *nout = (size_t)b->size;
+    return 0;
+  }
   if (b->codec != CODEC_ZSTD && b->codec != CODEC_ZSTD_DELTA)
     return -1;
-  ZSTD_DCtx *d = ZSTD_createDCtx();
-  if (!d)
+  if (!*dctx && !(*dctx = ZSTD_createDCtx()))
     return -1;
+  ZSTD_DCtx *d = *dctx;
   size_t r = 0;
   if (b->codec == CODEC_ZSTD_DELTA)
     r = ZSTD_DCtx_refPrefix(d, base, nbase);
   if (!ZSTD_isError(r))
     r = ZSTD_decompressDCtx(d, *out, (size_t)b->size + 1, b->z, (size_t)b->nz);
-  ZSTD_freeDCtx(d);
+  if (ZSTD_isError(r)) /* a prefix left referenced would meet the next */
+    ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
   if (ZSTD_isError(r) || r != (size_t)b->size)
     return -1;
   *nout = r;
@@ -158,7 +172,7 @@ static void spy_source(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       break;
     depth++;
     blob *b = &chain[depth - 1];
-    if (b->codec != CODEC_ZSTD_DELTA)
+    if (b->codec != CODEC_ZSTD_DELTA && b->codec != CODEC_COPY)
       break;
     if (!b->base[0]) {
       sqlite3_snprintf(sizeof msg, msg,
@@ -171,10 +185,11 @@ static void spy_source(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_finalize(st);
   char *cur = NULL;
   size_t ncur = 0;
+  void *dctx = NULL;
   for (int i = depth - 1; rc == 0 && i >= 0; i--) {
     char *next = NULL;
     size_t nnext = 0;
-    if (unpack(&chain[i], cur, ncur, &next, &nnext) < 0) {
+    if (unpack(&dctx, &chain[i], cur, ncur, &next, &nnext) < 0) {
       sqlite3_free(next);
       sqlite3_snprintf(sizeof msg, msg, "spy_source: source %s: a corrupt blob",
                        chain[i].id);
@@ -185,6 +200,7 @@ static void spy_source(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       ncur = nnext;
     }
   }
+  ZSTD_freeDCtx(dctx);
   for (int i = 0; i < depth; i++)
     blob_free(&chain[i]);
   if (rc) {

@@ -95,6 +95,7 @@ void spy_trace_reader_close(spy_trace_reader *r) {
   spy_trace_arena_free(&r->sarena);
   spy__buf_free(&r->buf);
   spy__buf_free(&r->buf2);
+  spy__src_unpack_free(&r->dctx);
   for (int i = 0; i <= SPY__SRC_READ_DEPTH; i++)
     spy__buf_free(&r->chain[i].z);
   spy__buf_free(&r->btext);
@@ -380,8 +381,8 @@ int spy__reader_batch(spy_trace_reader *r, int codec, const void *p, size_t n,
                       size_t size) {
   r->brecords = (codec & SPY__CODEC_RECORDS) != 0;
   r->boff = 0;
-  int rc = spy__src_unpack(&r->btext, codec & ~SPY__CODEC_RECORDS, p ? p : "",
-                           n, size, NULL, 0);
+  int rc = spy__src_unpack(&r->btext, &r->dctx, codec & ~SPY__CODEC_RECORDS,
+                           p ? p : "", n, size, NULL, 0);
   if (rc < 0) {
     r->btext.len = 0;
     return spy__reader_err(r, rc, "%s",
@@ -464,7 +465,7 @@ int spy_trace_reader_source(spy_trace_reader *r, const uint64_t hash[2],
     if (rc < 0)
       return rc;
     depth++;
-    if (b->codec != SPY__CODEC_ZSTD_DELTA)
+    if (b->codec != SPY__CODEC_ZSTD_DELTA && b->codec != SPY__CODEC_COPY)
       break;
     if (!b->base[0])
       return spy__reader_err(r, SPY_EBADVALUE,
@@ -478,8 +479,8 @@ int spy_trace_reader_source(spy_trace_reader *r, const uint64_t hash[2],
     out = base;
     base = t;
     spy__blob *b = &r->chain[i];
-    int rc = spy__src_unpack(out, b->codec, b->z.p ? b->z.p : "", b->z.len,
-                             b->size, i == depth - 1 ? NULL : base->p,
+    int rc = spy__src_unpack(out, &r->dctx, b->codec, b->z.p ? b->z.p : "",
+                             b->z.len, b->size, i == depth - 1 ? NULL : base->p,
                              i == depth - 1 ? 0 : base->len);
     if (rc < 0)
       return spy__reader_err(r, rc, "source %s: a corrupt blob", b->id);

@@ -82,6 +82,7 @@ struct spy_trace_reader {
   spy_trace_arena arena, sarena; /* actions; payload lookups */
   spy__buf buf, buf2;
   spy__blob chain[SPY__SRC_READ_DEPTH + 1];
+  void *dctx; /* one zstd decompression context for every blob */
   /* the stored action batch being replayed (SQL stores) */
   spy__buf btext;
   size_t boff;

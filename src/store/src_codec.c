@@ -11,6 +11,7 @@
 
 #include <zstd.h>
 
+#include "src_delta.h"
 #include "store.h"
 
 int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
@@ -41,29 +42,42 @@ int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
   return SPY__CODEC_RAW;
 }
 
-int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
-                    size_t size, const void *base, size_t base_n) {
+int spy__src_unpack(spy__buf *out, void **dctx, int codec, const void *p,
+                    size_t n, size_t size, const void *base, size_t base_n) {
   out->len = 0;
   if (codec == SPY__CODEC_RAW) {
     spy__buf_put(out, p, n);
     return out->err;
   }
-  if ((codec != SPY__CODEC_ZSTD && codec != SPY__CODEC_ZSTD_DELTA) ||
+  if ((codec != SPY__CODEC_ZSTD && codec != SPY__CODEC_ZSTD_DELTA &&
+       codec != SPY__CODEC_COPY) ||
       size > ((size_t)1 << 31))
     return SPY_EBADVALUE;
-  if (codec == SPY__CODEC_ZSTD_DELTA && !base)
+  if (codec != SPY__CODEC_ZSTD && !base)
     return SPY_EBADVALUE;
   if (spy__buf_reserve(out, size + 1) < 0)
     return out->err;
-  ZSTD_DCtx *d = ZSTD_createDCtx();
-  if (!d)
+  void *own = NULL, **dc = dctx ? dctx : &own;
+  if (codec == SPY__CODEC_COPY) {
+    int rc = spy__delta_decode(dc, p, n, base, base_n, out->p, size);
+    ZSTD_freeDCtx(own);
+    if (rc < 0)
+      return rc == -2 ? SPY_ENOMEM : SPY_EBADVALUE;
+    out->len = size;
+    return 0;
+  }
+  if (!*dc && !(*dc = ZSTD_createDCtx()))
     return SPY_ENOMEM;
+  ZSTD_DCtx *d = *dc;
+  /* a prefix is for one frame only: the context is reusable after */
   size_t r = 0;
   if (codec == SPY__CODEC_ZSTD_DELTA)
     r = ZSTD_DCtx_refPrefix(d, base, base_n);
   if (!ZSTD_isError(r))
     r = ZSTD_decompressDCtx(d, out->p, size + 1, p, n);
-  ZSTD_freeDCtx(d);
+  if (ZSTD_isError(r))
+    ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
+  ZSTD_freeDCtx(own);
   if (ZSTD_isError(r) || r != size)
     return SPY_EBADVALUE;
   out->len = r;
@@ -111,38 +125,53 @@ void spy__abatch_free(spy__abatch *b) {
   spy__src_pack_free(&b->cctx);
 }
 
+void spy__src_unpack_free(void **dctx) {
+  ZSTD_freeDCtx(*dctx);
+  *dctx = NULL;
+}
+
 void spy__src_pack_free(void **cctx) {
   ZSTD_freeCCtx(*cctx);
   *cctx = NULL;
 }
 
 /* ---- the source packer ----------------------------------------------------
- * A new payload is compressed with an earlier one as zstd prefix
- * dictionary, so a module's next version (comments stripped, whitespace
- * collapsed) costs a fraction of a standalone frame. The rule, cheap (one
- * zstd call per payload, two only when a delta is refused) and measured on
- * the demo build over /usr/include and the bench trees:
- * - the base is the previous payload, else the last keyframe (so the next
- *   module's first version, which follows the previous module's last, is
- *   compared with the previous module's first), provided the chain stays
- *   within SPY__SRC_MAX_DEPTH, the payload is at most 1.25x the base and
- *   the base at most 4x the payload. The transforms shrink a module's
- *   text, so a much larger payload is another module or a chunk: trying
- *   those against the previous payload anyway cost 22 % more writer
- *   instructions on tree-2000 for the same bytes, and on /usr/include
- *   stored 7 % more (the accepted cross-module deltas cut the chains of
- *   the real versions short). The keyframe candidate took tree-2000 from
- *   3.46 to 2.74 MB of sources and /usr/include from 33.7 to 33.3 MB;
- * - the delta is kept only when it is clearly smaller than the payload
- *   alone would be: under 0.7x the running standalone ratio of recent
- *   keyframes (0.5..1 stored within 2 % of each other); otherwise the
- *   payload is compressed alone and starts a new chain (a keyframe). */
+ * A new payload is stored as a delta of an earlier one when that is
+ * clearly smaller than the payload alone, so a module's next version
+ * (comments stripped, whitespace collapsed) costs a fraction of a
+ * standalone frame. Two kinds of delta (schema version 5):
+ * - a copy/insert delta (codec 3, src_delta.c): copies of base ranges and
+ *   the literal bytes between, tried first. It costs a few instructions
+ *   per byte where any zstd call costs ~50k instructions of table set-up
+ *   on top of reloading the base as a prefix (measured with callgrind on
+ *   the demo build of tree-2000: 885 M instructions for 6,020 payloads
+ *   with zstd deltas only). Kept when under COPY_ACCEPT of the standalone
+ *   estimate;
+ * - else a zstd delta (codec 2): zstd with the base as prefix, kept when
+ *   under DELTA_ACCEPT of the estimate; else the payload is compressed
+ *   alone and starts a new chain (a keyframe).
+ * The standalone estimate is the running compressed/raw ratio of recent
+ * keyframes. The base is the previous payload; else the last "head" (the
+ * previous chain's first payload: the previous module's first version,
+ * for the next module's first version — nearer than the keyframe, which
+ * took tree-2000 from 2.65 to 2.09 MB of zstd-and-copy deltas), provided
+ * the head leaves HEAD_ROOM levels of chain for the versions after it;
+ * else the last keyframe. A base must keep the chain within
+ * SPY__SRC_MAX_DEPTH, and the payload be at most 1.25x the base and the
+ * base at most 4x the payload: the transforms shrink a module's text, so
+ * a much larger payload is another module or a chunk (trying those
+ * against the previous payload anyway cost 22 % more writer instructions
+ * on tree-2000 for the same bytes). */
 #define DELTA_MIN 128                  /* smaller payloads: raw or alone */
 #define DELTA_MAX ((size_t)8 << 20)    /* larger ones: alone, never a base */
 #define DELTA_GROW 1.25                /* payload / previous payload, at most */
 #define DELTA_SHRINK 4.0               /* previous payload / payload, at most */
 #define DELTA_ACCEPT 0.7               /* delta / standalone estimate, under */
 #define DELTA_SMALL ((size_t)16 << 10) /* payloads packed with level 2 */
+#define COPY_ACCEPT 0.8 /* copy delta / standalone estimate, under */
+#define HEAD_ROOM 2     /* chain levels a head leaves for its versions */
+#define COPY_MISSES 4
+#define COPY_RETRY 16
 
 /* A candidate base: a payload kept with its id and chain depth. */
 typedef struct base {
@@ -153,12 +182,18 @@ typedef struct base {
   spy__buf b;
   char id[33];
   int depth; /* deltas between it and its keyframe; -1: none */
+  /* copy deltas against this kind of base (the previous payload, the
+   * keyframe) refused in a row: past COPY_MISSES they are tried only
+   * every COPY_RETRY-th time (a refused one costs its time for nothing) */
+  int misses;
 } base;
 
 struct spy__src_packer {
   void *cctx;       /* ZSTD_CCtx, shared with spy__src_pack */
+  spy__delta dx;    /* the copy/insert delta's scratch */
   spy__buf out;     /* the blob of the last row */
   base prev, key;   /* the previous payload; the last keyframe */
+  base head;        /* the last payload based on the keyframe or a head */
   char base_id[33]; /* the last row's base */
   double ratio;     /* running compressed/raw ratio of keyframes */
 };
@@ -167,7 +202,7 @@ spy__src_packer *spy__src_packer_new(void) {
   spy__src_packer *k = calloc(1, sizeof *k);
   if (!k)
     return NULL;
-  k->prev.depth = k->key.depth = -1;
+  k->prev.depth = k->key.depth = k->head.depth = -1;
   return k;
 }
 
@@ -175,14 +210,16 @@ void spy__src_packer_free(spy__src_packer *k) {
   if (!k)
     return;
   spy__src_pack_free(&k->cctx);
+  spy__delta_free(&k->dx);
   spy__buf_free(&k->out);
   spy__buf_free(&k->prev.b);
   spy__buf_free(&k->key.b);
+  spy__buf_free(&k->head.b);
   free(k);
 }
 
 void spy__src_packer_reset(spy__src_packer *k) {
-  k->prev.depth = k->key.depth = -1;
+  k->prev.depth = k->key.depth = k->head.depth = -1;
 }
 
 /* May an n-byte payload be a delta of b? */
@@ -192,14 +229,28 @@ static int fits(const base *b, size_t n) {
          (double)b->b.len <= DELTA_SHRINK * (double)n;
 }
 
-/* Compresses p[0..n) against b into k->out; returns 1 when the delta is
- * kept. */
+/* Compresses p[0..n) against b into k->out; returns the codec when the
+ * delta is kept, else 0. */
 static int try_delta(spy__src_packer *k, base *b, const char *p, size_t n) {
   ZSTD_CCtx *c = k->cctx;
   /* a delta must come clearly below the standalone estimate */
   size_t want = (size_t)((double)n * k->ratio * DELTA_ACCEPT);
   if (!c || want < 16 || spy__buf_reserve(&k->out, ZSTD_compressBound(n)) < 0)
     return 0;
+  if (b->misses < COPY_MISSES || b->misses % COPY_RETRY == 0) {
+    size_t bound = spy__delta_bound(n);
+    if (spy__buf_reserve(&k->out, bound) < 0)
+      return 0;
+    size_t cwant = (size_t)((double)n * k->ratio * COPY_ACCEPT);
+    long z = spy__delta_encode(&k->dx, b->b.p, b->b.len, p, n,
+                               (uint8_t *)k->out.p, bound, cwant);
+    if (z > 0) {
+      k->out.len = (size_t)z;
+      b->misses = 0;
+      return SPY__CODEC_COPY;
+    }
+  }
+  b->misses++;
   size_t base_n = b->b.len;
   if (spy__buf_reserve(&b->b, n) < 0) {
     b->b.err = 0;
@@ -223,7 +274,7 @@ static int try_delta(spy__src_packer *k, base *b, const char *p, size_t n) {
   if (z >= want)
     return 0;
   k->out.len = z;
-  return 1;
+  return SPY__CODEC_ZSTD_DELTA;
 }
 
 /* Makes p[0..n) the payload of b; on no memory b is just dropped. */
@@ -244,11 +295,14 @@ int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
                     size_t n, char id[33], spy__cell c[5]) {
   spy_trace_hash_hex(hash, id);
   int codec, depth = 0;
-  /* the previous payload, else the last keyframe (the next module's first
-   * version after the previous module's last) */
-  base *b = fits(&k->prev, n) ? &k->prev : fits(&k->key, n) ? &k->key : NULL;
-  if (b && try_delta(k, b, p, n)) {
-    codec = SPY__CODEC_ZSTD_DELTA;
+  /* the previous payload, else the last head, else the last keyframe */
+  int head =
+      fits(&k->head, n) && k->head.depth + HEAD_ROOM < SPY__SRC_MAX_DEPTH;
+  base *b = fits(&k->prev, n)  ? &k->prev
+            : head             ? &k->head
+            : fits(&k->key, n) ? &k->key
+                               : NULL;
+  if (b && (codec = try_delta(k, b, p, n)) != 0) {
     depth = b->depth + 1;
     memcpy(k->base_id, b->id, 33);
   } else {
@@ -265,13 +319,14 @@ int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
     keep(&k->prev, p, n, id, depth);
     if (depth == 0)
       keep(&k->key, p, n, id, 0);
+    if (depth == 0 || b != &k->prev)
+      keep(&k->head, p, n, id, depth);
   }
   c[0] = (spy__cell){SPY__COL_TEXT, 0, id, 32};
   c[1] = (spy__cell){SPY__COL_INT, (int64_t)n, NULL, 0};
   c[2] = (spy__cell){SPY__COL_INT, codec, NULL, 0};
-  c[3] = codec == SPY__CODEC_ZSTD_DELTA
-             ? (spy__cell){SPY__COL_TEXT, 0, k->base_id, 32}
-             : (spy__cell){0, 0, NULL, 0};
+  c[3] = depth > 0 ? (spy__cell){SPY__COL_TEXT, 0, k->base_id, 32}
+                   : (spy__cell){0, 0, NULL, 0};
   c[4] = (spy__cell){SPY__COL_BLOB, 0, k->out.p ? k->out.p : "", k->out.len};
   return 0;
 }

@@ -265,7 +265,12 @@ int spy__sql_all_records(void);
  * ------------------------------------------------------------ */
 /* Codecs of a stored blob. ZSTD_DELTA: zstd with the payload named by the
  * row's base_source_id as prefix dictionary (schema version 3). */
-enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1, SPY__CODEC_ZSTD_DELTA = 2 };
+enum {
+  SPY__CODEC_RAW = 0,
+  SPY__CODEC_ZSTD = 1,
+  SPY__CODEC_ZSTD_DELTA = 2,
+  SPY__CODEC_COPY = 3 /* copy/insert delta of the base (src_delta.h, v5) */
+};
 /* action_batches.codec flag: the batch holds binary records, not JSON
  * lines (the low bits are the codec). */
 #define SPY__CODEC_RECORDS 16
@@ -275,15 +280,19 @@ enum { SPY__CODEC_RAW = 0, SPY__CODEC_ZSTD = 1, SPY__CODEC_ZSTD_DELTA = 2 };
 int spy__src_pack(spy__buf *out, void **cctx, const char *p, size_t n,
                   int level);
 void spy__src_pack_free(void **cctx);
-/* Decodes a stored blob into out; a ZSTD_DELTA blob needs its base's
- * decoded bytes (base, base_n), other codecs ignore them. Returns 0,
- * SPY_EBADVALUE or SPY_ENOMEM. */
-int spy__src_unpack(spy__buf *out, int codec, const void *p, size_t n,
-                    size_t size, const void *base, size_t base_n);
+/* Decodes a stored blob into out; a ZSTD_DELTA or COPY blob needs its
+ * base's decoded bytes (base, base_n), other codecs ignore them. *dctx
+ * is the caller's reusable zstd decompression context (NULL at first;
+ * release it with spy__src_unpack_free), or dctx NULL for one just for
+ * this call. Returns 0, SPY_EBADVALUE or SPY_ENOMEM. */
+int spy__src_unpack(spy__buf *out, void **dctx, int codec, const void *p,
+                    size_t n, size_t size, const void *base, size_t base_n);
+void spy__src_unpack_free(void **dctx);
 
 /* Longest chain of deltas a writer makes (base of a base of …): the reader
- * decodes at most this many + 1 blobs per payload. */
-#define SPY__SRC_MAX_DEPTH 3
+ * decodes at most this many + 1 blobs per payload (3 before schema 5,
+ * when every delta was a zstd one; a copy delta decodes at memcpy speed). */
+#define SPY__SRC_MAX_DEPTH 12
 /* Longest chain a reader follows before calling the store corrupt. */
 #define SPY__SRC_READ_DEPTH 16
 

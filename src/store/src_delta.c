@@ -1,0 +1,446 @@
+/* src_delta.c — the copy/insert delta of a source payload against its base
+ * (src_delta.h).
+ *
+ * A blob is a flag byte, then the program: raw (flag 0), or (flag 1) its
+ * length as a varint and one zstd frame of it. The program is
+ *   varint nops, varint nlit, nops ops, nlit literal bytes
+ * and an op is three varints: lit (literal bytes to insert, taken in turn
+ * from the literals), copy (bytes to copy from the base) and the copy's
+ * start as a zigzag difference from where the previous copy ended (0 at
+ * first). The literals go last, apart from the ops, so zstd sees them as
+ * one text.
+ *
+ * The encoder walks the payload and the base side by side, copying while
+ * they agree (8-byte compares). At a mismatch it looks for where they
+ * agree again, nearest first: every small edit (SMALL bytes inserted and
+ * deleted at most), then the payload's next line start against the
+ * base's next LINES line starts and the other way round, and only then
+ * anywhere in the base through an index of its line starts (made the
+ * first time a payload needs it). Edits of text keep its order, so most
+ * mismatches cost a few compares; a repeated line elsewhere in the base
+ * (every function ends in "return y;") is not mistaken for the next one.
+ * A copy found further on is extended backwards over the pending
+ * literals. */
+#include "src_delta.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <zstd.h>
+
+#define ANCHOR_SPAN 32 /* an anchor at least every 32 bytes of a line */
+#define SMALL 8        /* edits this small are found by trying them all */
+#define LINES 8        /* line starts tried each way after a longer one */
+#define CHAIN 16       /* index candidates of a hash looked at */
+#define SKIP 64        /* a line start this near is "the next line" */
+#define ZSTD_MIN 4096  /* shorter programs are stored raw */
+#define NONE UINT32_MAX
+
+static inline uint32_t load32(const char *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static inline uint64_t load64(const char *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static uint32_t hash8(const char *p, size_t bits) {
+  return (uint32_t)((load64(p) * 0x9E3779B185EBCA87ull) >> (64 - bits));
+}
+
+/* Bytes a[0..) and b[0..) have in common, at most n. */
+static inline size_t common(const char *a, const char *b, size_t n) {
+  size_t k = 0;
+  while (k + 8 <= n) {
+    uint64_t x = load64(a + k) ^ load64(b + k);
+    if (x)
+      return k + (size_t)(__builtin_ctzll(x) >> 3);
+    k += 8;
+  }
+  while (k < n && a[k] == b[k])
+    k++;
+  return k;
+}
+
+static inline uint8_t *put_var(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+static int get_var(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  for (int s = 0; s < 64; s += 7) {
+    if (*p >= end)
+      return -1;
+    uint8_t b = *(*p)++;
+    r |= (uint64_t)(b & 0x7f) << s;
+    if (!(b & 0x80)) {
+      *v = r;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* An op: a byte holding lit (bits 0-2) and the zigzag delta (bits 3-5),
+ * each 7 meaning "a varint follows", then the copy length, then the
+ * varints. */
+static inline uint8_t *put_op(uint8_t *p, uint64_t lit, uint64_t copy,
+                              int64_t d) {
+  uint64_t zz = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+  *p++ = (uint8_t)((lit < 7 ? lit : 7) | (zz < 7 ? zz : 7) << 3);
+  p = put_var(p, copy);
+  if (lit >= 7)
+    p = put_var(p, lit);
+  if (zz >= 7)
+    p = put_var(p, zz);
+  return p;
+}
+
+size_t spy__delta_bound(size_t n) {
+  /* flag + a 10-byte varint + the worst program (all literal: its header
+   * and one op) or its zstd frame, whichever is larger */
+  size_t prog = n + 40;
+  size_t z = ZSTD_compressBound(prog);
+  return 1 + 10 + (z > prog ? z : prog);
+}
+
+void spy__delta_free(spy__delta *d) {
+  free(d->head);
+  free(d->next);
+  free(d->pos);
+  free(d->prog);
+  ZSTD_freeCCtx(d->cctx);
+  memset(d, 0, sizeof *d);
+}
+
+/* Makes room for want anchors; 0 or -1 (no memory). */
+static int grow(spy__delta *d, size_t want) {
+  if (want <= d->cap_anchors)
+    return 0;
+  size_t cap = d->cap_anchors ? d->cap_anchors : 256;
+  while (cap < want)
+    cap *= 2;
+  uint32_t *nx = realloc(d->next, cap * sizeof *nx);
+  if (nx)
+    d->next = nx;
+  uint32_t *ps = nx ? realloc(d->pos, cap * sizeof *ps) : NULL;
+  if (!ps)
+    return -1;
+  d->pos = ps;
+  d->cap_anchors = cap;
+  return 0;
+}
+
+/* Indexes base's anchors; returns 0 or -1 (no memory). */
+static int index_base(spy__delta *d, const char *base, size_t nb) {
+  /* sized for a line per 16 bytes; grown when there are more */
+  size_t want = nb / 16 + 16;
+  if (grow(d, want) < 0)
+    return -1;
+  size_t bits = 8;
+  while (((size_t)1 << bits) < 2 * want && bits < 20)
+    bits++;
+  if (bits > d->cap_bits) { /* a larger table: all slots of no epoch */
+    uint32_t *h = realloc(d->head, ((size_t)2 << bits) * sizeof *h);
+    if (!h)
+      return -1;
+    memset(h, 0, ((size_t)2 << bits) * sizeof *h);
+    d->head = h;
+    d->cap_bits = bits;
+    d->epoch = 0;
+  }
+  d->hbits = bits;
+  /* a slot is (epoch, anchor): a stale epoch is an empty slot, so a new
+   * base needs no clearing of the table */
+  if (++d->epoch == 0) {
+    memset(d->head, 0, ((size_t)2 << d->cap_bits) * sizeof *d->head);
+    d->epoch = 1;
+  }
+  uint32_t na = 0;
+  size_t at = 0; /* the next anchor */
+  while (at + 8 <= nb) {
+    if (na == d->cap_anchors && grow(d, (size_t)na + 1) < 0)
+      return -1;
+    uint32_t *slot = d->head + 2 * hash8(base + at, bits);
+    d->pos[na] = (uint32_t)at;
+    d->next[na] = slot[0] == d->epoch ? slot[1] : NONE;
+    slot[0] = d->epoch;
+    slot[1] = na++;
+    size_t span = nb - at - 1 < ANCHOR_SPAN ? nb - at - 1 : ANCHOR_SPAN;
+    const char *nl = memchr(base + at, '\n', span);
+    at = nl ? (size_t)(nl - base) + 1 : at + ANCHOR_SPAN;
+  }
+  d->nanchors = na;
+  return 0;
+}
+
+/* Where p[i..) and base[j..) line up again after a mismatch at (i, j):
+ * sets *pi, *pj to a pair whose 8 bytes agree, nearest first. Returns 0,
+ * or -1 when nothing was found before i reaches the end, *pi then being
+ * where to look next. */
+static int realign(spy__delta *d, const char *base, size_t nb, const char *p,
+                   size_t n, size_t i, size_t j, size_t *pi, size_t *pj) {
+  /* a small edit: a inserted bytes, b deleted ones, a + b <= SMALL */
+  if (i + SMALL + 8 <= n && j + SMALL + 8 <= nb) {
+    uint64_t pw[SMALL + 1], bw[SMALL + 1];
+    for (size_t k = 0; k <= SMALL; k++) {
+      pw[k] = load64(p + i + k);
+      bw[k] = load64(base + j + k);
+    }
+    for (size_t e = 1; e <= SMALL; e++)
+      for (size_t a = 0; a <= e; a++)
+        if (pw[a] == bw[e - a]) {
+          *pi = i + a;
+          *pj = j + e - a;
+          return 0;
+        }
+  } else
+    for (size_t e = 1; e <= SMALL; e++)
+      for (size_t a = 0; a <= e; a++) {
+        size_t b = e - a;
+        if (i + a + 8 <= n && j + b + 8 <= nb &&
+            load64(p + i + a) == load64(base + j + b)) {
+          *pi = i + a;
+          *pj = j + b;
+          return 0;
+        }
+      }
+  /* a longer one within a line or a few: the payload's next line start
+   * against the base's next ones, and the other way round */
+  const char *nl = memchr(p + i, '\n', n - i < SKIP ? n - i : SKIP);
+  size_t li = nl ? (size_t)(nl - p) + 1 : n;
+  const char *bl = j < nb ? memchr(base + j, '\n', nb - j) : NULL;
+  size_t lj = bl ? (size_t)(bl - base) + 1 : nb;
+  /* 4 bytes at line starts will do: short lines ("}" and blank ones)
+   * would put an 8-byte window across the next edit */
+  if (li + 4 <= n) {
+    uint32_t w = load32(p + li);
+    size_t jj = lj;
+    for (int k = 0; k < LINES && jj + 4 <= nb; k++) {
+      if (load32(base + jj) == w) {
+        *pi = li;
+        *pj = jj;
+        return 0;
+      }
+      const char *e = memchr(base + jj, '\n', nb - jj);
+      if (!e)
+        break;
+      jj = (size_t)(e - base) + 1;
+    }
+  }
+  if (lj + 4 <= nb) {
+    uint32_t w = load32(base + lj);
+    size_t ii = li;
+    for (int k = 0; k < LINES && ii + 4 <= n; k++) {
+      if (load32(p + ii) == w) {
+        *pi = ii;
+        *pj = lj;
+        return 0;
+      }
+      const char *e = memchr(p + ii, '\n', n - ii);
+      if (!e)
+        break;
+      ii = (size_t)(e - p) + 1;
+    }
+  }
+  /* anywhere in the base: its anchors by hash, from the line start on
+   * (or, in a long line, from the next byte on) */
+  if (!d->indexed) {
+    if (index_base(d, base, nb) < 0)
+      return -2;
+    d->indexed = 1;
+  }
+  size_t at = nl ? li : i + 1; /* a line start, else the next byte */
+  if (at + 8 > n) {
+    *pi = n;
+    return -1;
+  }
+  uint64_t w = load64(p + at);
+  const uint32_t *slot = d->head + 2 * hash8(p + at, d->hbits);
+  size_t best = NONE, bestd = (size_t)-1;
+  int k = 0;
+  for (uint32_t x = slot[0] == d->epoch ? slot[1] : NONE;
+       x != NONE && k < CHAIN; x = d->next[x], k++) {
+    size_t bp = d->pos[x];
+    if (load64(base + bp) != w)
+      continue;
+    size_t dist = bp > j ? bp - j : j - bp;
+    if (dist < bestd) {
+      best = bp;
+      bestd = dist;
+    }
+  }
+  *pi = at;
+  if (best == NONE)
+    return -1; /* look on from there */
+  *pj = best;
+  return 0;
+}
+
+long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
+                       const char *p, size_t n, uint8_t *out, size_t cap,
+                       size_t limit) {
+  if (nb >= NONE || n >= NONE || cap < spy__delta_bound(n))
+    return 0;
+  d->indexed = 0; /* the base's index is made when first needed */
+  /* the program: room for its header (20 bytes), the ops (a copy covers
+   * 4 payload bytes at least, and an op of 32-bit values takes at most
+   * 16 bytes), then the literals */
+  size_t ops_cap = 20 + (n / 4 + 2) * 16;
+  if (ops_cap + n + 8 > d->cap_prog) {
+    uint8_t *np = realloc(d->prog, ops_cap + n + 8);
+    if (!np)
+      return -2;
+    d->prog = np;
+    d->cap_prog = ops_cap + n + 8;
+  }
+  uint8_t *op = d->prog + 20, *lit = d->prog + ops_cap;
+  size_t nlit = 0, nops = 0;
+  size_t i = 0, j = 0, lit0 = 0, bexp = 0;
+  int aligned = 0; /* (i, j) is a pair realign found */
+  while (i < n) {
+    size_t m =
+        j < nb ? common(p + i, base + j, n - i < nb - j ? n - i : nb - j) : 0;
+    /* a copy of base[j..j+m): 8 bytes at least, 4 where realign found
+     * them, any at the end */
+    if (m >= 8 || (m >= 4 && aligned) || (m > 0 && i + m == n)) {
+      aligned = 0;
+      size_t l = i - lit0;
+      if (l <= 8 && lit0 + 8 <= n) /* room: lit has n + 8 bytes */
+        memcpy(lit + nlit, p + lit0, 8);
+      else
+        memcpy(lit + nlit, p + lit0, l);
+      nlit += l;
+      op = put_op(op, l, m, (int64_t)j - (int64_t)bexp);
+      nops++;
+      i += m;
+      j += m;
+      bexp = j;
+      lit0 = i;
+      continue;
+    }
+    size_t ni, nj;
+    int rc = realign(d, base, nb, p, n, i + m, j + m, &ni, &nj);
+    if (rc == -2)
+      return -2;
+    if (rc < 0) { /* nothing here: look on from ni, the base where it was */
+      i = ni;
+      aligned = 0;
+      continue;
+    }
+    while (ni > lit0 && nj > 0 && p[ni - 1] == base[nj - 1]) {
+      ni--;
+      nj--;
+    }
+    i = ni;
+    j = nj;
+    aligned = 1;
+  }
+  if (lit0 < n) { /* the tail: literals only */
+    memcpy(lit + nlit, p + lit0, n - lit0);
+    nlit += n - lit0;
+    op = put_op(op, n - lit0, 0, 0);
+    nops++;
+  }
+  /* the header right before the ops, then the literals after them */
+  uint8_t hdr[20], *h = put_var(put_var(hdr, nops), nlit);
+  size_t nh = (size_t)(h - hdr);
+  uint8_t *prog = d->prog + 20 - nh;
+  memcpy(prog, hdr, nh);
+  memmove(op, lit, nlit);
+  size_t plen = (size_t)(op + nlit - prog);
+  if (plen >= ZSTD_MIN) {
+    if (!d->cctx && !(d->cctx = ZSTD_createCCtx()))
+      return -2;
+    uint8_t *q = put_var(out + 1, plen);
+    size_t room = cap - (size_t)(q - out);
+    size_t z = ZSTD_compressCCtx(d->cctx, q, room, prog, plen, 1);
+    if (!ZSTD_isError(z) && (size_t)(q - out) + z < 1 + plen) {
+      out[0] = 1;
+      size_t len = (size_t)(q - out) + z;
+      return len < limit ? (long)len : 0;
+    }
+  }
+  if (1 + plen >= limit || 1 + plen > cap)
+    return 0;
+  out[0] = 0;
+  memcpy(out + 1, prog, plen);
+  return (long)(1 + plen);
+}
+
+/* Runs the program prog[0..np) over base into out[0..size). */
+static int run(const uint8_t *prog, size_t np, const char *base, size_t nb,
+               char *out, size_t size) {
+  const uint8_t *c = prog, *end = prog + np;
+  uint64_t nops, nlit;
+  if (get_var(&c, end, &nops) < 0 || get_var(&c, end, &nlit) < 0 ||
+      nlit > (uint64_t)(end - c) || nlit > size)
+    return -1;
+  const uint8_t *lits = end - nlit, *lend = end;
+  end = lits; /* the ops end where the literals start */
+  uint64_t o = 0, bexp = 0;
+  for (uint64_t k = 0; k < nops; k++) {
+    uint64_t l, cp, zz;
+    if (c >= end)
+      return -1;
+    uint8_t b = *c++;
+    l = b & 7;
+    zz = b >> 3 & 7;
+    if ((b & 0xc0) || get_var(&c, end, &cp) < 0 ||
+        (l == 7 && get_var(&c, end, &l) < 0) ||
+        (zz == 7 && get_var(&c, end, &zz) < 0))
+      return -1;
+    if (l > (uint64_t)(lend - lits) || l > size - o)
+      return -1;
+    memcpy(out + o, lits, l);
+    lits += l;
+    o += l;
+    int64_t delta = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
+    uint64_t bp = bexp + (uint64_t)delta; /* wraps when negative */
+    if (bp > nb || cp > nb - bp || cp > size - o)
+      return -1;
+    memcpy(out + o, base + bp, cp);
+    o += cp;
+    bexp = bp + cp;
+  }
+  return c == end && lits == lend && o == size ? 0 : -1;
+}
+
+int spy__delta_decode(void **dctx, const uint8_t *blob, size_t nblob,
+                      const char *base, size_t nb, char *out, size_t size) {
+  if (nblob < 1 || (!base && nb))
+    return -1;
+  if (blob[0] == 0)
+    return run(blob + 1, nblob - 1, base, nb, out, size);
+  if (blob[0] != 1)
+    return -1;
+  const uint8_t *c = blob + 1, *end = blob + nblob;
+  uint64_t plen;
+  /* a program is never much longer than its output: an op covers 4
+   * bytes at least, the literals are output bytes */
+  if (get_var(&c, end, &plen) < 0 || plen > 64 + (uint64_t)size * 6)
+    return -1;
+  uint8_t *prog = malloc(plen ? (size_t)plen : 1);
+  if (!prog)
+    return -2;
+  if (!*dctx && !(*dctx = ZSTD_createDCtx())) {
+    free(prog);
+    return -2;
+  }
+  size_t r =
+      ZSTD_decompressDCtx(*dctx, prog, (size_t)plen, c, (size_t)(end - c));
+  int rc = ZSTD_isError(r) || r != plen
+               ? -1
+               : run(prog, (size_t)plen, base, nb, out, size);
+  free(prog);
+  return rc;
+}
