@@ -360,6 +360,20 @@ static void sleep_us(uint32_t us) {
   nanosleep(&ts, NULL);
 }
 
+/* Busy-waits us µs of wall time: a CPU-bound plugin. Its median call
+ * stays put on a loaded machine, where a sleep's wake-up comes late by
+ * however long the scheduler makes it wait. */
+static void spin_us(uint32_t us) {
+  if (!us)
+    return;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) <
+         (long long)us * 1000);
+}
+
 static int add_edge(module *from, uint32_t to, const char *req) {
   if (from->nimports == from->cap_imports) {
     from->cap_imports = from->cap_imports ? 2 * from->cap_imports : 8;
@@ -493,6 +507,7 @@ static int process_module(demo *d, uint32_t i) {
         (d->o->slow_plugin && strcmp(d->o->slow_plugin, plugins[p].name) == 0
              ? d->o->slow_us
              : 0));
+    spin_us(d->o->hook_spin_us);
     if (d->o->work)
       d->o->work(src, n);
     int changed = plugins[p].fn(m, src, n, &out);
@@ -1181,38 +1196,41 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
  * ---------------------------------------------------------------- */
 
 static void help(FILE *f) {
-  fprintf(f,
-          "usage: spyglass demo build SRC_DIR [--trace jsonl|sqlite|"
-          "postgres://…|none] [--out DIR]\n\n"
-          "Builds the C sources under SRC_DIR like a bundler: resolves\n"
-          "#include edges into a module graph, loads each file, runs it\n"
-          "through a chain of transform plugins, groups modules into one\n"
-          "chunk per directory and writes each chunk to DIR/dist. With\n"
-          "--trace every hook call is recorded with its input and output\n"
-          "source; the session lands in DIR/.spyglass/<session-id>/\n"
-          "(PostgreSQL: in the database). DIR defaults to ./spyglass-out.\n\n"
-          "  --watch             keep watching SRC_DIR (inotify): each change\n"
-          "                      rebuilds, as a new build of the same trace\n"
-          "                      session, the changed modules and the ones\n"
-          "                      that include them; Ctrl-C / SIGTERM ends it\n"
-          "  --debounce-ms N     watch: a burst of saves ends after N ms of\n"
-          "                      quiet (default 100) and makes one rebuild\n"
-          "  --hook-delay-us N   sleep N µs in each transform (tests)\n"
-          "  --slow-plugin NAME:US  NAME's transforms sleep US µs more\n"
-          "                      (a deliberate regression, diff tests)\n"
-          "  --name NAME         traced builds publish their live progress\n"
-          "                      on the bus as provider NAME (default\n"
-          "                      demo-build): `spyglass top`, the dashboard\n"
-          "  --no-bus            do not publish on the bus\n"
-          "  --wait-subscriber S wait up to S seconds for a live viewer\n"
-          "                      (TRACE subscriber) before building\n"
-          "  --retry-bytes N     postgres: bytes buffered while away\n"
-          "  --retry-ms N        postgres: how long to retry at the end\n");
+  fprintf(
+      f, "usage: spyglass demo build SRC_DIR [--trace jsonl|sqlite|"
+         "postgres://…|none] [--out DIR]\n\n"
+         "Builds the C sources under SRC_DIR like a bundler: resolves\n"
+         "#include edges into a module graph, loads each file, runs it\n"
+         "through a chain of transform plugins, groups modules into one\n"
+         "chunk per directory and writes each chunk to DIR/dist. With\n"
+         "--trace every hook call is recorded with its input and output\n"
+         "source; the session lands in DIR/.spyglass/<session-id>/\n"
+         "(PostgreSQL: in the database). DIR defaults to ./spyglass-out.\n\n"
+         "  --watch             keep watching SRC_DIR (inotify): each change\n"
+         "                      rebuilds, as a new build of the same trace\n"
+         "                      session, the changed modules and the ones\n"
+         "                      that include them; Ctrl-C / SIGTERM ends it\n"
+         "  --debounce-ms N     watch: a burst of saves ends after N ms of\n"
+         "                      quiet (default 100) and makes one rebuild\n"
+         "  --hook-delay-us N   sleep N µs in each transform (tests)\n"
+         "  --hook-spin-us N    busy-wait N µs in each transform (a CPU-bound\n"
+         "                      plugin, steady medians under load; tests)\n"
+         "  --slow-plugin NAME:US  NAME's transforms sleep US µs more\n"
+         "                      (a deliberate regression, diff tests)\n"
+         "  --name NAME         traced builds publish their live progress\n"
+         "                      on the bus as provider NAME (default\n"
+         "                      demo-build): `spyglass top`, the dashboard\n"
+         "  --no-bus            do not publish on the bus\n"
+         "  --wait-subscriber S wait up to S seconds for a live viewer\n"
+         "                      (TRACE subscriber) before building\n"
+         "  --retry-bytes N     postgres: bytes buffered while away\n"
+         "  --retry-ms N        postgres: how long to retry at the end\n");
 }
 
 int cmd_demo_build(int argc, char **argv) {
   demo_build_opts o = {.out_dir = "spyglass-out", .trace = "none"};
-  int delay_us = 0, retry_ms = 0, debounce_ms = 100, no_bus = 0;
+  int delay_us = 0, spin_us_opt = 0, retry_ms = 0, debounce_ms = 100,
+      no_bus = 0;
   o.bus_name = "demo-build";
   uint64_t retry_bytes = 0;
   const cli_opt opts[] = {
@@ -1223,6 +1241,8 @@ int cmd_demo_build(int argc, char **argv) {
        "jsonl, sqlite, naive, none or a postgres:// URI"},
       {"--out", CLI_STR, &o.out_dir, 0, 0, 0, "a directory"},
       {"--hook-delay-us", CLI_INT, &delay_us, 0, 10000000, 0,
+       "a number of microseconds"},
+      {"--hook-spin-us", CLI_INT, &spin_us_opt, 0, 10000000, 0,
        "a number of microseconds"},
       {"--slow-plugin", CLI_STR, &o.slow_plugin, 0, 0, 0, "NAME:US"},
       {"--name", CLI_STR, &o.bus_name, 0, 0, 0, "a provider name"},
@@ -1239,6 +1259,7 @@ int cmd_demo_build(int argc, char **argv) {
   if (prc)
     return prc == 1 ? EXIT_OK : EXIT_USAGE;
   o.hook_delay_us = (uint32_t)delay_us;
+  o.hook_spin_us = (uint32_t)spin_us_opt;
   if (no_bus)
     o.bus_name = NULL;
   static char slow_name[128];

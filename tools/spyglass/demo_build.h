@@ -16,6 +16,7 @@ typedef struct demo_build_opts {
                             "naive" (the reference's before: inline, twice) */
   const char *trace_dir; /* session dir override (NULL: <out>/.spyglass/<id>) */
   uint32_t hook_delay_us; /* sleep in each transform (fault tests) */
+  uint32_t hook_spin_us;  /* busy-wait in each transform (diff tests) */
   size_t retry_bytes;     /* postgres buffering budget (0 = default) */
   uint32_t retry_ms;      /* postgres retry on close (0 = default) */
   int quiet;
