@@ -840,7 +840,10 @@ static inline int spy_delta_next(spy_delta_iter *it, spy_delta_entry *e) {
   } else if (kind == SPY_VAL_BOOL) {
     e->value.v.b = v[0] != 0;
   } else {
-    for (uint32_t i = 0; i < vlen / 8; i++) {
+    /* vlen was checked by the validating decoder; the bound on f[] is
+     * repeated here so no inlining can see a path past it */
+    uint32_t nf = vlen / 8, cap = sizeof e->value.v.f / sizeof e->value.v.f[0];
+    for (uint32_t i = 0; i < nf && i < cap; i++) {
       uint64_t u = spy_rd64(v + 8 * i);
       memcpy(&e->value.v.f[i], &u, 8);
     }
