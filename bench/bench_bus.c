@@ -194,15 +194,7 @@ static void pick_cpus(void) {
   if (!e || strcmp(e, "1") != 0 ||
       sched_getaffinity(0, sizeof cpus_all, &cpus_all) != 0)
     return;
-  for (int c = 0; c < CPU_SETSIZE && cpu_b < 0; c++)
-    if (CPU_ISSET(c, &cpus_all)) {
-      if (cpu_a < 0)
-        cpu_a = c;
-      else
-        cpu_b = c;
-    }
-  if (cpu_b < 0)
-    cpu_a = -1; /* one CPU: nothing to place */
+  bench_two_cpus(&cpu_a, &cpu_b);
 }
 
 static void pin_to(int cpu) {

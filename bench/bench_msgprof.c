@@ -155,15 +155,7 @@ static void pick_cpus(void) {
   if (sched_getaffinity(0, sizeof set, &set) != 0)
     return;
   cpus_before = set;
-  for (int c = 0; c < CPU_SETSIZE && cpu_worker < 0; c++)
-    if (CPU_ISSET(c, &set)) {
-      if (cpu_post < 0)
-        cpu_post = c;
-      else
-        cpu_worker = c;
-    }
-  if (cpu_worker < 0)
-    cpu_post = -1; /* one CPU: nothing to place */
+  bench_two_cpus(&cpu_post, &cpu_worker);
 }
 
 static void worker_nap(void *ctx, int wait_ms) {

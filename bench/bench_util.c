@@ -2,6 +2,7 @@
 #include "bench.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,22 @@
 
 #include "json.h"
 #include "opts.h"
+
+void bench_two_cpus(int *a, int *b) {
+  cpu_set_t set;
+  *a = *b = -1;
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return;
+  for (int c = 0; c < CPU_SETSIZE && *b < 0; c++)
+    if (CPU_ISSET(c, &set)) {
+      if (*a < 0)
+        *a = c;
+      else
+        *b = c;
+    }
+  if (*b < 0)
+    *a = -1; /* one CPU: nothing to place */
+}
 
 uint64_t bench_now_ns(void) {
   struct timespec ts;
