@@ -166,6 +166,18 @@ typedef struct range {
   float inv_abs;   /* signed: v * inv_abs in -1..1 */
 } range;
 
+/* The range of finite values lo..hi (lo > hi: none, the identity). */
+ALWAYS_INLINE range range_of(float lo, float hi) {
+  range r = {0.0f, 1.0f, 1.0f};
+  if (hi >= lo) {
+    r.lo = lo;
+    r.scale = hi > lo ? 1.0f / (hi - lo) : 0.0f;
+    float a = fabsf(lo) > fabsf(hi) ? fabsf(lo) : fabsf(hi);
+    r.inv_abs = a > 0.0f ? 1.0f / a : 0.0f;
+  }
+  return r;
+}
+
 /* Min, max and largest |v| of the colour channels (the one channel of a
  * one-channel type), finite values only. */
 ALWAYS_INLINE range image_range(const uint8_t *s, uint32_t w, uint32_t h,
@@ -183,14 +195,7 @@ ALWAYS_INLINE range image_range(const uint8_t *s, uint32_t w, uint32_t h,
           mx = v[c] > mx ? v[c] : mx;
         }
     }
-  range r = {0.0f, 1.0f, 1.0f};
-  if (mx >= mn) {
-    r.lo = mn;
-    r.scale = mx > mn ? 1.0f / (mx - mn) : 0.0f;
-    float a = fabsf(mn) > fabsf(mx) ? fabsf(mn) : fabsf(mx);
-    r.inv_abs = a > 0.0f ? 1.0f / a : 0.0f;
-  }
-  return r;
+  return range_of(mn, mx);
 }
 
 /* Values -> display colour in 0..1. */
@@ -487,14 +492,7 @@ ALWAYS_INLINE range float_range(const uint8_t *s, uint32_t w, uint32_t h,
     lo = mn[k] < lo ? mn[k] : lo;
     hi = mx[k] > hi ? mx[k] : hi;
   }
-  range r = {0.0f, 1.0f, 1.0f};
-  if (hi >= lo) {
-    r.lo = lo;
-    r.scale = hi > lo ? 1.0f / (hi - lo) : 0.0f;
-    float a = fabsf(lo) > fabsf(hi) ? fabsf(lo) : fabsf(hi);
-    r.inv_abs = a > 0.0f ? 1.0f / a : 0.0f;
-  }
-  return r;
+  return range_of(lo, hi);
 }
 
 /* The float path for one (type, mode): the range pass if the mode needs
