@@ -4,7 +4,9 @@
  * decoder must refuse the blob or fill exactly the size it was asked for,
  * never reading or writing outside either. Then, so the fuzzer also
  * reaches the decoder through valid programs, the blob bytes are encoded
- * as a delta of the base and must decode back to themselves. */
+ * as a delta of the base (with no limit, then with the first blob's
+ * length as the limit, which sends a raw program through zstd) and must
+ * decode back to themselves. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,12 +35,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *z = malloc(bound);
   char *back = malloc(nblob ? nblob : 1);
   if (z && back) {
-    long n = spy__delta_encode(&enc, base, nb, (const char *)blob, nblob, z,
-                               bound, bound + 1);
-    if (n > 0 &&
-        (spy__delta_decode(&dctx, z, (size_t)n, base, nb, back, nblob) != 0 ||
-         memcmp(back, blob, nblob) != 0))
-      abort();
+    /* without a limit, then with the first result as the limit: a raw
+     * program over it is tried as a zstd frame */
+    size_t limit = bound + 1;
+    for (int pass = 0; pass < 2; pass++) {
+      long n = spy__delta_encode(&enc, base, nb, (const char *)blob, nblob, z,
+                                 bound, limit);
+      if (n > 0 &&
+          (spy__delta_decode(&dctx, z, (size_t)n, base, nb, back, nblob) != 0 ||
+           memcmp(back, blob, nblob) != 0))
+        abort();
+      if (n <= 0 || (size_t)n >= limit)
+        break;
+      limit = (size_t)n;
+    }
   }
   free(z);
   free(back);

@@ -331,9 +331,95 @@ TEST(copy_delta_is_binary_safe_and_refuses_corrupt_blobs) {
   free(p);
 }
 
+/* Every small edit (a bytes inserted and b deleted, a + b <= 8) at the
+ * start, in the middle and at the very end of a text: one literal run
+ * and copies around it, so a blob of a few bytes that decodes back. */
+TEST(copy_delta_finds_every_small_edit_anywhere) {
+  enum { NB = 4000 };
+  char *base = malloc(NB), *p = malloc(NB + 16), *out = malloc(NB + 16);
+  uint32_t x = 777;
+  for (int i = 0; i < NB; i++) { /* text without a repeat of 8 bytes */
+    x = x * 1103515245u + 12345u;
+    base[i] = (char)('a' + (x >> 16) % 26);
+  }
+  spy__delta d = {0};
+  void *dctx = NULL;
+  size_t bound = spy__delta_bound(NB + 16);
+  uint8_t *blob = malloc(bound);
+  const size_t at[] = {0, 1, NB / 2, NB - 20, NB - 9, NB - 8, NB - 3};
+  for (size_t w = 0; w < sizeof at / sizeof at[0]; w++)
+    for (size_t a = 0; a <= 8; a++)
+      for (size_t b = 0; a + b <= 8 && at[w] + b <= NB; b++) {
+        if (a + b == 0)
+          continue;
+        size_t n = 0;
+        memcpy(p, base, at[w]);
+        n = at[w];
+        for (size_t k = 0; k < a; k++)
+          p[n++] = (char)('0' + k); /* digits: never in the base */
+        memcpy(p + n, base + at[w] + b, NB - at[w] - b);
+        n += NB - at[w] - b;
+        long z = spy__delta_encode(&d, base, NB, p, n, blob, bound, bound);
+        CHECK(z > 0);
+        CHECK(z < 40); /* header, two or three ops, the inserted bytes */
+        CHECK_EQ(spy__delta_decode(&dctx, blob, (size_t)z, base, NB, out, n),
+                 0);
+        CHECK(memcmp(out, p, n) == 0);
+      }
+  spy__src_unpack_free(&dctx);
+  spy__delta_free(&d);
+  free(blob);
+  free(out);
+  free(p);
+  free(base);
+}
+
+/* A raw program over the caller's limit is tried as a zstd frame (flag
+ * 1): an edit on every line compresses well. The frame is kept when it
+ * is under the limit, decodes, and refuses every truncation; a limit
+ * even the frame misses gives 0 (the caller stores something else). */
+TEST(copy_delta_over_its_limit_becomes_a_zstd_frame) {
+  char *base = malloc(20000), *p = malloc(20000);
+  size_t nb = 0, n = 0;
+  for (int k = 0; k < 300; k++) {
+    nb += (size_t)snprintf(base + nb, 20000 - nb,
+                           "static int step_%d(int x) { return x * %d; }\n", k,
+                           k);
+    n += (size_t)snprintf(p + n, 20000 - n,
+                          "static int step_%d(int x) { return x * %d; }\n", k,
+                          k + 1);
+  }
+  spy__delta d = {0};
+  void *dctx = NULL;
+  size_t bound = spy__delta_bound(n);
+  uint8_t *blob = malloc(bound);
+  char *out = malloc(n);
+  long raw = spy__delta_encode(&d, base, nb, p, n, blob, bound, bound);
+  CHECK(raw > 0);
+  CHECK_EQ(blob[0], 0); /* short enough to stay raw without a limit */
+  long z = spy__delta_encode(&d, base, nb, p, n, blob, bound, (size_t)raw);
+  CHECK(z > 0);
+  CHECK_EQ(blob[0], 1);
+  CHECK(z < raw / 2);
+  CHECK_EQ(spy__delta_decode(&dctx, blob, (size_t)z, base, nb, out, n), 0);
+  CHECK(memcmp(out, p, n) == 0);
+  for (long cut = 0; cut < z; cut++)
+    CHECK(spy__delta_decode(&dctx, blob, (size_t)cut, base, nb, out, n) < 0);
+  CHECK_EQ(spy__delta_encode(&d, base, nb, p, n, blob, bound, (size_t)z / 4),
+           0);
+  spy__src_unpack_free(&dctx);
+  spy__delta_free(&d);
+  free(out);
+  free(blob);
+  free(p);
+  free(base);
+}
+
 TEST_MAIN(TEST_CASE(rows_come_back_in_order_and_decode),
           TEST_CASE(a_refused_row_is_never_a_base),
           TEST_CASE(reset_starts_a_new_chain),
           TEST_CASE(small_and_large_versions_decode_and_make_deltas),
           TEST_CASE(edited_versions_are_copy_deltas_and_decode),
-          TEST_CASE(copy_delta_is_binary_safe_and_refuses_corrupt_blobs))
+          TEST_CASE(copy_delta_is_binary_safe_and_refuses_corrupt_blobs),
+          TEST_CASE(copy_delta_finds_every_small_edit_anywhere),
+          TEST_CASE(copy_delta_over_its_limit_becomes_a_zstd_frame))

@@ -27,13 +27,17 @@
 #include <string.h>
 
 #include <zstd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define ANCHOR_SPAN 32 /* an anchor at least every 32 bytes of a line */
 #define SMALL 8        /* edits this small are found by trying them all */
 #define LINES 8        /* line starts tried each way after a longer one */
 #define CHAIN 16       /* index candidates of a hash looked at */
 #define SKIP 64        /* a line start this near is "the next line" */
-#define ZSTD_MIN 4096  /* shorter programs are stored raw */
+#define ZSTD_MIN 4096  /* shorter programs are stored raw... */
+#define ZSTD_REACH 6   /* ...unless over the limit by less than 6x */
 #define NONE UINT32_MAX
 
 static inline uint32_t load32(const char *p) {
@@ -52,13 +56,30 @@ static uint32_t hash8(const char *p, size_t bits) {
   return (uint32_t)((load64(p) * 0x9E3779B185EBCA87ull) >> (64 - bits));
 }
 
-/* Bytes a[0..) and b[0..) have in common, at most n. */
+/* Bytes a[0..) and b[0..) have in common, at most n: 16 bytes a step
+ * where SSE2 is there (every x86-64), else 8. A copy is ~40 bytes on
+ * average in the bench trees (an edit every line or so), so the step is
+ * most of what a copy costs. */
 static inline size_t common(const char *a, const char *b, size_t n) {
   size_t k = 0;
+#ifdef __SSE2__
+  while (k + 16 <= n) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(a + k));
+    __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(b + k));
+    unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y));
+    if (eq != 0xffff)
+      return k + (size_t)__builtin_ctz(~eq);
+    k += 16;
+  }
+#endif
   while (k + 8 <= n) {
     uint64_t x = load64(a + k) ^ load64(b + k);
     if (x)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+      return k + (size_t)(__builtin_clzll(x) >> 3);
+#else
       return k + (size_t)(__builtin_ctzll(x) >> 3);
+#endif
     k += 8;
   }
   while (k < n && a[k] == b[k])
@@ -96,6 +117,11 @@ static int get_var(const uint8_t **p, const uint8_t *end, uint64_t *v) {
 static inline uint8_t *put_op(uint8_t *p, uint64_t lit, uint64_t copy,
                               int64_t d) {
   uint64_t zz = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+  if ((lit | zz) < 7 && copy < 0x80) { /* most ops: two bytes */
+    p[0] = (uint8_t)(lit | zz << 3);
+    p[1] = (uint8_t)copy;
+    return p + 2;
+  }
   *p++ = (uint8_t)((lit < 7 ? lit : 7) | (zz < 7 ? zz : 7) << 3);
   p = put_var(p, copy);
   if (lit >= 7)
@@ -183,26 +209,58 @@ static int index_base(spy__delta *d, const char *base, size_t nb) {
   return 0;
 }
 
+/* The nearest small edit at a mismatch of p[0..) and b[0..) (both with
+ * SMALL + 8 bytes readable): a bytes inserted and c deleted, a + c <= SMALL
+ * and the fewest first, such that the 8 bytes after them agree. The words
+ * are loaded as the edit grows and the pairs compared unrolled: most
+ * edits are found within a few (a one-byte change is the second pair). */
+static inline int small_edit(const char *p, const char *b, size_t *pa,
+                             size_t *pc) {
+#define W(k) uint64_t P##k = load64(p + k), B##k = load64(b + k)
+#define T(x, y)                                                                \
+  if (P##x == B##y) {                                                          \
+    *pa = x;                                                                   \
+    *pc = y;                                                                   \
+    return 1;                                                                  \
+  }
+  W(0);
+  W(1);
+  T(0, 1) T(1, 0);
+  W(2);
+  T(0, 2) T(1, 1) T(2, 0);
+  W(3);
+  T(0, 3) T(1, 2) T(2, 1) T(3, 0);
+  W(4);
+  T(0, 4) T(1, 3) T(2, 2) T(3, 1) T(4, 0);
+  W(5);
+  T(0, 5) T(1, 4) T(2, 3) T(3, 2) T(4, 1) T(5, 0);
+  W(6);
+  T(0, 6) T(1, 5) T(2, 4) T(3, 3) T(4, 2) T(5, 1) T(6, 0);
+  W(7);
+  T(0, 7) T(1, 6) T(2, 5) T(3, 4) T(4, 3) T(5, 2) T(6, 1) T(7, 0);
+  W(8);
+  T(0, 8) T(1, 7) T(2, 6) T(3, 5) T(4, 4) T(5, 3) T(6, 2) T(7, 1) T(8, 0);
+  return 0;
+#undef W
+#undef T
+}
+
 /* Where p[i..) and base[j..) line up again after a mismatch at (i, j):
- * sets *pi, *pj to a pair whose 8 bytes agree, nearest first. Returns 0,
- * or -1 when nothing was found before i reaches the end, *pi then being
- * where to look next. */
+ * sets *pi, *pj to a pair whose 8 bytes agree, nearest first. Returns 0
+ * for a small edit (the bytes before the pair differ), 1 for a pair found
+ * further on (the caller extends it backwards), or -1 when nothing was
+ * found before i reaches the end, *pi then being where to look next; -2
+ * out of memory. */
 static int realign(spy__delta *d, const char *base, size_t nb, const char *p,
                    size_t n, size_t i, size_t j, size_t *pi, size_t *pj) {
   /* a small edit: a inserted bytes, b deleted ones, a + b <= SMALL */
   if (i + SMALL + 8 <= n && j + SMALL + 8 <= nb) {
-    uint64_t pw[SMALL + 1], bw[SMALL + 1];
-    for (size_t k = 0; k <= SMALL; k++) {
-      pw[k] = load64(p + i + k);
-      bw[k] = load64(base + j + k);
+    size_t a, b;
+    if (small_edit(p + i, base + j, &a, &b)) {
+      *pi = i + a;
+      *pj = j + b;
+      return 0;
     }
-    for (size_t e = 1; e <= SMALL; e++)
-      for (size_t a = 0; a <= e; a++)
-        if (pw[a] == bw[e - a]) {
-          *pi = i + a;
-          *pj = j + e - a;
-          return 0;
-        }
   } else
     for (size_t e = 1; e <= SMALL; e++)
       for (size_t a = 0; a <= e; a++) {
@@ -229,7 +287,7 @@ static int realign(spy__delta *d, const char *base, size_t nb, const char *p,
       if (load32(base + jj) == w) {
         *pi = li;
         *pj = jj;
-        return 0;
+        return 1;
       }
       const char *e = memchr(base + jj, '\n', nb - jj);
       if (!e)
@@ -244,7 +302,7 @@ static int realign(spy__delta *d, const char *base, size_t nb, const char *p,
       if (load32(p + ii) == w) {
         *pi = ii;
         *pj = lj;
-        return 0;
+        return 1;
       }
       const char *e = memchr(p + ii, '\n', n - ii);
       if (!e)
@@ -283,7 +341,7 @@ static int realign(spy__delta *d, const char *base, size_t nb, const char *p,
   if (best == NONE)
     return -1; /* look on from there */
   *pj = best;
-  return 0;
+  return 1;
 }
 
 long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
@@ -306,14 +364,14 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
   uint8_t *op = d->prog + 20, *lit = d->prog + ops_cap;
   size_t nlit = 0, nops = 0;
   size_t i = 0, j = 0, lit0 = 0, bexp = 0;
-  int aligned = 0; /* (i, j) is a pair realign found */
-  while (i < n) {
-    size_t m =
-        j < nb ? common(p + i, base + j, n - i < nb - j ? n - i : nb - j) : 0;
-    /* a copy of base[j..j+m): 8 bytes at least, 4 where realign found
-     * them, any at the end */
-    if (m >= 8 || (m >= 4 && aligned) || (m > 0 && i + m == n)) {
-      aligned = 0;
+  /* (i, j) where p and the base agree for m bytes; a copy of them is
+   * made of 8 bytes at least (at the start, or after a skip), of any m
+   * where realign found the pair (it checked 4 bytes at least) or at the
+   * end */
+  size_t m = common(p, base, n < nb ? n : nb);
+  int copy = m >= 8 || (m > 0 && m == n);
+  for (;;) {
+    if (copy) {
       size_t l = i - lit0;
       if (l <= 8 && lit0 + 8 <= n) /* room: lit has n + 8 bytes */
         memcpy(lit + nlit, p + lit0, 8);
@@ -322,28 +380,36 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
       nlit += l;
       op = put_op(op, l, m, (int64_t)j - (int64_t)bexp);
       nops++;
-      i += m;
-      j += m;
-      bexp = j;
-      lit0 = i;
-      continue;
+      bexp = j + m;
+      lit0 = i + m;
     }
+    /* the copy ended at a mismatch (or the end of either): no need to
+     * compare there again */
+    i += m;
+    j += m;
+    if (i >= n)
+      break;
     size_t ni, nj;
-    int rc = realign(d, base, nb, p, n, i + m, j + m, &ni, &nj);
+    int rc = realign(d, base, nb, p, n, i, j, &ni, &nj);
     if (rc == -2)
       return -2;
     if (rc < 0) { /* nothing here: look on from ni, the base where it was */
       i = ni;
-      aligned = 0;
+      if (i >= n)
+        break;
+      m = j < nb ? common(p + i, base + j, n - i < nb - j ? n - i : nb - j) : 0;
+      copy = m >= 8 || (m > 0 && i + m == n);
       continue;
     }
-    while (ni > lit0 && nj > 0 && p[ni - 1] == base[nj - 1]) {
-      ni--;
-      nj--;
-    }
+    if (rc > 0) /* found further on: the bytes before may agree too */
+      while (ni > lit0 && nj > 0 && p[ni - 1] == base[nj - 1]) {
+        ni--;
+        nj--;
+      }
     i = ni;
     j = nj;
-    aligned = 1;
+    m = common(p + i, base + j, n - i < nb - j ? n - i : nb - j);
+    copy = 1;
   }
   if (lit0 < n) { /* the tail: literals only */
     memcpy(lit + nlit, p + lit0, n - lit0);
@@ -358,7 +424,12 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
   memcpy(prog, hdr, nh);
   memmove(op, lit, nlit);
   size_t plen = (size_t)(op + nlit - prog);
-  if (plen >= ZSTD_MIN) {
+  /* zstd pays on a long program; on a short one it costs ~20-45k
+   * instructions (its tables), so it is tried only when the raw program
+   * would be refused but its frame may not be (programs of the bench
+   * trees shrink 2-5x): still cheaper than the zstd delta that follows a
+   * refusal (~160k) */
+  if (plen >= ZSTD_MIN || (1 + plen >= limit && plen / ZSTD_REACH < limit)) {
     if (!d->cctx && !(d->cctx = ZSTD_createCCtx()))
       return -2;
     uint8_t *q = put_var(out + 1, plen);
