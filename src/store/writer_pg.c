@@ -27,6 +27,7 @@
  * already stored or in itself; whenever a batch stays pending (the server is
  * away) or one is dropped, the delta chain starts again, so every batch packed
  * after that is self-contained and dropping any batch strands no delta. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -877,11 +878,51 @@ static int final_update(pgw *w, uint64_t lost) {
   return rc;
 }
 
+/* The indexes still to make, shared by the connections making them. */
+typedef struct idx_jobs {
+  char **sql; /* one transaction each */
+  int n;
+  _Atomic int next;
+  const char *conninfo;
+} idx_jobs;
+
+/* Runs index transactions on c until none is left; 0 or SPY_EIO. */
+static int run_index_jobs(PGconn *c, idx_jobs *j) {
+  int rc = 0;
+  for (int i; !rc && (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
+    PGresult *r = PQexec(c, j->sql[i]);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+        PQresultStatus(r) != PGRES_TUPLES_OK)
+      rc = sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
+    PQclear(r);
+    if (rc && PQstatus(c) == CONNECTION_OK)
+      PQclear(PQexec(c, "ROLLBACK"));
+  }
+  return rc;
+}
+
+/* The second connection's thread: at close the build is over and the
+ * server's other core would idle while one backend sorts. What it cannot
+ * do (no connection, an error) the first connection does. */
+static void *index_helper(void *arg) {
+  idx_jobs *j = arg;
+  PGconn *c = PQconnectdb(j->conninfo);
+  if (PQstatus(c) == CONNECTION_OK) {
+    PQsetNoticeProcessor(c, quiet, NULL);
+    run_index_jobs(c, j);
+  }
+  PQfinish(c);
+  return NULL;
+}
+
 /* Creates the indexes the database does not have yet (an existing one is
  * not touched: CREATE INDEX would lock its table against other sessions'
  * writes even when it only finds the name taken), each in a transaction
  * of its own: holding one table's lock at a time, it can make another
- * session's batch wait but never deadlock with it. */
+ * session's batch wait but never deadlock with it. Two connections share
+ * the work. Each transaction holds the schema lock shared (a writer
+ * changing the schema waits for it, and it for that writer) and a lock of
+ * the index's name (two sessions closing at once make each index once). */
 static int create_missing_indexes(pgw *w) {
   PGresult *have = NULL;
   int rc = q(w,
@@ -893,6 +934,8 @@ static int create_missing_indexes(pgw *w) {
   spy__buf all = {0}, one = {0};
   spy__index_sql(&w->schema, &all, 1);
   spy__buf_putc(&all, 0);
+  idx_jobs j = {.conninfo = w->conninfo};
+  int cap = 0;
   /* one "CREATE INDEX IF NOT EXISTS <name> ON …;" per line */
   for (char *line = all.err ? NULL : all.p, *end; line && *line && !rc;
        line = end ? end + 1 : NULL) {
@@ -910,17 +953,44 @@ static int create_missing_indexes(pgw *w) {
     /* the trace is durable already; an index a crash loses is made
      * again by the next writer's close, so its commit does not wait for
      * the WAL flush */
-    spy__buf_puts(&one, "BEGIN;SET LOCAL synchronous_commit=off;" SCHEMA_LOCK);
+    spy__buf_puts(&one, "BEGIN;SET LOCAL synchronous_commit=off;"
+                        "SELECT pg_advisory_xact_lock_shared("
+                        "5497617309364322355);"
+                        "SELECT pg_advisory_xact_lock(1936746849,hashtext('");
+    spy__buf_put(&one, name, nlen); /* an SQL name: [a-z0-9_] */
+    spy__buf_puts(&one, "'));");
     spy__buf_put(&one, line, len);
     spy__buf_puts(&one, "COMMIT;");
     spy__buf_putc(&one, 0);
-    rc = one.err ? SPY_ENOMEM : q(w, one.p, NULL);
-    if (rc && PQstatus(w->conn) == CONNECTION_OK)
-      q(w, "ROLLBACK", NULL);
+    if (j.n == cap) {
+      int ncap = cap ? cap * 2 : 32;
+      char **n2 = realloc(j.sql, (size_t)ncap * sizeof *n2);
+      if (!n2) {
+        rc = SPY_ENOMEM;
+        break;
+      }
+      j.sql = n2;
+      cap = ncap;
+    }
+    if (one.err || !(j.sql[j.n] = strdup(one.p))) {
+      rc = SPY_ENOMEM;
+      break;
+    }
+    j.n++;
   }
   PQclear(have);
   if (all.err)
     rc = SPY_ENOMEM;
+  pthread_t helper;
+  int helped =
+      !rc && j.n > 1 && pthread_create(&helper, NULL, index_helper, &j) == 0;
+  if (!rc)
+    rc = run_index_jobs(w->conn, &j);
+  if (helped)
+    pthread_join(helper, NULL);
+  for (int i = 0; i < j.n; i++)
+    free(j.sql[i]);
+  free(j.sql);
   spy__buf_free(&all);
   spy__buf_free(&one);
   return rc;
