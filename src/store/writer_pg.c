@@ -284,13 +284,44 @@ int spy__pg_check_version(PGconn *c) {
  * can still collide. Held until the transaction ends. */
 #define SCHEMA_LOCK "SELECT pg_advisory_xact_lock(5497617309364322355);"
 
-/* Whether the store's tables and views were made by DDL of hash hx. */
-static int ddl_hash_is(pgw *w, const char *hx) {
+/* Appends to names (as "a,b,…") the name after each `key` in ddl. */
+static int names_after(const char *ddl, const char *key, spy__buf *names) {
+  int n = 0;
+  for (const char *p = ddl; (p = strstr(p, key)); n++) {
+    p += strlen(key);
+    size_t len = strcspn(p, " (");
+    if (names->len)
+      spy__buf_putc(names, ',');
+    spy__buf_put(names, p, len);
+  }
+  return n;
+}
+
+/* Whether the store's tables and views were made by DDL of hash hx and
+ * are all there still. */
+static int ddl_done(pgw *w, const char *hx, const spy__buf *ddl) {
   PGresult *r = NULL;
   if (q(w, "SELECT value FROM spyglass_meta WHERE key='ddl_hash'", &r))
     return 0;
   int same = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), hx) == 0;
   PQclear(r);
+  if (!same)
+    return 0;
+  spy__buf s = {0}, names = {0};
+  int n = names_after(ddl->p, "CREATE TABLE IF NOT EXISTS ", &names);
+  n += names_after(ddl->p, "CREATE OR REPLACE VIEW ", &names);
+  spy__buf_puts(&s, "SELECT count(*) FROM pg_class WHERE relnamespace = "
+                    "current_schema()::regnamespace AND relname = ANY('{");
+  spy__buf_put(&s, names.p, names.len); /* SQL names: [a-z0-9_] */
+  spy__buf_puts(&s, "}')");
+  spy__buf_putc(&s, 0);
+  same = !s.err && !names.err && q(w, s.p, &r) == 0;
+  if (same) {
+    same = PQntuples(r) == 1 && atoi(PQgetvalue(r, 0, 0)) == n;
+    PQclear(r);
+  }
+  spy__buf_free(&s);
+  spy__buf_free(&names);
   return same;
 }
 
@@ -323,13 +354,16 @@ static int setup(pgw *w) {
   /* a store this same DDL made needs none of it again: run as IF NOT
    * EXISTS and CREATE OR REPLACE VIEW it still costs the server ~100 ms,
    * before the build's first action (a writer whose tables or views
-   * differ has another hash and runs its DDL) */
+   * differ has another hash and runs its DDL, and so does one that finds
+   * one of them gone) */
   uint64_t h[2];
   spy_trace_hash(sql.p ? sql.p : "", sql.len, h);
   char ins[256], hx[33];
   snprintf(hx, sizeof hx, "%016llx%016llx", (unsigned long long)h[0],
            (unsigned long long)h[1]);
-  if (!sql.err && v == SPY_TRACE_SCHEMA_VERSION && ddl_hash_is(w, hx))
+  spy__buf_putc(&sql, 0);
+  sql.len--; /* a C string for ddl_done */
+  if (!sql.err && v == SPY_TRACE_SCHEMA_VERSION && ddl_done(w, hx, &sql))
     sql.len = 0;
   snprintf(ins, sizeof ins,
            "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
