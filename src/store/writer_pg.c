@@ -993,8 +993,11 @@ static int create_missing_indexes(pgw *w) {
                         "SELECT pg_advisory_xact_lock(1936746849,hashtext('");
     spy__buf_put(&one, name, nlen); /* an SQL name: [a-z0-9_] */
     spy__buf_puts(&one, "'));");
-    spy__buf_put(&one, line, len);
-    spy__buf_puts(&one, "COMMIT;");
+    /* every key starts with the session, so later sessions only add
+     * at the right: the pages of the rows there now can be full */
+    size_t stmt = len && line[len - 1] == ';' ? len - 1 : len;
+    spy__buf_put(&one, line, stmt);
+    spy__buf_puts(&one, " WITH (fillfactor=100);COMMIT;");
     spy__buf_putc(&one, 0);
     if (j.n == cap) {
       int ncap = cap ? cap * 2 : 32;
