@@ -27,6 +27,7 @@
  * already stored or in itself; whenever a batch stays pending (the server is
  * away) or one is dropped, the delta chain starts again, so every batch packed
  * after that is self-contained and dropping any batch strands no delta. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +44,10 @@ typedef struct batch {
   spy__buf *gcopy;             /* per derived table */
   int ngcopy;
   uint64_t actions;
-  uint64_t *src; /* content hashes of the payloads it carries, 2 each */
+  uint64_t *src;  /* content hashes of the payloads it carries, 2 each */
+  size_t *srcoff; /* where each one's row starts in copy[SPY__T_SOURCES] */
   size_t nsrc, capsrc;
+  int src_sorted;     /* copy[SPY__T_SOURCES] is in source_id order */
   uint64_t first_seq; /* its action_batches key, 0 if it has no actions */
   int uncertain;      /* COMMIT sent, answer lost: stored or not unknown */
   size_t bytes;
@@ -56,6 +59,8 @@ typedef struct pgw {
   char *conninfo, *session_id, *cwd;
   spy__schema schema;
   spy__buf rec;             /* one action's binary record */
+  spy__buf sorted;          /* scratch for sort_sources */
+  int src_stage;            /* sources go through the staging table */
   spy__abatch ab;           /* records the tables cannot hold exactly */
   spy__batch_mark mark;     /* the whole batch: its action_batches row */
   int all_records;          /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
@@ -143,39 +148,102 @@ static void lit(spy__buf *b, const char *s, size_t n) {
   spy__buf_putc(b, '\'');
 }
 
-static void put_cell(spy__buf *b, const spy__cell *c) {
-  static const char hx[] = "0123456789abcdef";
-  switch (c->kind) {
-  case SPY__COL_INT: spy__buf_i64(b, c->i); break;
-  case SPY__COL_TEXT:
-    for (size_t i = 0; i < c->n; i++) {
-      char ch = c->s[i];
-      if ((unsigned char)ch >= 0x80) {
-        i += put_utf8(b, c->s, c->n, i) - 1;
-        continue;
-      }
-      switch (ch) {
-      case '\\': spy__buf_put(b, "\\\\", 2); break;
-      case '\n': spy__buf_put(b, "\\n", 2); break;
-      case '\r': spy__buf_put(b, "\\r", 2); break;
-      case '\t': spy__buf_put(b, "\\t", 2); break;
-      case 0: break;
-      default: spy__buf_putc(b, ch);
-      }
-    }
-    break;
-  case SPY__COL_BLOB:
-    if (spy__buf_reserve(b, 3 + 2 * c->n) < 0)
-      return;
-    spy__buf_put(b, "\\\\x", 3);
-    for (size_t i = 0; i < c->n; i++) {
-      unsigned char v = (unsigned char)c->s[i];
-      b->p[b->len++] = hx[v >> 4];
-      b->p[b->len++] = hx[v & 15];
-    }
-    break;
-  default: spy__buf_put(b, "\\N", 2);
+/* ---- binary COPY rows ------------------------------------------------------
+ * Each row: int16 field count, then per field int32 length (-1: NULL) and
+ * its bytes, all in network byte order; BIGINT as 8 bytes, TEXT and BYTEA
+ * raw, JSONB as its version byte 1 then the text. No escaping and no number
+ * formatting on either side. */
+static void be16(char *p, uint16_t v) {
+  p[0] = (char)(v >> 8);
+  p[1] = (char)v;
+}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LE 1
+#else
+#define LE 0
+#endif
+static void be32(char *p, uint32_t v) {
+  if (LE)
+    v = __builtin_bswap32(v);
+  memcpy(p, &v, 4);
+}
+static void be64(char *p, uint64_t v) {
+  if (LE)
+    v = __builtin_bswap64(v);
+  memcpy(p, &v, 8);
+}
+
+/* Text the server takes: valid UTF-8 as it is, an invalid sequence as
+ * U+FFFD, NUL bytes left out. Writes at o (room for 3 * n bytes), returns
+ * the bytes written. Plain ASCII is copied in one go. */
+static size_t put_text(char *o, const char *s, size_t n) {
+  size_t i = 0;
+  for (uint64_t v; i + 8 <= n; i += 8) { /* 8 bytes, none 0 or >= 0x80 */
+    memcpy(&v, s + i, 8);
+    if (((v - 0x0101010101010101u) | v) & 0x8080808080808080u)
+      break;
   }
+  while (i < n && (unsigned char)(s[i] - 1) < 0x7f)
+    i++;
+  memcpy(o, s, i);
+  size_t len = i;
+  while (i < n) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch >= 0x80) {
+      size_t l = spy__utf8_seq((const unsigned char *)s + i, n - i);
+      if (!l) {
+        memcpy(o + len, "\xEF\xBF\xBD", 3);
+        len += 3;
+        i++;
+      } else {
+        memcpy(o + len, s + i, l);
+        len += l;
+        i += l;
+      }
+    } else {
+      if (ch)
+        o[len++] = (char)ch;
+      i++;
+    }
+  }
+  return len;
+}
+
+/* The most bytes put_cell writes for c. */
+static size_t cell_max(const spy__cell *c) {
+  if (c->kind == SPY__COL_BLOB) /* raw, after jsonb's 1 at most */
+    return 5 + c->n;
+  if (c->kind == SPY__COL_TEXT) /* U+FFFD for a byte, or jsonb's 1 */
+    return 5 + 3 * c->n;
+  return 4 + 24; /* a number: 8 bytes, or as text */
+}
+
+/* Writes one cell at o as its column type wants it (type: SPY__COL_*);
+ * room for cell_max(c) bytes. Returns the bytes written. */
+static size_t put_cell(char *o, char type, const spy__cell *c) {
+  int num = c->kind == SPY__COL_INT;
+  if ((!num && c->kind != SPY__COL_TEXT && c->kind != SPY__COL_BLOB) ||
+      (type == SPY__COL_INT && !num)) { /* NULL (BIGINT: numbers only) */
+    be32(o, 0xffffffffu);
+    return 4;
+  }
+  if (type == SPY__COL_INT) {
+    be32(o, 8);
+    be64(o + 4, (uint64_t)c->i);
+    return 12;
+  }
+  char *d = o + 4;
+  size_t len = 0;
+  if (type == SPY__COL_JSON)
+    d[len++] = 1; /* jsonb's binary form: version 1, then the text */
+  if (num)        /* a number in a text column */
+    len += (size_t)snprintf(d + len, 24, "%lld", (long long)c->i);
+  else if (type == SPY__COL_BLOB || c->kind == SPY__COL_BLOB)
+    memcpy(d + len, c->s, c->n), len += c->n;
+  else
+    len += put_text(d + len, c->s, c->n);
+  be32(o, (uint32_t)len);
+  return 4 + len;
 }
 
 static void quiet(void *arg, const char *msg) { (void)arg, (void)msg; }
@@ -216,6 +284,47 @@ int spy__pg_check_version(PGconn *c) {
  * can still collide. Held until the transaction ends. */
 #define SCHEMA_LOCK "SELECT pg_advisory_xact_lock(5497617309364322355);"
 
+/* Appends to names (as "a,b,…") the name after each `key` in ddl. */
+static int names_after(const char *ddl, const char *key, spy__buf *names) {
+  int n = 0;
+  for (const char *p = ddl; (p = strstr(p, key)); n++) {
+    p += strlen(key);
+    size_t len = strcspn(p, " (");
+    if (names->len)
+      spy__buf_putc(names, ',');
+    spy__buf_put(names, p, len);
+  }
+  return n;
+}
+
+/* Whether the store's tables and views were made by DDL of hash hx and
+ * are all there still. */
+static int ddl_done(pgw *w, const char *hx, const spy__buf *ddl) {
+  PGresult *r = NULL;
+  if (q(w, "SELECT value FROM spyglass_meta WHERE key='ddl_hash'", &r))
+    return 0;
+  int same = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), hx) == 0;
+  PQclear(r);
+  if (!same)
+    return 0;
+  spy__buf s = {0}, names = {0};
+  int n = names_after(ddl->p, "CREATE TABLE IF NOT EXISTS ", &names);
+  n += names_after(ddl->p, "CREATE OR REPLACE VIEW ", &names);
+  spy__buf_puts(&s, "SELECT count(*) FROM pg_class WHERE relnamespace = "
+                    "current_schema()::regnamespace AND relname = ANY('{");
+  spy__buf_put(&s, names.p, names.len); /* SQL names: [a-z0-9_] */
+  spy__buf_puts(&s, "}')");
+  spy__buf_putc(&s, 0);
+  same = !s.err && !names.err && q(w, s.p, &r) == 0;
+  if (same) {
+    same = PQntuples(r) == 1 && atoi(PQgetvalue(r, 0, 0)) == n;
+    PQclear(r);
+  }
+  spy__buf_free(&s);
+  spy__buf_free(&names);
+  return same;
+}
+
 static int setup(pgw *w) {
   int rc = q(w,
              "BEGIN;" SCHEMA_LOCK
@@ -242,12 +351,28 @@ static int setup(pgw *w) {
   for (int t = 0; t < w->schema.n; t++)
     spy__schema_table_sql(&w->schema, t, &sql, 1);
   spy__views_sql(&sql, 1);
-  char ins[256];
+  /* a store this same DDL made needs none of it again: run as IF NOT
+   * EXISTS and CREATE OR REPLACE VIEW it still costs the server ~100 ms,
+   * before the build's first action (a writer whose tables or views
+   * differ has another hash and runs its DDL, and so does one that finds
+   * one of them gone) */
+  uint64_t h[2];
+  spy_trace_hash(sql.p ? sql.p : "", sql.len, h);
+  char ins[256], hx[33];
+  snprintf(hx, sizeof hx, "%016llx%016llx", (unsigned long long)h[0],
+           (unsigned long long)h[1]);
+  spy__buf_putc(&sql, 0);
+  sql.len--; /* a C string for ddl_done */
+  if (!sql.err && v == SPY_TRACE_SCHEMA_VERSION && ddl_done(w, hx, &sql))
+    sql.len = 0;
   snprintf(ins, sizeof ins,
            "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
-           "CONFLICT(key) DO NOTHING;",
-           SPY_TRACE_SCHEMA_VERSION);
-  spy__buf_puts(&sql, ins);
+           "CONFLICT(key) DO NOTHING;INSERT INTO spyglass_meta "
+           "VALUES('ddl_hash','%s') ON CONFLICT(key) DO UPDATE SET "
+           "value=excluded.value;",
+           SPY_TRACE_SCHEMA_VERSION, hx);
+  if (sql.len)
+    spy__buf_puts(&sql, ins);
   spy__buf_puts(&sql, "INSERT INTO sessions(session_id,cwd,created_at,"
                       "schema_version) VALUES(");
   lit(&sql, w->session_id, strlen(w->session_id));
@@ -290,6 +415,7 @@ static void free_batch(batch *b) {
     spy__buf_free(&b->gcopy[t]);
   free(b->gcopy);
   free(b->src);
+  free(b->srcoff);
   free(b);
 }
 
@@ -336,17 +462,26 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   return rc;
 }
 
-/* Appends one COPY text row. */
-static int put_row(batch *b, spy__buf *o, const spy__cell *c, int n) {
-  size_t before = o->len;
+/* Appends one binary COPY row; types: one SPY__COL_* per column. */
+static int put_row(batch *b, spy__buf *o, const char *types, const spy__cell *c,
+                   int n) {
+  size_t need = 2;
   for (int i = 0; i < n; i++) {
-    if (i)
-      spy__buf_putc(o, '\t');
-    put_cell(o, &c[i]);
+    size_t m = cell_max(&c[i]);
+    if (m > (size_t)0x7fffffff / 2) /* past what one field may hold */
+      return o->err = SPY_ENOMEM;
+    need += m;
   }
-  spy__buf_putc(o, '\n');
-  b->bytes += o->len - before;
-  return o->err;
+  if (spy__buf_reserve(o, need) < 0)
+    return o->err;
+  char *p = o->p + o->len;
+  be16(p, (uint16_t)n);
+  size_t len = 2;
+  for (int i = 0; i < n; i++)
+    len += put_cell(p + len, types[i], &c[i]);
+  o->len += len;
+  b->bytes += len;
+  return 0;
 }
 
 static int sink(void *arg, int table, const spy__cell *c, int n) {
@@ -361,7 +496,7 @@ static int sink(void *arg, int table, const spy__cell *c, int n) {
     b->gcopy = g;
     b->ngcopy = nn;
   }
-  return put_row(b, &b->gcopy[table], c, n);
+  return put_row(b, &b->gcopy[table], w->schema.t[table].types, c, n);
 }
 
 /* A packed sources row, on the writer thread: into the current batch. */
@@ -369,18 +504,24 @@ static int source_sink(void *arg, const uint64_t hash[2],
                        const spy__cell c[5]) {
   pgw *w = arg;
   batch *b = w->cur;
-  int rc = put_row(b, &b->copy[SPY__T_SOURCES], c, 5);
-  if (rc == 0 && b->nsrc == b->capsrc) {
+  if (b->nsrc == b->capsrc) {
     size_t ncap = b->capsrc ? b->capsrc * 2 : 64;
     uint64_t *n2 = realloc(b->src, ncap * 2 * sizeof *n2);
-    if (!n2)
+    if (n2)
+      b->src = n2;
+    size_t *o2 = n2 ? realloc(b->srcoff, ncap * sizeof *o2) : NULL;
+    if (!o2)
       return SPY_ENOMEM;
-    b->src = n2;
+    b->srcoff = o2;
     b->capsrc = ncap;
   }
+  size_t at = b->copy[SPY__T_SOURCES].len;
+  int rc = put_row(b, &b->copy[SPY__T_SOURCES],
+                   spy__tables[SPY__T_SOURCES].types, c, 5);
   if (rc == 0) {
     b->src[2 * b->nsrc] = hash[0];
     b->src[2 * b->nsrc + 1] = hash[1];
+    b->srcoff[b->nsrc] = at;
     b->nsrc++;
   }
   return rc;
@@ -444,13 +585,18 @@ static int pg_action(void *state, const spy_trace_record *r) {
 static int copy_in(pgw *w, const char *table, const char *cols,
                    const spy__buf *data) {
   char sql[512];
-  snprintf(sql, sizeof sql, "COPY %s(%s) FROM STDIN", table, cols);
+  snprintf(sql, sizeof sql, "COPY %s(%s) FROM STDIN (FORMAT binary)", table,
+           cols);
   PGresult *r = PQexec(w->conn, sql);
   int ok = PQresultStatus(r) == PGRES_COPY_IN;
   int fail_rc = ok ? 0 : sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
   PQclear(r);
   if (!ok)
     return fail_rc;
+  /* signature, flags, header extension length; the rows; the trailer */
+  static const char head[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+  if (PQputCopyData(w->conn, head, sizeof head) != 1)
+    return SPY_EIO;
   size_t off = 0;
   while (off < data->len) {
     size_t n = data->len - off > (1u << 20) ? (1u << 20) : data->len - off;
@@ -458,7 +604,8 @@ static int copy_in(pgw *w, const char *table, const char *cols,
       return SPY_EIO;
     off += n;
   }
-  if (PQputCopyEnd(w->conn, NULL) != 1)
+  if (PQputCopyData(w->conn, "\377\377", 2) != 1 ||
+      PQputCopyEnd(w->conn, NULL) != 1)
     return SPY_EIO;
   int rc = 0;
   while ((r = PQgetResult(w->conn))) {
@@ -471,24 +618,91 @@ static int copy_in(pgw *w, const char *table, const char *cols,
   return rc;
 }
 
+/* A sources row: its bytes in copy[SPY__T_SOURCES]; the source_id text
+ * starts after the field count (2 bytes) and its length (4). */
+typedef struct srow {
+  const char *p;
+  size_t n;
+} srow;
+
+static int srow_cmp(const void *x, const void *y) {
+  return memcmp(((const srow *)x)->p + 6, ((const srow *)y)->p + 6, 32);
+}
+
+/* Puts the batch's sources rows in source_id order (once): sessions
+ * storing the same payloads at once then wait for each other instead of
+ * deadlocking. */
+static int sort_sources(pgw *w, batch *b) {
+  spy__buf *in = &b->copy[SPY__T_SOURCES];
+  if (b->src_sorted || b->nsrc < 2) {
+    b->src_sorted = 1;
+    return 0;
+  }
+  srow *r = malloc(b->nsrc * sizeof *r);
+  w->sorted.len = 0;
+  if (!r || spy__buf_reserve(&w->sorted, in->len) < 0) {
+    free(r);
+    return SPY_ENOMEM;
+  }
+  for (size_t i = 0; i < b->nsrc; i++) {
+    size_t end = i + 1 < b->nsrc ? b->srcoff[i + 1] : in->len;
+    r[i] = (srow){in->p + b->srcoff[i], end - b->srcoff[i]};
+  }
+  qsort(r, b->nsrc, sizeof *r, srow_cmp);
+  for (size_t i = 0; i < b->nsrc; i++) {
+    memcpy(w->sorted.p + w->sorted.len, r[i].p, r[i].n);
+    w->sorted.len += r[i].n;
+  }
+  free(r);
+  spy__buf t = *in; /* the sorted rows become the batch's, and its
+                       old buffer the next scratch */
+  *in = w->sorted;
+  w->sorted = t;
+  b->src_sorted = 1;
+  return 0;
+}
+
+/* Sources through a temporary table: a payload another session stored
+ * already is skipped. */
+static int stage_sources(pgw *w, const batch *b) {
+  /* emptied at each commit without a new file (TRUNCATE would give it
+   * one, a catalog row rewritten per batch) */
+  int rc = q(w,
+             "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources) ON "
+             "COMMIT DELETE ROWS",
+             NULL);
+  if (!rc)
+    rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
+                 &b->copy[SPY__T_SOURCES]);
+  if (!rc)
+    rc = q(w,
+           "INSERT INTO sources SELECT * FROM src_stage ORDER BY source_id "
+           "ON CONFLICT DO NOTHING",
+           NULL);
+  return rc;
+}
+
+/* The batch's payloads, last in its transaction: straight into sources
+ * while no other session has stored one of them; on the first that one
+ * has, back to the savepoint and through the staging table, and so for
+ * the rest of the session. */
+static int send_sources(pgw *w, batch *b) {
+  int rc = sort_sources(w, b);
+  if (rc || w->src_stage)
+    return rc ? rc : stage_sources(w, b);
+  rc = q(w, "SAVEPOINT src", NULL);
+  if (!rc)
+    rc = copy_in(w, "sources", spy__tables[SPY__T_SOURCES].cols,
+                 &b->copy[SPY__T_SOURCES]);
+  if (rc != SPY_EEXIST)
+    return rc;
+  w->src_stage = 1;
+  rc = q(w, "ROLLBACK TO SAVEPOINT src", NULL);
+  return rc ? rc : stage_sources(w, b);
+}
+
 static int send_batch(pgw *w, batch *b) {
   int rc = q(w, "BEGIN", NULL);
-  if (!rc && b->copy[SPY__T_SOURCES].len) {
-    rc = q(w,
-           "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources); "
-           "TRUNCATE src_stage",
-           NULL);
-    if (!rc)
-      rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
-                   &b->copy[SPY__T_SOURCES]);
-    if (!rc)
-      rc = q(w,
-             /* in key order: sessions storing the same payloads at once
-              * then wait for each other instead of deadlocking */
-             "INSERT INTO sources SELECT * FROM src_stage ORDER BY source_id "
-             "ON CONFLICT DO NOTHING",
-             NULL);
-  }
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)
     if (t != SPY__T_SOURCES && b->copy[t].len)
       rc = copy_in(w, spy__tables[t].name, spy__tables[t].cols, &b->copy[t]);
@@ -505,6 +719,8 @@ static int send_batch(pgw *w, batch *b) {
     if (!rc)
       rc = copy_in(w, w->schema.t[t].name, w->schema.t[t].cols, &b->gcopy[t]);
   }
+  if (!rc && b->copy[SPY__T_SOURCES].len)
+    rc = send_sources(w, b);
   b->uncertain = 0;
   if (!rc) {
     b->uncertain = 1; /* until the server answers */
@@ -613,7 +829,8 @@ static int pg_commit(void *state) {
     int rc = spy__abatch_row(&w->ab, w->session_id, c);
     spy__batch_mark_cells(&w->mark, c);
     if (rc == 0)
-      rc = put_row(b, &b->copy[SPY__T_BATCHES], c, 7);
+      rc = put_row(b, &b->copy[SPY__T_BATCHES],
+                   spy__tables[SPY__T_BATCHES].types, c, 7);
     spy__abatch_clear(&w->ab);
     w->mark = (spy__batch_mark){0};
     if (rc < 0) {
@@ -695,11 +912,51 @@ static int final_update(pgw *w, uint64_t lost) {
   return rc;
 }
 
+/* The indexes still to make, shared by the connections making them. */
+typedef struct idx_jobs {
+  char **sql; /* one transaction each */
+  int n;
+  _Atomic int next;
+  const char *conninfo;
+} idx_jobs;
+
+/* Runs index transactions on c until none is left; 0 or SPY_EIO. */
+static int run_index_jobs(PGconn *c, idx_jobs *j) {
+  int rc = 0;
+  for (int i; !rc && (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
+    PGresult *r = PQexec(c, j->sql[i]);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+        PQresultStatus(r) != PGRES_TUPLES_OK)
+      rc = sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
+    PQclear(r);
+    if (rc && PQstatus(c) == CONNECTION_OK)
+      PQclear(PQexec(c, "ROLLBACK"));
+  }
+  return rc;
+}
+
+/* The second connection's thread: at close the build is over and the
+ * server's other core would idle while one backend sorts. What it cannot
+ * do (no connection, an error) the first connection does. */
+static void *index_helper(void *arg) {
+  idx_jobs *j = arg;
+  PGconn *c = PQconnectdb(j->conninfo);
+  if (PQstatus(c) == CONNECTION_OK) {
+    PQsetNoticeProcessor(c, quiet, NULL);
+    run_index_jobs(c, j);
+  }
+  PQfinish(c);
+  return NULL;
+}
+
 /* Creates the indexes the database does not have yet (an existing one is
  * not touched: CREATE INDEX would lock its table against other sessions'
  * writes even when it only finds the name taken), each in a transaction
  * of its own: holding one table's lock at a time, it can make another
- * session's batch wait but never deadlock with it. */
+ * session's batch wait but never deadlock with it. Two connections share
+ * the work. Each transaction holds the schema lock shared (a writer
+ * changing the schema waits for it, and it for that writer) and a lock of
+ * the index's name (two sessions closing at once make each index once). */
 static int create_missing_indexes(pgw *w) {
   PGresult *have = NULL;
   int rc = q(w,
@@ -711,6 +968,8 @@ static int create_missing_indexes(pgw *w) {
   spy__buf all = {0}, one = {0};
   spy__index_sql(&w->schema, &all, 1);
   spy__buf_putc(&all, 0);
+  idx_jobs j = {.conninfo = w->conninfo};
+  int cap = 0;
   /* one "CREATE INDEX IF NOT EXISTS <name> ON …;" per line */
   for (char *line = all.err ? NULL : all.p, *end; line && *line && !rc;
        line = end ? end + 1 : NULL) {
@@ -725,17 +984,50 @@ static int create_missing_indexes(pgw *w) {
     if (found)
       continue;
     one.len = 0;
-    spy__buf_puts(&one, "BEGIN;" SCHEMA_LOCK);
-    spy__buf_put(&one, line, len);
-    spy__buf_puts(&one, "COMMIT;");
+    /* the trace is durable already; an index a crash loses is made
+     * again by the next writer's close, so its commit does not wait for
+     * the WAL flush */
+    spy__buf_puts(&one, "BEGIN;SET LOCAL synchronous_commit=off;"
+                        "SELECT pg_advisory_xact_lock_shared("
+                        "5497617309364322355);"
+                        "SELECT pg_advisory_xact_lock(1936746849,hashtext('");
+    spy__buf_put(&one, name, nlen); /* an SQL name: [a-z0-9_] */
+    spy__buf_puts(&one, "'));");
+    /* every key starts with the session, so later sessions only add
+     * at the right: the pages of the rows there now can be full */
+    size_t stmt = len && line[len - 1] == ';' ? len - 1 : len;
+    spy__buf_put(&one, line, stmt);
+    spy__buf_puts(&one, " WITH (fillfactor=100);COMMIT;");
     spy__buf_putc(&one, 0);
-    rc = one.err ? SPY_ENOMEM : q(w, one.p, NULL);
-    if (rc && PQstatus(w->conn) == CONNECTION_OK)
-      q(w, "ROLLBACK", NULL);
+    if (j.n == cap) {
+      int ncap = cap ? cap * 2 : 32;
+      char **n2 = realloc(j.sql, (size_t)ncap * sizeof *n2);
+      if (!n2) {
+        rc = SPY_ENOMEM;
+        break;
+      }
+      j.sql = n2;
+      cap = ncap;
+    }
+    if (one.err || !(j.sql[j.n] = strdup(one.p))) {
+      rc = SPY_ENOMEM;
+      break;
+    }
+    j.n++;
   }
   PQclear(have);
   if (all.err)
     rc = SPY_ENOMEM;
+  pthread_t helper;
+  int helped =
+      !rc && j.n > 1 && pthread_create(&helper, NULL, index_helper, &j) == 0;
+  if (!rc)
+    rc = run_index_jobs(w->conn, &j);
+  if (helped)
+    pthread_join(helper, NULL);
+  for (int i = 0; i < j.n; i++)
+    free(j.sql[i]);
+  free(j.sql);
   spy__buf_free(&all);
   spy__buf_free(&one);
   return rc;
@@ -782,6 +1074,7 @@ static int64_t pg_close(void *state) {
   free_batch(w->cur);
   spy__schema_free(&w->schema);
   spy__buf_free(&w->rec);
+  spy__buf_free(&w->sorted);
   spy__abatch_free(&w->ab);
   spy__src_pipe_free(w->pipe);
   spy__hset_free(&w->gone);
