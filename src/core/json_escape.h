@@ -28,7 +28,8 @@ uint64_t spy__utf8_invalid(const char *s, size_t n);
  * bytes written; *used receives the input bytes consumed (n when all fit,
  * which cap >= SPY__JSON_ESC_MAX * n guarantees) and *replaced, when not
  * NULL, grows by the bytes replaced with U+FFFD. Progress is guaranteed
- * when cap >= SPY__JSON_ESC_MAX. */
+ * when cap >= SPY__JSON_ESC_MAX. Bytes of out past the returned count
+ * (within cap) may be overwritten: they are scratch. */
 size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
                         size_t *used, uint64_t *replaced);
 
