@@ -341,3 +341,16 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
   }
   return escape(out, cap, p, n, used, replaced);
 }
+
+size_t spy__json_plain_len(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0;
+  for (; n - i >= 16; i += 16) {
+    unsigned m = mask16(p + i);
+    if (m)
+      return i + (size_t)__builtin_ctz(m);
+  }
+  while (i < n && plain(p[i]))
+    i++;
+  return i;
+}

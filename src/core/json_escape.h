@@ -23,6 +23,10 @@ size_t spy__utf8_seq(const unsigned char *p, size_t n);
 /* How many bytes of s[0..n) spy__json_escape would replace with U+FFFD. */
 uint64_t spy__utf8_invalid(const char *s, size_t n);
 
+/* How many bytes s[0..n) begins with that the escaper copies as they
+ * are (printable ASCII but `"` and `\`): 16 tested at a time. */
+size_t spy__json_plain_len(const char *s, size_t n);
+
 /* Escapes the body of a JSON string (no quotes) from s[0..n) into
  * out[0..cap): as much as fits, never splitting a sequence. Returns the
  * bytes written; *used receives the input bytes consumed (n when all fit,
