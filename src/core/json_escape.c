@@ -131,15 +131,9 @@ static inline uint64_t load8(const unsigned char *p) {
   return x;
 }
 
-/* Bit k set when byte k of the 8 at p is not plain. */
-static inline unsigned mask8(const unsigned char *p) {
-  /* gather bit 7 of byte k into bit 56 + k */
-  return (unsigned)(((flags8(load8(p)) >> 7) * 0x0102040810204080ull) >> 56);
-}
-
 #ifdef __SSE2__
-/* The same for 16 bytes: a signed compare with 0x20 catches both the
- * control bytes and those from 0x80 up. */
+/* Bit k set when byte k of the 16 at p is not plain: a signed compare with 0x20
+ * catches both the control bytes and those from 0x80 up. */
 static inline unsigned mask16(const unsigned char *p) {
   __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
   __m128i m =
@@ -149,6 +143,12 @@ static inline unsigned mask16(const unsigned char *p) {
   return (unsigned)_mm_movemask_epi8(m);
 }
 #else
+/* Bit k set when byte k of the 8 at p is not plain. */
+static inline unsigned mask8(const unsigned char *p) {
+  /* gather bit 7 of byte k into bit 56 + k */
+  return (unsigned)(((flags8(load8(p)) >> 7) * 0x0102040810204080ull) >> 56);
+}
+
 static inline unsigned mask16(const unsigned char *p) {
   return mask8(p) | mask8(p + 8) << 8;
 }
