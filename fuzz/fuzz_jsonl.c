@@ -4,7 +4,11 @@
  * the rest logs.json. The reader opens it, iterates every action twice
  * (a rewind between), looks up every payload an action names, and runs
  * the summary, builds and hook calls. Whatever the bytes: an error or an
- * answer, never a crash, an overread or an unbounded allocation. */
+ * answer, never a crash, an overread or an unbounded allocation. Each
+ * line of logs.json is also parsed twice on its own, once as the reader's
+ * iteration does (a StringRef in the writer's form read by the quick scan
+ * of json_parse.c) and once with its content asked for (always the JSON
+ * library): both must agree on what the line is, its id and its size. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +16,7 @@
 #include <unistd.h>
 
 #include "spyglass/trace.h"
+#include "store/store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -51,6 +56,25 @@ static void lookups(spy_trace_reader *r, const spy_trace_val *v, int depth) {
       lookups(r, &v->u.items[i], depth + 1);
 }
 
+/* The quick StringRef scan and the JSON library agree on one line. */
+static void same_line(const char *p, size_t n) {
+  static spy_trace_arena a1, a2;
+  static spy__buf content;
+  spy__jline l1, l2;
+  spy_trace_arena_reset(&a1);
+  spy_trace_arena_reset(&a2);
+  content.len = 0;
+  int r1 = spy__json_line(p, n, &a1, &l1, NULL, NULL, 0);
+  int r2 = spy__json_line(p, n, &a2, &l2, &content, NULL, 0);
+  if (r1 == SPY_ENOMEM || r2 == SPY_ENOMEM)
+    return;
+  if (r1 != r2 || l1.is_ref != l2.is_ref)
+    abort();
+  if (r1 == 1 && (l1.hash[0] != l2.hash[0] || l1.hash[1] != l2.hash[1] ||
+                  l1.size != l2.size || content.len != l2.size))
+    abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!dir[0]) {
     snprintf(dir, sizeof dir, "/tmp/spy-fuzz-jsonl-XXXXXX");
@@ -62,6 +86,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t meta = data[0] < size - 1 ? data[0] : size - 1;
   put("meta.json", data + 1, meta);
   put("logs.json", data + 1 + meta, size - 1 - meta);
+  const char *logs = (const char *)data + 1 + meta,
+             *end = (const char *)data + size;
+  while (logs < end) {
+    const char *nl = memchr(logs, '\n', (size_t)(end - logs));
+    size_t n = nl ? (size_t)(nl - logs) : (size_t)(end - logs);
+    same_line(logs, n);
+    logs += n + 1;
+  }
   spy_trace_reader *r;
   if (spy_trace_reader_open(dir, NULL, &r) == 0) {
     for (int pass = 0; pass < 2; pass++) {

@@ -1,14 +1,21 @@
-/* test_json_escape.c — the word-at-a-time JSON escaper (core/json_escape.c)
- * writes exactly what the byte-at-a-time one before it wrote, kept here as
- * the reference: for random mixes of plain ASCII, quotes, backslashes,
- * control bytes, valid and invalid UTF-8, at every output capacity from
- * the minimum up (so "out is full" lands on every position), and when the
- * input is escaped in pieces. */
+/* test_json_escape.c — the block JSON escaper (core/json_escape.c) writes
+ * exactly what a plain byte loop, kept here as the reference, writes: for
+ * random mixes of plain ASCII, quotes, backslashes, control bytes, valid
+ * and invalid UTF-8, at every output capacity from the minimum up (so "out
+ * is full" lands on every position); for every kind of byte at every
+ * position of every length 0..100 and at every alignment of the input;
+ * for uniformly random bytes; and when the input is escaped in pieces.
+ * Inputs and outputs sit in buffers of exactly their size, so under ASan
+ * a read or write past either end fails the test. Also: the catalog's
+ * field names, which the JSON-lines form copies without escaping, are all
+ * plain identifiers. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/json_escape.h"
+#include "spyglass/trace.h"
 #include "testlib.h"
 
 /* The escaper as it was before the word-at-a-time loop. */
@@ -156,6 +163,167 @@ TEST(pieces_concatenate_to_the_whole) {
   }
 }
 
+/* Escapes s[0..n) with both, from a copy in a buffer of exactly n bytes
+ * starting `align` bytes past a 64-byte boundary, into buffers of exactly
+ * cap bytes; 0 when they differ. */
+static int same_at(const char *s, size_t n, size_t align, size_t cap) {
+  char *blk = malloc(align + n + 1), *in = blk + align;
+  char *exact = malloc(n ? n : 1);
+  char *a = malloc(cap ? cap : 1), *b = malloc(cap ? cap : 1);
+  int ok = blk && exact && a && b;
+  if (ok) {
+    memcpy(exact, s, n);
+    memcpy(in, s, n);
+    const char *srcs[2] = {exact, in};
+    for (int k = 0; k < 2 && ok; k++) {
+      size_t ua = 0, ub = 0;
+      uint64_t ra = 0, rb = 0;
+      size_t wa = spy__json_escape(a, cap, srcs[k], n, &ua, &ra);
+      size_t wb = ref_escape(b, cap, srcs[k], n, &ub, &rb);
+      ok = wa == wb && ua == ub && ra == rb && memcmp(a, b, wa) == 0;
+    }
+  }
+  free(blk);
+  free(exact);
+  free(a);
+  free(b);
+  return ok;
+}
+
+/* The bytes that take another path than plain ASCII: every control
+ * byte, `"`, `\`, DEL, and from 0x80 up lone continuation bytes,
+ * overlong and surrogate leads, leads of every length, and bytes that
+ * never start a sequence. */
+static const unsigned char odd[] = {
+    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09,
+    0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13,
+    0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d,
+    0x1e, 0x1f, '"',  '\\', 0x7f, 0x80, 0xbf, 0xc0, 0xc1, 0xc2,
+    0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xf8, 0xfe, 0xff};
+
+/* Valid and invalid multi-byte sequences. */
+static const char *const seqs[] = {
+    "\xc3\xa9",         "\xe2\x82\xac",    "\xf0\x9f\x98\x80",
+    "\xf4\x8f\xbf\xbf", "\xef\xbf\xbd",    "\xc0\x80",
+    "\xe0\x80\x80",     "\xed\xa0\x80",    "\xf4\x90\x80\x80",
+    "\xe2\x82",         "\xf0\x9f\x98",    "\xc3\x28",
+    "\xe2\x28\xa1",     "\xf0\x28\x8c\xbc"};
+
+TEST(every_odd_byte_at_every_position_length_and_alignment) {
+  char s[100];
+  for (size_t n = 0; n <= 100; n++)
+    for (size_t pos = 0; pos < n; pos++)
+      for (size_t k = 0; k < sizeof odd; k++) {
+        for (size_t i = 0; i < n; i++)
+          s[i] = (char)('a' + (i * 7 + n) % 26);
+        s[pos] = (char)odd[k];
+        size_t align = (n * 31 + pos * 7 + k) % 64;
+        if (!same_at(s, n, align, SPY__JSON_ESC_MAX * n)) {
+          fprintf(stderr,
+                  "  "
+                  "n %zu pos %zu byte 0x%02x align %zu"
+                  "\n",
+                  n, pos, odd[k], align);
+          CHECK(!"odd byte differs");
+        }
+      }
+}
+
+TEST(every_sequence_at_every_position_and_length) {
+  char s[104];
+  for (size_t n = 0; n <= 100; n++)
+    for (size_t pos = 0; pos < n; pos++)
+      for (size_t k = 0; k < sizeof seqs / sizeof seqs[0]; k++) {
+        size_t l = strlen(seqs[k]);
+        if (pos + l > n)
+          continue;
+        for (size_t i = 0; i < n; i++)
+          s[i] = (char)(i % 5 == 4 ? '\n' : 'x');
+        memcpy(s + pos, seqs[k], l);
+        if (!same_at(s, n, (pos + k) % 64, SPY__JSON_ESC_MAX * n)) {
+          fprintf(stderr,
+                  "  "
+                  "n %zu pos %zu seq %zu"
+                  "\n",
+                  n, pos, k);
+          CHECK(!"sequence differs");
+        }
+      }
+}
+
+TEST(random_bytes_at_every_alignment) {
+  char s[300];
+  for (int round = 0; round < 400; round++) {
+    size_t n = next() % (sizeof s + 1);
+    /* all bytes uniform; or text with a few of each kind */
+    for (size_t i = 0; i < n; i++)
+      s[i] = round % 2 ? (char)next()
+                       : (char)(next() % 8 ? 0x20 + next() % 0x5f
+                                           : odd[next() % sizeof odd]);
+    for (size_t align = 0; align < 64; align++)
+      if (!same_at(s, n, align, SPY__JSON_ESC_MAX * n)) {
+        fprintf(stderr,
+                "  "
+                "round %d n %zu align %zu"
+                "\n",
+                round, n, align);
+        CHECK(!"random bytes differ");
+      }
+  }
+}
+
+TEST(lengths_0_to_100_all_plain_and_all_escaped) {
+  char s[100];
+  for (size_t n = 0; n <= 100; n++)
+    for (size_t align = 0; align < 64; align++) {
+      memset(s, 'q', n);
+      CHECK(same_at(s, n, align, n));
+      CHECK(same_at(s, n, align, n ? n - 1 : 0));
+      memset(s, '\n', n);
+      CHECK(same_at(s, n, align, 2 * n));
+      memset(s, 0x01, n);
+      CHECK(same_at(s, n, align, SPY__JSON_ESC_MAX * n));
+      memset(s, 0xff, n);
+      CHECK(same_at(s, n, align, SPY__JSON_ESC_MAX * n));
+    }
+}
+
+/* json_form.c copies the catalog's names without the escaper. */
+static int plain_name(const char *s) {
+  if (!*s)
+    return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9') || *s == '_'))
+      return 0;
+  return 1;
+}
+
+static int kind_names_plain(const spy_trace_kind *k, int depth) {
+  if (!k || depth > 8)
+    return 1;
+  for (uint32_t i = 0; i < k->nfields; i++)
+    if (!plain_name(k->fields[i].name) ||
+        !kind_names_plain(k->fields[i].rec, depth + 1)) {
+      fprintf(stderr, "  not plain: %s.%s\n", k->name, k->fields[i].name);
+      return 0;
+    }
+  return 1;
+}
+
+TEST(catalog_field_names_are_plain_identifiers) {
+  for (int i = 1; i <= SPY_TRACE_KIND_COUNT; i++) {
+    CHECK(spy_trace_kinds[i] != NULL);
+    CHECK(spy_trace_kinds[i]->id == i);
+    CHECK(kind_names_plain(spy_trace_kinds[i], 0));
+  }
+}
+
 TEST_MAIN(
     TEST_CASE(word_loop_writes_what_the_byte_loop_wrote_at_every_capacity),
-    TEST_CASE(pieces_concatenate_to_the_whole))
+    TEST_CASE(pieces_concatenate_to_the_whole),
+    TEST_CASE(every_odd_byte_at_every_position_length_and_alignment),
+    TEST_CASE(every_sequence_at_every_position_and_length),
+    TEST_CASE(random_bytes_at_every_alignment),
+    TEST_CASE(lengths_0_to_100_all_plain_and_all_escaped),
+    TEST_CASE(catalog_field_names_are_plain_identifiers))

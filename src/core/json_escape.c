@@ -1,6 +1,20 @@
 /* json_escape.c — the project's one JSON string escaper (see
- * json_escape.h). Plain ASCII is tested and copied eight bytes at a time;
- * anything else is decoded one sequence at a time. */
+ * json_escape.h).
+ *
+ * Source text has a byte to escape every few dozen bytes (a newline every
+ * 17 in the bench's trees), so the escaper does not stop and restart at
+ * each one. It takes 64 bytes at a time and finds, in one pass (SSE2, or
+ * eight 64-bit words elsewhere), a bit mask of the bytes that are not
+ * copied as they are: `"`, `\`, the control bytes and every byte from 0x80
+ * up. Then it walks that mask: each clean run before a flagged byte is
+ * copied with 16-byte moves, each ASCII escape comes from a table (one
+ * 8-byte store), and a byte from 0x80 up is decoded as UTF-8 (kept when
+ * valid, U+FFFD when not). Moves may run up to 15 bytes past what they
+ * need, in and out, so the block loops run only while that much input is
+ * left and the block's worst case fits in out; the last bytes (and a
+ * nearly full out) go through a byte loop that stops exactly where the
+ * next piece does not fit. Whatever path a byte takes, the output is the
+ * same (test_json_escape checks it against a plain byte loop). */
 #include "json_escape.h"
 
 #include <string.h>
@@ -56,85 +70,228 @@ uint64_t spy__utf8_invalid(const char *s, size_t n) {
   return bad;
 }
 
+/* ---- the escapes -------------------------------------------------------- */
+
+/* The escape of each ASCII byte that has one, padded to 8 bytes (one
+ * store), its length in the last byte: \" \\ \n \t \r, \u00XX for the
+ * other control bytes. */
+#define HEXD(d) ((char)((d) < 10 ? '0' + (d) : 'a' + (d)-10))
+#define U00(c)                                                                 \
+  { '\\', 'u', '0', '0', HEXD((c) >> 4), HEXD((c)&15), 0, 6 }
+#define U00x4(c) U00(c), U00(c + 1), U00(c + 2), U00(c + 3)
+static const char esc[0x5d][8] = {
+    U00x4(0x00),
+    U00x4(0x04),
+    U00(0x08),
+    {'\\', 't', 0, 0, 0, 0, 0, 2},
+    {'\\', 'n', 0, 0, 0, 0, 0, 2},
+    U00(0x0b),
+    U00(0x0c),
+    {'\\', 'r', 0, 0, 0, 0, 0, 2},
+    U00(0x0e),
+    U00(0x0f),
+    U00x4(0x10),
+    U00x4(0x14),
+    U00x4(0x18),
+    U00x4(0x1c),
+    ['"'] = {'\\', '"', 0, 0, 0, 0, 0, 2},
+    ['\\'] = {'\\', '\\', 0, 0, 0, 0, 0, 2},
+};
+static const char fffd[8] = "\\ufffd";
+
 /* 1 for the bytes copied as they are: printable ASCII but `"` and `\`. */
 static int plain(unsigned char c) {
   return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
+/* ---- finding the bytes to escape ---------------------------------------- */
+
 #define ONES 0x0101010101010101ull
+#define LOW7 0x7f7f7f7f7f7f7f7full
 #define HIGH 0x8080808080808080ull
 
-/* Flags (bit 7 of the byte) where v has a zero byte; where x has a byte
- * below 0x20 (x's bytes all under 0x80). Extra flags come only from a
- * borrow, and a borrow only runs upwards from a byte that matched, so the
- * lowest flag is exact. */
-#define HAS_ZERO(v) (((v)-ONES) & ~(v)&HIGH)
-#define HAS_CTRL(x) (((x)-ONES * 0x20) & ~(x)&HIGH)
-
-/* How many of x's eight bytes (in memory order) are plain before the
- * first one that is not: 8 when all are. */
-static unsigned plain8(uint64_t x) {
+/* Bit 7 of byte k of x (from the low end) set when that byte is not
+ * plain. Every test is exact per byte (no borrow crosses bytes): low7 +
+ * 0x60 reaches bit 7 only from 0x20 up, and low7 + 0x7f only when not
+ * zero. */
+static inline uint64_t flags8(uint64_t x) {
   uint64_t q = x ^ (ONES * '"'), b = x ^ (ONES * '\\');
-  uint64_t t = (x & HIGH) | HAS_CTRL(x) | HAS_ZERO(q) | HAS_ZERO(b);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  return t ? (unsigned)__builtin_ctzll(t) / 8 : 8;
-#else
-  return t ? 0 : 8; /* the lowest flag is the last byte: go byte by byte */
+  uint64_t ctl = ~((x & LOW7) + ONES * 0x60);
+  uint64_t isq = ~(((q & LOW7) + LOW7) | q);
+  uint64_t isb = ~(((b & LOW7) + LOW7) | b);
+  return (x | ctl | isq | isb) & HIGH;
+}
+
+static inline uint64_t load8(const unsigned char *p) {
+  uint64_t x;
+  memcpy(&x, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  x = __builtin_bswap64(x);
 #endif
+  return x;
 }
 
 #ifdef __SSE2__
-/* The same for sixteen bytes at p: a signed compare with 0x20 catches
- * both the control bytes and the bytes from 0x80 up. */
-static unsigned plain16(const unsigned char *p) {
+/* Bit k set when byte k of the 16 at p is not plain: a signed compare with 0x20
+ * catches both the control bytes and those from 0x80 up. */
+static inline unsigned mask16(const unsigned char *p) {
   __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
   __m128i m =
       _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
                    _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
                                 _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
-  unsigned mask = (unsigned)_mm_movemask_epi8(m);
-  return mask ? (unsigned)__builtin_ctz(mask) : 16;
+  return (unsigned)_mm_movemask_epi8(m);
+}
+#else
+/* Bit k set when byte k of the 8 at p is not plain. */
+static inline unsigned mask8(const unsigned char *p) {
+  /* gather bit 7 of byte k into bit 56 + k */
+  return (unsigned)(((flags8(load8(p)) >> 7) * 0x0102040810204080ull) >> 56);
+}
+
+static inline unsigned mask16(const unsigned char *p) {
+  return mask8(p) | mask8(p + 8) << 8;
 }
 #endif
 
-size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
-                        size_t *used, uint64_t *replaced) {
-  static const char hx[] = "0123456789abcdef";
-  const unsigned char *p = (const unsigned char *)s;
+static inline uint64_t mask64(const unsigned char *p) {
+  return (uint64_t)mask16(p) | (uint64_t)mask16(p + 16) << 16 |
+         (uint64_t)mask16(p + 32) << 32 | (uint64_t)mask16(p + 48) << 48;
+}
+
+/* 1 when all n bytes at p (n < 32) are plain; reads only those bytes. */
+static inline int all_plain(const unsigned char *p, size_t n) {
+  if (n >= 16)
+    return (mask16(p) | mask16(p + n - 16)) == 0;
+  if (n >= 8)
+    return (flags8(load8(p)) | flags8(load8(p + n - 8))) == 0;
+  if (n >= 4) { /* both ends' four bytes in one word */
+    uint32_t lo, hi;
+    memcpy(&lo, p, 4);
+    memcpy(&hi, p + n - 4, 4);
+    return flags8(lo | (uint64_t)hi << 32) == 0;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!plain(p[i]))
+      return 0;
+  return 1;
+}
+
+/* ---- the block loop ----------------------------------------------------- */
+
+/* len bytes from s to d in 16-byte moves (len a constant once inlined). */
+static inline void moves(char *d, const unsigned char *s, size_t len) {
+  for (size_t k = 0; k < len; k += 16)
+    memcpy(d + k, s + k, 16);
+}
+
+/* Escapes the block of `len` bytes at p (len is 16 or 64, a constant once
+ * inlined), whose bytes to escape are the bits of m, to d; returns the
+ * end of what it wrote. A clean run is copied with len/16 moves whatever
+ * its length (no branch on it), so this reads p[0 .. 2 * len) (a UTF-8
+ * sequence never past end) and writes up to len bytes past the result.
+ * *next receives the first input byte not consumed: p + len, or further
+ * when a UTF-8 sequence runs past the block. */
+static inline char *block(char *d, const unsigned char *p, size_t len,
+                          const unsigned char *end, uint64_t m,
+                          const unsigned char **next, uint64_t *bad) {
+  const unsigned char *s = p; /* the first byte not written yet */
+  while (m) {
+    const unsigned char *q = p + __builtin_ctzll(m);
+    moves(d, s, len); /* only q - s count */
+    d += q - s;
+    unsigned c = *q;
+    if (c == '\n') { /* the commonest by far in source text */
+      memcpy(d, "\\n", 2);
+      d += 2;
+      s = q + 1;
+      m &= m - 1;
+      continue;
+    }
+    if (c < 0x80) {
+      memcpy(d, esc[c], 8);
+      d += (unsigned char)esc[c][7];
+      s = q + 1;
+      m &= m - 1;
+      continue;
+    }
+    size_t l = spy__utf8_seq(q, (size_t)(end - q));
+    if (l) {
+      memcpy(d, q, 4); /* only the first l count */
+      d += l;
+    } else {
+      memcpy(d, fffd, 8);
+      d += 6;
+      l = 1;
+      (*bad)++;
+    }
+    s = q + l;
+    size_t r = (size_t)(s - p);
+    m = r < 64 ? m & (~0ull << r) : 0;
+  }
+  if (s < p + len) {
+    moves(d, s, len); /* only p + len - s count */
+    d += p + len - s;
+    s = p + len;
+  }
+  *next = s;
+  return d;
+}
+
+/* The worst case of one block in out: every byte \u00XX, plus the moves'
+ * overrun. */
+#define ROOM(len) ((SPY__JSON_ESC_MAX + 1) * (len))
+
+/* n < 32 bytes from s to d, exactly (overlapping moves, no call). */
+static inline void small_copy(char *d, const unsigned char *s, size_t n) {
+  if (n >= 16) {
+    memcpy(d, s, 16);
+    memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
+    memcpy(d, s, 8);
+    memcpy(d + n - 8, s + n - 8, 8);
+  } else if (n >= 4) {
+    memcpy(d, s, 4);
+    memcpy(d + n - 4, s + n - 4, 4);
+  } else
+    for (size_t k = 0; k < n; k++)
+      d[k] = (char)s[k];
+}
+
+/* Everything but a short plain string (kept out of line so that one pays
+ * for no more than a call). */
+__attribute__((noinline)) static size_t escape(char *out, size_t cap,
+                                               const unsigned char *p, size_t n,
+                                               size_t *used,
+                                               uint64_t *replaced) {
   size_t i = 0, o = 0;
+  const unsigned char *next;
   uint64_t bad = 0;
+  /* 64 bytes at a time while 128 can be read */
+  while (n - i >= 128 && cap - o >= ROOM(64)) {
+    uint64_t m = mask64(p + i);
+    if (!m) {
+      memcpy(out + o, p + i, 64);
+      i += 64;
+      o += 64;
+      continue;
+    }
+    o = (size_t)(block(out + o, p + i, 64, p + n, m, &next, &bad) - out);
+    i = (size_t)(next - p);
+  }
+  /* then 16 at a time while 32 can be */
+  while (n - i >= 32 && cap - o >= ROOM(16)) {
+    o = (size_t)(block(out + o, p + i, 16, p + n, mask16(p + i), &next, &bad) -
+                 out);
+    i = (size_t)(next - p);
+  }
+  /* the rest (short strings are often all plain), byte by byte */
+  if (i < n && cap - o >= n - i && n - i < 32 && all_plain(p + i, n - i)) {
+    small_copy(out + o, p + i, n - i);
+    o += n - i;
+    i = n;
+  }
   while (i < n) {
-    /* whole plain words (source text is mostly these), then one byte */
-#ifdef __SSE2__
-    while (n - i >= 16 && cap - o >= 16) {
-      unsigned k = plain16(p + i);
-      memcpy(out + o, p + i, 16); /* only the first k count */
-      i += k;
-      o += k;
-      if (k == 16)
-        continue;
-      if (p[i] != '\n' || cap - o < 2)
-        goto special;
-      out[o++] = '\\'; /* the commonest escape in source text, in line */
-      out[o++] = 'n';
-      i++;
-    }
-#endif
-    while (n - i >= 8 && cap - o >= 8) {
-      uint64_t x;
-      memcpy(&x, p + i, 8);
-      unsigned k = plain8(x);
-      memcpy(out + o, &x, 8); /* only the first k count */
-      i += k;
-      o += k;
-      if (k < 8)
-        break;
-    }
-#ifdef __SSE2__
-  special:
-#endif
-    if (i == n)
-      break;
     unsigned char c = p[i];
     if (plain(c)) {
       if (o == cap)
@@ -144,24 +301,11 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
       continue;
     }
     if (c < 0x80) { /* `"`, `\` or a control byte */
-      char e = c == '"'    ? '"'
-               : c == '\\' ? '\\'
-               : c == '\n' ? 'n'
-               : c == '\t' ? 't'
-               : c == '\r' ? 'r'
-                           : 0;
-      size_t need = e ? 2 : 6;
-      if (cap - o < need)
+      size_t e = (unsigned char)esc[c][7];
+      if (cap - o < e)
         break;
-      out[o++] = '\\';
-      if (e)
-        out[o++] = e;
-      else {
-        memcpy(out + o, "u00", 3);
-        out[o + 3] = hx[c >> 4];
-        out[o + 4] = hx[c & 15];
-        o += 5;
-      }
+      memcpy(out + o, esc[c], e);
+      o += e;
       i++;
       continue;
     }
@@ -175,7 +319,7 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
     } else {
       if (cap - o < 6)
         break;
-      memcpy(out + o, "\\ufffd", 6);
+      memcpy(out + o, fffd, 6);
       o += 6;
       i++;
       bad++;
@@ -185,4 +329,28 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
   if (replaced)
     *replaced += bad;
   return o;
+}
+
+size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
+                        size_t *used, uint64_t *replaced) {
+  const unsigned char *p = (const unsigned char *)s;
+  if (n < 32 && cap >= n && all_plain(p, n)) { /* names, ids, paths */
+    small_copy(out, p, n);
+    *used = n;
+    return n;
+  }
+  return escape(out, cap, p, n, used, replaced);
+}
+
+size_t spy__json_plain_len(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0;
+  for (; n - i >= 16; i += 16) {
+    unsigned m = mask16(p + i);
+    if (m)
+      return i + (size_t)__builtin_ctz(m);
+  }
+  while (i < n && plain(p[i]))
+    i++;
+  return i;
 }

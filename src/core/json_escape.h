@@ -23,12 +23,17 @@ size_t spy__utf8_seq(const unsigned char *p, size_t n);
 /* How many bytes of s[0..n) spy__json_escape would replace with U+FFFD. */
 uint64_t spy__utf8_invalid(const char *s, size_t n);
 
+/* How many bytes s[0..n) begins with that the escaper copies as they
+ * are (printable ASCII but `"` and `\`): 16 tested at a time. */
+size_t spy__json_plain_len(const char *s, size_t n);
+
 /* Escapes the body of a JSON string (no quotes) from s[0..n) into
  * out[0..cap): as much as fits, never splitting a sequence. Returns the
  * bytes written; *used receives the input bytes consumed (n when all fit,
  * which cap >= SPY__JSON_ESC_MAX * n guarantees) and *replaced, when not
  * NULL, grows by the bytes replaced with U+FFFD. Progress is guaranteed
- * when cap >= SPY__JSON_ESC_MAX. */
+ * when cap >= SPY__JSON_ESC_MAX. Bytes of out past the returned count
+ * (within cap) may be overwritten: they are scratch. */
 size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
                         size_t *used, uint64_t *replaced);
 

@@ -61,14 +61,35 @@ void spy__buf_putc(spy__buf *b, char c) {
     b->p[b->len++] = c;
 }
 
+/* The decimal digits of v, written backwards from end, two at a time;
+ * returns where they begin (at most 20 bytes before end). */
+static char *u64_digits(char *end, uint64_t v) {
+  static const char pairs[] = "00010203040506070809"
+                              "10111213141516171819"
+                              "20212223242526272829"
+                              "30313233343536373839"
+                              "40414243444546474849"
+                              "50515253545556575859"
+                              "60616263646566676869"
+                              "70717273747576777879"
+                              "80818283848586878889"
+                              "90919293949596979899";
+  while (v >= 100) {
+    end -= 2;
+    memcpy(end, pairs + 2 * (v % 100), 2);
+    v /= 100;
+  }
+  if (v >= 10) {
+    end -= 2;
+    memcpy(end, pairs + 2 * v, 2);
+  } else
+    *--end = (char)('0' + v);
+  return end;
+}
+
 void spy__buf_u64(spy__buf *b, uint64_t v) {
-  char t[24];
-  int i = 24;
-  do {
-    t[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  put_fast(b, t + i, (size_t)(24 - i));
+  char t[24], *d = u64_digits(t + sizeof t, v);
+  put_fast(b, d, (size_t)(t + sizeof t - d));
 }
 
 void spy__buf_i64(spy__buf *b, int64_t v) {
@@ -88,7 +109,7 @@ void spy__buf_free(spy__buf *b) {
  * U+FFFD, counted in b->replaced. Reserves the worst case once. */
 void spy__json_str(spy__buf *b, const char *s, size_t n) {
   size_t cap = SPY__JSON_ESC_MAX * n;
-  if (spy__buf_reserve(b, cap + 2) < 0)
+  if ((b->err || b->cap - b->len < cap + 2) && spy__buf_reserve(b, cap + 2) < 0)
     return;
   char *o = b->p + b->len;
   size_t used;
@@ -99,27 +120,35 @@ void spy__json_str(spy__buf *b, const char *s, size_t n) {
 }
 
 static void put_members(spy__buf *b, const spy_trace_kind *k,
-                        const spy_trace_val *rec, int comma);
+                        const spy_trace_val *rec, int comma, int builtin);
 
-/* A field name as a JSON string: catalog names are plain identifiers,
- * copied as they are; any other goes through the escaper. */
-static void put_name(spy__buf *b, const char *name) {
-  size_t n = 0;
-  while ((name[n] >= 'a' && name[n] <= 'z') || name[n] == '_' ||
-         (name[n] >= '0' && name[n] <= '9') ||
-         (name[n] >= 'A' && name[n] <= 'Z'))
-    n++;
-  if (name[n]) {
-    spy__json_str(b, name, strlen(name));
+/* A field name and its colon. The names of the built-in kinds and their
+ * records are the catalog's plain identifiers (test_json_escape checks
+ * them all): copied as they are. An application's go through the
+ * escaper. */
+static void put_name(spy__buf *b, const char *name, int builtin) {
+  size_t n = strlen(name);
+  if (!builtin) {
+    spy__json_str(b, name, n);
+    putc_fast(b, ':');
+    return;
+  }
+  if (!b->err && b->cap - b->len >= n + 3) {
+    char *d = b->p + b->len;
+    d[0] = '"';
+    memcpy(d + 1, name, n);
+    d[n + 1] = '"';
+    d[n + 2] = ':';
+    b->len += n + 3;
     return;
   }
   putc_fast(b, '"');
   put_fast(b, name, n);
-  putc_fast(b, '"');
+  PUT_LIT(b, "\":");
 }
 
 static void put_val(spy__buf *b, const spy_trace_kind *rec,
-                    const spy_trace_val *v) {
+                    const spy_trace_val *v, int builtin) {
   switch (v->type) {
   case SPY_TV_NULL: PUT_LIT(b, "null"); break;
   case SPY_TV_FALSE: PUT_LIT(b, "false"); break;
@@ -140,42 +169,49 @@ static void put_val(spy__buf *b, const spy_trace_kind *rec,
     for (uint32_t i = 0; i < v->n; i++) {
       if (i)
         putc_fast(b, ',');
-      put_val(b, rec, &v->u.items[i]);
+      put_val(b, rec, &v->u.items[i], builtin);
     }
     putc_fast(b, ']');
     break;
   case SPY_TV_REC:
     putc_fast(b, '{');
-    put_members(b, rec, v, 0);
+    put_members(b, rec, v, 0, builtin);
     putc_fast(b, '}');
     break;
   }
 }
 
 /* "name":value for each field of a REC, named by its descriptor (fN for
- * a kind this build does not know); `comma` puts one before the first. */
+ * a kind this build does not know); `comma` puts one before the first;
+ * `builtin`: k is the catalog's (or one of its records). */
 static void put_members(spy__buf *b, const spy_trace_kind *k,
-                        const spy_trace_val *rec, int comma) {
+                        const spy_trace_val *rec, int comma, int builtin) {
   for (uint32_t i = 0; i < rec->n; i++) {
     if (i || comma)
       putc_fast(b, ',');
     const spy_trace_field *f = k && i < k->nfields ? &k->fields[i] : NULL;
     if (f)
-      put_name(b, f->name);
+      put_name(b, f->name, builtin);
     else {
       char key[16];
       int kn = snprintf(key, sizeof key, "f%u", (unsigned)i);
       spy__json_str(b, key, (size_t)kn);
+      putc_fast(b, ':');
     }
-    putc_fast(b, ':');
-    put_val(b, f ? f->rec : NULL, &rec->u.items[i]);
+    put_val(b, f ? f->rec : NULL, &rec->u.items[i], builtin);
   }
 }
 
 void spy__trace_json(spy__buf *b, const char *session_id,
                      const spy_trace_action *a) {
+  /* the timestamp in ms is ts_us's digits but the last three */
+  char t[24], *us = u64_digits(t + sizeof t, a->ts_us);
+  size_t nus = (size_t)(t + sizeof t - us);
   PUT_LIT(b, "{\"timestamp\":\"");
-  spy__buf_u64(b, a->ts_us / 1000u);
+  if (nus > 3)
+    put_fast(b, us, nus - 3);
+  else
+    putc_fast(b, '0');
   PUT_LIT(b, "\",\"session_id\":");
   spy__json_str(b, session_id, strlen(session_id));
   if (a->build) {
@@ -186,10 +222,14 @@ void spy__trace_json(spy__buf *b, const char *session_id,
   PUT_LIT(b, ",\"seq\":");
   spy__buf_u64(b, a->seq);
   PUT_LIT(b, ",\"ts_us\":");
-  spy__buf_u64(b, a->ts_us);
+  put_fast(b, us, nus);
   PUT_LIT(b, ",\"action\":");
   spy__json_str(b, a->name, a->name_len);
-  put_members(b, a->kind, &a->fields, 1); /* flattened into the event */
+  /* flattened into the event */
+  const spy_trace_kind *k = a->kind;
+  int builtin = k && k->id && k->id <= SPY_TRACE_KIND_COUNT &&
+                spy_trace_kinds[k->id] == k;
+  put_members(b, k, &a->fields, 1, builtin);
   putc_fast(b, '}');
 }
 

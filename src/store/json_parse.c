@@ -243,9 +243,102 @@ static char *mend_utf8(const char *p, size_t n, size_t *out_n) {
   return o;
 }
 
+static int hex4(const unsigned char *s) {
+  int v = 0;
+  for (int i = 0; i < 4; i++) {
+    int h = hexv((char)s[i]);
+    if (h < 0)
+      return -1;
+    v = v << 4 | h;
+  }
+  return v;
+}
+
+/* A StringRef line in the exact form this project's writer gives it,
+ * {"action":"StringRef","id":"<32 hex>","content":"<string>"}, read
+ * without building a tree (payloads are most of a store's bytes): the id,
+ * and the content's decoded size from one pass over its escapes. 1 with
+ * out set; 0 for any other shape and for anything the scan does not
+ * take as it is (bytes that are not UTF-8, a raw control byte, a bad
+ * escape, a lone surrogate), which then goes to the JSON library, so
+ * what is accepted and what it means is the library's. */
+static int quick_ref(const char *line, size_t n, spy__jline *out) {
+  static const char head[] = "{\"action\":\"StringRef\",\"id\":\"";
+  static const char mid[] = "\",\"content\":\"";
+  const size_t hl = sizeof head - 1, ml = sizeof mid - 1;
+  uint64_t h[2];
+  if (n < hl + 32 + ml + 2 || memcmp(line, head, hl) != 0 ||
+      memcmp(line + hl + 32, mid, ml) != 0 ||
+      spy__hash_parse(line + hl, 32, h) < 0)
+    return 0;
+  const unsigned char *s = (const unsigned char *)line + hl + 32 + ml;
+  const unsigned char *end = (const unsigned char *)line + n;
+  size_t size = 0;
+  for (;;) {
+    size_t k = spy__json_plain_len((const char *)s, (size_t)(end - s));
+    s += k;
+    size += k;
+    if (s == end)
+      return 0;
+    unsigned c = *s;
+    if (c == '"')
+      break;
+    if (c == '\\') {
+      if (end - s < 2)
+        return 0;
+      switch (s[1]) {
+      case '"':
+      case '\\':
+      case '/':
+      case 'b':
+      case 'f':
+      case 'n':
+      case 'r':
+      case 't':
+        size++;
+        s += 2;
+        continue;
+      case 'u': break;
+      default: return 0;
+      }
+      int u = end - s >= 6 ? hex4(s + 2) : -1;
+      if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF))
+        return 0;
+      if (u >= 0xD800 && u <= 0xDBFF) { /* a pair: one 4-byte sequence */
+        int lo =
+            end - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4(s + 8) : -1;
+        if (lo < 0xDC00 || lo > 0xDFFF)
+          return 0;
+        size += 4;
+        s += 12;
+        continue;
+      }
+      size += u < 0x80 ? 1 : u < 0x800 ? 2 : 3;
+      s += 6;
+      continue;
+    }
+    if (c < 0x20)
+      return 0;
+    size_t l = spy__utf8_seq(s, (size_t)(end - s));
+    if (!l)
+      return 0;
+    s += l;
+    size += l;
+  }
+  if (end - s != 2 || s[1] != '}')
+    return 0;
+  out->is_ref = 1;
+  out->hash[0] = h[0];
+  out->hash[1] = h[1];
+  out->size = size;
+  return 1;
+}
+
 int spy__json_line(const char *p, size_t n, spy_trace_arena *a, spy__jline *out,
                    spy__buf *content, char *msg, size_t msgcap) {
   memset(out, 0, sizeof *out);
+  if (!content && quick_ref(p, n, out))
+    return 1;
   json_error_t e;
   json_t *o = json_loadb(p, n, JSON_ALLOW_NUL, &e);
   if (!o && json_error_code(&e) == json_error_invalid_utf8) {
