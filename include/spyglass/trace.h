@@ -577,6 +577,11 @@ typedef struct spy_trace_hook_call {
   const char *plugin; /* plugin name */
   const char *module; /* module id / request, "" for render_chunk */
   const char *call_id;
+  /* wall-clock us of the Start and End actions. The session takes End's
+   * time as its emit begins and Start's as its emit ends (once the record
+   * is encoded, after any wait for queue space or spill), so ended_us -
+   * started_us covers the hook's own work and not the tracer's. It is
+   * wall time: it includes what the hook's thread waited for the CPU. */
   uint64_t started_us, ended_us;
   int has_input, has_output;
   uint64_t input[2], output[2]; /* source hashes */
@@ -614,7 +619,9 @@ int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out);
 /* A tap sees each action a session accepts, on the emitting thread, before
  * it is queued — but only while (*gate & mask) != 0 (one relaxed load and
  * a branch per emit otherwise). `action` must not block; `act` is the
- * caller's struct, valid during the call only. */
+ * caller's struct, valid during the call only; `ts` is the time as the
+ * emit begins (for a hook's Start the store's time is taken after the
+ * tap and the encode, so a live view's durations include them). */
 typedef struct spy_trace_tap {
   const volatile uint64_t *gate; /* NULL: no tap */
   uint64_t mask;
