@@ -692,6 +692,68 @@ TEST(a_hook_calls_duration_leaves_out_the_tracers_wait) {
   CHECK(measured);
 }
 
+/* The writer thread runs at a lower priority than the build; a thread
+ * that waits for the trace runs the writer's pending work itself (at its
+ * own priority), then a fresh writer thread takes over again: here a
+ * writer far behind (1 ms per action) at flush time does part of its work
+ * on the flushing thread, and the actions emitted after the flush are
+ * written by a writer thread again. */
+typedef struct where {
+  pid_t main;
+  _Atomic int on_main, on_other, after;
+} where;
+static int where_open(void **st, const spy_trace_writer_cfg *c) {
+  *st = c->arg;
+  return 0;
+}
+static int where_action(void *st, const spy_trace_record *r) {
+  where *w = st;
+  usleep(1000);
+  if (gettid() == w->main)
+    atomic_fetch_add(&w->on_main, 1);
+  else
+    atomic_fetch_add(&w->on_other, 1);
+  const spy_trace_val *c = spy_trace_get(r->action, "call_id");
+  if (c && c->n == 5 && memcmp(c->u.s, "after", 5) == 0 && gettid() != w->main)
+    atomic_fetch_add(&w->after, 1);
+  return 0;
+}
+static int64_t where_close(void *st) {
+  (void)st;
+  return 0;
+}
+static const spy_trace_writer_ops where_ops = {
+    "where", where_open, NULL, where_action, NULL, where_close, NULL};
+
+TEST(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread) {
+  where w;
+  memset(&w, 0, sizeof w);
+  w.main = gettid();
+  unsetenv("SPY_TRACE_NICE"); /* the default: a lower-priority writer */
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .ops = &where_ops, .ops_arg = &w};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 1000; i++) /* a second of the writer's work */
+    CHECK_OK(spy_emit_hook_load_call_start(
+        t, &(spy_act_hook_load_call_start){
+               .module_id = "m", .plugin_name = "p", .call_id = "c"}));
+  CHECK_OK(spy_trace_flush(t));
+  CHECK(atomic_load(&w.on_main) > 0); /* the flusher did the rest */
+  CHECK_EQ(atomic_load(&w.on_main) + atomic_load(&w.on_other), 1000);
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(spy_emit_hook_load_call_start(
+        t, &(spy_act_hook_load_call_start){
+               .module_id = "m", .plugin_name = "p", .call_id = "after"}));
+  /* a writer thread is back: it writes these without anyone waiting */
+  for (int i = 0; i < 3000 && atomic_load(&w.after) < 3; i++)
+    usleep(10000);
+  CHECK_EQ(atomic_load(&w.after), 3);
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.written, 1003);
+  spy_trace_destroy(t);
+}
+
 static void *emit_thread(void *arg) {
   spy_trace *t = arg;
   static const char src[] = "static int x;\n";
@@ -1945,6 +2007,7 @@ TEST_MAIN(
     TEST_CASE(disabled_session_never_calls_the_writer),
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
     TEST_CASE(a_hook_calls_duration_leaves_out_the_tracers_wait),
+    TEST_CASE(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread),
     TEST_CASE(full_queue_spills_and_the_emitter_never_waits),
     TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),
     TEST_CASE(
