@@ -234,6 +234,8 @@ typedef struct run {
   uint64_t bytes;
   int ok;
   void (*work)(const char *, size_t); /* per-transform work, or NULL */
+  int old_layout; /* the trace threads as before issue 17: a packer thread
+                     of its own, the writer at the build's priority */
 } run;
 
 static int one(const char *src, const char *scratch, run *x) {
@@ -250,8 +252,16 @@ static int one(const char *src, const char *scratch, run *x) {
   const char *pg = getenv("SPY_BENCH_PG");
   if (strcmp(x->name, "postgres") == 0)
     before = pg_db_size(pg);
+  if (x->old_layout) {
+    setenv("SPY_TRACE_NICE", "0", 1);
+    setenv("SPY_TRACE_PACK_INLINE", "0", 1);
+  }
   uint64_t t0 = bench_now_ns();
   int rc = demo_build_run(&o, &x->r);
+  if (x->old_layout) {
+    unsetenv("SPY_TRACE_NICE");
+    unsetenv("SPY_TRACE_PACK_INLINE");
+  }
   /* progress on stderr: the bench is long, and this says where it went */
   fprintf(stderr, "bench trace: %s %s: %.1f s\n", src, x->name,
           (double)(bench_now_ns() - t0) / 1e9);
@@ -331,6 +341,10 @@ enum {
   C_CPU_ACT,
   C_CPU_MB,
   C_EMIT,
+  C_BCPU,
+  C_BRQ,
+  C_BRQ_ACT,
+  C_BFLT,
   C_N
 };
 
@@ -356,6 +370,12 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
       v[C_DURABLE_X] = x->wall_ms / base->wall_ms;
       if (i > 0 && naive->ok)
         v[C_BYTES_X] = (double)x->bytes / (double)naive->bytes;
+      /* where the build thread's wall time went */
+      v[C_BCPU] = (double)x->r.build_cpu_ns / 1e6;
+      v[C_BRQ] = (double)x->r.build_rq_ns / 1e6;
+      if (x->r.actions)
+        v[C_BRQ_ACT] = (double)x->r.build_rq_ns / 1e3 / (double)x->r.actions;
+      v[C_BFLT] = (double)(x->r.build_minflt + x->r.build_majflt);
       const spy_trace_stats *st = &x->r.st;
       uint64_t cpu = st->writer_ns + st->packer_ns;
       if (strcmp(x->name, "naive") == 0) {
@@ -382,11 +402,10 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
                       const char *scratch, int again2, int work, char *note,
                       size_t note_len) {
   const char *pg = getenv("SPY_BENCH_PG");
-  run runs[] = {{"untraced", "none"},
-                {"naive", work ? NULL : "naive"},
-                {"jsonl", "jsonl"},
-                {"sqlite", "sqlite"},
-                {"postgres", pg}};
+  run runs[] = {
+      {"untraced", "none"}, {"naive", work ? NULL : "naive"},
+      {"jsonl", "jsonl"},   {"sqlite", "sqlite"},
+      {"postgres", pg},     {"sqlite-old-layout", "sqlite", .old_layout = 1}};
   int n = sizeof runs / sizeof runs[0];
   void (*fn)(const char *, size_t) = work ? work_tokenise : NULL;
   for (int i = 0; i < n; i++)
@@ -619,8 +638,9 @@ int bench_trace(int argc, char **argv) {
                "naive baseline",
       .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
                "writer_x_naive", "bytes_x_naive", "queue_waits", "spilled_disk",
-               "cpu_us_action", "cpu_ms_MB", "emit_ns"},
-      .ncols = 12};
+               "cpu_us_action", "cpu_ms_MB", "emit_ns", "bthr_cpu_ms",
+               "bthr_runq_ms", "bthr_runq_us_action", "bthr_faults"},
+      .ncols = 16};
   static char n1[512], n2[512], n3[512];
   char label[32];
   snprintf(label, sizeof label, "gen %dk", ndirs * nfiles / 1000);
@@ -661,7 +681,12 @@ int bench_trace(int argc, char **argv) {
       "spilled to the spill file (memory bound 64 MiB) instead of waiting; "
       "cpu_us_action, cpu_ms_MB: the trace's CPU (writer "
       "+ packer threads) per action and per MB of new (deduplicated) "
-      "source; emit_ns: the emitting call alone";
+      "source; emit_ns: the emitting call alone; sqlite-old-layout: "
+      "sqlite with the trace threads as before (a packer thread of its "
+      "own, the writer at the build's priority); bthr_*: the build thread "
+      "from session create to BuildEnd: its CPU time, the time it waited "
+      "runnable for a CPU (schedstat; per action: over the run's actions), "
+      "its page faults";
   t.notes[t.nnotes++] = pg_note;
   pg_local_stop();
   bench_print(&t, &o);

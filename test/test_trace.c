@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -602,6 +603,155 @@ TEST(full_queue_makes_the_emitter_wait_and_loses_nothing) {
   CHECK_EQ(st.written, 2001);
   spy_trace_destroy(t);
   CHECK_EQ(k.n, 2001);
+}
+
+/* A hook call's measured time leaves out the tracer's own work: its Start
+ * is emitted into a full queue with spilling off (the slowest path: the
+ * emit waits for the writer, tens of ms), then the "hook" spins. The
+ * stored duration covers the spin (C - B, B: Start's emit returned, C:
+ * End's emit called), not the wait (B - A); before the fix Start took its
+ * time as the emit began and the duration held the whole wait. The slack
+ * is half the measured wait, so a preemption inside the few instructions
+ * around the timestamps cannot fail it. */
+typedef struct probe {
+  uint64_t start_us, end_us;
+} probe;
+static int probe_open(void **st, const spy_trace_writer_cfg *c) {
+  *st = c->arg;
+  return 0;
+}
+static int probe_action(void *st, const spy_trace_record *r) {
+  probe *p = st;
+  usleep(2000); /* a writer far slower than the build */
+  const spy_trace_val *c = spy_trace_get(r->action, "call_id");
+  if (c && c->n == 5 && memcmp(c->u.s, "probe", 5) == 0) {
+    if (r->action->name_len == 22 &&
+        memcmp(r->action->name, "HookTransformCallStart", 22) == 0)
+      p->start_us = r->action->ts_us;
+    else
+      p->end_us = r->action->ts_us;
+  }
+  return 0;
+}
+static int64_t probe_close(void *st) {
+  (void)st;
+  return 0;
+}
+static const spy_trace_writer_ops probe_ops = {
+    "probe", probe_open, NULL, probe_action, NULL, probe_close, NULL};
+static uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+TEST(a_hook_calls_duration_leaves_out_the_tracers_wait) {
+  static char src[3000];
+  memset(src, 'w', sizeof src);
+  int measured = 0;
+  /* a preemption between filling the queue and the probe can let the
+   * writer drain it first (no wait): then the attempt is repeated */
+  for (int attempt = 0; attempt < 20 && !measured; attempt++) {
+    probe pr = {0, 0};
+    spy_trace *t;
+    spy_trace_desc d = {.enabled = 1,
+                        .ops = &probe_ops,
+                        .ops_arg = &pr,
+                        .queue_bytes = 65536,
+                        .spill_bytes = 1, /* no spilling: the emit waits */
+                        .spill_file_bytes = 1};
+    CHECK_OK(spy_trace_create(&t, &d));
+    for (int i = 0; i < 21; i++) /* ~64 KiB: the queue is full */
+      CHECK_OK(spy_emit_hook_transform_call_start(
+          t, &(spy_act_hook_transform_call_start){
+                 "m", {src, sizeof src}, "p", 0, "c", 0}));
+    spy_trace_stats s0, s1;
+    spy_trace_get_stats(t, &s0);
+    uint64_t a = now_us();
+    CHECK_OK(spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m", {src, sizeof src}, "p", 0, "probe", 0}));
+    uint64_t b = now_us();
+    while (now_us() < b + 5000) /* the hook: 5 ms of wall time */
+      ;
+    uint64_t c = now_us();
+    CHECK_OK(spy_emit_hook_transform_call_end(
+        t, &(spy_act_hook_transform_call_end){
+               .module_id = "m", .plugin_name = "p", .call_id = "probe"}));
+    CHECK_OK(spy_trace_flush(t));
+    spy_trace_get_stats(t, &s1);
+    spy_trace_destroy(t);
+    if (s1.waits == s0.waits || b - a < 4000)
+      continue; /* the probe did not wait (long enough) */
+    measured = 1;
+    CHECK(pr.start_us && pr.end_us >= pr.start_us);
+    uint64_t dur = pr.end_us - pr.start_us;
+    CHECK(dur + 1 >= c - b);             /* it covers the hook */
+    CHECK(dur <= (c - b) + (b - a) / 2); /* and not the tracer's wait */
+  }
+  CHECK(measured);
+}
+
+/* The writer thread runs at a lower priority than the build; a thread
+ * that waits for the trace runs the writer's pending work itself (at its
+ * own priority), then a fresh writer thread takes over again: here a
+ * writer far behind (1 ms per action) at flush time does part of its work
+ * on the flushing thread, and the actions emitted after the flush are
+ * written by a writer thread again. */
+typedef struct where {
+  pid_t main;
+  _Atomic int on_main, on_other, after;
+} where;
+static int where_open(void **st, const spy_trace_writer_cfg *c) {
+  *st = c->arg;
+  return 0;
+}
+static int where_action(void *st, const spy_trace_record *r) {
+  where *w = st;
+  usleep(1000);
+  if (gettid() == w->main)
+    atomic_fetch_add(&w->on_main, 1);
+  else
+    atomic_fetch_add(&w->on_other, 1);
+  const spy_trace_val *c = spy_trace_get(r->action, "call_id");
+  if (c && c->n == 5 && memcmp(c->u.s, "after", 5) == 0 && gettid() != w->main)
+    atomic_fetch_add(&w->after, 1);
+  return 0;
+}
+static int64_t where_close(void *st) {
+  (void)st;
+  return 0;
+}
+static const spy_trace_writer_ops where_ops = {
+    "where", where_open, NULL, where_action, NULL, where_close, NULL};
+
+TEST(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread) {
+  where w;
+  memset(&w, 0, sizeof w);
+  w.main = gettid();
+  unsetenv("SPY_TRACE_NICE"); /* the default: a lower-priority writer */
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .ops = &where_ops, .ops_arg = &w};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 1000; i++) /* a second of the writer's work */
+    CHECK_OK(spy_emit_hook_load_call_start(
+        t, &(spy_act_hook_load_call_start){
+               .module_id = "m", .plugin_name = "p", .call_id = "c"}));
+  CHECK_OK(spy_trace_flush(t));
+  CHECK(atomic_load(&w.on_main) > 0); /* the flusher did the rest */
+  CHECK_EQ(atomic_load(&w.on_main) + atomic_load(&w.on_other), 1000);
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(spy_emit_hook_load_call_start(
+        t, &(spy_act_hook_load_call_start){
+               .module_id = "m", .plugin_name = "p", .call_id = "after"}));
+  /* a writer thread is back: it writes these without anyone waiting */
+  for (int i = 0; i < 3000 && atomic_load(&w.after) < 3; i++)
+    usleep(10000);
+  CHECK_EQ(atomic_load(&w.after), 3);
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.written, 1003);
+  spy_trace_destroy(t);
 }
 
 static void *emit_thread(void *arg) {
@@ -1856,6 +2006,8 @@ TEST_MAIN(
     TEST_CASE(default_location_is_under_the_desc_cwd),
     TEST_CASE(disabled_session_never_calls_the_writer),
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
+    TEST_CASE(a_hook_calls_duration_leaves_out_the_tracers_wait),
+    TEST_CASE(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread),
     TEST_CASE(full_queue_spills_and_the_emitter_never_waits),
     TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),
     TEST_CASE(

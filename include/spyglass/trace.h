@@ -429,7 +429,12 @@ typedef struct spy_trace_desc {
 /* Environment knobs read by spy_trace_create (tests, debugging), each
  * overriding the desc: SPY_TRACE_QUEUE_BYTES, SPY_TRACE_SPILL_BYTES,
  * SPY_TRACE_SPILL_FILE_BYTES, and SPY_TRACE_WRITER_DELAY_US (the writer
- * sleeps this long after each action: a writer slower than the build). */
+ * sleeps this long after each action: a writer slower than the build).
+ * Also SPY_TRACE_NICE (the writer thread's nice increment, default 5; 0:
+ * the build's priority) and SPY_TRACE_PACK_INLINE (1: a SQL writer packs
+ * payloads on its own thread, 0: on a packer thread; default: inline on
+ * <= 2 usable CPUs, so the trace holds one runnable thread beside the
+ * build). */
 
 typedef struct spy_trace_stats {
   uint64_t emitted;       /* actions accepted by emit */
@@ -474,7 +479,13 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc);
 int64_t spy_trace_destroy(spy_trace *t);
 
 /* Waits until every action emitted so far is committed by the writer.
- * Returns 0 or SPY_ECLOSED. Thread-safe. */
+ * The writer thread runs at a lower priority than the build (it gives way
+ * to the build on a shared core); the waiting thread runs the writer's
+ * pending work itself, at its own priority, then starts a fresh writer
+ * thread (spy_trace_destroy likewise), so a trace starved of CPU by a
+ * busy machine still completes at the caller's speed. Returns 0 or
+ * SPY_ECLOSED. Thread-safe (a second caller waits for the first's
+ * commits). */
 int spy_trace_flush(spy_trace *t);
 
 /* Begins a build: assigns the next build number (1, 2, …), makes it the
@@ -577,6 +588,11 @@ typedef struct spy_trace_hook_call {
   const char *plugin; /* plugin name */
   const char *module; /* module id / request, "" for render_chunk */
   const char *call_id;
+  /* wall-clock us of the Start and End actions. The session takes End's
+   * time as its emit begins and Start's as its emit ends (once the record
+   * is encoded, after any wait for queue space or spill), so ended_us -
+   * started_us covers the hook's own work and not the tracer's. It is
+   * wall time: it includes what the hook's thread waited for the CPU. */
   uint64_t started_us, ended_us;
   int has_input, has_output;
   uint64_t input[2], output[2]; /* source hashes */
@@ -614,7 +630,9 @@ int spy_trace_reader_summary(spy_trace_reader *r, spy_trace_summary *out);
 /* A tap sees each action a session accepts, on the emitting thread, before
  * it is queued — but only while (*gate & mask) != 0 (one relaxed load and
  * a branch per emit otherwise). `action` must not block; `act` is the
- * caller's struct, valid during the call only. */
+ * caller's struct, valid during the call only; `ts` is the time as the
+ * emit begins (for a hook's Start the store's time is taken after the
+ * tap and the encode, so a live view's durations include them). */
 typedef struct spy_trace_tap {
   const volatile uint64_t *gate; /* NULL: no tap */
   uint64_t mask;

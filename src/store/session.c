@@ -62,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -196,9 +197,16 @@ struct spy_trace {
   } faults[MAX_FAULTS];
   int nfaults;
   uint64_t faults_other;
-  /* writer thread only */
+  /* the writer loop's runner: its thread, or a thread that waits for the
+   * trace (flush, destroy) and took the loop over (run_mu) */
   _Alignas(LINE) pthread_t thread;
   int thread_started, sync_made;
+  int nice;            /* the writer thread's nice increment (0: none) */
+  int ever_started;    /* the writer loop may run (the session is made) */
+  _Atomic int handoff; /* the thread is asked to leave the loop */
+  pthread_mutex_t run_mu;
+  uint32_t uncommitted; /* actions taken since the last commit */
+  uint64_t last_commit;
   void *wstate;
   uint64_t wseq; /* last sequence number handed to the writer */
   tq *last;      /* ring the previous record came from */
@@ -419,7 +427,7 @@ static void writer_sleep(spy_trace *t, uint32_t state, int64_t timeout_ns) {
   atomic_store(&t->wr_state, state); /* seq_cst: pairs with wake_writer */
   int more = atomic_load(&t->seq) > t->wseq;
   if (!(state == WAIT_IDLE && more) && !atomic_load(&t->closing) &&
-      !atomic_load(&t->flush_req))
+      !atomic_load(&t->flush_req) && !atomic_load(&t->handoff))
     spy__futex_wait((uint32_t *)&t->wr_word, w, timeout_ns);
   atomic_store(&t->wr_state, 0);
 }
@@ -656,12 +664,18 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
   return 0;
 }
 
-static void *writer_main(void *arg) {
-  spy_trace *t = arg;
-  pthread_setname_np(pthread_self(), "spy-trace-wr");
-  uint32_t uncommitted = 0;
-  uint64_t last_commit = spy__mono_ns();
+/* The writer loop, on whichever thread runs it: returns when the session
+ * closes and everything is written, when the thread is asked to hand the
+ * loop over (t->handoff), or (until > 0) once every action up to `until`
+ * is committed. */
+static void writer_loop(spy_trace *t, uint64_t until) {
+  uint32_t uncommitted = t->uncommitted;
+  uint64_t last_commit = t->last_commit;
   for (;;) {
+    t->uncommitted = uncommitted;
+    t->last_commit = last_commit;
+    if (atomic_load(&t->handoff) || (until && t->committed_seq >= until))
+      return;
     if (atomic_load(&t->seq) == t->wseq) { /* caught up */
       if (uncommitted == 0 && atomic_exchange(&t->flush_req, 0)) {
         pthread_mutex_lock(&t->mu);
@@ -740,7 +754,8 @@ static void *writer_main(void *arg) {
         give_back(t);
         /* a writer that is behind still commits every COMMIT_NS: what a
          * killed process loses stays bounded in time */
-        if (spy__mono_ns() - last_commit >= COMMIT_NS)
+        if (spy__mono_ns() - last_commit >= COMMIT_NS ||
+            atomic_load(&t->handoff))
           break;
       }
     }
@@ -777,11 +792,78 @@ static void *writer_main(void *arg) {
       pthread_mutex_unlock(&t->mu);
     }
   }
+  t->uncommitted = 0;
   pthread_mutex_lock(&t->mu);
   t->committed_seq = t->wseq;
   pthread_cond_broadcast(&t->committed_cv);
   pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- the trace threads' share of the CPUs ------------------------------
+ * The build must not wait for its trace, and on a machine with few cores
+ * it does when the trace's threads take the cores it needs: on 2 CPUs the
+ * build, the writer and the packer are three runnable threads on two
+ * cores. So the packer runs inside the writer on <= 2 CPUs (one trace
+ * thread: the build keeps a core), and the writer thread runs at a lower
+ * priority (nice + TRACE_NICE): beside the build it gives way, on an idle
+ * core it runs at full speed. A low priority alone would starve the trace
+ * beside other busy programs (a test suite beside `yes` loops), so a
+ * thread that waits for the trace (spy_trace_flush, spy_trace_destroy)
+ * takes the writer loop over and runs it at its own priority, then (a
+ * flush) starts a fresh writer thread. While nobody waits, a starved
+ * writer falls behind and the queues spill: the build runs on, nothing
+ * is lost. */
+#define TRACE_NICE 5
+
+static int cpus_usable(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+int spy__trace_pack_inline(void) {
+  const char *e = getenv("SPY_TRACE_PACK_INLINE");
+  if (e && *e)
+    return atoi(e) != 0;
+  return cpus_usable() <= 2;
+}
+
+static void *writer_main(void *arg) {
+  spy_trace *t = arg;
+  pthread_setname_np(pthread_self(), "spy-trace-wr");
+  if (t->nice > 0) { /* relative to the thread that made it */
+    pid_t tid = gettid();
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (cur != -1 || errno == 0)
+      setpriority(PRIO_PROCESS, (id_t)tid,
+                  cur + t->nice > 19 ? 19 : cur + t->nice);
+  }
+  writer_loop(t, 0);
   return NULL;
+}
+
+/* Starts the writer thread (the caller's priority, lowered in it). */
+static int writer_start(spy_trace *t) {
+  atomic_store(&t->handoff, 0);
+  t->thread_started = pthread_create(&t->thread, NULL, writer_main, t) == 0;
+  return t->thread_started ? 0 : SPY_EAGAIN;
+}
+
+static void wake_writer(spy_trace *t, int force, size_t used, size_t cap);
+
+/* Stops the writer thread at its next batch boundary (under run_mu): the
+ * caller then runs the loop itself. */
+static void writer_stop(spy_trace *t) {
+  if (!t->thread_started)
+    return;
+  atomic_store(&t->handoff, 1); /* seq_cst: pairs with writer_sleep */
+  wake_writer(t, 1, 0, 1);
+  pthread_join(t->thread, NULL);
+  t->thread_started = 0;
+  atomic_store(&t->handoff, 0);
 }
 
 /* ---- emit ------------------------------------------------------------------
@@ -893,6 +975,13 @@ static void wait_space(spy_trace *t, tq *q, uint64_t head) {
   atomic_store(&q->space_wait, 0);
 }
 
+/* A hook call's Start record takes its time now, as its emit ends (the
+ * header's time, after length, id and seq). */
+static inline void late_ts(uint8_t *rec, int late) {
+  if (late)
+    wr64le(rec + 16, spy__wall_us());
+}
+
 /* Appends a numbered record (in sp) to q's spill list. */
 static void spill_push(spy_trace *t, tq *q, spill *sp) {
   atomic_store_explicit(&q->sp_tail->next, sp, memory_order_release);
@@ -959,8 +1048,8 @@ static int file_open(spy_trace *t, tq *q) {
  * code, or 1 when the file cannot take it (no file, its bound reached,
  * a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
-                     const void *act, uint64_t ts, uint32_t build,
-                     size_t need) {
+                     const void *act, uint64_t ts, uint32_t build, size_t need,
+                     int late) {
   if (!t->spill_dir)
     return 1;
   if (q->fd < 0) {
@@ -1001,6 +1090,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
     at = q->f_node->rec;
   }
   spy_trace_encode(kind, act, 0, ts, build, at + 8, need);
+  late_ts(at + 8, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(at + 16, seq);
   uint32_t hdr[2] = {(uint32_t)need, sf_sum(at + 8, need)};
@@ -1057,7 +1147,7 @@ counted:
  * negative code, or 1 when both bounds are used up (the caller waits for
  * ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
-                      const void *act, uint64_t ts, uint32_t build) {
+                      const void *act, uint64_t ts, uint32_t build, int late) {
   int64_t need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
   if (need < 0)
     return (int)need;
@@ -1065,13 +1155,14 @@ static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   if (q->f_mode ||
       atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + n >
           t->spill_cap)
-    return file_emit(t, q, kind, act, ts, build, (size_t)need);
+    return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
   spill *sp = malloc(n);
   if (!sp)
-    return file_emit(t, q, kind, act, ts, build, (size_t)need);
+    return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
   atomic_init(&sp->next, NULL);
   sp->n = n;
   spy_trace_encode(kind, act, 0, ts, build, sp->rec, (size_t)need);
+  late_ts(sp->rec, late);
   atomic_fetch_add(&t->spill_bytes, n); /* before it can be taken */
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(sp->rec + 8, seq);
@@ -1099,6 +1190,11 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       return rc;
   }
   uint32_t build = atomic_load_explicit(&t->cur_build, memory_order_relaxed);
+  /* a hook call's duration is End's time minus Start's: End's is taken
+   * as the emit begins, Start's once the record is encoded (after any
+   * wait or spill), just before it is published, so the tracer's own
+   * work lies outside the measured call */
+  int late = kind->role == SPY_ROLE_HOOK_START;
   uint64_t ts = spy__wall_us();
   if (t->tap.gate &&
       (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask))
@@ -1108,7 +1204,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
     if (atomic_load_explicit(&q->f_taken, memory_order_acquire) == q->f_wr)
       q->f_mode = 0;
     else {
-      int rc = spill_emit(t, q, kind, act, ts, build);
+      int rc = spill_emit(t, q, kind, act, ts, build, late);
       if (rc <= 0)
         return rc;
       q->f_mode = 0; /* the file takes no more: the ring, waiting */
@@ -1148,7 +1244,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       continue;
     }
     if (!w0) {
-      int rc = spill_emit(t, q, kind, act, ts, build);
+      int rc = spill_emit(t, q, kind, act, ts, build, late);
       if (rc <= 0) {
         free(heap);
         return rc;
@@ -1167,6 +1263,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
     memcpy(at, &m, 4);
     memcpy(at + 8, &heap, sizeof heap);
   }
+  late_ts(heap ? heap : at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le((heap ? heap : at) + 8, seq);
   q->ptail = tail + slot;
@@ -1190,6 +1287,24 @@ int spy_trace_flush(spy_trace *t) {
   if (!t || !t->hot.enabled)
     return 0;
   uint64_t want = atomic_load(&t->seq);
+  if (t->nice > 0 && pthread_mutex_trylock(&t->run_mu) == 0) {
+    /* the low-priority writer's work runs here, at the caller's priority
+     * (a second flusher waits for this one's commits below) */
+    pthread_mutex_lock(&t->mu);
+    int behind = t->committed_seq < want;
+    pthread_mutex_unlock(&t->mu);
+    if (behind && t->ever_started && !atomic_load(&t->closing)) {
+      writer_stop(t);
+      atomic_store(&t->flush_req, 1);
+      writer_loop(t, want);
+      if (writer_start(t) < 0)
+        report(t, SPY_EAGAIN,
+               "cannot restart the writer thread; the trace "
+               "is written when the session is flushed or "
+               "ends");
+    }
+    pthread_mutex_unlock(&t->run_mu);
+  }
   pthread_mutex_lock(&t->mu);
   while (t->committed_seq < want && !atomic_load(&t->closing)) {
     atomic_store(&t->flush_req, 1);
@@ -1301,6 +1416,9 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->spill_file_cap = strtoull(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_WRITER_DELAY_US")) && *e)
     t->delay_us = (uint32_t)strtoul(e, NULL, 10);
+  t->nice = TRACE_NICE;
+  if ((e = getenv("SPY_TRACE_NICE")) && *e)
+    t->nice = atoi(e);
   if (t->qcap < 65536)
     t->qcap = 65536;
   t->qcap &= ~(size_t)3u;
@@ -1329,6 +1447,7 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
   t->key_made = 1;
   pthread_mutex_init(&t->mu, NULL);
   pthread_mutex_init(&t->qmu, NULL);
+  pthread_mutex_init(&t->run_mu, NULL);
   pthread_cond_init(&t->committed_cv, NULL);
   t->sync_made = 1;
   t->hot.enabled = -1; /* sync objects exist; not yet emitting */
@@ -1341,8 +1460,10 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
                               t->ops_arg, report,         t};
   if (rc == 0)
     rc = ops->open(&t->wstate, &cfg);
-  if (rc == 0 && pthread_create(&t->thread, NULL, writer_main, t) != 0)
-    rc = SPY_EAGAIN;
+  t->last_commit = spy__mono_ns();
+  if (rc == 0)
+    rc = writer_start(t);
+  t->ever_started = rc == 0;
   if (rc < 0) {
     if (t->wstate)
       ops->close(t->wstate);
@@ -1350,7 +1471,6 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     spy_trace_destroy(t);
     return rc;
   }
-  t->thread_started = 1;
   t->hot.enabled = 1;
   *out = t;
   return 0;
@@ -1360,7 +1480,14 @@ int64_t spy_trace_destroy(spy_trace *t) {
   if (!t)
     return 0;
   int64_t lost = 0;
-  if (t->thread_started) {
+  if (t->ever_started && t->nice > 0) {
+    /* the rest of the writer's work runs here, at the caller's priority */
+    pthread_mutex_lock(&t->run_mu);
+    writer_stop(t);
+    atomic_store(&t->closing, 1);
+    writer_loop(t, 0);
+    pthread_mutex_unlock(&t->run_mu);
+  } else if (t->thread_started) {
     atomic_store(&t->closing, 1);
     wake_writer(t, 1, 0, 1);
     pthread_join(t->thread, NULL);
@@ -1374,6 +1501,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
     report_repeats(t);
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->qmu);
+    pthread_mutex_destroy(&t->run_mu);
     pthread_cond_destroy(&t->committed_cv);
   }
   if (t->key_made)

@@ -135,7 +135,8 @@ spy__src_pipe *spy__src_pipe_new(spy__src_sink sink, void *arg) {
   pthread_cond_init(&q->todo, NULL);
   pthread_cond_init(&q->done, NULL);
   pthread_cond_init(&q->room, NULL);
-  q->threaded = pthread_create(&q->th, NULL, packer_main, q) == 0;
+  q->threaded = !spy__trace_pack_inline() &&
+                pthread_create(&q->th, NULL, packer_main, q) == 0;
   if (q->threaded)
     pthread_setname_np(q->th, "spy-trace-pack");
   return q;

@@ -319,8 +319,12 @@ int spy__source_row(spy__src_packer *k, const uint64_t hash[2], const char *p,
 typedef struct spy__src_pipe spy__src_pipe;
 typedef int (*spy__src_sink)(void *arg, const uint64_t hash[2],
                              const spy__cell c[5]);
-/* Starts the packer thread (packs inline when it cannot). NULL: no
- * memory. */
+/* Whether a writer's packer runs inside the writer thread rather than a
+ * thread of its own: on <= 2 usable CPUs (the build keeps one), or as
+ * SPY_TRACE_PACK_INLINE says (1 / 0). session.c. */
+int spy__trace_pack_inline(void);
+/* Starts the packer thread (packs inline when it cannot, or when
+ * spy__trace_pack_inline says so). NULL: no memory. */
 spy__src_pipe *spy__src_pipe_new(spy__src_sink sink, void *arg);
 void spy__src_pipe_free(spy__src_pipe *q);
 /* Queues a copy of a new payload (waits while the queue is full) and

@@ -21,6 +21,7 @@ typedef struct demo_build_opts {
   uint32_t retry_ms;      /* postgres retry on close (0 = default) */
   int quiet;
   int watch;               /* rebuild on every change until SIGINT / SIGTERM */
+  uint32_t builds;         /* full builds in the one session (0 = 1) */
   uint32_t debounce_ms;    /* watch: quiet time that ends a burst (0 = 100) */
   const char *slow_plugin; /* this plugin's transforms sleep slow_us more */
   uint32_t slow_us;
@@ -45,6 +46,15 @@ typedef struct demo_build_result {
   uint64_t naive_ns;  /* naive mode: time spent serialising and writing */
   uint64_t bus_taken; /* actions the provider's build feed collected */
   uint64_t bus_sent;  /* BUILD sections it posted */
+  /* the build thread over the build (session create to BuildEnd): where
+   * its wall time went (bench trace) */
+  uint64_t build_cpu_ns; /* its CPU time (CLOCK_THREAD_CPUTIME_ID) */
+  uint64_t build_rq_ns;  /* time it waited, runnable, for a CPU
+                            (/proc/thread-self/schedstat; 0 unknown) */
+  uint64_t build_minflt; /* its page faults (minor, major) */
+  uint64_t build_majflt;
+  uint64_t build_nvcsw;  /* times it blocked (voluntary switches) */
+  uint64_t build_nivcsw; /* times it was preempted */
   char session_id[64];
   char trace_dir[4200];
 } demo_build_result;
