@@ -325,6 +325,8 @@ static int lock_channel_dir(const char *root, const char *path, int create) {
       continue;
     }
     int rc = spy__dir_check(path);
+    if (rc == -ENOENT && create)
+      continue; /* another opener's sweep removed it (it was empty) */
     if (rc < 0)
       return rc;
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
