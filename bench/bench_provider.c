@@ -13,6 +13,7 @@
  * between its channel waits, so a loop much faster than a real frame rate
  * would otherwise find the pool empty and drop). The drop path — frames
  * measured while the sample ring is full — is a row of its own. */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "alloc_count.h"
@@ -185,9 +187,57 @@ static double time_drop_path(int rounds, double target) {
   return bench_time_op(instrumented_frame, prov, rounds, target);
 }
 
+static _Atomic long consumer_tid; /* the bench's consumer thread, if any */
+
+/* CPU time (ns) of every thread of this process but the calling one (and
+ * the bench's consumer), from
+ * /proc/self/task/<tid>/schedstat (its first field: time on a CPU, ns):
+ * the provider's own threads (the offload worker, and the clock server
+ * when one runs), as the inspected program would see them. */
+static double other_threads_cpu_ns(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d)
+    return NAN;
+  long self = (long)syscall(SYS_gettid);
+  long skip = atomic_load(&consumer_tid);
+  double total = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    long tid = atol(e->d_name);
+    if (e->d_name[0] == '.' || tid == self || tid == skip)
+      continue;
+    char path[300];
+    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+    FILE *f = fopen(path, "r");
+    unsigned long long ns = 0;
+    if (f) {
+      if (fscanf(f, "%llu", &ns) != 1)
+        ns = 0;
+      fclose(f);
+    }
+    total += (double)ns;
+  }
+  closedir(d);
+  return total;
+}
+
+/* The provider's threads' CPU while nothing happens for `ms`: the frame
+ * thread idle, and the consumer (if any, its thread not counted) only
+ * acking. Microseconds of CPU
+ * per second of wall time. */
+static double idle_cpu_us_per_s(int ms) {
+  double c0 = other_threads_cpu_ns();
+  uint64_t t0 = bench_now_ns();
+  usleep((useconds_t)ms * 1000);
+  double c1 = other_threads_cpu_ns();
+  uint64_t t1 = bench_now_ns();
+  return (c1 - c0) / 1e3 / ((double)(t1 - t0) / 1e9);
+}
+
 static _Atomic int consumer_stop;
 static void *consumer_main(void *arg) {
   spy_consumer *c = arg;
+  atomic_store(&consumer_tid, (long)syscall(SYS_gettid));
   while (!atomic_load(&consumer_stop))
     spy_consumer_poll(c, 100); /* like `spyglass top`: 10 Hz */
   return NULL;
@@ -228,6 +278,7 @@ static void teardown(int watch, watched *w) {
   if (watch) {
     atomic_store(&consumer_stop, 1);
     pthread_join(w->t, NULL);
+    atomic_store(&consumer_tid, 0);
     spy_consumer_destroy(w->c);
   }
   spy_provider_destroy(prov);
@@ -273,6 +324,8 @@ int bench_provider(int argc, char **argv) {
   double t_off = bench_time_op(instrumented_frame, prov, rounds, target);
   double t_off_h = bench_time_op(handle_frame, prov, rounds, target);
   double t_off_v = bench_time_op(value_frame, prov, rounds, target);
+  int idle_ms = o.quick ? 500 : 2000;
+  double idle_unwatched = idle_cpu_us_per_s(idle_ms);
   teardown(0, &w);
   uint64_t drop_inline = 0, drop_off = 0, drop_h = 0;
   if (setup(SPY_TRANSPORT_INLINE, 1, &w) < 0)
@@ -289,6 +342,7 @@ int bench_provider(int argc, char **argv) {
   double t_handle = time_no_drop(handle_frame, nd_rounds, nd_batches, &drop_h);
   double t_drop = time_drop_path(rounds, target);
   double t_clock_b = time_clock_batched(nd_rounds, nd_batches);
+  double idle_watched = idle_cpu_us_per_s(idle_ms);
   uint64_t n1 = o.quick ? 50000 : 1000000;
   long a_offload = run_frames(n1);
   double rss1 = peak_rss_mb();
@@ -351,7 +405,14 @@ int bench_provider(int argc, char **argv) {
            (unsigned long long)st.flushes,
            (unsigned long long)st.flushes_dropped,
            (unsigned long long)st.samples_dropped);
+  static char n4s[200];
+  snprintf(n4s, sizeof n4s,
+           "provider threads' CPU while the frame thread is idle for %d ms: "
+           "no subscriber %.1f us/s, one subscriber %.1f us/s (the "
+           "consumer's thread not counted)",
+           idle_ms, idle_unwatched, idle_watched);
   t.notes[t.nnotes++] = clk;
+  t.notes[t.nnotes++] = n4s;
   t.notes[t.nnotes++] = n3s;
   t.notes[t.nnotes++] = n1s;
   t.notes[t.nnotes++] = n2s;

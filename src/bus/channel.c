@@ -49,6 +49,7 @@
 #define MAX_FORGOTTEN 32
 #define MAX_RETIRED 4
 #define SPIN_NS 20000         /* how long a reader watches before it sleeps */
+#define SPIN_AFTER_NS 100000  /* ... if it returned a frame this recently */
 #define MAINT_NS 250000000ull /* own entry check, retries of bad peers */
 #define FAIL_LIMIT 32         /* inconsistent reads in a row: drop */
 #define RETRY_MIN_NS 100000000ull  /* first re-map attempt of a bad peer */
@@ -56,14 +57,16 @@
 #define FUTILE_MIN_NS 1000000ull   /* data announced, none readable: sleep */
 #define FUTILE_MAX_NS 64000000ull
 
+/* What a receive reads first (the cursor, the sender's id), then what it
+ * reads when a read fails, then the cold part (name, mapping). */
 typedef struct peer {
-  char file[64];
-  void *map;
-  size_t map_bytes;
   spy_ring_reader rd;
   uint64_t owner_id;
   uint32_t fails; /* inconsistent reads in a row */
   int gone;       /* no longer in the directory: drain, then drop */
+  void *map;
+  size_t map_bytes;
+  char file[64];
 } peer;
 
 /* A peer we dropped or could not map: where its cursor was (to resume
@@ -77,11 +80,39 @@ typedef struct forgotten {
   int seen; /* present in the last scan */
 } forgotten;
 
+/* The fields a post or a receive touches come first, together (a few
+ * cache lines and one page: a reader woken from a sleep finds them cold);
+ * the paths, the forgotten list and the watcher thread's state follow. */
 struct spy_channel {
+  /* Another backend (bus.h spy_channel_ops): every call goes to it. */
+  const spy_channel_ops *ops;
+  void *impl;
+  /* ---- hot: every receive ---- */
+  spy_ctl *ctl;
+  int efd;
+  int npeers;
+  int rr;
+  uint32_t gen_seen;
+  uint32_t calls;
+  uint32_t futile;       /* waits that found data announced but none read */
+  int wait_said_pending; /* spy_channel_wait returned 1 */
+  int busy;              /* a peer read failed in the last pass */
+  int spin;              /* more than one CPU: watching before sleeping pays */
+  uint64_t last_rx_ns;   /* when a receive last returned a frame */
+  uint64_t next_maint_ns;
+  spy_channel_stats st;
+  /* ---- hot: every post ---- */
+  uint64_t id;
+  int post_sock; /* unbound socket to signal readers with, -1 not yet */
+  uint32_t uid;  /* getuid() at open: in every doorbell name, looked up
+                    once instead of one system call per signal */
+  spy_ring_writer w;
+  /* ---- the peers, each hot part first ---- */
+  peer peers[MAX_PEERS];
+  /* ---- cold ---- */
   char root[PATH_MAX];
   char dir[PATH_MAX];
   int dfd;
-  spy_ctl *ctl;
   int ctl_fd;
   uint64_t ctl_id;
   spy_ctl *retired[MAX_RETIRED]; /* replaced control pages (fd mode) */
@@ -90,41 +121,22 @@ struct spy_channel {
   void *ring_mem;
   size_t ring_map;
   uint32_t ring_bytes;
-  spy_ring_writer w;
   int entry_fd;
   spy_bus_entry entry;
   char ring_file[64];
-  uint64_t id;
   uint64_t created_ns;
-  uint32_t gen_seen;
-  peer peers[MAX_PEERS];
-  int npeers;
-  int rr;
   forgotten fg[MAX_FORGOTTEN];
   int nfg;
-  uint64_t next_maint_ns;
-  uint32_t calls;
-  uint32_t futile;       /* waits that found data announced but none read */
-  int wait_said_pending; /* spy_channel_wait returned 1 */
-  int busy;              /* a peer read failed in the last pass */
-  spy_channel_stats st;
   uint64_t recreated_seen; /* spy_channel_recreated */
   /* spy_channel_fd: a datagram socket posters signal directly (efd_sock),
    * else an eventfd; the watcher thread only as a fallback */
-  int efd;
   int efd_sock;  /* efd is our bound socket (the event-loop doorbell) */
   int wake_slot; /* the ctl slot we last armed, -1 none */
-  int post_sock; /* unbound socket to signal readers with, -1 not yet */
-  uint32_t uid;  /* getuid() at open: in every doorbell name, looked up
-                    once instead of one system call per signal */
   pthread_t watcher;
   int watcher_started;
   _Atomic int watcher_stop;
   _Atomic uint32_t armed; /* 1: the app drained; the watcher may signal */
   pthread_mutex_t lock;   /* fd mode: recv vs the watcher's peek */
-  /* Another backend (bus.h spy_channel_ops): every call goes to it. */
-  const spy_channel_ops *ops;
-  void *impl;
 };
 
 /* ---- backend dispatch (bus.h "channel backends") ------------------------ */
@@ -313,6 +325,8 @@ static int lock_channel_dir(const char *root, const char *path, int create) {
       continue;
     }
     int rc = spy__dir_check(path);
+    if (rc == -ENOENT && create)
+      continue; /* another opener's sweep removed it (it was empty) */
     if (rc < 0)
       return rc;
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -752,6 +766,7 @@ int spy_channel_open(spy_channel **out, const spy_channel_desc *desc) {
   ch->wake_slot = ch->post_sock = -1;
   ch->id = spy__random_u64();
   ch->uid = (uint32_t)getuid();
+  ch->spin = sysconf(_SC_NPROCESSORS_ONLN) > 1;
   ch->ring_bytes = rb;
   ch->created_ns = spy__mono_ns();
   snprintf(ch->ring_file, sizeof ch->ring_file, RING_PREFIX "%d-%016llx",
@@ -1051,6 +1066,8 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
     if (r != 0) {
       ch->futile = 0;
       ch->wait_said_pending = 0;
+      if (r > 0 && ch->spin)
+        ch->last_rx_ns = spy__mono_ns();
       return r;
     }
     uint64_t now = spy__mono_ns();
@@ -1080,14 +1097,20 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
       back_off(ch, wait_ns >= 0 && wait_ns < b ? wait_ns : b);
       continue;
     }
-    /* Before sleeping, watch the rings for a few microseconds: in a burst
-     * the next frame usually lands within that, and a reader that never
-     * sleeps costs its posters no wake-up at all. */
-    uint64_t spin_end = now + SPIN_NS;
-    while (!(expect = any_pending(ch)) && spy__mono_ns() < spin_end)
-      spy__cpu_relax();
-    if (expect)
-      continue;
+    /* Before sleeping, watch the rings for a few microseconds, but only
+     * in a burst (a frame returned within SPIN_AFTER_NS) and with another
+     * CPU to post it: then the next frame usually lands within that, and
+     * a reader that never sleeps costs its posters no wake-up at all. An
+     * idle reader (a provider's worker between ticks, nobody posting)
+     * goes straight to sleep: a spin on every wake would take CPU from
+     * the program it shares the machine with. */
+    if (ch->spin && now - ch->last_rx_ns < SPIN_AFTER_NS) {
+      uint64_t spin_end = now + SPIN_NS;
+      while (!(expect = any_pending(ch)) && spy__mono_ns() < spin_end)
+        spy__cpu_relax();
+      if (expect)
+        continue;
+    }
     /* Register, re-check (a post may have landed since), sleep. */
     uint32_t st = spy__ec_prepare(ch->ctl);
     if ((expect = any_pending(ch))) {

@@ -203,6 +203,7 @@ struct spy_provider {
   uint8_t *rxbuf;
   size_t rxcap;
   uint64_t last_posted, last_post_ms, next_env_ms;
+  uint64_t frames_seen; /* service: frames + skips at its last wait */
   uint32_t filter_gen, filter_gen_applied, reg_seen;
   _Atomic int reg_all_wanted; /* some subscriber has no registry filter */
   _Atomic uint32_t ready;     /* create finished: the service may run */

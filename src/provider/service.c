@@ -317,9 +317,21 @@ void spy__service(void *ctx, int wait_ms) {
     spy__futex_wait((uint32_t *)&p->ready, 0, 1000000); /* create not done */
     return;
   }
-  /* With nobody subscribed there is no flush to pick up: sleep longer. */
-  if (!p->nsubs && wait_ms > 0)
+  /* With nobody subscribed there is no flush to pick up: sleep longer.
+   * Subscribed, but no frame measured (or skipped) since the last wait:
+   * the frame thread is idle and no flush is due soon, so longer too
+   * (50 ms: a flush from a frame thread that resumes waits at most that
+   * for its post; the next wait is short again). Messages wake the wait
+   * early either way. */
+  if (!p->nsubs && wait_ms > 0) {
     wait_ms = 100;
+  } else if (wait_ms > 0 && wait_ms < 50) {
+    uint64_t fr = atomic_load_explicit(&p->st_frames, memory_order_relaxed) +
+                  atomic_load_explicit(&p->st_skipped, memory_order_relaxed);
+    if (fr == p->frames_seen)
+      wait_ms = 50;
+    p->frames_seen = fr;
+  }
   wait_ms = spy__zones_wait_ms(p, wait_ms);
   int got = spy_channel_recv(p->data, p->rxbuf, p->rxcap, wait_ms, NULL);
   for (int k = 0; got != SPY_EAGAIN && k < 64; k++) {
