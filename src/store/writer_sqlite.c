@@ -36,10 +36,13 @@
 
 #define RESERVE_BYTES (256 << 10) /* room for the final sessions row */
 
-/* The rowids each session's rows of a table lie between (written with
- * the rows, in their transaction): a reader of one session of a store
- * that holds several reads that range by rowid instead of scanning the
- * whole table. A table a session has no row in has no row here. */
+/* The rowids each session's rows of a table lie between: a reader of one
+ * session of a store that holds several reads that range by rowid
+ * instead of scanning the whole table. Written once, at a clean close
+ * (an upsert per table per commit cost 9 k instructions each): a session
+ * without rows here (killed, still being written, reopened by
+ * spy_trace_recover, or by an older writer) is read by scanning. A table
+ * the session has no row in has no row here. */
 #define SESSION_ROWS_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS session_rows(session INTEGER NOT NULL,tbl "      \
   "TEXT NOT NULL,lo INTEGER NOT NULL,hi INTEGER NOT NULL,PRIMARY "             \
@@ -76,7 +79,8 @@ typedef struct pend {
   const char *sql;   /* … its text (the multi-row ones extend it) */
   const char *name;  /* the table's name (its session_rows key) */
   int ncols;
-  int64_t lo, hi; /* rowids the open transaction inserted (hi 0: none) */
+  int64_t lo, hi;   /* rowids the open transaction inserted (hi 0: none) */
+  int64_t clo, chi; /* … and the committed ones of the session */
   sqlite3_stmt *multi[NMULTI]; /* multi[k]: MULTI >> k rows; on first use */
   spy__cell *cells;            /* MULTI rows; a text or blob cell's bytes are at
                                   offset i of text (i < 0: a NULL pointer) */
@@ -111,6 +115,7 @@ typedef struct sqlw {
   char *reserve;         /* path of the reserve file, or NULL */
   spy__lost_src lostsrc; /* payloads of failed transactions */
   int in_txn;
+  int reopened;     /* by spy_trace_recover: no session_rows (see there) */
   int txn_failed;   /* a statement of the open transaction failed */
   uint32_t txn_n;   /* actions in the open transaction */
   uint64_t actions; /* actions committed */
@@ -630,6 +635,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   if (st != SQLITE_DONE)
     return fail(w, "insert session");
   int reopened = sqlite3_changes(w->db) == 0;
+  w->reopened = reopened;
   /* its key (a session reopened by spy_trace_recover keeps its row) */
   if ((rc = prepare(w, "SELECT session FROM sessions WHERE session_id=?1", &s)))
     return rc;
@@ -641,6 +647,15 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     return fail(w, "find session");
   if (reopened && (rc = reload_calls(w)) < 0)
     return rc;
+  if (reopened) { /* ranges of a closed writer no longer cover its rows */
+    if ((rc = prepare(w, "DELETE FROM session_rows WHERE session=?1", &s)))
+      return rc;
+    sqlite3_bind_int64(s, 1, w->schema.session);
+    st = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (st != SQLITE_DONE)
+      return fail(w, "delete session_rows");
+  }
   /* best effort: without it a full disk may keep the counts out */
   snprintf(path, sizeof path, "%s/trace.db-reserve", cfg->dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -695,17 +710,50 @@ static void note_rows(sqlw *w, pend *p, int rows) {
     p->hi = hi;
 }
 
-/* The open transaction's rowid ranges go into session_rows (in it, so
- * they are kept or rolled back with the rows); then they are cleared. */
-static int save_ranges(sqlw *w, pend *p) {
-  if (!p->hi)
+/* A transaction ended: its rows' rowids join the session's (ok) or are
+ * forgotten with them. */
+static void range_end(pend *p, int ok) {
+  if (ok && p->hi) {
+    if (!p->chi || p->lo < p->clo)
+      p->clo = p->lo;
+    if (p->hi > p->chi)
+      p->chi = p->hi;
+  }
+  p->lo = p->hi = 0;
+}
+
+static void ranges_end(sqlw *w, int ok) {
+  for (int t = 0; t < w->ngins; t++)
+    range_end(&w->pend[t], ok);
+  range_end(&w->hpend, ok);
+}
+
+/* At a clean close: the session's rowid ranges, in one transaction. */
+static int save_range(sqlw *w, pend *p) {
+  if (!p->chi)
     return 0;
   spy__cell c[4] = {{SPY__COL_INT, w->schema.session, NULL, 0},
                     {SPY__COL_TEXT, 0, p->name, strlen(p->name)},
-                    {SPY__COL_INT, p->lo, NULL, 0},
-                    {SPY__COL_INT, p->hi, NULL, 0}};
-  p->lo = p->hi = 0;
+                    {SPY__COL_INT, p->clo, NULL, 0},
+                    {SPY__COL_INT, p->chi, NULL, 0}};
   return run(w, w->ranges, c, 4);
+}
+
+static void save_ranges(sqlw *w) {
+  if (w->reopened || begin(w) < 0)
+    return;
+  int rc = 0;
+  for (int t = 0; t < w->ngins && rc == 0; t++)
+    rc = save_range(w, &w->pend[t]);
+  if (rc == 0)
+    rc = save_range(w, &w->hpend);
+  w->txn_n = 0; /* no actions: nothing to count */
+  if (rc < 0 || w->txn_failed || exec(w, "COMMIT") < 0) {
+    if (!sqlite3_get_autocommit(w->db))
+      sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+  }
+  w->in_txn = 0;
+  w->txn_failed = 0;
 }
 
 /* The cells of pending row k of p, their bytes pointed at again. */
@@ -759,8 +807,7 @@ static int flush_table(sqlw *w, pend *p) {
   return rc;
 }
 
-/* Every derived table's pending rows go in (before a COMMIT), and the
- * ranges of rowids the transaction gave each table. */
+/* Every derived table's pending rows go in (before a COMMIT). */
 static int flush_rows(sqlw *w) {
   int rc = 0;
   for (int t = 0; t < w->ngins; t++)
@@ -774,10 +821,6 @@ static int flush_rows(sqlw *w) {
     if (rc == 0)
       rc = r;
   }
-  for (int t = 0; t < w->ngins && rc == 0; t++)
-    rc = save_ranges(w, &w->pend[t]);
-  if (rc == 0)
-    rc = save_ranges(w, &w->hpend);
   return rc;
 }
 
@@ -786,11 +829,10 @@ static void drop_rows(sqlw *w) {
   for (int t = 0; t < w->ngins; t++) {
     w->pend[t].n = 0;
     w->pend[t].text.len = 0;
-    w->pend[t].lo = w->pend[t].hi = 0;
   }
   w->hpend.n = 0;
   w->hpend.text.len = 0;
-  w->hpend.lo = w->hpend.hi = 0;
+  ranges_end(w, 0);
 }
 
 /* A row of derived table `table`: copied to its pending rows (the cells
@@ -912,6 +954,7 @@ static int sq_commit(void *state) {
     w->actions += w->txn_n;
     spy__lost_src_commit(&w->lostsrc);
     calls_txn_end(w, 1);
+    ranges_end(w, 1);
   }
   w->in_txn = 0;
   w->txn_n = 0;
@@ -940,7 +983,9 @@ static void open_calls(sqlw *w) {
   if (w->txn_failed || exec(w, "COMMIT") < 0) {
     if (!sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-  }
+    ranges_end(w, 0);
+  } else
+    ranges_end(w, 1);
   w->in_txn = 0;
   w->txn_failed = 0;
 }
@@ -959,6 +1004,7 @@ static int64_t sq_close(void *state) {
                       {SPY__COL_INT, (int64_t)atomic_load(&w->lost), NULL, 0}};
     run(w, w->finish, c, 3);
     open_calls(w); /* before the indexes: no index update per row */
+    save_ranges(w);
     /* indexes are built once at the end, not updated per insert */
     w->sql.len = 0;
     spy__index_sql(&w->schema, &w->sql, 0);
