@@ -912,6 +912,46 @@ TEST(inline_transport_drains_at_frame_ticks) {
   spy_provider_destroy(p);
 }
 
+/* The default ring (zone_buffer_bytes 0) holds SPY_ZONE_BUFFER_DEFAULT
+ * bytes of records, 16 a zone less its reset record: with the inline
+ * transport and no frame tick nothing drains it, so the zones that fit
+ * are kept and the first one past it is dropped. */
+TEST(default_ring_holds_its_documented_zones) {
+  fresh_dir();
+  spy_provider *p;
+  spy_provider_desc d = pdesc(0);
+  d.transport = SPY_TRANSPORT_INLINE;
+  CHECK_OK(spy_provider_create(&p, &d));
+  spy_consumer *c;
+  spy_consumer_desc cd = cdesc(SPY_FEAT_ZONES);
+  CHECK_OK(spy_consumer_create(&c, &cd));
+  double end = tu_now_s() + 10;
+  while (!spy__zone_epoch(p) && tu_now_s() < end) {
+    spy_frame_begin(p); /* the inline transport serves from here */
+    spy_frame_end(p);
+    spy_consumer_poll(c, 1);
+  }
+  CHECK(spy__zone_epoch(p));
+  static spy_zone_loc f = {"fill", "default_ring", "test_zones.c", 1, 0, 0};
+  const uint64_t fit = SPY_ZONE_BUFFER_DEFAULT / 16 - 1; /* the reset */
+  spy_provider_stats s0, s1, s2;
+  spy_provider_get_stats(p, &s0);
+  for (uint64_t i = 0; i < fit; i++) {
+    spy_zone_begin(p, &f);
+    spy_zone_end(p);
+  }
+  spy_provider_get_stats(p, &s1);
+  CHECK_EQ(s1.zones_dropped - s0.zones_dropped, 0);
+  for (int i = 0; i < 10; i++) {
+    spy_zone_begin(p, &f);
+    spy_zone_end(p);
+  }
+  spy_provider_get_stats(p, &s2);
+  CHECK_EQ(s2.zones_dropped - s1.zones_dropped, 10);
+  spy_consumer_destroy(c);
+  spy_provider_destroy(p);
+}
+
 #ifndef SANITIZED
 static _Atomic int alloc_stop;
 static void *poller(void *arg) {
@@ -999,6 +1039,7 @@ int main(int argc, char **argv) {
       TEST_CASE(late_joiner_resolves_location_names),
       TEST_CASE(scoped_zone_closes_at_block_end),
       TEST_CASE(inline_transport_drains_at_frame_ticks),
+      TEST_CASE(default_ring_holds_its_documented_zones),
       TEST_CASE(no_allocation_on_a_thread_after_its_first_zone),
       TEST_CASE(the_alloc_counter_sees_allocations)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);

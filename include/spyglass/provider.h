@@ -102,7 +102,8 @@ typedef struct spy_provider_desc {
   void *clock_now_ctx;
   int64_t clock_test_offset_ns;
   /* CPU zones (zones.h): bytes of each thread's zone ring, rounded up to a
-   * power of two; default 1 MiB (65536 zones), at least 4 KiB. */
+   * power of two; default 4 MiB (262144 zones, SPY_ZONE_BUFFER_DEFAULT
+   * in zones.h), at least 4 KiB. */
   uint32_t zone_buffer_bytes;
   /* In-process server: "ADDR:PORT" (port 0: any free one) serves this
    * provider only over TCP / WebSocket, as `spyglass serve` does, on a

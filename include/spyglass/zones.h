@@ -32,7 +32,8 @@
  *
  * Memory. A thread's ring is allocated the first time it opens a zone
  * while zones are subscribed (or calls spy_thread_name): that is the one
- * allocation, spy_provider_desc.zone_buffer_bytes (default 1 MiB) per
+ * allocation, spy_provider_desc.zone_buffer_bytes (default 4 MiB,
+ * SPY_ZONE_BUFFER_DEFAULT; pages are touched as the ring fills) per
  * thread and provider, freed after the thread exits and its ring has been
  * drained, or with the provider. A full ring drops whole zones: the begin
  * and its end are both left out (and so is everything nested inside), and
@@ -87,6 +88,11 @@ typedef struct spy_zone_loc {
 #define SPY_ZONE_ID_MAX 65535u    /* at most 65520 locations per process */
 #define SPY_ZONE_THREADS_MAX 256u /* threads with a ring, per provider */
 #define SPY_ZONE_NAME_MAX 63u     /* bytes of a thread name kept */
+/* Default ring bytes per thread: larger than a core's L2 several times,
+ * so the service's cached copies of a line are gone before the thread
+ * writes it again (a smaller ring makes the thread pay for taking them
+ * back: zones.c, spy__zones_init). */
+#define SPY_ZONE_BUFFER_DEFAULT (4u << 20)
 
 /* A location for this line of this function (inside a function body). */
 #define SPY_ZONE_LOC(name, color)                                              \

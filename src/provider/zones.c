@@ -384,8 +384,16 @@ static void anchor(spy__zones *z, int first) {
 
 int spy__zones_init(spy_provider *p) {
   spy__zones *z = &p->zones;
-  uint32_t bytes =
-      p->desc.zone_buffer_bytes ? p->desc.zone_buffer_bytes : 1u << 20;
+  /* The default is several times a core's L2 (1-2 MiB on current x86):
+   * the service's reads leave shared copies of the ring's lines in its
+   * core's caches, and a ring that wraps before they are evicted makes
+   * the thread take them back on every line it rewrites. Measured with
+   * `spyglass bench zones` (2-core Zen 4, service on the other core): a
+   * zone pair at 1.07-1.30x the two-clock-read floor with 1 MiB,
+   * 1.06-1.16x with 2 MiB, 1.03-1.05x with 4 MiB, 1.41-1.58x with
+   * 256 KiB; the thread's CPU time, not waiting for a core. */
+  uint32_t bytes = p->desc.zone_buffer_bytes ? p->desc.zone_buffer_bytes
+                                             : SPY_ZONE_BUFFER_DEFAULT;
   if (bytes < 4096)
     bytes = 4096;
   if (bytes > (1u << 30))

@@ -254,6 +254,9 @@ static inline __attribute__((always_inline)) int walk(const uint8_t *p,
     uint64_t v, val = 0;
     if (__builtin_expect(!(*p & 0x80), 1)) {
       v = *p++;
+    } else if (pend - p >= 2 && !(p[1] & 0x80)) {
+      v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7; /* a 2-byte delta */
+      p += 2;
     } else {
       varint_at r = rd_varint_long(p, pend);
       if (!r.p)
@@ -265,6 +268,9 @@ static inline __attribute__((always_inline)) int walk(const uint8_t *p,
     if (kind == SPY_ZONE_EV_BEGIN || kind == SPY_ZONE_EV_FRAME) {
       if (__builtin_expect(p < pend && !(*p & 0x80), 1)) {
         val = *p++;
+      } else if (pend - p >= 2 && !(p[1] & 0x80)) {
+        val = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7; /* id >= 128 */
+        p += 2;
       } else {
         varint_at r = rd_varint_long(p, pend);
         if (!r.p)
