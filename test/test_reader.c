@@ -14,7 +14,8 @@
  * line and its byte offset, while a bad line in the middle is an error
  * naming both; the public JSON form round-trips 64-bit integers and NUL
  * bytes; a trace written before the escaper (raw Latin-1 bytes) still
- * reads, its bytes counted.
+ * reads, its bytes counted; one session of a SQLite store holding
+ * several is read by its rows' rowid ranges, not by scanning the others.
  *
  * The PostgreSQL parts need SPY_TEST_PG (a conninfo; scripts/test.sh sets
  * it, and the reader_pg CTest, test/reader_pg.sh, starts a server of its
@@ -982,6 +983,231 @@ TEST(sql_tables_give_every_action_back_byte_for_byte) {
   FOR_STORES(exact_case);
 }
 
+/* ---- a store of many sessions (SQLite) ----------------------------------- */
+
+/* A VFS in front of the default one counting the bytes read from main
+ * database files: what reading one session of a store costs. */
+typedef struct cfile {
+  sqlite3_file base;
+  sqlite3_file *real; /* the default VFS's file, right after this */
+  int main;
+} cfile;
+static sqlite3_vfs *real_vfs, count_vfs;
+static sqlite3_io_methods count_io;
+static uint64_t db_read_bytes;
+
+#define REAL(f) (((cfile *)(f))->real)
+static int c_close(sqlite3_file *f) {
+  return REAL(f)->pMethods->xClose(REAL(f));
+}
+static int c_read(sqlite3_file *f, void *p, int n, sqlite3_int64 off) {
+  if (((cfile *)f)->main)
+    db_read_bytes += (uint64_t)n;
+  return REAL(f)->pMethods->xRead(REAL(f), p, n, off);
+}
+static int c_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off) {
+  return REAL(f)->pMethods->xWrite(REAL(f), p, n, off);
+}
+static int c_truncate(sqlite3_file *f, sqlite3_int64 n) {
+  return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int c_sync(sqlite3_file *f, int flags) {
+  return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int c_size(sqlite3_file *f, sqlite3_int64 *n) {
+  return REAL(f)->pMethods->xFileSize(REAL(f), n);
+}
+static int c_lock(sqlite3_file *f, int l) {
+  return REAL(f)->pMethods->xLock(REAL(f), l);
+}
+static int c_unlock(sqlite3_file *f, int l) {
+  return REAL(f)->pMethods->xUnlock(REAL(f), l);
+}
+static int c_reserved(sqlite3_file *f, int *out) {
+  return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+static int c_fcntl(sqlite3_file *f, int op, void *arg) {
+  return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+static int c_sector(sqlite3_file *f) {
+  return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+static int c_dev(sqlite3_file *f) {
+  return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int c_shmmap(sqlite3_file *f, int i, int sz, int ext,
+                    void volatile **p) {
+  return REAL(f)->pMethods->xShmMap(REAL(f), i, sz, ext, p);
+}
+static int c_shmlock(sqlite3_file *f, int off, int n, int flags) {
+  return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+static void c_shmbarrier(sqlite3_file *f) {
+  REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int c_shmunmap(sqlite3_file *f, int del) {
+  return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+static int c_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **p) {
+  *p = NULL; /* every page through xRead, where it is counted */
+  (void)f, (void)off, (void)n;
+  return SQLITE_OK;
+}
+static int c_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p) {
+  (void)f, (void)off, (void)p;
+  return SQLITE_OK;
+}
+static int c_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags,
+                  int *out) {
+  (void)v;
+  cfile *c = (cfile *)f;
+  c->real = (sqlite3_file *)(c + 1);
+  c->main = (flags & SQLITE_OPEN_MAIN_DB) != 0;
+  int rc = real_vfs->xOpen(real_vfs, name, c->real, flags, out);
+  c->base.pMethods = c->real->pMethods ? &count_io : NULL;
+  return rc;
+}
+static const sqlite3_io_methods count_methods = {
+    3,         c_close,      c_read,     c_write, c_truncate, c_sync, c_size,
+    c_lock,    c_unlock,     c_reserved, c_fcntl, c_sector,   c_dev,  c_shmmap,
+    c_shmlock, c_shmbarrier, c_shmunmap, c_fetch, c_unfetch};
+
+/* Reads session sid of the SQLite store in dir whole — its actions as
+ * records into recs, its hook calls counted into *calls — through the
+ * counting VFS; returns the bytes read from trace.db, 0 on failure. */
+static int count_call(void *arg, const spy_trace_hook_call *c) {
+  (void)c;
+  ++*(int *)arg;
+  return 0;
+}
+static uint64_t read_session(const char *dir, const char *sid, spy__buf *recs,
+                             int *calls) {
+  if (!real_vfs) {
+    real_vfs = sqlite3_vfs_find(NULL);
+    count_vfs = *real_vfs;
+    count_vfs.zName = "spy-count";
+    count_vfs.pNext = NULL;
+    count_vfs.szOsFile = (int)sizeof(cfile) + real_vfs->szOsFile;
+    count_vfs.xOpen = c_open;
+    count_io = count_methods;
+  }
+  sqlite3_vfs_register(&count_vfs, 1);
+  db_read_bytes = 0;
+  spy_trace_reader *r;
+  int rc = spy_trace_reader_open(dir, sid, &r), ok = rc == 0;
+  spy_trace_action a;
+  recs->len = 0;
+  while (ok && (rc = spy_trace_reader_next(r, &a)) == 1)
+    spy__trace_record_put(recs, &a);
+  *calls = 0;
+  ok = ok && rc == 0 && spy_trace_reader_hook_calls(r, count_call, calls) == 0;
+  spy_trace_reader_close(r);
+  sqlite3_vfs_register(real_vfs, 1);
+  sqlite3_vfs_unregister(&count_vfs);
+  return ok ? db_read_bytes : 0;
+}
+
+static spy_trace *capture_session(const char *dir, capture *c) {
+  memset(c, 0, sizeof *c);
+  c->real = spy_trace_writer_find("sqlite");
+  spy_trace *t = NULL;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &cap_sqlite,
+                      .ops_arg = c,
+                      .dir = dir,
+                      .batch_actions = 64};
+  return spy_trace_create(&t, &d) < 0 ? NULL : t;
+}
+
+/* n transform calls on one payload: many rows, one source. */
+static void emit_calls(spy_trace *t, int from, int n) {
+  static const char src[] = "int x;\n";
+  for (int i = from; i < from + n; i++) {
+    char mod[32], id[32];
+    snprintf(mod, sizeof mod, "dir/module-%06d.c", i);
+    snprintf(id, sizeof id, "call-%06d", i);
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               mod, {src, sizeof src - 1}, "plugin", 2, id, 0});
+    spy_emit_hook_transform_call_end(
+        t, &(spy_act_hook_transform_call_end){
+               mod, {src, sizeof src - 1}, "plugin", 2, id, 0});
+  }
+}
+
+static off_t file_size(const char *dir) {
+  char path[512];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  return stat(path, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* A store holding a small session written between the halves of a large
+ * one (both open at once): each session reads back exactly what was
+ * emitted into it, and reading the small one reads its rows' pages, not
+ * every row of the large one (the store's size grew by more than four
+ * times what reading the small one grew by). Before session_rows the
+ * reader scanned every action table per session. */
+TEST(sqlite_reads_one_session_of_many_without_scanning_the_others) {
+  store one, many;
+  CHECK(store_init(&one, "sqlite") == 0 && store_init(&many, "sqlite") == 0);
+  capture alone, small, large;
+  spy_trace *t = capture_session(one.dir, &alone);
+  CHECK(t);
+  char sid_alone[128];
+  snprintf(sid_alone, sizeof sid_alone, "%s", spy_trace_session_id(t));
+  emit_every_kind(t);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+
+  spy_trace *tl = capture_session(many.dir, &large);
+  spy_trace *ts = capture_session(many.dir, &small);
+  CHECK(tl && ts);
+  char sid_small[128], sid_large[128];
+  snprintf(sid_small, sizeof sid_small, "%s", spy_trace_session_id(ts));
+  snprintf(sid_large, sizeof sid_large, "%s", spy_trace_session_id(tl));
+  spy_trace_build_begin(tl);
+  emit_calls(tl, 0, 3000);
+  CHECK_OK(spy_trace_flush(tl));
+  emit_every_kind(ts);
+  /* closed before the large one goes on: its call that never ended gets
+   * its hook_calls row at close, and a row after the large session's
+   * would put them all in its range */
+  CHECK_EQ(spy_trace_destroy(ts), 0);
+  emit_calls(tl, 3000, 3000);
+  spy_trace_build_end(tl);
+  CHECK_EQ(spy_trace_destroy(tl), 0);
+
+  spy__buf got = {0};
+  int calls_alone, calls_small, calls_large;
+  uint64_t read_alone = read_session(one.dir, sid_alone, &got, &calls_alone);
+  CHECK(read_alone > 0);
+  CHECK_EQ(got.len, alone.recs.len);
+  CHECK(memcmp(got.p, alone.recs.p, got.len) == 0);
+  uint64_t read_small = read_session(many.dir, sid_small, &got, &calls_small);
+  CHECK(read_small > 0);
+  CHECK_EQ(got.len, small.recs.len);
+  CHECK(memcmp(got.p, small.recs.p, got.len) == 0);
+  CHECK_EQ(calls_small, calls_alone);
+  CHECK(read_session(many.dir, sid_large, &got, &calls_large) > 0);
+  CHECK_EQ(got.len, large.recs.len);
+  CHECK(memcmp(got.p, large.recs.p, got.len) == 0);
+  CHECK_EQ(calls_large, 6000);
+  off_t grew = file_size(many.dir) - file_size(one.dir);
+  fprintf(stderr,
+          "  read %llu bytes alone, %llu beside the large session (the "
+          "store %lld bytes larger)\n",
+          (unsigned long long)read_alone, (unsigned long long)read_small,
+          (long long)grew);
+  CHECK(grew > 0);
+  CHECK(read_small < read_alone + (uint64_t)grew / 4);
+  spy__buf_free(&got);
+  spy__buf_free(&alone.recs);
+  spy__buf_free(&small.recs);
+  spy__buf_free(&large.recs);
+  store_free(&one);
+  store_free(&many);
+}
+
 /* A store written by the schema-3 writer (every action in action_batches
  * too): the fixture's SQL text, the stream its reader gave as JSON lines. */
 TEST(schema_3_store_still_reads_the_same) {
@@ -1028,6 +1254,7 @@ TEST_MAIN(
     TEST_CASE(escaper_replaces_every_invalid_byte_and_never_splits_a_sequence),
     TEST_CASE(sql_tables_give_every_action_back_byte_for_byte),
     TEST_CASE(schema_3_store_still_reads_the_same),
+    TEST_CASE(sqlite_reads_one_session_of_many_without_scanning_the_others),
     TEST_CASE(latin1_is_valid_json_and_counted_while_sql_keeps_the_bytes),
     TEST_CASE(old_trace_with_raw_latin1_bytes_still_reads),
     TEST_CASE(jsonl_lines_read_in_any_key_order_and_spacing),

@@ -1264,10 +1264,12 @@ TEST(sqlite_clean_close_leaves_no_wal_or_shm) {
 static void quiet(void *arg, int err, const char *msg) {
   (void)arg, (void)err, (void)msg;
 }
+/* The largest file that grows as the trace is written (not the SQLite
+ * writer's fixed-size reserve, which can be larger than its WAL). */
 static off_t largest_file(const char *dir) {
-  static const char *const names[] = {
-      "logs.json",    "meta.json",    "spyglass.json",   "trace.db",
-      "trace.db-wal", "trace.db-shm", "trace.db-reserve"};
+  static const char *const names[] = {"logs.json",     "meta.json",
+                                      "spyglass.json", "trace.db",
+                                      "trace.db-wal",  "trace.db-shm"};
   off_t max = 0;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char path[512];
@@ -1546,9 +1548,11 @@ TEST(sql_tables_are_derived_from_the_catalog) {
                "plugin_name='p1'");
   /* no End index is built for it: SQLite makes one for the join */
   CHECK(strstr(plan, "AUTOMATIC") != NULL);
+  /* no index by module (its sort at close cost as much as the plugin
+   * one's): a question about one module scans hook_calls */
   plan = qall(db, "EXPLAIN QUERY PLAN SELECT * FROM hook_calls WHERE "
                   "build_id=1 AND module_id='main.c'");
-  CHECK(strstr(plan, "hook_calls_module") != NULL);
+  CHECK(strstr(plan, "SCAN hook_calls") != NULL);
   plan = qall(db, "EXPLAIN QUERY PLAN SELECT plugin_name, hook_type, "
                   "count(*), sum(ended_at - started_at) FROM hook_calls GROUP "
                   "BY 1, 2");

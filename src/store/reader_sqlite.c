@@ -3,8 +3,9 @@
  * unpacked in memory at once); from schema 4 also the rows of every
  * built-in kind's table, each stepped in rowid order (the order the
  * writer inserted them: seq, then element order) with a statement of its
- * own; payload blobs by id from the sources table, and the summary's
- * payload sizes in one query. Opened read-only. */
+ * own, over the rowid range session_rows gives for the session; payload blobs
+ * by id from the sources table, and the summary's payload sizes in one query.
+ * Opened read-only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@ typedef struct sq {
   sqlite3_stmt **rows; /* schema 4+: per derived table, NULL: none */
   int nrows;
   int schema;
+  sqlite3_int64 key;    /* the session's key, -1: unknown session */
+  sqlite3_stmt *ranges; /* its session_rows; NULL: the store has none */
 } sq;
 
 static void sq_close(spy_trace_reader *r) {
@@ -28,6 +31,7 @@ static void sq_close(spy_trace_reader *r) {
   for (int t = 0; t < s->nrows; t++)
     sqlite3_finalize(s->rows[t]);
   free(s->rows);
+  sqlite3_finalize(s->ranges);
   sqlite3_finalize(s->iter);
   sqlite3_finalize(s->src);
   if (s->db)
@@ -36,10 +40,57 @@ static void sq_close(spy_trace_reader *r) {
   r->st = NULL;
 }
 
+/* The rowids the session's rows of `table` lie between, from the
+ * session_rows table writers since it was added keep: 1 found, 0 the
+ * session has no row in it, -1 the store cannot say (an older writer's
+ * session: every row is scanned). */
+static int row_range(sq *s, const char *table, sqlite3_int64 *lo,
+                     sqlite3_int64 *hi) {
+  if (!s->ranges)
+    return -1;
+  sqlite3_bind_text(s->ranges, 2, table, -1, SQLITE_STATIC);
+  int found = sqlite3_step(s->ranges) == SQLITE_ROW;
+  if (found) {
+    *lo = sqlite3_column_int64(s->ranges, 0);
+    *hi = sqlite3_column_int64(s->ranges, 1);
+  }
+  sqlite3_reset(s->ranges);
+  return found;
+}
+
+/* Whether the writer of the session kept session_rows (prepares the
+ * statement that reads them when it did). */
+static void open_ranges(sq *s) {
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT lo, hi FROM session_rows WHERE session=?1 AND "
+                         "tbl=?2",
+                         -1, &s->ranges, NULL) != SQLITE_OK) {
+    s->ranges = NULL; /* a store written before session_rows */
+    return;
+  }
+  sqlite3_stmt *any;
+  int has = 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM session_rows WHERE session=?1",
+                         -1, &any, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(any, 1, s->key);
+    has = sqlite3_step(any) == SQLITE_ROW;
+    sqlite3_finalize(any);
+  }
+  if (!has) { /* an older writer's session in a newer store */
+    sqlite3_finalize(s->ranges);
+    s->ranges = NULL;
+    return;
+  }
+  sqlite3_bind_int64(s->ranges, 1, s->key);
+}
+
 /* Schema 4+: the session's key and one statement per derived table of the
- * built-in kinds, in the order the writer inserted its rows (NOT INDEXED:
- * a child table's index would give another order). A table the store
- * lacks (a kind added to the catalog later) reads as empty. */
+ * built-in kinds, in the order the writer inserted its rows: by rowid,
+ * within the range session_rows gives (a store holding many sessions is
+ * not scanned whole for each), or over the whole table for a session
+ * written before session_rows (NOT INDEXED: a child table's index would
+ * give another order). A table the store lacks (a kind added to the
+ * catalog later) reads as empty. */
 static int open_tables(spy_trace_reader *r, const char *path) {
   sq *s = r->st;
   int rc = spy__reader_tables(r);
@@ -56,6 +107,8 @@ static int open_tables(spy_trace_reader *r, const char *path) {
   sqlite3_int64 key =
       sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
   sqlite3_finalize(st);
+  s->key = key;
+  open_ranges(s);
   s->rows = calloc((size_t)r->schema.n, sizeof *s->rows);
   if (!s->rows)
     return spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
@@ -63,12 +116,19 @@ static int open_tables(spy_trace_reader *r, const char *path) {
   spy__buf q = {0};
   for (int t = 0; t < r->schema.n && rc == 0; t++) {
     const spy__gtable *g = &r->schema.t[t];
+    sqlite3_int64 lo = 0, hi = 0;
+    int ranged = row_range(s, g->name, &lo, &hi);
+    if (ranged == 0)
+      continue; /* the session has no row there */
     q.len = 0;
     spy__buf_puts(&q, "SELECT ");
     spy__buf_puts(&q, g->cols);
     spy__buf_puts(&q, " FROM ");
     spy__buf_puts(&q, g->name);
-    spy__buf_puts(&q, " NOT INDEXED WHERE session=?1 ORDER BY rowid");
+    spy__buf_puts(&q, ranged > 0 ? " NOT INDEXED WHERE rowid BETWEEN ?2 AND "
+                                   "?3 AND session=?1 ORDER BY rowid"
+                                 : " NOT INDEXED WHERE session=?1 ORDER BY "
+                                   "rowid");
     spy__buf_putc(&q, 0);
     if (q.err) {
       rc = spy__reader_err(r, SPY_ENOMEM, "%s: out of memory", path);
@@ -91,6 +151,10 @@ static int open_tables(spy_trace_reader *r, const char *path) {
       continue;
     }
     sqlite3_bind_int64(s->rows[t], 1, key);
+    if (ranged > 0) {
+      sqlite3_bind_int64(s->rows[t], 2, lo);
+      sqlite3_bind_int64(s->rows[t], 3, hi);
+    }
   }
   spy__buf_free(&q);
   return rc;
@@ -318,15 +382,31 @@ static int sq_calls(spy_trace_reader *r,
                     int (*cb)(void *, const spy_trace_hook_call *), void *arg) {
   sq *s = r->st;
   sqlite3_stmt *st;
+  sqlite3_int64 lo = 0, hi = 0;
+  int ranged = s->schema < 4 ? -1 : row_range(s, "hook_calls", &lo, &hi);
+  if (ranged == 0)
+    return 0; /* the session made no call */
   if (s->schema < 4 ||
       sqlite3_prepare_v2(s->db,
-                         "SELECT build_id, hook_type, plugin_name, module_id, "
-                         "call_id, started_at, ended_at, input_source_id, "
-                         "output_source_id FROM hook_calls WHERE session_id=?1 "
-                         "AND ended_at IS NOT NULL ORDER BY rowid",
+                         ranged > 0
+                             ? "SELECT build_id, hook_type, plugin_name, "
+                               "module_id, call_id, started_at, ended_at, "
+                               "input_source_id, output_source_id FROM "
+                               "hook_calls NOT INDEXED WHERE rowid BETWEEN ?2 "
+                               "AND ?3 AND session_id=?1 AND ended_at IS NOT "
+                               "NULL ORDER BY rowid"
+                             : "SELECT build_id, hook_type, plugin_name, "
+                               "module_id, call_id, started_at, ended_at, "
+                               "input_source_id, output_source_id FROM "
+                               "hook_calls WHERE session_id=?1 AND ended_at IS "
+                               "NOT NULL ORDER BY rowid",
                          -1, &st, NULL) != SQLITE_OK)
     return SPY_ENOTSUP;
   sqlite3_bind_text(st, 1, r->session_id, -1, SQLITE_STATIC);
+  if (ranged > 0) {
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+  }
   int step, rc = 0;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     const char *hook = (const char *)sqlite3_column_text(st, 1);

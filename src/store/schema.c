@@ -26,7 +26,8 @@ static const char *const fixed_cols[] = {
 static const char *const reserved_tables[] = {
     "sessions", "builds",         "modules",       "module_imports",
     "chunks",   "chunk_imports",  "sources",       "hook_calls",
-    "assets",   "action_batches", "spyglass_meta", NULL};
+    "assets",   "action_batches", "spyglass_meta", "session_rows",
+    NULL};
 
 static int ident_ok(const char *s, size_t max) {
   size_t n = strlen(s);

@@ -213,8 +213,8 @@ void spy__own_tables_sql(spy__buf *b, int pg);
 void spy__views_sql(spy__buf *b, int pg);
 /* SQLite: hook_calls as a table with the hook_calls_live view's columns
  * (the view's join costs too much for interactive questions), filled by
- * the writer as each call ends (writer_sqlite.c); IF NOT EXISTS. Its two
- * covering indexes: spy__hook_calls_index_sql, built at close. */
+ * the writer as each call ends (writer_sqlite.c); IF NOT EXISTS. Its
+ * covering index by plugin: spy__hook_calls_index_sql, built at close. */
 void spy__hook_calls_table_sql(spy__buf *b);
 void spy__hook_calls_index_sql(spy__buf *b);
 /* Every index: the questions' and each derived table's generic one
