@@ -17,6 +17,10 @@ uint64_t bench_now_ns(void);
 /* The first two CPUs this process may run on, for benches that place two
  * threads apart: *a and *b, or both -1 when there are fewer than two. */
 void bench_two_cpus(int *a, int *b);
+/* CPU time (ns) of every thread of this process but the calling one and
+ * `skip_tid` (0: none), from /proc/self/task/<tid>/schedstat's first field
+ * (time on a CPU); NAN when /proc cannot be read. */
+double bench_other_threads_cpu_ns(long skip_tid);
 /* Sorts v in place and returns the q-quantile (0.5 = median). */
 double bench_quantile(double *v, size_t n, double q);
 

@@ -189,47 +189,15 @@ static double time_drop_path(int rounds, double target) {
 
 static _Atomic long consumer_tid; /* the bench's consumer thread, if any */
 
-/* CPU time (ns) of every thread of this process but the calling one (and
- * the bench's consumer), from
- * /proc/self/task/<tid>/schedstat (its first field: time on a CPU, ns):
- * the provider's own threads (the offload worker, and the clock server
- * when one runs), as the inspected program would see them. */
-static double other_threads_cpu_ns(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d)
-    return NAN;
-  long self = (long)syscall(SYS_gettid);
-  long skip = atomic_load(&consumer_tid);
-  double total = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    long tid = atol(e->d_name);
-    if (e->d_name[0] == '.' || tid == self || tid == skip)
-      continue;
-    char path[300];
-    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
-    FILE *f = fopen(path, "r");
-    unsigned long long ns = 0;
-    if (f) {
-      if (fscanf(f, "%llu", &ns) != 1)
-        ns = 0;
-      fclose(f);
-    }
-    total += (double)ns;
-  }
-  closedir(d);
-  return total;
-}
-
 /* The provider's threads' CPU while nothing happens for `ms`: the frame
  * thread idle, and the consumer (if any, its thread not counted) only
  * acking. Microseconds of CPU
  * per second of wall time. */
 static double idle_cpu_us_per_s(int ms) {
-  double c0 = other_threads_cpu_ns();
+  double c0 = bench_other_threads_cpu_ns(atomic_load(&consumer_tid));
   uint64_t t0 = bench_now_ns();
   usleep((useconds_t)ms * 1000);
-  double c1 = other_threads_cpu_ns();
+  double c1 = bench_other_threads_cpu_ns(atomic_load(&consumer_tid));
   uint64_t t1 = bench_now_ns();
   return (c1 - c0) / 1e3 / ((double)(t1 - t0) / 1e9);
 }

@@ -1,12 +1,15 @@
 /* bench_util.c — timing, quantiles and the result table (see bench.h). */
 #include "bench.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "opts.h"
@@ -36,6 +39,32 @@ uint64_t bench_now_ns(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+double bench_other_threads_cpu_ns(long skip_tid) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d)
+    return NAN;
+  long self = (long)syscall(SYS_gettid);
+  double total = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    long tid = atol(e->d_name);
+    if (tid <= 0 || tid == self || tid == skip_tid)
+      continue;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
+    FILE *f = fopen(path, "r");
+    unsigned long long ns = 0;
+    if (f) {
+      if (fscanf(f, "%llu", &ns) != 1)
+        ns = 0;
+      fclose(f);
+    }
+    total += (double)ns;
+  }
+  closedir(d);
+  return total;
 }
 
 double bench_quantile(double *v, size_t n, double q) {

@@ -141,32 +141,6 @@ static double time_loop(void (*fn)(spy_provider *, uint64_t), spy_provider *p,
   return bench_quantile(v, (size_t)rounds, 0.5);
 }
 
-/* CPU ns of every thread of this process but the calling one. */
-static uint64_t others_cpu_ns(void) {
-  int self = (int)syscall(SYS_gettid);
-  DIR *d = opendir("/proc/self/task");
-  uint64_t sum = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d))) {
-    int tid = atoi(e->d_name);
-    if (tid <= 0 || tid == self)
-      continue;
-    char path[96];
-    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
-    FILE *f = fopen(path, "r");
-    unsigned long long ns = 0;
-    if (f) {
-      if (fscanf(f, "%llu", &ns) != 1)
-        ns = 0;
-      fclose(f);
-    }
-    sum += ns;
-  }
-  if (d)
-    closedir(d);
-  return sum;
-}
-
 static double peak_rss_mb(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -593,9 +567,11 @@ int bench_zones(int argc, char **argv) {
   spy_provider_stats s1, s2, s3;
   loop_zone(p, n / 4); /* the ring exists, the location is registered */
   spy_provider_get_stats(p, &s1);
-  uint64_t cpu0 = others_cpu_ns(), w0 = bench_now_ns();
+  double cpu0 = bench_other_threads_cpu_ns(0);
+  uint64_t w0 = bench_now_ns();
   double t_on = time_loop(loop_zone, p, n, rounds, &c_on);
-  uint64_t w1 = bench_now_ns(), cpu1 = others_cpu_ns();
+  uint64_t w1 = bench_now_ns();
+  double cpu1 = bench_other_threads_cpu_ns(0);
   spy_provider_get_stats(p, &s2);
   /* Drops at a steady 1M zones/s (what a busy program emits). */
   uint64_t paced_n = o.quick ? 300000 : 1000000;
@@ -632,7 +608,7 @@ int bench_zones(int argc, char **argv) {
   double bytes_per_zone =
       got[1] ? (double)got[0] / (double)got[1] : (double)NAN;
   double cpu_per_zone =
-      zones_window ? (double)(cpu1 - cpu0) / (double)zones_window : NAN;
+      zones_window ? (cpu1 - cpu0) / (double)zones_window : NAN;
   double na = NAN;
   bench_table t = {.title = "bench zones: one zone (begin + end) on the "
                             "inspected thread",
