@@ -61,6 +61,7 @@ typedef struct pgw {
   spy__buf rec;             /* one action's binary record */
   spy__buf sorted;          /* scratch for sort_sources */
   int src_stage;            /* sources go through the staging table */
+  const char *pre;          /* statements the next COPY sends first */
   spy__abatch ab;           /* records the tables cannot hold exactly */
   spy__batch_mark mark;     /* the whole batch: its action_batches row */
   int all_records;          /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
@@ -488,6 +489,7 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->retry_bytes = cfg->retry_bytes;
   w->retry_ms = cfg->retry_ms;
   w->backoff_ms = 100;
+  w->pre = "";
   if (!w->conninfo || !w->session_id || !w->cwd || !w->cur || !w->pipe)
     return SPY_ENOMEM;
   int rc = spy__schema_init(&w->schema);
@@ -623,12 +625,23 @@ static int pg_action(void *state, const spy_trace_record *r) {
   return rc;
 }
 
+/* COPY of data into table, after the statements in w->pre (sent in the
+ * same round trip, then forgotten). */
 static int copy_in(pgw *w, const char *table, const char *cols,
                    const spy__buf *data) {
-  char sql[512];
-  snprintf(sql, sizeof sql, "COPY %s(%s) FROM STDIN (FORMAT binary)", table,
-           cols);
-  PGresult *r = PQexec(w->conn, sql);
+  spy__buf sql = {0};
+  spy__buf_puts(&sql, w->pre);
+  spy__buf_puts(&sql, "COPY ");
+  spy__buf_puts(&sql, table);
+  spy__buf_putc(&sql, '(');
+  spy__buf_puts(&sql, cols);
+  spy__buf_puts(&sql, ") FROM STDIN (FORMAT binary)");
+  spy__buf_putc(&sql, 0);
+  w->pre = "";
+  if (sql.err)
+    return sql.err;
+  PGresult *r = PQexec(w->conn, sql.p);
+  spy__buf_free(&sql);
   int ok = PQresultStatus(r) == PGRES_COPY_IN;
   int fail_rc = ok ? 0 : sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
   PQclear(r);
@@ -708,13 +721,14 @@ static int sort_sources(pgw *w, batch *b) {
 static int stage_sources(pgw *w, const batch *b) {
   /* emptied at each commit without a new file (TRUNCATE would give it
    * one, a catalog row rewritten per batch) */
-  int rc = q(w,
-             "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources) ON "
-             "COMMIT DELETE ROWS",
-             NULL);
-  if (!rc)
-    rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
-                 &b->copy[SPY__T_SOURCES]);
+  char pre[256];
+  snprintf(pre, sizeof pre,
+           "%sCREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources) ON "
+           "COMMIT DELETE ROWS;",
+           w->pre);
+  w->pre = pre;
+  int rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
+                   &b->copy[SPY__T_SOURCES]);
   if (!rc)
     rc = q(w,
            "INSERT INTO sources SELECT * FROM src_stage ORDER BY source_id "
@@ -731,10 +745,11 @@ static int send_sources(pgw *w, batch *b) {
   int rc = sort_sources(w, b);
   if (rc || w->src_stage)
     return rc ? rc : stage_sources(w, b);
-  rc = q(w, "SAVEPOINT src", NULL);
-  if (!rc)
-    rc = copy_in(w, "sources", spy__tables[SPY__T_SOURCES].cols,
-                 &b->copy[SPY__T_SOURCES]);
+  char pre[64];
+  snprintf(pre, sizeof pre, "%sSAVEPOINT src;", w->pre);
+  w->pre = pre;
+  rc = copy_in(w, "sources", spy__tables[SPY__T_SOURCES].cols,
+               &b->copy[SPY__T_SOURCES]);
   if (rc != SPY_EEXIST)
     return rc;
   w->src_stage = 1;
@@ -743,7 +758,10 @@ static int send_sources(pgw *w, batch *b) {
 }
 
 static int send_batch(pgw *w, batch *b) {
-  int rc = q(w, "BEGIN", NULL);
+  /* BEGIN goes with the first statement: one round trip less (each one
+   * is two wake-ups on a machine the build keeps busy) */
+  w->pre = "BEGIN;";
+  int rc = 0;
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)
     if (t != SPY__T_SOURCES && b->copy[t].len)
       rc = copy_in(w, spy__tables[t].name, spy__tables[t].cols, &b->copy[t]);
@@ -758,7 +776,11 @@ static int send_batch(pgw *w, batch *b) {
         ddl.err = raw.err;
       spy__buf_free(&raw);
       spy__buf_putc(&ddl, 0);
-      rc = ddl.err ? ddl.err : q(w, ddl.p, NULL);
+      if (*w->pre)
+        rc = q(w, w->pre, NULL);
+      w->pre = "";
+      if (!rc)
+        rc = ddl.err ? ddl.err : q(w, ddl.p, NULL);
       spy__buf_free(&ddl);
     }
     if (!rc)
@@ -766,6 +788,9 @@ static int send_batch(pgw *w, batch *b) {
   }
   if (!rc && b->copy[SPY__T_SOURCES].len)
     rc = send_sources(w, b);
+  if (!rc && *w->pre) /* nothing was copied */
+    rc = q(w, w->pre, NULL);
+  w->pre = "";
   b->uncertain = 0;
   if (!rc) {
     b->uncertain = 1; /* until the server answers */
