@@ -543,7 +543,8 @@ TEST(a_modules_first_version_is_a_delta_of_the_previous_first) {
 
 /* Copies of every length around the encoder's compare steps (8, 16, 32
  * bytes) between edits, and edits right at the end: the delta decodes to
- * the payload (and ASan sees no read past either buffer). */
+ * the payload (and ASan sees no read past either buffer), and the
+ * encoder's portable loop makes the same blob as its AVX2 one. */
 TEST(copy_delta_round_trips_every_copy_length) {
   enum { NB = 6000 };
   char *base = malloc(NB), *p = malloc(NB + 64), *out = malloc(NB + 64);
@@ -552,10 +553,10 @@ TEST(copy_delta_round_trips_every_copy_length) {
     x = x * 1103515245u + 12345u;
     base[i] = (char)('a' + (x >> 16) % 26);
   }
-  spy__delta d = {0};
+  spy__delta d = {0}, portable = {.portable = 1};
   void *dctx = NULL;
   size_t bound = spy__delta_bound(NB + 64);
-  uint8_t *blob = malloc(bound);
+  uint8_t *blob = malloc(bound), *blob2 = malloc(bound);
   for (size_t gap = 1; gap <= 70; gap++) {
     size_t n = 0;
     for (size_t i = 0; i < NB; i++) /* a one-byte change every gap + 1 */
@@ -563,6 +564,10 @@ TEST(copy_delta_round_trips_every_copy_length) {
     for (size_t cut = 0; cut < 3; cut++) {
       long z = spy__delta_encode(&d, base, NB, p, n - cut, blob, bound, bound);
       CHECK(z > 0);
+      /* the portable loop (no AVX2) makes the same blob */
+      long z2 = spy__delta_encode(&portable, base, NB, p, n - cut, blob2, bound,
+                                  bound);
+      CHECK(z2 == z && memcmp(blob, blob2, (size_t)z) == 0);
       CHECK_EQ(
           spy__delta_decode(&dctx, blob, (size_t)z, base, NB, out, n - cut), 0);
       CHECK(memcmp(out, p, n - cut) == 0);
@@ -570,7 +575,9 @@ TEST(copy_delta_round_trips_every_copy_length) {
   }
   spy__src_unpack_free(&dctx);
   spy__delta_free(&d);
+  spy__delta_free(&portable);
   free(blob);
+  free(blob2);
   free(out);
   free(p);
   free(base);

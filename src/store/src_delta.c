@@ -448,7 +448,7 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
   for (;;) {
     if (copy)
 #ifdef SPY_DELTA_AVX2
-      if (__builtin_cpu_supports("avx2"))
+      if (!d->portable && __builtin_cpu_supports("avx2"))
         copy_on_avx2(&w, m, pe, be);
       else
 #endif
