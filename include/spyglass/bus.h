@@ -112,6 +112,48 @@ typedef struct spy_recv_info {
 int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
                      spy_recv_info *info);
 
+/* A frame received in place (spy_channel_recv_view): its bytes as they
+ * lie in the sender's ring, read-only shared memory. The fields after
+ * `len` are the handle's own. */
+typedef struct spy_channel_view {
+  const uint8_t *data; /* the frame */
+  uint32_t len;        /* its length */
+  uint32_t peer_;
+  uint64_t at_;
+  const void *ring_;
+} spy_channel_view;
+
+/* Receives the next frame like spy_channel_recv, without copying it:
+ * view->data points into the sender's ring. Same waiting and return
+ * values (never SPY_ENOBUFS: there is no buffer to be too small).
+ *
+ * Ownership and lifetime: the bytes belong to the sender, who never waits
+ * for readers. They stay mapped until the next receive, wait or close on
+ * this handle (posting in between is fine), but a sender that laps this
+ * reader overwrites them, and a broken sender may write anything there
+ * at any time. So a caller reads each byte it uses once (decode into its
+ * own variables, then check those), never trusts a value it loaded twice
+ * to be the same, and calls spy_channel_view_release() when done: only
+ * if that returns 0 did every load made before it see the frame as
+ * posted. Reading is always in bounds of the mapping, whatever the
+ * sender does; view->len was checked against it.
+ *
+ * For a large frame that is decoded once (an image, a batch) this saves
+ * the copy spy_channel_recv makes; for small frames it saves nothing.
+ * Only the shared-memory bus has it: a handle opened with another
+ * backend (desc->ops) returns SPY_ENOTSUP (use spy_channel_recv).
+ * Thread-safety: as spy_channel_recv; the view may be read by any thread
+ * until it is released. */
+int spy_channel_recv_view(spy_channel *ch, spy_channel_view *view,
+                          int timeout_ms, spy_recv_info *info);
+
+/* Ends a view: 0 if the sender did not reach the frame's bytes since
+ * spy_channel_recv_view returned it (what was read is what was posted);
+ * SPY_EOVERRUN if it may have (discard whatever was decoded from it; the
+ * frame is counted in `lost`); SPY_EINVAL if the view is not this
+ * handle's latest. */
+int spy_channel_view_release(spy_channel *ch, spy_channel_view *view);
+
 /* Waits up to timeout_ms (0: just check, < 0: forever) until a frame is
  * waiting, without taking it. Returns 1 if one is, 0 if not. For a reader
  * that wants to drain with its own logic after the wait. Not for use with

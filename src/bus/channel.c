@@ -101,6 +101,7 @@ struct spy_channel {
   uint64_t last_rx_ns;   /* when a receive last returned a frame */
   uint64_t next_maint_ns;
   spy_channel_stats st;
+  spy_channel_view *view; /* the receive in progress is in place */
   /* ---- hot: every post ---- */
   uint64_t id;
   int post_sock; /* unbound socket to signal readers with, -1 not yet */
@@ -445,7 +446,10 @@ static int create_ring(spy_channel *ch) {
   int fd = spy__shm_create("spyglass-ring", ch->ring_map);
   if (fd < 0)
     return fd;
-  void *m = mmap(NULL, ch->ring_map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  /* Populated: the memory is allocated in full already (shm.h), and
+   * mapping it now spares the first lap a page fault per page. */
+  void *m = mmap(NULL, ch->ring_map, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_POPULATE, fd, 0);
   if (m == MAP_FAILED) {
     int rc = -errno;
     close(fd);
@@ -585,7 +589,7 @@ static int map_peer(spy_channel *ch, const char *name, peer *p) {
   int fd = spy__shm_open_peer(e.pid, e.ring_fd, bytes, 0);
   if (fd < 0)
     return fd;
-  void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (m == MAP_FAILED)
     return -errno;
@@ -978,15 +982,27 @@ int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
 }
 
 /* One pass over the peers, round robin. Returns > 0 (length), 0 (nothing),
- * or SPY_ENOBUFS. Sets ch->busy when a ring could not be read cleanly. */
+ * or SPY_ENOBUFS. Sets ch->busy when a ring could not be read cleanly.
+ * With ch->view set, the frame is left in place and described there. */
 static int read_any(spy_channel *ch, void *buf, size_t cap,
                     spy_recv_info *info) {
+  spy_channel_view *v = ch->view;
   for (int n = 0; n < ch->npeers; n++) {
     int i = (ch->rr + n) % ch->npeers;
     peer *p = &ch->peers[i];
     uint64_t lost = 0;
     uint32_t len = 0;
-    int r = spy__ring_read(&p->rd, buf, cap, &lost, &len);
+    int r;
+    if (v) {
+      r = spy__ring_peek(&p->rd, &v->data, &v->at_, &lost, &len);
+      if (r > 0) {
+        v->len = len;
+        v->peer_ = (uint32_t)i;
+        v->ring_ = p->rd.h;
+      }
+    } else {
+      r = spy__ring_read(&p->rd, buf, cap, &lost, &len);
+    }
     if (lost)
       ch->st.lost += lost;
     if (r > 0 || r == SPY_ENOBUFS) {
@@ -1169,10 +1185,8 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms) {
   }
 }
 
-int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
-                     spy_recv_info *info) {
-  if (ch->ops)
-    return ch->ops->recv(ch->impl, buf, cap, timeout_ms, info);
+static int recv_any(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
+                    spy_recv_info *info) {
   if (ch->efd < 0)
     return recv_locked(ch, buf, cap, timeout_ms, info);
   /* fd mode: a watcher thread, if any, reads the peer list too. */
@@ -1203,6 +1217,43 @@ int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
   }
   pthread_mutex_unlock(&ch->lock);
   return r;
+}
+
+int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
+                     spy_recv_info *info) {
+  if (ch->ops)
+    return ch->ops->recv(ch->impl, buf, cap, timeout_ms, info);
+  ch->view = NULL;
+  return recv_any(ch, buf, cap, timeout_ms, info);
+}
+
+int spy_channel_recv_view(spy_channel *ch, spy_channel_view *view,
+                          int timeout_ms, spy_recv_info *info) {
+  if (ch->ops)
+    return SPY_ENOTSUP;
+  if (!view)
+    return SPY_EINVAL;
+  memset(view, 0, sizeof *view);
+  ch->view = view;
+  int r = recv_any(ch, NULL, 0, timeout_ms, info);
+  ch->view = NULL;
+  if (r <= 0)
+    memset(view, 0, sizeof *view);
+  return r;
+}
+
+int spy_channel_view_release(spy_channel *ch, spy_channel_view *view) {
+  if (ch->ops || !view || !view->ring_ || view->peer_ >= (uint32_t)ch->npeers)
+    return SPY_EINVAL;
+  const peer *p = &ch->peers[view->peer_];
+  if (p->rd.h != view->ring_)
+    return SPY_EINVAL;
+  int ok = spy__ring_intact(&p->rd, view->at_);
+  view->ring_ = NULL; /* released: a second release is refused */
+  if (ok)
+    return 0;
+  ch->st.lost++;
+  return SPY_EOVERRUN;
 }
 
 /* ---- event-loop fd ------------------------------------------------------ */

@@ -177,8 +177,11 @@ int spy__ring_pending(const spy_ring_reader *r) {
   return atomic_load_explicit(&r->h->head, memory_order_acquire) != r->pos;
 }
 
-int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
-                   uint32_t *len_out) {
+/* The next record: copied into buf (view NULL), or, with a view, left in
+ * place (*view = its bytes, *at = its position for spy__ring_intact). */
+static int next_record(spy_ring_reader *r, void *buf, size_t cap,
+                       const uint8_t **view, uint64_t *at, uint64_t *lost,
+                       uint32_t *len_out) {
   const uint64_t size = r->size, mask = r->mask;
   const uint8_t *data = r->data;
   const spy_ring_hdr *h = r->h;
@@ -211,7 +214,7 @@ int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
                    ALIGN16((uint64_t)SPY_RING_RECORD_HEADER + len) != total
              : off + total != size);
     int copied = 0;
-    if (!bad && len && len <= cap) {
+    if (!bad && len && !view && len <= cap) {
       copy_out(buf, data + off + SPY_RING_RECORD_HEADER, len);
       copied = 1;
     }
@@ -219,8 +222,8 @@ int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
     uint64_t intent =
         atomic_load_explicit(&h->tail_intent, memory_order_relaxed);
     if (intent > pos + size) {
-      /* The writer reached these bytes while we read: the copy may be
-       * torn. Carry on from the resume point. */
+      /* The writer reached these bytes while we read: the copy (or the
+       * header) may be torn. Carry on from the resume point. */
       lapped(r, atomic_load_explicit(&h->head, memory_order_acquire));
       continue;
     }
@@ -240,7 +243,31 @@ int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
     r->next_seq = seq + 1;
     r->skipped = 0;
     *len_out = len;
+    if (view) {
+      /* In bounds whatever happens next: off + total <= size was checked
+       * on our private copy of the header. */
+      *view = data + off + SPY_RING_RECORD_HEADER;
+      *at = pos;
+      return (int)len;
+    }
     return copied ? (int)len : SPY_ENOBUFS;
   }
   return SPY_EAGAIN; /* the writer kept lapping us; try again later */
+}
+
+int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
+                   uint32_t *len_out) {
+  return next_record(r, buf, cap, NULL, NULL, lost, len_out);
+}
+
+int spy__ring_peek(spy_ring_reader *r, const uint8_t **data, uint64_t *at,
+                   uint64_t *lost, uint32_t *len_out) {
+  return next_record(r, NULL, 0, data, at, lost, len_out);
+}
+
+int spy__ring_intact(const spy_ring_reader *r, uint64_t at) {
+  /* Order the caller's loads of the record before the check. */
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&r->h->tail_intent, memory_order_relaxed) <=
+         at + r->size;
 }

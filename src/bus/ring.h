@@ -117,6 +117,19 @@ void spy__ring_reader_at_start(spy_ring_reader *r);
  * loops more than a few times, whatever the shared bytes hold. */
 int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
                    uint32_t *len_out);
+/* Like spy__ring_read without the copy: *data is the next frame's bytes
+ * in the ring (*len_out of them, always inside the mapping), *at the
+ * record's position, and the cursor moves past it. The bytes stay the
+ * writer's: it may overwrite them at any time, and a broken one may
+ * write anything there. spy__ring_intact(r, at) says afterwards whether
+ * they may have changed while they were read. Returns the length, 0,
+ * SPY_EBADSEGMENT or SPY_EAGAIN as spy__ring_read. */
+int spy__ring_peek(spy_ring_reader *r, const uint8_t **data, uint64_t *at,
+                   uint64_t *lost, uint32_t *len_out);
+/* 1 if the writer has not reached the record at `at` since it was
+ * peeked (every load of its bytes made before this call saw what was
+ * posted, if the writer is well-behaved), 0 if it may have. */
+int spy__ring_intact(const spy_ring_reader *r, uint64_t at);
 /* 1 if the writer's head is not where the cursor is. */
 int spy__ring_pending(const spy_ring_reader *r);
 
