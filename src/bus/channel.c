@@ -49,7 +49,7 @@
 #define MAX_FORGOTTEN 32
 #define MAX_RETIRED 4
 #define SPIN_NS 20000         /* how long a reader watches before it sleeps */
-#define SPIN_AFTER_NS 100000  /* ... if it returned a frame this recently */
+#define SPIN_AFTER_NS 100000  /* ... if frames came this close together */
 #define MAINT_NS 250000000ull /* own entry check, retries of bad peers */
 #define FAIL_LIMIT 32         /* inconsistent reads in a row: drop */
 #define RETRY_MIN_NS 100000000ull  /* first re-map attempt of a bad peer */
@@ -99,6 +99,7 @@ struct spy_channel {
   int busy;              /* a peer read failed in the last pass */
   int spin;              /* more than one CPU: watching before sleeping pays */
   uint64_t last_rx_ns;   /* when a receive last returned a frame */
+  uint64_t rx_gap_ns;    /* and how long after the one before */
   uint64_t next_maint_ns;
   spy_channel_stats st;
   spy_channel_view *view; /* the receive in progress is in place */
@@ -1082,8 +1083,11 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
     if (r != 0) {
       ch->futile = 0;
       ch->wait_said_pending = 0;
-      if (r > 0 && ch->spin)
-        ch->last_rx_ns = spy__mono_ns();
+      if (r > 0 && ch->spin) {
+        uint64_t t = spy__mono_ns();
+        ch->rx_gap_ns = t - ch->last_rx_ns;
+        ch->last_rx_ns = t;
+      }
       return r;
     }
     uint64_t now = spy__mono_ns();
@@ -1114,13 +1118,18 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
       continue;
     }
     /* Before sleeping, watch the rings for a few microseconds, but only
-     * in a burst (a frame returned within SPIN_AFTER_NS) and with another
-     * CPU to post it: then the next frame usually lands within that, and
-     * a reader that never sleeps costs its posters no wake-up at all. An
-     * idle reader (a provider's worker between ticks, nobody posting)
-     * goes straight to sleep: a spin on every wake would take CPU from
-     * the program it shares the machine with. */
-    if (ch->spin && now - ch->last_rx_ns < SPIN_AFTER_NS) {
+     * in a burst (the last two frames came within SPIN_AFTER_NS of each
+     * other, the last one that recently) and with another CPU to post
+     * it: then the next frame usually lands within that, and a reader
+     * that never sleeps costs its posters no wake-up at all. A reader of
+     * lone frames (a provider's worker between ticks, a reply now and
+     * then) goes straight to sleep: a spin after each of them would take
+     * CPU from the program it shares the machine with, and on a
+     * scheduler that weighs recent CPU use (EEVDF) make the wake-up of
+     * that reader wait for the poster's time slice instead of preempting
+     * it (a bare futex waiter's does). */
+    if (ch->spin && ch->rx_gap_ns < SPIN_AFTER_NS &&
+        now - ch->last_rx_ns < SPIN_AFTER_NS) {
       uint64_t spin_end = now + SPIN_NS;
       while (!(expect = any_pending(ch)) && spy__mono_ns() < spin_end)
         spy__cpu_relax();
