@@ -39,8 +39,10 @@ typedef struct shared {
   double lat_ns[4096];
   _Atomic uint32_t nlat;
   /* throughput flow control: bumped per frame consumed; the poster
-   * sleeps on it while the window is full */
+   * sleeps on it while the window is full, until consumed[0] reaches
+   * wake_at (a low-water mark, as a socket writer is woken) */
   _Atomic uint32_t progress, poster_asleep;
+  _Atomic uint64_t wake_at;
 } shared;
 
 static char dir[128];
@@ -63,20 +65,28 @@ static spy_channel *open_ch(const char *name, uint32_t ring) {
   return ch;
 }
 
-/* The reader took a frame: wake the poster if it waits for room. */
-static void progressed(void) {
+/* The reader took frame number `n` (counted from 1): wake the poster if
+ * it waits for the window to drain this far. */
+static void progressed(uint64_t n) {
   atomic_fetch_add(&sh->progress, 1);
-  if (atomic_load(&sh->poster_asleep))
+  if (atomic_load(&sh->poster_asleep) && n >= atomic_load(&sh->wake_at))
     spy__futex_wake((uint32_t *)&sh->progress, 1);
 }
 
-/* The poster waits for the reader to take a frame (at most 1 ms): it
- * sleeps as a writer to a full socket sleeps in write, instead of
+/* The poster waits (at most 1 ms a turn) until the reader has taken
+ * `until` frames: it sleeps as a writer to a full socket sleeps in write,
+ * woken at a low-water mark rather than for every frame taken, instead of
  * spinning in sched_yield for the CPU the reader may need. */
-static void wait_progress(uint32_t seen) {
-  atomic_store(&sh->poster_asleep, 1);
-  if (atomic_load(&sh->progress) == seen)
+static void wait_consumed(uint64_t until) {
+  atomic_store(&sh->wake_at, until);
+  uint64_t give_up = bench_now_ns() + 10000000000ull; /* a reader died */
+  while (bench_now_ns() < give_up) {
+    uint32_t seen = atomic_load(&sh->progress);
+    atomic_store(&sh->poster_asleep, 1);
+    if (atomic_load(&sh->consumed[0]) >= until)
+      break;
     spy__futex_wait((uint32_t *)&sh->progress, seen, 1000000);
+  }
   atomic_store(&sh->poster_asleep, 0);
 }
 
@@ -117,8 +127,7 @@ static void bus_reader_mode(int k, const char *name, uint32_t ring,
     bench_sink(sum_frame(v.data, v.len));
     if (spy_channel_view_release(ch, &v) < 0)
       continue; /* overwritten while read: lost, not delivered */
-    atomic_fetch_add(&sh->consumed[k], 1);
-    progressed();
+    progressed(atomic_fetch_add(&sh->consumed[k], 1) + 1);
     if (first == 0xFF)
       break;
   }
@@ -128,8 +137,7 @@ static void bus_reader_mode(int k, const char *name, uint32_t ring,
       break;
     if (n <= 0)
       continue;
-    atomic_fetch_add(&sh->consumed[k], 1);
-    progressed();
+    progressed(atomic_fetch_add(&sh->consumed[k], 1) + 1);
     if (buf[0] == 0xFF)
       break;
   }
@@ -291,20 +299,12 @@ static double bench_throughput(int frames, int in_place) {
   memset(f, 1, sizeof f);
   uint64_t t0 = bench_now_ns();
   for (int i = 0; i < frames; i++) {
-    for (;;) { /* the ring holds 63: stay well inside it */
-      uint32_t seen = atomic_load(&sh->progress);
-      if ((uint64_t)i - atomic_load(&sh->consumed[0]) <= TPUT_WINDOW)
-        break;
-      wait_progress(seen);
-    }
+    /* the ring holds 63: stay well inside it */
+    if ((uint64_t)i - atomic_load(&sh->consumed[0]) > TPUT_WINDOW)
+      wait_consumed((uint64_t)i - TPUT_WINDOW / 2);
     spy_channel_post(w, f, sizeof f);
   }
-  for (;;) {
-    uint32_t seen = atomic_load(&sh->progress);
-    if (atomic_load(&sh->consumed[0]) >= (uint64_t)frames)
-      break;
-    wait_progress(seen);
-  }
+  wait_consumed((uint64_t)frames);
   uint64_t t1 = bench_now_ns();
   f[0] = 0xFF;
   spy_channel_post(w, f, sizeof f);

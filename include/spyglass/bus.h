@@ -97,6 +97,30 @@ void spy_channel_close(spy_channel *ch);
  * The bytes are not interpreted. */
 int spy_channel_post(spy_channel *ch, const void *frame, size_t len);
 
+/* Posting in place: reserves room for a frame of up to max_len bytes in
+ * this opener's ring and returns where to write it (max_len writable
+ * bytes), or NULL (max_len 0, over ring_bytes / 4 or SPY_FRAME_MAX, or a
+ * handle of another backend, which has no ring). spy_channel_post_commit
+ * then posts the first len bytes written there, as spy_channel_post
+ * would, without the copy: an encoder (spy_frame_writer) can write the
+ * frame straight into the ring.
+ *
+ * Ownership: the bytes are shared memory. Readers treat the reserved
+ * room as overwritten from the reserve on (the oldest frames there are
+ * lost to a reader that had not read them yet), and another process of
+ * the same user could write there too: store to it, never load back from
+ * it (spy_frame_writer only stores). Valid until the commit; any other
+ * post, reserve or close on the handle in between cancels it (and its
+ * bytes must not be written after that: they may be another frame's).
+ * Thread-safety: as spy_channel_post (one thread at a time per handle). */
+void *spy_channel_post_reserve(spy_channel *ch, size_t max_len);
+
+/* Posts the reserved frame's first len bytes (len <= max_len) to every
+ * other opener and wakes sleeping readers; len 0 cancels (nothing is
+ * posted). Returns 0, SPY_EINVAL (nothing reserved, or len > max_len:
+ * nothing is posted) or SPY_ENOTSUP (another backend). */
+int spy_channel_post_commit(spy_channel *ch, size_t len);
+
 typedef struct spy_recv_info {
   uint64_t sender; /* id of the opener that posted it */
   uint64_t lost;   /* frames from this sender lost to overrun just before

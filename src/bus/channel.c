@@ -982,6 +982,29 @@ int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
   return 0;
 }
 
+void *spy_channel_post_reserve(spy_channel *ch, size_t max_len) {
+  if (ch->ops || max_len == 0 || max_len > SPY_FRAME_MAX)
+    return NULL;
+  return spy__ring_reserve(&ch->w, (uint32_t)max_len);
+}
+
+int spy_channel_post_commit(spy_channel *ch, size_t len) {
+  if (ch->ops)
+    return SPY_ENOTSUP;
+  if (len > SPY_FRAME_MAX) {
+    spy__ring_commit(&ch->w, 0);
+    return SPY_EINVAL;
+  }
+  int rc = spy__ring_commit(&ch->w, (uint32_t)len);
+  if (rc < 0 || len == 0)
+    return rc;
+  ch->st.posted++;
+  ch->st.bytes_posted += len;
+  ch->st.wakes += (uint64_t)spy__ec_notify(ch->ctl);
+  ch->st.wakes += (uint64_t)ring_readers(ch);
+  return 0;
+}
+
 /* One pass over the peers, round robin. Returns > 0 (length), 0 (nothing),
  * or SPY_ENOBUFS. Sets ch->busy when a ring could not be read cleanly.
  * With ch->view set, the frame is left in place and described there. */

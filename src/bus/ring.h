@@ -67,6 +67,9 @@ typedef struct spy_ring_writer {
   uint64_t marks[8];
   uint64_t eighth;
   unsigned shift;
+  uint64_t intent;    /* the highest tail_intent announced */
+  uint64_t res_start; /* the reserved record's position ... */
+  uint32_t res_max;   /* ... and room (0: none reserved) */
   spy_ring_hdr ident; /* the constant fields as initialised */
 } spy_ring_writer;
 
@@ -91,6 +94,19 @@ void spy__ring_writer_init(spy_ring_writer *w, void *mem, uint32_t data_bytes,
  * shared memory, so whatever another process does to the ring it cannot
  * make this fail, loop or write out of bounds. */
 int spy__ring_write(spy_ring_writer *w, const void *frame, uint32_t len);
+/* Reserves the next record for a frame of up to max_len bytes, to be
+ * written in place: returns where the frame's bytes go (max_len of them,
+ * inside the ring), or NULL if max_len is 0 or the record would be larger
+ * than a quarter of the ring. Readers count the bytes it covers as
+ * overwritten from now on. Publish with spy__ring_commit. Single writer;
+ * the caller only stores to the returned bytes: another process may
+ * change them too, so a value loaded back from there is not the one
+ * stored. */
+void *spy__ring_reserve(spy_ring_writer *w, uint32_t max_len);
+/* Publishes the reserved record with its first len bytes as the frame
+ * (len <= max_len; 0 cancels: nothing is published). 0, or SPY_EINVAL
+ * (nothing reserved, or len > max_len; the reservation is dropped). */
+int spy__ring_commit(spy_ring_writer *w, uint32_t len);
 /* Re-stores the header's constant fields if something overwrote them, so
  * that readers mapping the ring later accept it again. Returns 1 if it
  * repaired anything. Not for the hot path; may run on another thread than
