@@ -62,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -139,6 +140,9 @@ typedef struct tq {
   /* the writer's own head (records taken) and the spill list's stub,
    * whose next is the oldest spilled record not taken */
   _Alignas(LINE) uint64_t chead;
+  uint64_t ctail; /* the tail as the writer last loaded it: it loads it
+                     again only once it has taken everything up to it,
+                     so the emitter's line stays in the emitter's cache */
   spill *sp_head;
   /* the writer's side of the spill file: next record's offset, a read
    * buffer holding file bytes [rb_off, rb_off + rb_len), how far it is
@@ -147,6 +151,31 @@ typedef struct tq {
   uint8_t *rb;
   size_t rb_len, rb_cap;
 } tq;
+
+/* Large buffers (rings, records of megabytes) are mapped in 2 MiB pages
+ * where the kernel has them: a few faults instead of one per 4 KiB, and
+ * fewer TLB misses while the payloads are copied in. */
+#define BIG_MIN ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+static size_t big_len(size_t n) {
+  return (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+static void *big_alloc(size_t n) {
+  if (n < BIG_MIN)
+    return malloc(n);
+  void *p = mmap(NULL, big_len(n), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  (void)madvise(p, big_len(n), MADV_HUGEPAGE);
+  return p;
+}
+static void big_free(void *p, size_t n) {
+  if (p && n < BIG_MIN)
+    free(p);
+  else if (p)
+    munmap(p, big_len(n));
+}
 
 /* A counter only one thread adds to: no locked instruction. */
 static void bump(_Atomic uint64_t *c, uint64_t by) {
@@ -169,6 +198,7 @@ struct spy_trace {
   char *spill_dir;               /* where spill files go */
   int spill_parent_made;         /* its parent was made for it (postgres) */
   uint32_t delay_us;             /* SPY_TRACE_WRITER_DELAY_US (tests) */
+  int discard;                   /* SPY_TRACE_DISCARD (bench) */
   uint32_t retry_ms;
   void (*on_error)(void *, int, const char *);
   void *on_error_arg;
@@ -375,6 +405,14 @@ static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
 }
 
 /* ---- the writer's side of the rings ----------------------------------- */
+
+/* q's published tail, loaded again only when the writer has caught up
+ * with the one it loaded last. */
+static uint64_t ring_tail(tq *q) {
+  if (q->chead >= q->ctail)
+    q->ctail = atomic_load_explicit(&q->tail, memory_order_acquire);
+  return q->ctail;
+}
 
 /* The next record of q at or after its writer head, skipping wrap marks;
  * NULL when q holds nothing more. *seq receives its number. */
@@ -640,7 +678,7 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
     }
   tq *q = t->last;
   if (q) { /* threads emit in runs: try the last ring first */
-    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    uint64_t tail = ring_tail(q);
     const uint8_t *p = peek(q, tail, &seq);
     if (p && seq == want) {
       *slot = p;
@@ -652,7 +690,7 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
        q = q->next) {
     if (q == t->last)
       continue;
-    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    uint64_t tail = ring_tail(q);
     const uint8_t *p = peek(q, tail, &seq);
     if (p && seq == want) {
       *slot = p;
@@ -662,6 +700,15 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
     }
   }
   return 0;
+}
+
+/* Hands one record to the writer, or (SPY_TRACE_DISCARD, a bench knob
+ * that isolates the emitting side's cost) only counts it. */
+static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
+  if (SPY_TRACE_UNLIKELY(t->discard))
+    st->written++;
+  else
+    process(t, rec, st);
 }
 
 /* The writer loop, on whichever thread runs it: returns when the session
@@ -705,7 +752,11 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     spy_trace_stats st = {0};
     uint64_t busy0 = spy__mono_ns();
     uint32_t n = 0, gaps = 0;
-    while (n < t->batch && atomic_load(&t->seq) > t->wseq) {
+    /* the numbers given so far, loaded again only when the writer has
+     * taken them all (the counter's line is the emitters') */
+    uint64_t given = atomic_load(&t->seq);
+    while (n < t->batch &&
+           (t->wseq < given || (given = atomic_load(&t->seq)) > t->wseq)) {
       const uint8_t *slot;
       tq *q;
       int spilled, bad = 0;
@@ -723,13 +774,13 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         if (bad)
           report(t, SPY_EIO, "a spill file record is damaged; lost");
         else
-          process(t, slot, &st);
+          take_one(t, slot, &st);
         q->f_rd += flen;
         atomic_store_explicit(&q->f_taken, q->f_rd, memory_order_release);
         atomic_fetch_sub(&t->file_pending, 1);
       } else if (spilled) { /* the record becomes the list's stub */
         spill *sp = spill_peek(q);
-        process(t, sp->rec, &st);
+        take_one(t, sp->rec, &st);
         free(q->sp_head);
         q->sp_head = sp;
         atomic_fetch_sub(&t->spill_bytes, sp->n);
@@ -742,8 +793,12 @@ static void writer_loop(spy_trace *t, uint64_t until) {
           memcpy(&heap, slot + 8, sizeof heap);
           rec = heap;
         }
-        process(t, rec, &st);
-        free(heap);
+        take_one(t, rec, &st);
+        if (heap) {
+          uint32_t hn;
+          memcpy(&hn, heap, 4);
+          big_free(heap, hn);
+        }
         q->chead += m == MARK_HEAP ? HEAP_REC : ((size_t)m + 3u) & ~(size_t)3u;
       }
       t->wseq++;
@@ -884,10 +939,10 @@ static tq *tq_new(size_t cap) {
   q->cap = cap;
   q->fd = -1;
   pthread_mutex_init(&q->f_mu, NULL);
-  q->ring = malloc(cap);
+  q->ring = big_alloc(cap);
   q->sp_head = q->sp_tail = calloc(1, sizeof(spill));
   if (!q->ring || !q->sp_head) {
-    free(q->ring);
+    big_free(q->ring, cap);
     free(q->sp_head);
     pthread_mutex_destroy(&q->f_mu);
     free(q);
@@ -1143,12 +1198,14 @@ counted:
 }
 
 /* The ring is full: encodes the action to the heap and appends it to q's
- * spill list, or beyond the memory bound to q's spill file. Returns 0, a
- * negative code, or 1 when both bounds are used up (the caller waits for
- * ring space). */
+ * spill list, or beyond the memory bound to q's spill file. need: the
+ * record's size when known, else 0. Returns 0, a negative code, or 1 when
+ * both bounds are used up (the caller waits for ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
-                      const void *act, uint64_t ts, uint32_t build, int late) {
-  int64_t need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+                      const void *act, uint64_t ts, uint32_t build, int late,
+                      int64_t need) {
+  if (!need) /* not encoded yet (an attempt in the ring knows it) */
+    need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
   if (need < 0)
     return (int)need;
   size_t n = sizeof(spill) + (size_t)need;
@@ -1195,16 +1252,20 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
    * wait or spill), just before it is published, so the tracer's own
    * work lies outside the measured call */
   int late = kind->role == SPY_ROLE_HOOK_START;
-  uint64_t ts = spy__wall_us();
+  /* one clock read per emit: a Start's is its late one (late_ts) */
+  uint64_t ts = late ? 0 : spy__wall_us();
   if (t->tap.gate &&
-      (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask))
+      (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask)) {
+    if (late)
+      ts = spy__wall_us();
     t->tap.action(t->tap.ctx, kind, act, ts, build);
+  }
   if (SPY_TRACE_UNLIKELY(q->f_mode)) {
     /* the queue spills to its file until the writer has read it all */
     if (atomic_load_explicit(&q->f_taken, memory_order_acquire) == q->f_wr)
       q->f_mode = 0;
     else {
-      int rc = spill_emit(t, q, kind, act, ts, build, late);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, 0);
       if (rc <= 0)
         return rc;
       q->f_mode = 0; /* the file takes no more: the ring, waiting */
@@ -1228,7 +1289,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       if (slot <= room)
         break; /* encoded in place: the common case */
       if (slot > q->cap / 4) {
-        if (!(heap = malloc((size_t)need)))
+        if (!(heap = big_alloc((size_t)need)))
           return SPY_ENOMEM;
         spy_trace_encode(kind, act, 0, ts, build, heap, (size_t)need);
         slot = HEAP_REC;
@@ -1244,9 +1305,9 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       continue;
     }
     if (!w0) {
-      int rc = spill_emit(t, q, kind, act, ts, build, late);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, need);
       if (rc <= 0) {
-        free(heap);
+        big_free(heap, (size_t)need);
         return rc;
       }
       w0 = spy__mono_ns();
@@ -1416,6 +1477,8 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->spill_file_cap = strtoull(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_WRITER_DELAY_US")) && *e)
     t->delay_us = (uint32_t)strtoul(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_DISCARD")) && *e)
+    t->discard = atoi(e);
   t->nice = TRACE_NICE;
   if ((e = getenv("SPY_TRACE_NICE")) && *e)
     t->nice = atoi(e);
@@ -1529,7 +1592,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
     free(q->f_node);
     free(q->f_buf);
     pthread_mutex_destroy(&q->f_mu);
-    free(q->ring);
+    big_free(q->ring, q->cap);
     for (spill *sp = q->sp_head, *sn; sp; sp = sn) {
       sn = atomic_load(&sp->next);
       free(sp);
