@@ -88,8 +88,8 @@
 #define SF_RESUME 16 /* offset of the u64 resume offset in the header */
 #define SF_PUNCH ((uint64_t)4 << 20) /* punch consumed blocks per 4 MiB */
 #define SF_READ ((size_t)1 << 20)    /* the writer reads ahead this much */
-#define SF_BUF ((size_t)64 << 10)    /* spilled records gather in memory */
-#define SF_FLUSH ((size_t)32 << 10)  /* … and are written this many at once */
+#define SF_BUF ((size_t)2 << 20)     /* spilled records gather in buffers … */
+#define SF_QUEUE 8 /* … this many full ones wait for the writer */
 
 /* A record spilled off a full ring. */
 typedef struct spill {
@@ -116,23 +116,28 @@ typedef struct tq {
   _Atomic uint32_t space_wait;
   /* the spill file, the producer's side: fd (-1 none; set before f_len
    * is first published), the end of what it appended (on disk or still
-   * in f_buf), sticky file mode, and the record it last encoded alone
-   * (reused) */
+   * in a buffer), sticky file mode */
   int fd, f_mode, f_nofile;
   uint32_t id;
   uint64_t f_wr;
-  spill *f_node;
-  size_t f_node_cap;
   _Atomic uint64_t f_len; /* bytes appended, published (release) */
-  /* under f_mu (the emitter appends, the writer reads and flushes):
-   * file bytes [f_disk, f_disk + f_blen) not written yet, in f_buf;
-   * f_bad once a write failed (f_buf then keeps its bytes for the
-   * writer to read, and the file takes no more) */
+  /* under f_mu (the emitter appends, the writer reads and writes out):
+   * the file bytes from f_disk on are not written yet: the full buffers
+   * fq[0..fq_n) in order, then f_buf[0..f_blen); fq[0] is being written
+   * by the writer, outside the lock, while f_writing; spare buffers in
+   * ffree; f_bad once a write failed (the buffers then keep their bytes
+   * for the writer to read, and the file takes no more) */
   pthread_mutex_t f_mu;
   uint8_t *f_buf;
   size_t f_blen;
   uint64_t f_disk;
-  int f_bad;
+  int f_bad, f_writing;
+  struct fbuf {
+    uint8_t *p;
+    size_t len, cap;
+  } fq[SF_QUEUE];
+  int fq_n, ffree_n;
+  uint8_t *ffree[SF_QUEUE + 2];
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
@@ -501,24 +506,49 @@ static void sf_path(const char *dir, uint32_t id, char *out, size_t cap) {
   snprintf(out, cap, "%s/spill-%u.bin", dir, id);
 }
 
+/* A spill buffer: SF_BUF bytes in one 2 MiB page where the kernel has
+ * them (one fault when first filled; buffers are reused), or a record's
+ * own (larger). */
+static uint8_t *fbuf_alloc(size_t cap) {
+  void *p = mmap(NULL, big_len(cap), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  (void)madvise(p, big_len(cap), MADV_HUGEPAGE);
+  return p;
+}
+static void fbuf_free(uint8_t *p, size_t cap) {
+  if (p)
+    munmap(p, big_len(cap));
+}
+
 /* Reads n appended bytes of q's spill file at off: what is on disk with
- * pread (outside the lock: written bytes do not change), what the
- * emitter has not written yet from its buffer. */
+ * pread (outside the lock: written bytes do not change), what is not
+ * written yet from the buffers that hold it. */
 static int file_read(tq *q, uint8_t *out, size_t n, uint64_t off) {
   size_t got = 0;
   while (got < n) {
     uint64_t at = off + got;
     pthread_mutex_lock(&q->f_mu);
     uint64_t disk = q->f_disk;
-    if (at >= disk) {
-      size_t k = n - got, have = (size_t)(disk + q->f_blen - at);
-      if (k > have)
-        k = have;
-      memcpy(out + got, q->f_buf + (at - disk), k);
+    if (at >= disk) { /* the buffers hold it, in order */
+      uint64_t pos = disk;
+      for (int i = 0; i <= q->fq_n && got < n; i++) {
+        const uint8_t *bp = i < q->fq_n ? q->fq[i].p : q->f_buf;
+        size_t bl = i < q->fq_n ? q->fq[i].len : q->f_blen;
+        uint64_t cur = off + got;
+        if (cur < pos + bl) {
+          size_t skip = (size_t)(cur - pos), k = bl - skip;
+          if (k > n - got)
+            k = n - got;
+          memcpy(out + got, bp + skip, k);
+          got += k;
+        }
+        pos += bl;
+      }
       pthread_mutex_unlock(&q->f_mu);
-      if (!k)
+      if (got < n)
         return SPY_EIO; /* beyond what was appended: cannot happen */
-      got += k;
       continue;
     }
     pthread_mutex_unlock(&q->f_mu);
@@ -533,33 +563,116 @@ static int file_read(tq *q, uint8_t *out, size_t n, uint64_t off) {
   return 0;
 }
 
-/* Writes q's buffered spill records out (under f_mu). A failed write
- * makes the file take no more; the bytes stay in f_buf, where the
- * writer reads them. */
-static void file_flush(tq *q) {
-  if (!q->f_blen || q->f_bad)
-    return;
-  size_t off = 0;
-  while (off < q->f_blen) {
-    ssize_t w = pwrite(q->fd, q->f_buf + off, q->f_blen - off,
-                       (off_t)(q->f_disk + off));
+/* Fills in the checksum of each record of a buffer (records back to
+ * back: u32 length, u32 checksum, the record): the emitter leaves them
+ * to whoever writes the buffer out. */
+static void fbuf_sums(uint8_t *p, size_t len) {
+  for (size_t at = 0; at + 8 <= len;) {
+    uint32_t n;
+    memcpy(&n, p + at, 4);
+    if (at + 8 + n > len)
+      break;
+    uint32_t sum = sf_sum(p + at + 8, n);
+    memcpy(p + at + 4, &sum, 4);
+    at += 8 + (size_t)n;
+  }
+}
+
+/* Writes len bytes of a buffer at off, checksums first. 0, or -1 when
+ * the write failed (a full disk, an error: what it cut is truncated
+ * away, so nothing of it counts as on disk). */
+static int fbuf_write(tq *q, uint8_t *p, size_t len, uint64_t off) {
+  fbuf_sums(p, len);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = pwrite(q->fd, p + done, len - done, (off_t)(off + done));
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0)
       break;
-    off += (size_t)w;
+    done += (size_t)w;
   }
-  if (off < q->f_blen) {
-    /* a full disk or an error: nothing of the buffer counts as on disk
-     * (a cut record past f_disk is never read from the file) */
-    if (off && ftruncate(q->fd, (off_t)q->f_disk) != 0) {
+  if (done == len)
+    return 0;
+  if (done && ftruncate(q->fd, (off_t)off) != 0) {
+  }
+  return -1;
+}
+
+/* A buffer written out (under f_mu): it becomes a spare, or goes. */
+static void fbuf_done(tq *q, struct fbuf b) {
+  if (b.cap == SF_BUF && q->ffree_n < SF_QUEUE + 2)
+    q->ffree[q->ffree_n++] = b.p;
+  else
+    fbuf_free(b.p, b.cap);
+}
+
+/* Takes q's oldest full buffer off the queue after its write (under
+ * f_mu). */
+static void fq_pop(tq *q) {
+  struct fbuf b = q->fq[0];
+  q->fq_n--;
+  memmove(q->fq, q->fq + 1, (size_t)q->fq_n * sizeof q->fq[0]);
+  q->f_disk += b.len;
+  fbuf_done(q, b);
+}
+
+/* The writer writes q's full buffers out, oldest first, each outside the
+ * lock (the emitter goes on appending meanwhile); with `all` also the
+ * buffer being filled (under the lock: once per commit). */
+static void file_drain(tq *q, int all) {
+  pthread_mutex_lock(&q->f_mu);
+  while (q->fq_n && !q->f_bad) {
+    struct fbuf b = q->fq[0];
+    uint64_t off = q->f_disk;
+    q->f_writing = 1;
+    pthread_mutex_unlock(&q->f_mu);
+    int bad = fbuf_write(q, b.p, b.len, off);
+    pthread_mutex_lock(&q->f_mu);
+    q->f_writing = 0;
+    if (bad) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+    } else
+      fq_pop(q);
+  }
+  if (all && q->f_blen && !q->f_bad) {
+    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk) < 0) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+    } else {
+      q->f_disk += q->f_blen;
+      q->f_blen = 0;
     }
-    q->f_bad = 1;
-    bump(&q->spill_fail, 1);
-    return;
   }
-  q->f_disk += q->f_blen;
-  q->f_blen = 0;
+  pthread_mutex_unlock(&q->f_mu);
+}
+
+/* The emitter finds no spare buffer and the queue of full ones full:
+ * it writes them out itself (under f_mu), oldest first, then the one it
+ * fills. -1 when it cannot (the writer is writing the oldest, or a
+ * write failed). */
+static int file_flush_self(tq *q) {
+  if (q->f_writing || q->f_bad)
+    return -1;
+  while (q->fq_n) {
+    if (fbuf_write(q, q->fq[0].p, q->fq[0].len, q->f_disk) < 0) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+      return -1;
+    }
+    fq_pop(q);
+  }
+  if (q->f_blen) {
+    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk) < 0) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+      return -1;
+    }
+    q->f_disk += q->f_blen;
+    q->f_blen = 0;
+  }
+  return 0;
 }
 
 /* The next record of q's spill file (in q->rb), or NULL when the file
@@ -589,7 +702,11 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
         if (n >= 16)
           memcpy(&rn, rec, 4);
         *len = 8 + (size_t)n;
-        *bad = n < 16 || rn != n || sf_sum(rec, n) != sum;
+        /* the checksum is for spy_trace_recover (a record cut by a
+         * kill); what this process appended and published is whole, and
+         * may not be summed yet (it is when it is written out) */
+        (void)sum;
+        *bad = n < 16 || rn != n;
         *seq = *bad ? 0 : rd64le(rec + 8);
         return rec;
       }
@@ -617,6 +734,17 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
   return NULL;
 }
 
+/* The writer writes the spill buffers the emitters filled out (between
+ * batches and every 64 records). */
+static void files_drain(spy_trace *t) {
+  if (!atomic_load(&t->file_pending))
+    return;
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next)
+    if (atomic_load_explicit(&q->f_len, memory_order_acquire))
+      file_drain(q, 0);
+}
+
 /* After a commit: the header's resume offset moves to what the writer has
  * taken (all of it is committed now), and consumed space is punched out. */
 static void files_committed(spy_trace *t) {
@@ -627,9 +755,7 @@ static void files_committed(spy_trace *t) {
       continue;
     /* what the emitter gathered goes to disk at least once per commit:
      * a killed process loses at most that much of it */
-    pthread_mutex_lock(&q->f_mu);
-    file_flush(q);
-    pthread_mutex_unlock(&q->f_mu);
+    file_drain(q, 1);
     if (q->f_rd <= q->f_resume)
       continue;
     uint8_t b[8];
@@ -751,6 +877,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     }
     spy_trace_stats st = {0};
     uint64_t busy0 = spy__mono_ns();
+    files_drain(t);
     uint32_t n = 0, gaps = 0;
     /* the numbers given so far, loaded again only when the writer has
      * taken them all (the counter's line is the emitters') */
@@ -807,6 +934,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         sleep_us(t->delay_us);
       if ((n & 63) == 0) { /* hand space back early: an emitter may wait */
         give_back(t);
+        files_drain(t);
         /* a writer that is behind still commits every COMMIT_NS: what a
          * killed process loses stays bounded in time */
         if (spy__mono_ns() - last_commit >= COMMIT_NS ||
@@ -1097,11 +1225,13 @@ static int file_open(spy_trace *t, tq *q) {
 }
 
 /* Memory is used up (or q is in file mode): appends the record to q's
- * spill file: into the queue's buffer, written out once it holds SF_FLUSH
- * bytes (and by the writer at each commit), so the spill costs one
- * write per many records, not one per record. Returns 0, a negative
- * code, or 1 when the file cannot take it (no file, its bound reached,
- * a write failed): the caller waits for ring space. */
+ * spill file: encoded once, straight into the buffer the queue fills
+ * (reused 2 MiB buffers); a full buffer is queued for the writer thread,
+ * which writes it out (checksums and all) at its next batch, so the
+ * build thread makes no write. Only when SF_QUEUE full buffers wait (a
+ * writer that does not run) does the emitter write them itself. Returns
+ * 0, a negative code, or 1 when the file cannot take it (no file, its
+ * bound reached, a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                      const void *act, uint64_t ts, uint32_t build, size_t need,
                      int late) {
@@ -1121,75 +1251,53 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   int rc = 1;
   uint64_t live =
       q->f_wr - atomic_load_explicit(&q->f_taken, memory_order_acquire);
-  if (q->f_bad || live + 8 + need > t->spill_file_cap)
-    goto out;
   size_t total = 8 + need;
-  if (q->f_blen + total > SF_BUF)
-    file_flush(q);
-  if (q->f_bad)
+  if (q->f_bad || live + total > t->spill_file_cap)
     goto out;
+  /* the buffer being filled is queued when the record does not fit (a
+   * large record gets a buffer of its own, queued after it) */
+  if (q->f_blen && (q->f_blen + total > SF_BUF || total > SF_BUF)) {
+    if (q->fq_n + (total > SF_BUF) >= SF_QUEUE && file_flush_self(q) < 0)
+      goto out;
+    if (q->f_blen) {
+      q->fq[q->fq_n++] = (struct fbuf){q->f_buf, q->f_blen, SF_BUF};
+      q->f_buf = NULL;
+      q->f_blen = 0;
+    }
+  }
   uint8_t *at;
-  if (total <= SF_BUF) { /* gathered in the buffer */
-    if (!q->f_buf && !(q->f_buf = malloc(SF_BUF)))
+  if (total > SF_BUF) {
+    if (q->fq_n >= SF_QUEUE && file_flush_self(q) < 0)
+      goto out;
+    if (!(at = fbuf_alloc(total)))
+      goto out;
+  } else {
+    if (!q->f_buf &&
+        !(q->f_buf = q->ffree_n ? q->ffree[--q->ffree_n] : fbuf_alloc(SF_BUF)))
       goto out;
     at = q->f_buf + q->f_blen;
-  } else { /* a large record: written alone, after the buffer */
-    if (!q->f_node || q->f_node_cap < total) {
-      free(q->f_node);
-      q->f_node_cap = total;
-      if (!(q->f_node = malloc(sizeof(spill) + q->f_node_cap))) {
-        q->f_node_cap = 0;
-        goto out;
-      }
-    }
-    at = q->f_node->rec;
   }
   spy_trace_encode(kind, act, 0, ts, build, at + 8, need);
   late_ts(at + 8, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(at + 16, seq);
-  uint32_t hdr[2] = {(uint32_t)need, sf_sum(at + 8, need)};
+  uint32_t hdr[2] = {(uint32_t)need, 0}; /* summed when written out */
   memcpy(at, hdr, 8);
-  rc = 0;
-  if (at != q->f_buf + q->f_blen) {
-    ssize_t w;
-    do
-      w = pwrite(q->fd, at, total, (off_t)q->f_disk);
-    while (w < 0 && errno == EINTR);
-    if (w != (ssize_t)total) {
-      /* the record has its number: it goes to memory whatever the bound
-       * (one record), and the file takes no more */
-      if (w > 0 && ftruncate(q->fd, (off_t)q->f_disk) != 0) {
-      }
-      q->f_bad = 1;
-      bump(&q->spill_fail, 1);
-      pthread_mutex_unlock(&q->f_mu);
-      spill *sp = q->f_node;
-      q->f_node = NULL;
-      q->f_node_cap = 0;
-      memmove(sp->rec, sp->rec + 8, need);
-      atomic_init(&sp->next, NULL);
-      sp->n = sizeof(spill) + need;
-      atomic_fetch_add(&t->spill_bytes, sp->n);
-      spill_push(t, q, sp);
-      goto counted;
-    }
-    q->f_disk += total;
-  } else
+  if (total > SF_BUF)
+    q->fq[q->fq_n++] = (struct fbuf){at, total, total};
+  else
     q->f_blen += total;
+  rc = 0;
   q->f_wr += total;
   atomic_fetch_add(&t->file_pending, 1); /* before it can be seen */
   atomic_store_explicit(&q->f_len, q->f_wr, memory_order_release);
   bump(&q->spilled_disk, 1);
   bump(&q->spilled_bytes, total);
   q->f_mode = 1;
-  if (q->f_blen >= SF_FLUSH)
-    file_flush(q);
 out:
   pthread_mutex_unlock(&q->f_mu);
   if (rc)
     return rc;
-counted:
   bump(&q->emitted, 1);
   bump(&q->spilled, 1);
   bump(&q->queued_bytes, (uint64_t)need);
@@ -1589,8 +1697,11 @@ int64_t spy_trace_destroy(spy_trace *t) {
       }
     }
     free(q->rb);
-    free(q->f_node);
-    free(q->f_buf);
+    fbuf_free(q->f_buf, SF_BUF);
+    for (int i = 0; i < q->fq_n; i++)
+      fbuf_free(q->fq[i].p, q->fq[i].cap);
+    for (int i = 0; i < q->ffree_n; i++)
+      fbuf_free(q->ffree[i], SF_BUF);
     pthread_mutex_destroy(&q->f_mu);
     big_free(q->ring, q->cap);
     for (spill *sp = q->sp_head, *sn; sp; sp = sn) {
