@@ -461,6 +461,11 @@ typedef struct spy_trace_stats {
   uint64_t spill_fails;   /* spill files that could not be made or
                                 written (a full disk): the emitter then
                                 waits for queue space */
+  uint64_t spill_blocks;  /* memory spill blocks allocated (2 MiB each, or
+                             spill_bytes when smaller; a record larger
+                             than a block gets one of its own): reused,
+                             so this stays at most spill_bytes / 2 MiB
+                             however much spills */
 } spy_trace_stats;
 
 /* Creates a session. Enabled: resolves the defaults, creates the session

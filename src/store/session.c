@@ -91,12 +91,24 @@
 #define SF_BUF ((size_t)2 << 20)     /* spilled records gather in buffers … */
 #define SF_QUEUE 8 /* … this many full ones wait for the writer */
 
-/* A record spilled off a full ring. */
-typedef struct spill {
-  _Atomic(struct spill *) next;
-  size_t n;
-  _Alignas(8) uint8_t rec[];
-} spill;
+/* A block of the memory spill: records spilled off a full ring, back to
+ * back (each 8-aligned). The emitter fills its queue's last block and
+ * publishes each record by a release store of pub; a full block is
+ * followed by the next one (linked with a release store of next) and
+ * never written again, so the writer, once it has read a block whose
+ * next is set up to pub, hands it back on the queue's free list (a stack
+ * only the writer pushes to and only the emitter empties, whole). Blocks
+ * are reused for the session's life: no allocation per spilled record,
+ * and a block is faulted in once. cap 0: the list's first stub; a record
+ * larger than a block gets one of its own (freed once read). */
+#define SB_BYTES ((size_t)2 << 20)
+typedef struct sblk {
+  _Atomic(struct sblk *) next;
+  size_t cap;         /* bytes of data */
+  _Atomic size_t pub; /* bytes of records published */
+  size_t rd;          /* the writer's: bytes taken */
+  _Alignas(8) uint8_t data[];
+} sblk;
 
 /* One emitting thread's ring. Positions are byte counts since creation
  * (the offset is the count modulo cap). */
@@ -110,7 +122,9 @@ typedef struct tq {
    * writer: relaxed loads and stores; summed by spy_trace_get_stats) */
   _Alignas(LINE) _Atomic uint64_t tail;
   uint64_t ptail;
-  spill *sp_tail; /* the last spilled record (or the list's stub) */
+  sblk *sb_tail;  /* the memory spill's block being filled, */
+  size_t sb_w;    /* its bytes used, */
+  sblk *sb_spare; /* blocks handed back, taken off sb_free */
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
   _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
   _Atomic uint32_t space_wait;
@@ -142,13 +156,14 @@ typedef struct tq {
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
   _Atomic uint64_t f_taken; /* file bytes the writer has taken */
+  _Atomic(sblk *) sb_free;  /* memory spill blocks the writer has read */
   /* the writer's own head (records taken) and the spill list's stub,
    * whose next is the oldest spilled record not taken */
   _Alignas(LINE) uint64_t chead;
   uint64_t ctail; /* the tail as the writer last loaded it: it loads it
                      again only once it has taken everything up to it,
                      so the emitter's line stays in the emitter's cache */
-  spill *sp_head;
+  sblk *sb_head;  /* the oldest memory spill block not handed back */
   /* the writer's side of the spill file: next record's offset, a read
    * buffer holding file bytes [rb_off, rb_off + rb_len), how far it is
    * committed (recorded in the header) and punched out */
@@ -197,7 +212,9 @@ struct spy_trace {
   uint32_t batch;
   size_t qcap, retry_bytes, spill_cap;
   uint64_t spill_file_cap;
-  _Atomic size_t spill_bytes;    /* spilled and not yet taken by the writer */
+  _Atomic size_t spill_bytes;    /* memory spill blocks held (reused) */
+  _Atomic uint64_t spill_blocks; /* … allocated, ever */
+  size_t sb_bytes;               /* a block's size (<= spill_cap) */
   _Atomic uint64_t file_pending; /* records in spill files not taken */
   _Atomic uint32_t nqueues;      /* queue ids */
   char *spill_dir;               /* where spill files go */
@@ -475,9 +492,39 @@ static void writer_sleep(spy_trace *t, uint32_t state, int64_t timeout_ns) {
   atomic_store(&t->wr_state, 0);
 }
 
-/* The oldest spilled record of q, or NULL. */
-static spill *spill_peek(tq *q) {
-  return atomic_load_explicit(&q->sp_head->next, memory_order_acquire);
+static void fbuf_free(uint8_t *p, size_t cap);
+
+/* A memory spill block the writer has read to its end: reused (on the
+ * free list), or freed (a stub, a large record's own). */
+static void blk_retire(spy_trace *t, tq *q, sblk *b) {
+  if (!b->cap) {
+    free(b);
+  } else if (sizeof(sblk) + b->cap != t->sb_bytes) {
+    atomic_fetch_sub(&t->spill_bytes, sizeof(sblk) + b->cap);
+    fbuf_free((uint8_t *)b, sizeof(sblk) + b->cap);
+  } else {
+    b->rd = 0;
+    sblk *old = atomic_load_explicit(&q->sb_free, memory_order_relaxed);
+    do
+      atomic_store_explicit(&b->next, old, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(
+        &q->sb_free, &old, b, memory_order_release, memory_order_relaxed));
+  }
+}
+
+/* The oldest spilled record of q in memory, or NULL. */
+static const uint8_t *blk_peek(spy_trace *t, tq *q) {
+  for (;;) {
+    sblk *b = q->sb_head;
+    if (b->rd < atomic_load_explicit(&b->pub, memory_order_acquire))
+      return b->data + b->rd;
+    sblk *nx = atomic_load_explicit(&b->next, memory_order_acquire);
+    /* next set: b is complete; its last records were published before */
+    if (!nx || b->rd < atomic_load_explicit(&b->pub, memory_order_acquire))
+      return nx ? b->data + b->rd : NULL;
+    q->sb_head = nx;
+    blk_retire(t, q, b);
+  }
 }
 
 /* ---- spill files ---------------------------------------------------- */
@@ -791,12 +838,12 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
         return 1;
       }
     }
-  if (atomic_load(&t->spill_bytes))
+  if (atomic_load_explicit(&t->spill_blocks, memory_order_relaxed))
     for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
          q = q->next) {
-      spill *sp = spill_peek(q);
-      if (sp && rd64le(sp->rec + 8) == want) {
-        *slot = sp->rec;
+      const uint8_t *r = blk_peek(t, q);
+      if (r && rd64le(r + 8) == want) {
+        *slot = r;
         *from = q;
         *spilled = 1;
         return 1;
@@ -906,11 +953,10 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         atomic_store_explicit(&q->f_taken, q->f_rd, memory_order_release);
         atomic_fetch_sub(&t->file_pending, 1);
       } else if (spilled) { /* the record becomes the list's stub */
-        spill *sp = spill_peek(q);
-        take_one(t, sp->rec, &st);
-        free(q->sp_head);
-        q->sp_head = sp;
-        atomic_fetch_sub(&t->spill_bytes, sp->n);
+        uint32_t rn;
+        memcpy(&rn, slot, 4);
+        take_one(t, slot, &st);
+        q->sb_head->rd += ((size_t)rn + 7u) & ~(size_t)7u;
       } else {
         uint32_t m;
         memcpy(&m, slot, 4);
@@ -1068,10 +1114,10 @@ static tq *tq_new(size_t cap) {
   q->fd = -1;
   pthread_mutex_init(&q->f_mu, NULL);
   q->ring = big_alloc(cap);
-  q->sp_head = q->sp_tail = calloc(1, sizeof(spill));
-  if (!q->ring || !q->sp_head) {
+  q->sb_head = q->sb_tail = calloc(1, sizeof(sblk));
+  if (!q->ring || !q->sb_head) {
     big_free(q->ring, cap);
-    free(q->sp_head);
+    free(q->sb_head);
     pthread_mutex_destroy(&q->f_mu);
     free(q);
     return NULL;
@@ -1165,11 +1211,36 @@ static inline void late_ts(uint8_t *rec, int late) {
     wr64le(rec + 16, spy__wall_us());
 }
 
-/* Appends a numbered record (in sp) to q's spill list. */
-static void spill_push(spy_trace *t, tq *q, spill *sp) {
-  atomic_store_explicit(&q->sp_tail->next, sp, memory_order_release);
-  q->sp_tail = sp;
-  (void)t;
+/* A block for a spilled record of `slot` bytes (a block handed back, a
+ * new one within spill_bytes, or for a large record one of its own),
+ * linked after q's last; NULL when memory is used up. */
+static sblk *blk_next(spy_trace *t, tq *q, size_t slot) {
+  sblk *b = NULL;
+  size_t bytes = t->sb_bytes;
+  if (bytes && sizeof(sblk) + slot <= bytes) {
+    if (!q->sb_spare)
+      q->sb_spare =
+          atomic_exchange_explicit(&q->sb_free, NULL, memory_order_acquire);
+    if ((b = q->sb_spare))
+      q->sb_spare = atomic_load_explicit(&b->next, memory_order_relaxed);
+  } else
+    bytes = sizeof(sblk) + slot;
+  if (!b) {
+    if (!t->sb_bytes ||
+        atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + bytes >
+            t->spill_cap ||
+        !(b = (sblk *)fbuf_alloc(bytes)))
+      return NULL;
+    b->cap = bytes - sizeof(sblk);
+    atomic_fetch_add(&t->spill_bytes, bytes);
+    atomic_fetch_add(&t->spill_blocks, 1);
+  }
+  atomic_store_explicit(&b->next, NULL, memory_order_relaxed);
+  atomic_store_explicit(&b->pub, 0, memory_order_relaxed);
+  atomic_store_explicit(&q->sb_tail->next, b, memory_order_release);
+  q->sb_tail = b;
+  q->sb_w = 0;
+  return b;
 }
 
 /* Creates q's spill file with its header block. 0 or a negative code. */
@@ -1316,22 +1387,17 @@ static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
     need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
   if (need < 0)
     return (int)need;
-  size_t n = sizeof(spill) + (size_t)need;
-  if (q->f_mode ||
-      atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + n >
-          t->spill_cap)
+  size_t slot = ((size_t)need + 7u) & ~(size_t)7u;
+  sblk *b = q->sb_tail;
+  if (q->f_mode || (b->cap - q->sb_w < slot && !(b = blk_next(t, q, slot))))
     return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
-  spill *sp = malloc(n);
-  if (!sp)
-    return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
-  atomic_init(&sp->next, NULL);
-  sp->n = n;
-  spy_trace_encode(kind, act, 0, ts, build, sp->rec, (size_t)need);
-  late_ts(sp->rec, late);
-  atomic_fetch_add(&t->spill_bytes, n); /* before it can be taken */
+  uint8_t *at = b->data + q->sb_w;
+  spy_trace_encode(kind, act, 0, ts, build, at, (size_t)need);
+  late_ts(at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
-  wr64le(sp->rec + 8, seq);
-  spill_push(t, q, sp);
+  wr64le(at + 8, seq);
+  q->sb_w += slot;
+  atomic_store_explicit(&b->pub, q->sb_w, memory_order_release);
   bump(&q->emitted, 1);
   bump(&q->spilled, 1);
   bump(&q->queued_bytes, (uint64_t)need);
@@ -1592,6 +1658,10 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->nice = atoi(e);
   if (t->qcap < 65536)
     t->qcap = 65536;
+  /* memory spill blocks: 2 MiB, or all of a smaller bound in one */
+  t->sb_bytes = t->spill_cap >= SB_BYTES ? SB_BYTES
+                : t->spill_cap >= 16384  ? t->spill_cap & ~(size_t)7u
+                                         : 0;
   t->qcap &= ~(size_t)3u;
   if (t->spill_file_cap > 1) {
     if (t->dir)
@@ -1704,10 +1774,15 @@ int64_t spy_trace_destroy(spy_trace *t) {
       fbuf_free(q->ffree[i], SF_BUF);
     pthread_mutex_destroy(&q->f_mu);
     big_free(q->ring, q->cap);
-    for (spill *sp = q->sp_head, *sn; sp; sp = sn) {
-      sn = atomic_load(&sp->next);
-      free(sp);
-    }
+    sblk *lists[3] = {q->sb_head, q->sb_spare, atomic_load(&q->sb_free)};
+    for (int i = 0; i < 3; i++)
+      for (sblk *b = lists[i], *bn; b; b = bn) {
+        bn = atomic_load(&b->next);
+        if (b->cap)
+          fbuf_free((uint8_t *)b, sizeof(sblk) + b->cap);
+        else
+          free(b);
+      }
     free(q);
   }
   spy_trace_arena_free(&t->arena);
@@ -1754,6 +1829,7 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
         atomic_load_explicit(&q->spill_fail, memory_order_relaxed);
   }
   out->builds = atomic_load(&t->builds);
+  out->spill_blocks = atomic_load(&t->spill_blocks);
   if (t->ops->lost && t->wstate)
     out->lost = t->ops->lost(t->wstate); /* read-only counter of the writer */
   if (t->ops->busy_ns && t->wstate)
