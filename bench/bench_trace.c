@@ -367,6 +367,7 @@ enum {
   C_BRQ,
   C_BRQ_ACT,
   C_BFLT,
+  C_BX_ACT,
   C_N
 };
 
@@ -398,6 +399,10 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
       if (x->r.actions)
         v[C_BRQ_ACT] = (double)x->r.build_rq_ns / 1e3 / (double)x->r.actions;
       v[C_BFLT] = (double)(x->r.build_minflt + x->r.build_majflt);
+      if (i > 0 && x->r.actions)
+        v[C_BX_ACT] =
+            ((double)x->r.build_cpu_ns - (double)base->r.build_cpu_ns) / 1e3 /
+            (double)x->r.actions;
       const spy_trace_stats *st = &x->r.st;
       uint64_t cpu = st->writer_ns + st->packer_ns;
       if (strcmp(x->name, "naive") == 0) {
@@ -684,8 +689,9 @@ int bench_trace(int argc, char **argv) {
       .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
                "writer_x_naive", "bytes_x_naive", "queue_waits", "spilled_disk",
                "cpu_us_action", "cpu_ms_MB", "emit_ns", "bthr_cpu_ms",
-               "bthr_runq_ms", "bthr_runq_us_action", "bthr_faults"},
-      .ncols = 16};
+               "bthr_runq_ms", "bthr_runq_us_action", "bthr_faults",
+               "bthr_extra_us_action"},
+      .ncols = 17};
   static char n1[512], n2[512], n3[512];
   char label[32];
   snprintf(label, sizeof label, "gen %dk", ndirs * nfiles / 1000);
@@ -736,7 +742,9 @@ int bench_trace(int argc, char **argv) {
       "emitting side's cost alone); bthr_*: the build thread "
       "from session create to BuildEnd: its CPU time, the time it waited "
       "runnable for a CPU (schedstat; per action: over the run's actions), "
-      "its page faults";
+      "its page faults, and its CPU beyond the untraced build's per action "
+      "(the discard row: the emitting side alone; jsonl beside it: plus a "
+      "writer busy on the other core; sqlite/postgres: plus the spill)";
   t.notes[t.nnotes++] = pg_note;
   pg_local_stop();
   bench_print(&t, &o);

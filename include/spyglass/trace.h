@@ -161,10 +161,10 @@ typedef struct spy_trace_hot {
  * nothing is queued), SPY_ENOMEM, SPY_ECLOSED (the session is being
  * destroyed). Thread-safe and lock-free: any number of threads may emit
  * into one session; each thread's actions are stored in its emit order.
- * A full queue spills (to memory, then to the spill file: one write per
- * action, no fsync); it waits, and counts the wait, only when both spill
- * bounds are used up. The action is copied: the caller's memory may be
- * reused on return. */
+ * A full queue spills (to reused memory blocks, then to the spill file,
+ * which the writer thread writes out; no fsync); it waits, and counts the
+ * wait, only when both spill bounds are used up. The action is copied: the
+ * caller's memory may be reused on return. */
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act);
 
 #if defined(__GNUC__)

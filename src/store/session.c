@@ -26,27 +26,34 @@
  * batch_actions, is 100 ms old, or on a flush or close.
  *
  * Spill. A ring that is full does not make its emitter wait: the record is
- * encoded to the heap and appended to the ring's spill list (one producer,
- * one consumer, linked with release stores), counted in stats.spilled; the
- * writer merges the spill lists in sequence order with the rings, so the
- * trace stays complete and ordered while the build runs on.
+ * encoded (once: the attempt in the ring told its size) into the queue's
+ * memory spill block, counted in stats.spilled. Blocks are 2 MiB (one
+ * huge page where the kernel has them), linked one producer to one
+ * consumer with release stores, and handed back by the writer through a
+ * free list once read, so spilling allocates and faults nothing after a
+ * block's first use (spill_bytes bounds the blocks held). The writer
+ * merges the blocks in sequence order with the rings, so the trace stays
+ * complete and ordered while the build runs on.
  *
  * Spill file. Beyond spill_bytes of memory, a queue goes to its spill file
  * (spill-<queue>.bin in the session directory, created on first use) and
  * stays there until the writer has read the file up to its end, so every
  * record of the queue after the switch is on disk: the ring and the memory
- * list only hold records older than the file's. The emitter appends each
- * record (8-byte header: length and checksum, then the record) to the
- * queue's 64 KiB buffer and writes the buffer out once it holds 32 KiB —
- * one write per many records — and the writer writes what it holds at
- * each commit; no fsync. A killed process loses only the records still
- * in that buffer (at most one commit interval's, none it had written:
- * the bytes are in the OS), an OS crash may lose more. The writer reads
- * the file back in sequence order with the rest (the bytes not written
- * yet straight from the buffer, under the queue's file lock, which only
- * spilling takes), records at each commit how far it has
- * committed (the header's resume offset) and punches the consumed blocks
- * out; the file is removed when the session ends. A process killed while
+ * blocks only hold records older than the file's. The emitter encodes
+ * each record (8-byte header: length and checksum, then the record) into
+ * the queue's 2 MiB file buffer; a full buffer is queued (up to 8) for
+ * the writer thread, which checksums and writes it out between batches,
+ * every 64 records and at each commit (the buffer being filled too), so
+ * the build thread makes no write; only with 8 full buffers waiting (a
+ * writer that does not get to run) does the emitter write them itself.
+ * No fsync. A killed process loses the records not written out yet (at
+ * most the writer's last few batches' worth, none it had written: the
+ * bytes are in the OS), an OS crash may lose more. The writer reads the
+ * file back in sequence order with the rest (the bytes not written yet
+ * straight from the buffers, under the queue's file lock, which only
+ * spilling takes), records at each commit how far it has committed (the
+ * header's resume offset) and punches the consumed blocks out; the file
+ * is removed when the session ends. A process killed while
  * spilling leaves the file beside its store: spy_trace_recover adds the
  * records the store did not commit. Only when both bounds are used up
  * (spill_file_bytes on disk, or the file cannot be written) does the
@@ -157,8 +164,8 @@ typedef struct tq {
   _Atomic uint32_t space_word;
   _Atomic uint64_t f_taken; /* file bytes the writer has taken */
   _Atomic(sblk *) sb_free;  /* memory spill blocks the writer has read */
-  /* the writer's own head (records taken) and the spill list's stub,
-   * whose next is the oldest spilled record not taken */
+  /* the writer's own head (records taken) and its memory spill block
+   * (the oldest not handed back) */
   _Alignas(LINE) uint64_t chead;
   uint64_t ctail; /* the tail as the writer last loaded it: it loads it
                      again only once it has taken everything up to it,
@@ -821,7 +828,7 @@ static void files_committed(spy_trace *t) {
 }
 
 /* Takes the record numbered t->wseq + 1 into *out: 1, or 0 when it is not
- * published yet; *spilled is set when it comes from a spill list (1) or a
+ * published yet; *spilled is set when it comes from a spill block (1) or a
  * spill file (2; *flen its bytes there, *bad when damaged). */
 static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
                      int *spilled, size_t *flen, int *bad) {
@@ -1376,9 +1383,9 @@ out:
   return 0;
 }
 
-/* The ring is full: encodes the action to the heap and appends it to q's
- * spill list, or beyond the memory bound to q's spill file. need: the
- * record's size when known, else 0. Returns 0, a negative code, or 1 when
+/* The ring is full: encodes the action into q's memory spill block, or
+ * beyond the memory bound into q's spill file. need: the record's size
+ * when known, else 0. Returns 0, a negative code, or 1 when
  * both bounds are used up (the caller waits for ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                       const void *act, uint64_t ts, uint32_t build, int late,
