@@ -144,19 +144,23 @@ typedef struct tq {
   _Atomic uint64_t f_len; /* bytes appended, published (release) */
   /* under f_mu (the emitter appends, the writer reads and writes out):
    * the file bytes from f_disk on are not written yet: the full buffers
-   * fq[0..fq_n) in order, then f_buf[0..f_blen); fq[0] is being written
-   * by the writer, outside the lock, while f_writing; spare buffers in
-   * ffree; f_bad once a write failed (the buffers then keep their bytes
-   * for the writer to read, and the file takes no more) */
+   * fq[0..fq_n) in order, then f_buf[0..f_blen); the writer takes the
+   * oldest off the queue (f_disk moves past it) and writes it outside
+   * the lock, so the emitter can always write the rest itself; spare
+   * buffers in ffree; f_bad once a write failed (the buffers then keep
+   * their bytes for the writer to read, a buffer whose write failed in
+   * w_keep, and the file takes no more) */
   pthread_mutex_t f_mu;
   uint8_t *f_buf;
   size_t f_blen;
   uint64_t f_disk;
-  int f_bad, f_writing;
+  int f_bad;
   struct fbuf {
     uint8_t *p;
     size_t len, cap;
-  } fq[SF_QUEUE];
+  } w_keep; /* the writer's: [w_off, + len) failed to write */
+  uint64_t w_off;
+  struct fbuf fq[SF_QUEUE];
   int fq_n, ffree_n;
   uint8_t *ffree[SF_QUEUE + 2];
   /* handed back by the writer every 64 records */
@@ -583,6 +587,15 @@ static int file_read(tq *q, uint8_t *out, size_t n, uint64_t off) {
   size_t got = 0;
   while (got < n) {
     uint64_t at = off + got;
+    struct fbuf *kb = &q->w_keep; /* a write of it failed */
+    if (kb->p && at >= q->w_off && at < q->w_off + kb->len) {
+      size_t k = (size_t)(q->w_off + kb->len - at);
+      if (k > n - got)
+        k = n - got;
+      memcpy(out + got, kb->p + (at - q->w_off), k);
+      got += k;
+      continue;
+    }
     pthread_mutex_lock(&q->f_mu);
     uint64_t disk = q->f_disk;
     if (at >= disk) { /* the buffers hold it, in order */
@@ -609,6 +622,8 @@ static int file_read(tq *q, uint8_t *out, size_t n, uint64_t off) {
     size_t k = n - got;
     if (k > disk - at)
       k = (size_t)(disk - at);
+    if (kb->p && at < q->w_off && k > q->w_off - at)
+      k = (size_t)(q->w_off - at);
     int rc = pread_all(q->fd, out + got, k, at);
     if (rc < 0)
       return rc;
@@ -635,7 +650,7 @@ static void fbuf_sums(uint8_t *p, size_t len) {
 /* Writes len bytes of a buffer at off, checksums first. 0, or -1 when
  * the write failed (a full disk, an error: what it cut is truncated
  * away, so nothing of it counts as on disk). */
-static int fbuf_write(tq *q, uint8_t *p, size_t len, uint64_t off) {
+static int fbuf_write(tq *q, uint8_t *p, size_t len, uint64_t off, int cut) {
   fbuf_sums(p, len);
   size_t done = 0;
   while (done < len) {
@@ -648,7 +663,10 @@ static int fbuf_write(tq *q, uint8_t *p, size_t len, uint64_t off) {
   }
   if (done == len)
     return 0;
-  if (done && ftruncate(q->fd, (off_t)off) != 0) {
+  /* cut back what it wrote of it, when nothing lies beyond (the writer's
+   * buffer may have the emitter's written after it: the cut record then
+   * stays, and spy_trace_recover stops there) */
+  if (done && cut && ftruncate(q->fd, (off_t)off) != 0) {
   }
   return -1;
 }
@@ -671,27 +689,31 @@ static void fq_pop(tq *q) {
   fbuf_done(q, b);
 }
 
-/* The writer writes q's full buffers out, oldest first, each outside the
- * lock (the emitter goes on appending meanwhile); with `all` also the
- * buffer being filled (under the lock: once per commit). */
+/* The writer writes q's full buffers out, oldest first, each taken off
+ * the queue and written outside the lock (the emitter goes on appending
+ * meanwhile); with `all` also the buffer being filled (under the lock:
+ * once per commit). */
 static void file_drain(tq *q, int all) {
   pthread_mutex_lock(&q->f_mu);
   while (q->fq_n && !q->f_bad) {
     struct fbuf b = q->fq[0];
     uint64_t off = q->f_disk;
-    q->f_writing = 1;
+    q->fq_n--;
+    memmove(q->fq, q->fq + 1, (size_t)q->fq_n * sizeof q->fq[0]);
+    q->f_disk += b.len;
     pthread_mutex_unlock(&q->f_mu);
-    int bad = fbuf_write(q, b.p, b.len, off);
+    int bad = fbuf_write(q, b.p, b.len, off, 0);
     pthread_mutex_lock(&q->f_mu);
-    q->f_writing = 0;
-    if (bad) {
+    if (bad) { /* its bytes stay readable from memory */
       q->f_bad = 1;
+      q->w_keep = b;
+      q->w_off = off;
       bump(&q->spill_fail, 1);
     } else
-      fq_pop(q);
+      fbuf_done(q, b);
   }
   if (all && q->f_blen && !q->f_bad) {
-    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk) < 0) {
+    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk, 1) < 0) {
       q->f_bad = 1;
       bump(&q->spill_fail, 1);
     } else {
@@ -702,15 +724,14 @@ static void file_drain(tq *q, int all) {
   pthread_mutex_unlock(&q->f_mu);
 }
 
-/* The emitter finds no spare buffer and the queue of full ones full:
- * it writes them out itself (under f_mu), oldest first, then the one it
- * fills. -1 when it cannot (the writer is writing the oldest, or a
- * write failed). */
+/* The emitter finds the queue of full buffers full (a writer that does
+ * not get to run): it writes them out itself (under f_mu), oldest first,
+ * then the one it fills. -1 when a write failed. */
 static int file_flush_self(tq *q) {
-  if (q->f_writing || q->f_bad)
+  if (q->f_bad)
     return -1;
   while (q->fq_n) {
-    if (fbuf_write(q, q->fq[0].p, q->fq[0].len, q->f_disk) < 0) {
+    if (fbuf_write(q, q->fq[0].p, q->fq[0].len, q->f_disk, 1) < 0) {
       q->f_bad = 1;
       bump(&q->spill_fail, 1);
       return -1;
@@ -718,7 +739,7 @@ static int file_flush_self(tq *q) {
     fq_pop(q);
   }
   if (q->f_blen) {
-    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk) < 0) {
+    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk, 1) < 0) {
       q->f_bad = 1;
       bump(&q->spill_fail, 1);
       return -1;
@@ -1302,6 +1323,13 @@ static int file_open(spy_trace *t, tq *q) {
   return 0;
 }
 
+/* Room for k more full buffers in q's queue (under f_mu): up to
+ * SF_QUEUE; beyond, the emitter writes them out itself. 0, or -1 (a
+ * write failed: the caller waits for ring space). */
+static int fq_room(tq *q, int k) {
+  return q->fq_n + k <= SF_QUEUE ? 0 : file_flush_self(q);
+}
+
 /* Memory is used up (or q is in file mode): appends the record to q's
  * spill file: encoded once, straight into the buffer the queue fills
  * (reused 2 MiB buffers); a full buffer is queued for the writer thread,
@@ -1335,7 +1363,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   /* the buffer being filled is queued when the record does not fit (a
    * large record gets a buffer of its own, queued after it) */
   if (q->f_blen && (q->f_blen + total > SF_BUF || total > SF_BUF)) {
-    if (q->fq_n + (total > SF_BUF) >= SF_QUEUE && file_flush_self(q) < 0)
+    if (fq_room(q, 1 + (total > SF_BUF)) < 0)
       goto out;
     if (q->f_blen) {
       q->fq[q->fq_n++] = (struct fbuf){q->f_buf, q->f_blen, SF_BUF};
@@ -1345,7 +1373,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   }
   uint8_t *at;
   if (total > SF_BUF) {
-    if (q->fq_n >= SF_QUEUE && file_flush_self(q) < 0)
+    if (fq_room(q, 1) < 0)
       goto out;
     if (!(at = fbuf_alloc(total)))
       goto out;
@@ -1775,6 +1803,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
     }
     free(q->rb);
     fbuf_free(q->f_buf, SF_BUF);
+    fbuf_free(q->w_keep.p, q->w_keep.cap);
     for (int i = 0; i < q->fq_n; i++)
       fbuf_free(q->fq[i].p, q->fq[i].cap);
     for (int i = 0; i < q->ffree_n; i++)
