@@ -27,10 +27,10 @@
  *
  * Spill. A ring that is full does not make its emitter wait: the record is
  * encoded (once: the attempt in the ring told its size) into the queue's
- * memory spill block, counted in stats.spilled. Blocks are 2 MiB (one
- * huge page where the kernel has them), linked one producer to one
- * consumer with release stores, and handed back by the writer through a
- * free list once read, so spilling allocates and faults nothing after a
+ * memory spill block, counted in stats.spilled. Blocks are 2 MiB,
+ * linked one producer to one consumer with release stores, faulted in
+ * ahead by the writer thread and handed back by it through a free list
+ * once read, so spilling allocates and faults nothing after a
  * block's first use (spill_bytes bounds the blocks held). The writer
  * merges the blocks in sequence order with the rings, so the trace stays
  * complete and ordered while the build runs on.
@@ -166,8 +166,10 @@ typedef struct tq {
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
-  _Atomic uint64_t f_taken; /* file bytes the writer has taken */
-  _Atomic(sblk *) sb_free;  /* memory spill blocks the writer has read */
+  _Atomic uint64_t f_taken;  /* file bytes the writer has taken */
+  _Atomic(sblk *) sb_free;   /* memory spill blocks the writer has read */
+  _Atomic uint32_t sb_avail; /* … blocks there and in sb_spare */
+  int f_nbuf;                /* spill file buffers that exist (f_mu) */
   /* the writer's own head (records taken) and its memory spill block
    * (the oldest not handed back) */
   _Alignas(LINE) uint64_t chead;
@@ -183,9 +185,12 @@ typedef struct tq {
   size_t rb_len, rb_cap;
 } tq;
 
-/* Large buffers (rings, records of megabytes) are mapped in 2 MiB pages
- * where the kernel has them: a few faults instead of one per 4 KiB, and
- * fewer TLB misses while the payloads are copied in. */
+/* Large buffers (rings, records of megabytes, spill blocks) are mapped
+ * on their own and unmapped when done. Not in 2 MiB pages: on the VMs
+ * measured, first touching fresh huge pages cost 4x what 4 KiB ones do
+ * (0.1-0.2 GB/s against 0.4-0.7); what is touched once is kept and
+ * reused instead (spill blocks and buffers), and the writer thread
+ * faults spare ones in ahead of the emitter (spill_prefault). */
 #define BIG_MIN ((size_t)4 << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
 static size_t big_len(size_t n) {
@@ -198,7 +203,6 @@ static void *big_alloc(size_t n) {
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return NULL;
-  (void)madvise(p, big_len(n), MADV_HUGEPAGE);
   return p;
 }
 static void big_free(void *p, size_t n) {
@@ -505,6 +509,29 @@ static void writer_sleep(spy_trace *t, uint32_t state, int64_t timeout_ns) {
 
 static void fbuf_free(uint8_t *p, size_t cap);
 
+/* Takes `bytes` of the memory spill bound (emitters and the writer may
+ * race for it): 1, or 0 when it is used up. */
+static int spill_reserve(spy_trace *t, size_t bytes) {
+  size_t cur = atomic_load_explicit(&t->spill_bytes, memory_order_relaxed);
+  do
+    if (cur + bytes > t->spill_cap)
+      return 0;
+  while (!atomic_compare_exchange_weak_explicit(
+      &t->spill_bytes, &cur, cur + bytes, memory_order_relaxed,
+      memory_order_relaxed));
+  return 1;
+}
+
+/* The writer hands a block to q's emitter. */
+static void blk_push_free(tq *q, sblk *b) {
+  sblk *old = atomic_load_explicit(&q->sb_free, memory_order_relaxed);
+  do
+    atomic_store_explicit(&b->next, old, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(
+      &q->sb_free, &old, b, memory_order_release, memory_order_relaxed));
+  atomic_fetch_add_explicit(&q->sb_avail, 1, memory_order_relaxed);
+}
+
 /* A memory spill block the writer has read to its end: reused (on the
  * free list), or freed (a stub, a large record's own). */
 static void blk_retire(spy_trace *t, tq *q, sblk *b) {
@@ -515,11 +542,7 @@ static void blk_retire(spy_trace *t, tq *q, sblk *b) {
     fbuf_free((uint8_t *)b, sizeof(sblk) + b->cap);
   } else {
     b->rd = 0;
-    sblk *old = atomic_load_explicit(&q->sb_free, memory_order_relaxed);
-    do
-      atomic_store_explicit(&b->next, old, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(
-        &q->sb_free, &old, b, memory_order_release, memory_order_relaxed));
+    blk_push_free(q, b);
   }
 }
 
@@ -564,20 +587,27 @@ static void sf_path(const char *dir, uint32_t id, char *out, size_t cap) {
   snprintf(out, cap, "%s/spill-%u.bin", dir, id);
 }
 
-/* A spill buffer: SF_BUF bytes in one 2 MiB page where the kernel has
- * them (one fault when first filled; buffers are reused), or a record's
- * own (larger). */
+/* A spill buffer: SF_BUF bytes (reused), or a record's own (larger). */
 static uint8_t *fbuf_alloc(size_t cap) {
   void *p = mmap(NULL, big_len(cap), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return NULL;
-  (void)madvise(p, big_len(cap), MADV_HUGEPAGE);
   return p;
 }
 static void fbuf_free(uint8_t *p, size_t cap) {
   if (p)
     munmap(p, big_len(cap));
+}
+
+/* Faults a fresh buffer in (on the writer thread, ahead of the emitter:
+ * a first touch of fresh memory costs microseconds per page). */
+static void prefault(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(p, n, MADV_POPULATE_WRITE) == 0)
+    return;
+#endif
+  memset(p, 0, n);
 }
 
 /* Reads n appended bytes of q's spill file at off: what is on disk with
@@ -675,8 +705,11 @@ static int fbuf_write(tq *q, uint8_t *p, size_t len, uint64_t off, int cut) {
 static void fbuf_done(tq *q, struct fbuf b) {
   if (b.cap == SF_BUF && q->ffree_n < SF_QUEUE + 2)
     q->ffree[q->ffree_n++] = b.p;
-  else
+  else {
+    if (b.cap == SF_BUF)
+      q->f_nbuf--;
     fbuf_free(b.p, b.cap);
+  }
 }
 
 /* Takes q's oldest full buffer off the queue after its write (under
@@ -711,6 +744,21 @@ static void file_drain(tq *q, int all) {
       bump(&q->spill_fail, 1);
     } else
       fbuf_done(q, b);
+  }
+  /* a spare buffer faulted in here, not on the build thread */
+  if (!q->ffree_n && q->f_nbuf < SF_QUEUE + 2 && !q->f_bad) {
+    q->f_nbuf++;
+    pthread_mutex_unlock(&q->f_mu);
+    uint8_t *nb = fbuf_alloc(SF_BUF);
+    if (nb)
+      prefault(nb, SF_BUF);
+    pthread_mutex_lock(&q->f_mu);
+    if (nb && q->ffree_n < SF_QUEUE + 2)
+      q->ffree[q->ffree_n++] = nb;
+    else {
+      q->f_nbuf--;
+      fbuf_free(nb, SF_BUF);
+    }
   }
   if (all && q->f_blen && !q->f_bad) {
     if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk, 1) < 0) {
@@ -809,9 +857,35 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
   return NULL;
 }
 
+/* Once a queue spills to memory, the writer keeps two fresh blocks
+ * faulted in on its free list (within spill_bytes), so the emitter
+ * seldom touches fresh memory. */
+static void spill_prefault(spy_trace *t) {
+  if (!t->sb_bytes)
+    return;
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next) {
+    if (!atomic_load_explicit(&q->spilled, memory_order_relaxed) ||
+        atomic_load_explicit(&q->sb_avail, memory_order_relaxed) >= 2 ||
+        !spill_reserve(t, t->sb_bytes))
+      continue;
+    sblk *b = (sblk *)fbuf_alloc(t->sb_bytes);
+    if (!b) {
+      atomic_fetch_sub(&t->spill_bytes, t->sb_bytes);
+      continue;
+    }
+    prefault(b, t->sb_bytes);
+    b->cap = t->sb_bytes - sizeof(sblk);
+    b->rd = 0;
+    atomic_fetch_add(&t->spill_blocks, 1);
+    blk_push_free(q, b);
+  }
+}
+
 /* The writer writes the spill buffers the emitters filled out (between
  * batches and every 64 records). */
 static void files_drain(spy_trace *t) {
+  spill_prefault(t);
   if (!atomic_load(&t->file_pending))
     return;
   for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
@@ -1249,18 +1323,20 @@ static sblk *blk_next(spy_trace *t, tq *q, size_t slot) {
     if (!q->sb_spare)
       q->sb_spare =
           atomic_exchange_explicit(&q->sb_free, NULL, memory_order_acquire);
-    if ((b = q->sb_spare))
+    if ((b = q->sb_spare)) {
       q->sb_spare = atomic_load_explicit(&b->next, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&q->sb_avail, 1, memory_order_relaxed);
+    }
   } else
     bytes = sizeof(sblk) + slot;
   if (!b) {
-    if (!t->sb_bytes ||
-        atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + bytes >
-            t->spill_cap ||
-        !(b = (sblk *)fbuf_alloc(bytes)))
+    if (!t->sb_bytes || !spill_reserve(t, bytes))
       return NULL;
+    if (!(b = (sblk *)fbuf_alloc(bytes))) {
+      atomic_fetch_sub(&t->spill_bytes, bytes);
+      return NULL;
+    }
     b->cap = bytes - sizeof(sblk);
-    atomic_fetch_add(&t->spill_bytes, bytes);
     atomic_fetch_add(&t->spill_blocks, 1);
   }
   atomic_store_explicit(&b->next, NULL, memory_order_relaxed);
@@ -1378,9 +1454,14 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
     if (!(at = fbuf_alloc(total)))
       goto out;
   } else {
-    if (!q->f_buf &&
-        !(q->f_buf = q->ffree_n ? q->ffree[--q->ffree_n] : fbuf_alloc(SF_BUF)))
-      goto out;
+    if (!q->f_buf) {
+      if (q->ffree_n)
+        q->f_buf = q->ffree[--q->ffree_n];
+      else if ((q->f_buf = fbuf_alloc(SF_BUF)))
+        q->f_nbuf++;
+      else
+        goto out;
+    }
     at = q->f_buf + q->f_blen;
   }
   spy_trace_encode(kind, act, 0, ts, build, at + 8, need);
