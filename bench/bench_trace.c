@@ -236,7 +236,25 @@ typedef struct run {
   void (*work)(const char *, size_t); /* per-transform work, or NULL */
   int old_layout; /* the trace threads as before issue 17: a packer thread
                      of its own, the writer at the build's priority */
+  int discard;    /* the writer thread takes every record and drops it:
+                     what the emitting side alone costs the build */
 } run;
+
+/* --runs: the only runs made (comma-separated names; untraced always) */
+static const char *runs_only;
+static int run_wanted(const char *name) {
+  if (!runs_only || strcmp(name, "untraced") == 0)
+    return 1;
+  size_t n = strlen(name);
+  for (const char *p = runs_only; *p;) {
+    const char *e = strchr(p, ',');
+    size_t k = e ? (size_t)(e - p) : strlen(p);
+    if (k == n && memcmp(p, name, n) == 0)
+      return 1;
+    p += k + (e != NULL);
+  }
+  return 0;
+}
 
 static int one(const char *src, const char *scratch, run *x) {
   char out[4400];
@@ -256,12 +274,16 @@ static int one(const char *src, const char *scratch, run *x) {
     setenv("SPY_TRACE_NICE", "0", 1);
     setenv("SPY_TRACE_PACK_INLINE", "0", 1);
   }
+  if (x->discard)
+    setenv("SPY_TRACE_DISCARD", "1", 1);
   uint64_t t0 = bench_now_ns();
   int rc = demo_build_run(&o, &x->r);
   if (x->old_layout) {
     unsetenv("SPY_TRACE_NICE");
     unsetenv("SPY_TRACE_PACK_INLINE");
   }
+  if (x->discard)
+    unsetenv("SPY_TRACE_DISCARD");
   /* progress on stderr: the bench is long, and this says where it went */
   fprintf(stderr, "bench trace: %s %s: %.1f s\n", src, x->name,
           (double)(bench_now_ns() - t0) / 1e9);
@@ -345,6 +367,7 @@ enum {
   C_BRQ,
   C_BRQ_ACT,
   C_BFLT,
+  C_BX_ACT,
   C_N
 };
 
@@ -376,6 +399,10 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
       if (x->r.actions)
         v[C_BRQ_ACT] = (double)x->r.build_rq_ns / 1e3 / (double)x->r.actions;
       v[C_BFLT] = (double)(x->r.build_minflt + x->r.build_majflt);
+      if (i > 0 && x->r.actions)
+        v[C_BX_ACT] =
+            ((double)x->r.build_cpu_ns - (double)base->r.build_cpu_ns) / 1e3 /
+            (double)x->r.actions;
       const spy_trace_stats *st = &x->r.st;
       uint64_t cpu = st->writer_ns + st->packer_ns;
       if (strcmp(x->name, "naive") == 0) {
@@ -402,11 +429,17 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
                       const char *scratch, int again2, int work, char *note,
                       size_t note_len) {
   const char *pg = getenv("SPY_BENCH_PG");
-  run runs[] = {
-      {"untraced", "none"}, {"naive", work ? NULL : "naive"},
-      {"jsonl", "jsonl"},   {"sqlite", "sqlite"},
-      {"postgres", pg},     {"sqlite-old-layout", "sqlite", .old_layout = 1}};
+  run runs[] = {{"untraced", "none"},
+                {"naive", work ? NULL : "naive"},
+                {"jsonl", "jsonl"},
+                {"sqlite", "sqlite"},
+                {"postgres", pg},
+                {"sqlite-old-layout", "sqlite", .old_layout = 1},
+                {"discard", "jsonl", .discard = 1}};
   int n = sizeof runs / sizeof runs[0];
+  for (int i = 0; i < n; i++)
+    if (!run_wanted(runs[i].name))
+      runs[i].trace = NULL;
   void (*fn)(const char *, size_t) = work ? work_tokenise : NULL;
   for (int i = 0; i < n; i++)
     runs[i].work = fn;
@@ -423,6 +456,10 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
   }
   if (again2)
     for (int i = 0; i < n; i += 3) {
+      if (i > 3)
+        break;
+      if (!runs[i].trace)
+        continue;
       run again = runs[i];
       if (one(src, scratch, &again) == 0 && again.wall_ms < runs[i].wall_ms)
         runs[i] = again;
@@ -579,24 +616,35 @@ static void bench_emit(bench_table *t, int quick) {
 int bench_trace(int argc, char **argv) {
   bench_opts o;
   /* --full: also the closest runs (untraced, sqlite) twice */
-  int full = 0, k = 0;
+  int full = 0, gen_only = 0, k = 0;
   char *args[64];
   for (int i = 0; i < argc && k < 63; i++) {
     if (strcmp(argv[i], "--full") == 0)
       full = 1;
+    else if (strcmp(argv[i], "--gen-only") == 0)
+      gen_only = 1;
+    else if (strcmp(argv[i], "--emit-only") == 0)
+      gen_only = -1;
+    else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+      runs_only = argv[++i];
     else
       args[k++] = argv[i];
   }
   args[k] = NULL;
   int rc = bench_parse(
       k, args, &o,
-      "usage: spyglass bench trace [--json] [--quick | --full]\n"
+      "usage: spyglass bench trace [--json] [--quick | --full] [--gen-only | "
+      "--emit-only] [--runs NAME,…]\n"
       "default: the 20,000-module tree and the real tree, each untraced, "
       "naive and with every writer, and the realistic-work build on a "
       "2,000-module tree (about 10 minutes on a loaded 2-core machine); "
       "--quick: the 2,000-module tree and its work build only (about a "
       "minute); --full: the default with the work build on the 20k tree "
-      "and the untraced and sqlite runs twice, keeping the faster\n"
+      "and the untraced and sqlite runs twice, keeping the faster; "
+      "--gen-only: the generated tree only (no real tree, work build or "
+      "emit rows); --emit-only: the emit rows only; --runs: only these runs "
+      "(untraced, naive, jsonl, "
+      "sqlite, postgres, sqlite-old-layout, discard; untraced always)\n"
       "env: SPY_BENCH_PG=conninfo a PostgreSQL server to use (default: one "
       "started for the bench, skipped when PostgreSQL is not installed); "
       "SPY_BENCH_REAL=dir the real tree (default /usr/include); "
@@ -604,7 +652,9 @@ int bench_trace(int argc, char **argv) {
   if (rc)
     return rc == 1 ? 0 : rc;
   static char pg_note[400];
-  if (!getenv("SPY_BENCH_PG")) {
+  if (!run_wanted("postgres") || gen_only < 0)
+    snprintf(pg_note, sizeof pg_note, "postgres rows not asked for (--runs)");
+  else if (!getenv("SPY_BENCH_PG")) {
     char why[300];
     const char *ci = pg_local_start(why, sizeof why);
     if (ci) {
@@ -639,20 +689,23 @@ int bench_trace(int argc, char **argv) {
       .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
                "writer_x_naive", "bytes_x_naive", "queue_waits", "spilled_disk",
                "cpu_us_action", "cpu_ms_MB", "emit_ns", "bthr_cpu_ms",
-               "bthr_runq_ms", "bthr_runq_us_action", "bthr_faults"},
-      .ncols = 16};
+               "bthr_runq_ms", "bthr_runq_us_action", "bthr_faults",
+               "bthr_extra_us_action"},
+      .ncols = 17};
   static char n1[512], n2[512], n3[512];
   char label[32];
   snprintf(label, sizeof label, "gen %dk", ndirs * nfiles / 1000);
-  if (bench_tree(&t, label, gen, scratch, full, 0, n1, sizeof n1) < 0) {
+  if (gen_only >= 0 &&
+      bench_tree(&t, label, gen, scratch, full, 0, n1, sizeof n1) < 0) {
     pg_local_stop();
     return 1;
   }
-  t.notes[t.nnotes++] = n1;
+  if (gen_only >= 0)
+    t.notes[t.nnotes++] = n1;
   const char *real = getenv("SPY_BENCH_REAL");
   if (!real)
     real = "/usr/include";
-  if (!o.quick &&
+  if (!o.quick && !gen_only &&
       bench_tree(&t, "real", real, scratch, full, 0, n2, sizeof n2) == 0)
     t.notes[t.nnotes++] = n2;
   /* the realistic-work build: its ratio does not need the big tree, so
@@ -665,10 +718,11 @@ int bench_trace(int argc, char **argv) {
     wtree[0] = 0;
   snprintf(wlabel, sizeof wlabel, "gen %dk work",
            strcmp(wtree, gen) == 0 ? ndirs * nfiles / 1000 : 2);
-  if (wtree[0] &&
+  if (wtree[0] && !gen_only &&
       bench_tree(&t, wlabel, wtree, scratch, full, 1, n3, sizeof n3) == 0)
     t.notes[t.nnotes++] = n3;
-  bench_emit(&t, o.quick);
+  if (gen_only <= 0)
+    bench_emit(&t, o.quick);
   t.notes[t.nnotes++] =
       "build_ms: until the build's outputs are written (emits included); "
       "durable_ms: until the trace is complete and durable (writer closed); "
@@ -683,10 +737,14 @@ int bench_trace(int argc, char **argv) {
       "+ packer threads) per action and per MB of new (deduplicated) "
       "source; emit_ns: the emitting call alone; sqlite-old-layout: "
       "sqlite with the trace threads as before (a packer thread of its "
-      "own, the writer at the build's priority); bthr_*: the build thread "
+      "own, the writer at the build's priority); discard: jsonl whose writer "
+      "thread takes every record and drops it (SPY_TRACE_DISCARD: the "
+      "emitting side's cost alone); bthr_*: the build thread "
       "from session create to BuildEnd: its CPU time, the time it waited "
       "runnable for a CPU (schedstat; per action: over the run's actions), "
-      "its page faults";
+      "its page faults, and its CPU beyond the untraced build's per action "
+      "(the discard row: the emitting side alone; jsonl beside it: plus a "
+      "writer busy on the other core; sqlite/postgres: plus the spill)";
   t.notes[t.nnotes++] = pg_note;
   pg_local_stop();
   bench_print(&t, &o);

@@ -888,6 +888,50 @@ TEST(full_queue_spills_and_the_emitter_never_waits) {
   CHECK_EQ(o.next[0], 3000);
 }
 
+/* The memory spill reuses its blocks: bursts that spill far more than
+ * the memory bound (4 MiB: two 2 MiB blocks) in all, each burst less,
+ * with the writer catching up between them, never allocate a third
+ * block and never reach the spill file; everything arrives in order.
+ * (Records allocated one by one, or blocks never handed back, would use
+ * the bound up and go to the file.) */
+TEST(the_memory_spill_reuses_its_blocks) {
+  order_check o;
+  memset(&o, 0, sizeof o);
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &slow_order_ops,
+                      .ops_arg = &o,
+                      .dir = dir,
+                      .queue_bytes = 65536,
+                      .batch_actions = 64,
+                      .spill_bytes = 4 << 20};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static char payload[97 * 211];
+  for (int i = 0; i < 3000; i++) {
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){
+               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+    if (i % 150 == 149) /* about 1.5 MB a burst */
+      CHECK_OK(spy_trace_flush(t));
+  }
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.waits, 0);
+  CHECK_EQ(st.written, 3000);
+  CHECK(st.spilled > 600); /* some 6 MB and more spilled through 4 MiB */
+  CHECK_EQ(st.spilled_disk, 0);
+  CHECK(st.spill_blocks >= 1 && st.spill_blocks <= 2);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(o.n, 3000);
+  CHECK_EQ(o.last_seq, 3000);
+  CHECK_EQ(o.bad, 0);
+  CHECK_EQ(o.next[0], 3000);
+  rmrf(dir);
+}
+
 /* Beyond the memory bound the actions go to the spill file (in the
  * session directory) and come back from it in order; the build never
  * waits, and the file is gone when the session ends. */
@@ -2013,6 +2057,7 @@ TEST_MAIN(
     TEST_CASE(a_hook_calls_duration_leaves_out_the_tracers_wait),
     TEST_CASE(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread),
     TEST_CASE(full_queue_spills_and_the_emitter_never_waits),
+    TEST_CASE(the_memory_spill_reuses_its_blocks),
     TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),
     TEST_CASE(
         with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost),

@@ -89,7 +89,9 @@ for w in $writers; do
     [ -n "$kdir" ] || kdir=$(spilldir "$work/k-$w")
     if [ -n "$kdir" ] && [ "$(ls "$work/k-$w/dist" 2>/dev/null | wc -l)" -ge "$nchunks" ]; then
       f=$(ls "$kdir"/spill-*.bin 2>/dev/null | head -n 1 || true)
-      if [ -n "$f" ] && [ -z "$first" ]; then
+      # records reach the file when the writer writes the emitter's
+      # buffers out (its next batch, or commit): wait for the first one
+      if [ -n "$f" ] && [ -z "$first" ] && [ "$(stat -c %s "$f")" -gt 4200 ]; then
         # the first record's seq: header block 4096, record header 8, seq at +8
         first=$(od -An -t u8 -j 4112 -N 8 "$f" | tr -d ' ')
       fi

@@ -161,10 +161,10 @@ typedef struct spy_trace_hot {
  * nothing is queued), SPY_ENOMEM, SPY_ECLOSED (the session is being
  * destroyed). Thread-safe and lock-free: any number of threads may emit
  * into one session; each thread's actions are stored in its emit order.
- * A full queue spills (to memory, then to the spill file: one write per
- * action, no fsync); it waits, and counts the wait, only when both spill
- * bounds are used up. The action is copied: the caller's memory may be
- * reused on return. */
+ * A full queue spills (to reused memory blocks, then to the spill file,
+ * which the writer thread writes out; no fsync); it waits, and counts the
+ * wait, only when both spill bounds are used up. The action is copied: the
+ * caller's memory may be reused on return. */
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act);
 
 #if defined(__GNUC__)
@@ -461,6 +461,11 @@ typedef struct spy_trace_stats {
   uint64_t spill_fails;   /* spill files that could not be made or
                                 written (a full disk): the emitter then
                                 waits for queue space */
+  uint64_t spill_blocks;  /* memory spill blocks allocated (2 MiB each, or
+                             spill_bytes when smaller; a record larger
+                             than a block gets one of its own): reused,
+                             so this stays at most spill_bytes / 2 MiB
+                             however much spills */
 } spy_trace_stats;
 
 /* Creates a session. Enabled: resolves the defaults, creates the session

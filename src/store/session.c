@@ -26,27 +26,34 @@
  * batch_actions, is 100 ms old, or on a flush or close.
  *
  * Spill. A ring that is full does not make its emitter wait: the record is
- * encoded to the heap and appended to the ring's spill list (one producer,
- * one consumer, linked with release stores), counted in stats.spilled; the
- * writer merges the spill lists in sequence order with the rings, so the
- * trace stays complete and ordered while the build runs on.
+ * encoded (once: the attempt in the ring told its size) into the queue's
+ * memory spill block, counted in stats.spilled. Blocks are 2 MiB,
+ * linked one producer to one consumer with release stores, faulted in
+ * ahead by the writer thread and handed back by it through a free list
+ * once read, so spilling allocates and faults nothing after a
+ * block's first use (spill_bytes bounds the blocks held). The writer
+ * merges the blocks in sequence order with the rings, so the trace stays
+ * complete and ordered while the build runs on.
  *
  * Spill file. Beyond spill_bytes of memory, a queue goes to its spill file
  * (spill-<queue>.bin in the session directory, created on first use) and
  * stays there until the writer has read the file up to its end, so every
  * record of the queue after the switch is on disk: the ring and the memory
- * list only hold records older than the file's. The emitter appends each
- * record (8-byte header: length and checksum, then the record) to the
- * queue's 64 KiB buffer and writes the buffer out once it holds 32 KiB —
- * one write per many records — and the writer writes what it holds at
- * each commit; no fsync. A killed process loses only the records still
- * in that buffer (at most one commit interval's, none it had written:
- * the bytes are in the OS), an OS crash may lose more. The writer reads
- * the file back in sequence order with the rest (the bytes not written
- * yet straight from the buffer, under the queue's file lock, which only
- * spilling takes), records at each commit how far it has
- * committed (the header's resume offset) and punches the consumed blocks
- * out; the file is removed when the session ends. A process killed while
+ * blocks only hold records older than the file's. The emitter encodes
+ * each record (8-byte header: length and checksum, then the record) into
+ * the queue's 2 MiB file buffer; a full buffer is queued (up to 8) for
+ * the writer thread, which checksums and writes it out between batches,
+ * every 64 records and at each commit (the buffer being filled too), so
+ * the build thread makes no write; only with 8 full buffers waiting (a
+ * writer that does not get to run) does the emitter write them itself.
+ * No fsync. A killed process loses the records not written out yet (at
+ * most the writer's last few batches' worth, none it had written: the
+ * bytes are in the OS), an OS crash may lose more. The writer reads the
+ * file back in sequence order with the rest (the bytes not written yet
+ * straight from the buffers, under the queue's file lock, which only
+ * spilling takes), records at each commit how far it has committed (the
+ * header's resume offset) and punches the consumed blocks out; the file
+ * is removed when the session ends. A process killed while
  * spilling leaves the file beside its store: spy_trace_recover adds the
  * records the store did not commit. Only when both bounds are used up
  * (spill_file_bytes on disk, or the file cannot be written) does the
@@ -62,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -87,15 +95,27 @@
 #define SF_RESUME 16 /* offset of the u64 resume offset in the header */
 #define SF_PUNCH ((uint64_t)4 << 20) /* punch consumed blocks per 4 MiB */
 #define SF_READ ((size_t)1 << 20)    /* the writer reads ahead this much */
-#define SF_BUF ((size_t)64 << 10)    /* spilled records gather in memory */
-#define SF_FLUSH ((size_t)32 << 10)  /* … and are written this many at once */
+#define SF_BUF ((size_t)2 << 20)     /* spilled records gather in buffers … */
+#define SF_QUEUE 8 /* … this many full ones wait for the writer */
 
-/* A record spilled off a full ring. */
-typedef struct spill {
-  _Atomic(struct spill *) next;
-  size_t n;
-  _Alignas(8) uint8_t rec[];
-} spill;
+/* A block of the memory spill: records spilled off a full ring, back to
+ * back (each 8-aligned). The emitter fills its queue's last block and
+ * publishes each record by a release store of pub; a full block is
+ * followed by the next one (linked with a release store of next) and
+ * never written again, so the writer, once it has read a block whose
+ * next is set up to pub, hands it back on the queue's free list (a stack
+ * only the writer pushes to and only the emitter empties, whole). Blocks
+ * are reused for the session's life: no allocation per spilled record,
+ * and a block is faulted in once. cap 0: the list's first stub; a record
+ * larger than a block gets one of its own (freed once read). */
+#define SB_BYTES ((size_t)2 << 20)
+typedef struct sblk {
+  _Atomic(struct sblk *) next;
+  size_t cap;         /* bytes of data */
+  _Atomic size_t pub; /* bytes of records published */
+  size_t rd;          /* the writer's: bytes taken */
+  _Alignas(8) uint8_t data[];
+} sblk;
 
 /* One emitting thread's ring. Positions are byte counts since creation
  * (the offset is the count modulo cap). */
@@ -109,37 +129,54 @@ typedef struct tq {
    * writer: relaxed loads and stores; summed by spy_trace_get_stats) */
   _Alignas(LINE) _Atomic uint64_t tail;
   uint64_t ptail;
-  spill *sp_tail; /* the last spilled record (or the list's stub) */
+  sblk *sb_tail;  /* the memory spill's block being filled, */
+  size_t sb_w;    /* its bytes used, */
+  sblk *sb_spare; /* blocks handed back, taken off sb_free */
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
   _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
   _Atomic uint32_t space_wait;
   /* the spill file, the producer's side: fd (-1 none; set before f_len
    * is first published), the end of what it appended (on disk or still
-   * in f_buf), sticky file mode, and the record it last encoded alone
-   * (reused) */
+   * in a buffer), sticky file mode */
   int fd, f_mode, f_nofile;
   uint32_t id;
   uint64_t f_wr;
-  spill *f_node;
-  size_t f_node_cap;
   _Atomic uint64_t f_len; /* bytes appended, published (release) */
-  /* under f_mu (the emitter appends, the writer reads and flushes):
-   * file bytes [f_disk, f_disk + f_blen) not written yet, in f_buf;
-   * f_bad once a write failed (f_buf then keeps its bytes for the
-   * writer to read, and the file takes no more) */
+  /* under f_mu (the emitter appends, the writer reads and writes out):
+   * the file bytes from f_disk on are not written yet: the full buffers
+   * fq[0..fq_n) in order, then f_buf[0..f_blen); the writer takes the
+   * oldest off the queue (f_disk moves past it) and writes it outside
+   * the lock, so the emitter can always write the rest itself; spare
+   * buffers in ffree; f_bad once a write failed (the buffers then keep
+   * their bytes for the writer to read, a buffer whose write failed in
+   * w_keep, and the file takes no more) */
   pthread_mutex_t f_mu;
   uint8_t *f_buf;
   size_t f_blen;
   uint64_t f_disk;
   int f_bad;
+  struct fbuf {
+    uint8_t *p;
+    size_t len, cap;
+  } w_keep; /* the writer's: [w_off, + len) failed to write */
+  uint64_t w_off;
+  struct fbuf fq[SF_QUEUE];
+  int fq_n, ffree_n;
+  uint8_t *ffree[SF_QUEUE + 2];
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
-  _Atomic uint64_t f_taken; /* file bytes the writer has taken */
-  /* the writer's own head (records taken) and the spill list's stub,
-   * whose next is the oldest spilled record not taken */
+  _Atomic uint64_t f_taken;  /* file bytes the writer has taken */
+  _Atomic(sblk *) sb_free;   /* memory spill blocks the writer has read */
+  _Atomic uint32_t sb_avail; /* … blocks there and in sb_spare */
+  int f_nbuf;                /* spill file buffers that exist (f_mu) */
+  /* the writer's own head (records taken) and its memory spill block
+   * (the oldest not handed back) */
   _Alignas(LINE) uint64_t chead;
-  spill *sp_head;
+  uint64_t ctail; /* the tail as the writer last loaded it: it loads it
+                     again only once it has taken everything up to it,
+                     so the emitter's line stays in the emitter's cache */
+  sblk *sb_head;  /* the oldest memory spill block not handed back */
   /* the writer's side of the spill file: next record's offset, a read
    * buffer holding file bytes [rb_off, rb_off + rb_len), how far it is
    * committed (recorded in the header) and punched out */
@@ -147,6 +184,33 @@ typedef struct tq {
   uint8_t *rb;
   size_t rb_len, rb_cap;
 } tq;
+
+/* Large buffers (rings, records of megabytes, spill blocks) are mapped
+ * on their own and unmapped when done. Not in 2 MiB pages: on the VMs
+ * measured, first touching fresh huge pages cost 4x what 4 KiB ones do
+ * (0.1-0.2 GB/s against 0.4-0.7); what is touched once is kept and
+ * reused instead (spill blocks and buffers), and the writer thread
+ * faults spare ones in ahead of the emitter (spill_prefault). */
+#define BIG_MIN ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+static size_t big_len(size_t n) {
+  return (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+static void *big_alloc(size_t n) {
+  if (n < BIG_MIN)
+    return malloc(n);
+  void *p = mmap(NULL, big_len(n), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  return p;
+}
+static void big_free(void *p, size_t n) {
+  if (p && n < BIG_MIN)
+    free(p);
+  else if (p)
+    munmap(p, big_len(n));
+}
 
 /* A counter only one thread adds to: no locked instruction. */
 static void bump(_Atomic uint64_t *c, uint64_t by) {
@@ -163,12 +227,15 @@ struct spy_trace {
   uint32_t batch;
   size_t qcap, retry_bytes, spill_cap;
   uint64_t spill_file_cap;
-  _Atomic size_t spill_bytes;    /* spilled and not yet taken by the writer */
+  _Atomic size_t spill_bytes;    /* memory spill blocks held (reused) */
+  _Atomic uint64_t spill_blocks; /* … allocated, ever */
+  size_t sb_bytes;               /* a block's size (<= spill_cap) */
   _Atomic uint64_t file_pending; /* records in spill files not taken */
   _Atomic uint32_t nqueues;      /* queue ids */
   char *spill_dir;               /* where spill files go */
   int spill_parent_made;         /* its parent was made for it (postgres) */
   uint32_t delay_us;             /* SPY_TRACE_WRITER_DELAY_US (tests) */
+  int discard;                   /* SPY_TRACE_DISCARD (bench) */
   uint32_t retry_ms;
   void (*on_error)(void *, int, const char *);
   void *on_error_arg;
@@ -363,6 +430,14 @@ static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
 
 /* ---- the writer's side of the rings ----------------------------------- */
 
+/* q's published tail, loaded again only when the writer has caught up
+ * with the one it loaded last. */
+static uint64_t ring_tail(tq *q) {
+  if (q->chead >= q->ctail)
+    q->ctail = atomic_load_explicit(&q->tail, memory_order_acquire);
+  return q->ctail;
+}
+
 /* The next record of q at or after its writer head, skipping wrap marks;
  * NULL when q holds nothing more. *seq receives its number. */
 static const uint8_t *peek(tq *q, uint64_t tail, uint64_t *seq) {
@@ -419,9 +494,58 @@ static void writer_sleep(spy_trace *t, uint32_t state, int64_t timeout_ns) {
   atomic_store(&t->wr_state, 0);
 }
 
-/* The oldest spilled record of q, or NULL. */
-static spill *spill_peek(tq *q) {
-  return atomic_load_explicit(&q->sp_head->next, memory_order_acquire);
+static void fbuf_free(uint8_t *p, size_t cap);
+
+/* Takes `bytes` of the memory spill bound (emitters and the writer may
+ * race for it): 1, or 0 when it is used up. */
+static int spill_reserve(spy_trace *t, size_t bytes) {
+  size_t cur = atomic_load_explicit(&t->spill_bytes, memory_order_relaxed);
+  do
+    if (cur + bytes > t->spill_cap)
+      return 0;
+  while (!atomic_compare_exchange_weak_explicit(
+      &t->spill_bytes, &cur, cur + bytes, memory_order_relaxed,
+      memory_order_relaxed));
+  return 1;
+}
+
+/* The writer hands a block to q's emitter. */
+static void blk_push_free(tq *q, sblk *b) {
+  sblk *old = atomic_load_explicit(&q->sb_free, memory_order_relaxed);
+  do
+    atomic_store_explicit(&b->next, old, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(
+      &q->sb_free, &old, b, memory_order_release, memory_order_relaxed));
+  atomic_fetch_add_explicit(&q->sb_avail, 1, memory_order_relaxed);
+}
+
+/* A memory spill block the writer has read to its end: reused (on the
+ * free list), or freed (a stub, a large record's own). */
+static void blk_retire(spy_trace *t, tq *q, sblk *b) {
+  if (!b->cap) {
+    free(b);
+  } else if (sizeof(sblk) + b->cap != t->sb_bytes) {
+    atomic_fetch_sub(&t->spill_bytes, sizeof(sblk) + b->cap);
+    fbuf_free((uint8_t *)b, sizeof(sblk) + b->cap);
+  } else {
+    b->rd = 0;
+    blk_push_free(q, b);
+  }
+}
+
+/* The oldest spilled record of q in memory, or NULL. */
+static const uint8_t *blk_peek(spy_trace *t, tq *q) {
+  for (;;) {
+    sblk *b = q->sb_head;
+    if (b->rd < atomic_load_explicit(&b->pub, memory_order_acquire))
+      return b->data + b->rd;
+    sblk *nx = atomic_load_explicit(&b->next, memory_order_acquire);
+    /* next set: b is complete; its last records were published before */
+    if (!nx || b->rd < atomic_load_explicit(&b->pub, memory_order_acquire))
+      return nx ? b->data + b->rd : NULL;
+    q->sb_head = nx;
+    blk_retire(t, q, b);
+  }
 }
 
 /* ---- spill files ---------------------------------------------------- */
@@ -450,30 +574,73 @@ static void sf_path(const char *dir, uint32_t id, char *out, size_t cap) {
   snprintf(out, cap, "%s/spill-%u.bin", dir, id);
 }
 
+/* A spill buffer: SF_BUF bytes (reused), or a record's own (larger). */
+static uint8_t *fbuf_alloc(size_t cap) {
+  void *p = mmap(NULL, big_len(cap), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  return p;
+}
+static void fbuf_free(uint8_t *p, size_t cap) {
+  if (p)
+    munmap(p, big_len(cap));
+}
+
+/* Faults a fresh buffer in (on the writer thread, ahead of the emitter:
+ * a first touch of fresh memory costs microseconds per page). */
+static void prefault(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(p, n, MADV_POPULATE_WRITE) == 0)
+    return;
+#endif
+  memset(p, 0, n);
+}
+
 /* Reads n appended bytes of q's spill file at off: what is on disk with
- * pread (outside the lock: written bytes do not change), what the
- * emitter has not written yet from its buffer. */
+ * pread (outside the lock: written bytes do not change), what is not
+ * written yet from the buffers that hold it. */
 static int file_read(tq *q, uint8_t *out, size_t n, uint64_t off) {
   size_t got = 0;
   while (got < n) {
     uint64_t at = off + got;
+    struct fbuf *kb = &q->w_keep; /* a write of it failed */
+    if (kb->p && at >= q->w_off && at < q->w_off + kb->len) {
+      size_t k = (size_t)(q->w_off + kb->len - at);
+      if (k > n - got)
+        k = n - got;
+      memcpy(out + got, kb->p + (at - q->w_off), k);
+      got += k;
+      continue;
+    }
     pthread_mutex_lock(&q->f_mu);
     uint64_t disk = q->f_disk;
-    if (at >= disk) {
-      size_t k = n - got, have = (size_t)(disk + q->f_blen - at);
-      if (k > have)
-        k = have;
-      memcpy(out + got, q->f_buf + (at - disk), k);
+    if (at >= disk) { /* the buffers hold it, in order */
+      uint64_t pos = disk;
+      for (int i = 0; i <= q->fq_n && got < n; i++) {
+        const uint8_t *bp = i < q->fq_n ? q->fq[i].p : q->f_buf;
+        size_t bl = i < q->fq_n ? q->fq[i].len : q->f_blen;
+        uint64_t cur = off + got;
+        if (cur < pos + bl) {
+          size_t skip = (size_t)(cur - pos), k = bl - skip;
+          if (k > n - got)
+            k = n - got;
+          memcpy(out + got, bp + skip, k);
+          got += k;
+        }
+        pos += bl;
+      }
       pthread_mutex_unlock(&q->f_mu);
-      if (!k)
+      if (got < n)
         return SPY_EIO; /* beyond what was appended: cannot happen */
-      got += k;
       continue;
     }
     pthread_mutex_unlock(&q->f_mu);
     size_t k = n - got;
     if (k > disk - at)
       k = (size_t)(disk - at);
+    if (kb->p && at < q->w_off && k > q->w_off - at)
+      k = (size_t)(q->w_off - at);
     int rc = pread_all(q->fd, out + got, k, at);
     if (rc < 0)
       return rc;
@@ -482,33 +649,140 @@ static int file_read(tq *q, uint8_t *out, size_t n, uint64_t off) {
   return 0;
 }
 
-/* Writes q's buffered spill records out (under f_mu). A failed write
- * makes the file take no more; the bytes stay in f_buf, where the
- * writer reads them. */
-static void file_flush(tq *q) {
-  if (!q->f_blen || q->f_bad)
-    return;
-  size_t off = 0;
-  while (off < q->f_blen) {
-    ssize_t w = pwrite(q->fd, q->f_buf + off, q->f_blen - off,
-                       (off_t)(q->f_disk + off));
+/* Fills in the checksum of each record of a buffer (records back to
+ * back: u32 length, u32 checksum, the record): the emitter leaves them
+ * to whoever writes the buffer out. */
+static void fbuf_sums(uint8_t *p, size_t len) {
+  for (size_t at = 0; at + 8 <= len;) {
+    uint32_t n;
+    memcpy(&n, p + at, 4);
+    if (at + 8 + n > len)
+      break;
+    uint32_t sum = sf_sum(p + at + 8, n);
+    memcpy(p + at + 4, &sum, 4);
+    at += 8 + (size_t)n;
+  }
+}
+
+/* Writes len bytes of a buffer at off, checksums first. 0, or -1 when
+ * the write failed (a full disk, an error: what it cut is truncated
+ * away, so nothing of it counts as on disk). */
+static int fbuf_write(tq *q, uint8_t *p, size_t len, uint64_t off, int cut) {
+  fbuf_sums(p, len);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = pwrite(q->fd, p + done, len - done, (off_t)(off + done));
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0)
       break;
-    off += (size_t)w;
+    done += (size_t)w;
   }
-  if (off < q->f_blen) {
-    /* a full disk or an error: nothing of the buffer counts as on disk
-     * (a cut record past f_disk is never read from the file) */
-    if (off && ftruncate(q->fd, (off_t)q->f_disk) != 0) {
+  if (done == len)
+    return 0;
+  /* cut back what it wrote of it, when nothing lies beyond (the writer's
+   * buffer may have the emitter's written after it: the cut record then
+   * stays, and spy_trace_recover stops there) */
+  if (done && cut && ftruncate(q->fd, (off_t)off) != 0) {
+  }
+  return -1;
+}
+
+/* A buffer written out (under f_mu): it becomes a spare, or goes. */
+static void fbuf_done(tq *q, struct fbuf b) {
+  if (b.cap == SF_BUF && q->ffree_n < SF_QUEUE + 2)
+    q->ffree[q->ffree_n++] = b.p;
+  else {
+    if (b.cap == SF_BUF)
+      q->f_nbuf--;
+    fbuf_free(b.p, b.cap);
+  }
+}
+
+/* Takes q's oldest full buffer off the queue after its write (under
+ * f_mu). */
+static void fq_pop(tq *q) {
+  struct fbuf b = q->fq[0];
+  q->fq_n--;
+  memmove(q->fq, q->fq + 1, (size_t)q->fq_n * sizeof q->fq[0]);
+  q->f_disk += b.len;
+  fbuf_done(q, b);
+}
+
+/* The writer writes q's full buffers out, oldest first, each taken off
+ * the queue and written outside the lock (the emitter goes on appending
+ * meanwhile); with `all` also the buffer being filled (under the lock:
+ * once per commit). */
+static void file_drain(tq *q, int all) {
+  pthread_mutex_lock(&q->f_mu);
+  while (q->fq_n && !q->f_bad) {
+    struct fbuf b = q->fq[0];
+    uint64_t off = q->f_disk;
+    q->fq_n--;
+    memmove(q->fq, q->fq + 1, (size_t)q->fq_n * sizeof q->fq[0]);
+    q->f_disk += b.len;
+    pthread_mutex_unlock(&q->f_mu);
+    int bad = fbuf_write(q, b.p, b.len, off, 0);
+    pthread_mutex_lock(&q->f_mu);
+    if (bad) { /* its bytes stay readable from memory */
+      q->f_bad = 1;
+      q->w_keep = b;
+      q->w_off = off;
+      bump(&q->spill_fail, 1);
+    } else
+      fbuf_done(q, b);
+  }
+  /* a spare buffer faulted in here, not on the build thread */
+  if (!q->ffree_n && q->f_nbuf < SF_QUEUE + 2 && !q->f_bad) {
+    q->f_nbuf++;
+    pthread_mutex_unlock(&q->f_mu);
+    uint8_t *nb = fbuf_alloc(SF_BUF);
+    if (nb)
+      prefault(nb, SF_BUF);
+    pthread_mutex_lock(&q->f_mu);
+    if (nb && q->ffree_n < SF_QUEUE + 2)
+      q->ffree[q->ffree_n++] = nb;
+    else {
+      q->f_nbuf--;
+      fbuf_free(nb, SF_BUF);
     }
-    q->f_bad = 1;
-    bump(&q->spill_fail, 1);
-    return;
   }
-  q->f_disk += q->f_blen;
-  q->f_blen = 0;
+  if (all && q->f_blen && !q->f_bad) {
+    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk, 1) < 0) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+    } else {
+      q->f_disk += q->f_blen;
+      q->f_blen = 0;
+    }
+  }
+  pthread_mutex_unlock(&q->f_mu);
+}
+
+/* The emitter finds the queue of full buffers full (a writer that does
+ * not get to run): it writes them out itself (under f_mu), oldest first,
+ * then the one it fills. -1 when a write failed. */
+static int file_flush_self(tq *q) {
+  if (q->f_bad)
+    return -1;
+  while (q->fq_n) {
+    if (fbuf_write(q, q->fq[0].p, q->fq[0].len, q->f_disk, 1) < 0) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+      return -1;
+    }
+    fq_pop(q);
+  }
+  if (q->f_blen) {
+    if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk, 1) < 0) {
+      q->f_bad = 1;
+      bump(&q->spill_fail, 1);
+      return -1;
+    }
+    q->f_disk += q->f_blen;
+    q->f_blen = 0;
+  }
+  return 0;
 }
 
 /* The next record of q's spill file (in q->rb), or NULL when the file
@@ -538,7 +812,11 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
         if (n >= 16)
           memcpy(&rn, rec, 4);
         *len = 8 + (size_t)n;
-        *bad = n < 16 || rn != n || sf_sum(rec, n) != sum;
+        /* the checksum is for spy_trace_recover (a record cut by a
+         * kill); what this process appended and published is whole, and
+         * may not be summed yet (it is when it is written out) */
+        (void)sum;
+        *bad = n < 16 || rn != n;
         *seq = *bad ? 0 : rd64le(rec + 8);
         return rec;
       }
@@ -566,6 +844,43 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
   return NULL;
 }
 
+/* Once a queue spills to memory, the writer keeps two fresh blocks
+ * faulted in on its free list (within spill_bytes), so the emitter
+ * seldom touches fresh memory. */
+static void spill_prefault(spy_trace *t) {
+  if (!t->sb_bytes)
+    return;
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next) {
+    if (!atomic_load_explicit(&q->spilled, memory_order_relaxed) ||
+        atomic_load_explicit(&q->sb_avail, memory_order_relaxed) >= 2 ||
+        !spill_reserve(t, t->sb_bytes))
+      continue;
+    sblk *b = (sblk *)fbuf_alloc(t->sb_bytes);
+    if (!b) {
+      atomic_fetch_sub(&t->spill_bytes, t->sb_bytes);
+      continue;
+    }
+    prefault(b, t->sb_bytes);
+    b->cap = t->sb_bytes - sizeof(sblk);
+    b->rd = 0;
+    atomic_fetch_add(&t->spill_blocks, 1);
+    blk_push_free(q, b);
+  }
+}
+
+/* The writer writes the spill buffers the emitters filled out (between
+ * batches and every 64 records). */
+static void files_drain(spy_trace *t) {
+  spill_prefault(t);
+  if (!atomic_load(&t->file_pending))
+    return;
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next)
+    if (atomic_load_explicit(&q->f_len, memory_order_acquire))
+      file_drain(q, 0);
+}
+
 /* After a commit: the header's resume offset moves to what the writer has
  * taken (all of it is committed now), and consumed space is punched out. */
 static void files_committed(spy_trace *t) {
@@ -576,9 +891,7 @@ static void files_committed(spy_trace *t) {
       continue;
     /* what the emitter gathered goes to disk at least once per commit:
      * a killed process loses at most that much of it */
-    pthread_mutex_lock(&q->f_mu);
-    file_flush(q);
-    pthread_mutex_unlock(&q->f_mu);
+    file_drain(q, 1);
     if (q->f_rd <= q->f_resume)
       continue;
     uint8_t b[8];
@@ -597,7 +910,7 @@ static void files_committed(spy_trace *t) {
 }
 
 /* Takes the record numbered t->wseq + 1 into *out: 1, or 0 when it is not
- * published yet; *spilled is set when it comes from a spill list (1) or a
+ * published yet; *spilled is set when it comes from a spill block (1) or a
  * spill file (2; *flen its bytes there, *bad when damaged). */
 static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
                      int *spilled, size_t *flen, int *bad) {
@@ -614,12 +927,12 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
         return 1;
       }
     }
-  if (atomic_load(&t->spill_bytes))
+  if (atomic_load_explicit(&t->spill_blocks, memory_order_relaxed))
     for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
          q = q->next) {
-      spill *sp = spill_peek(q);
-      if (sp && rd64le(sp->rec + 8) == want) {
-        *slot = sp->rec;
+      const uint8_t *r = blk_peek(t, q);
+      if (r && rd64le(r + 8) == want) {
+        *slot = r;
         *from = q;
         *spilled = 1;
         return 1;
@@ -627,7 +940,7 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
     }
   tq *q = t->last;
   if (q) { /* threads emit in runs: try the last ring first */
-    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    uint64_t tail = ring_tail(q);
     const uint8_t *p = peek(q, tail, &seq);
     if (p && seq == want) {
       *slot = p;
@@ -639,7 +952,7 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
        q = q->next) {
     if (q == t->last)
       continue;
-    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    uint64_t tail = ring_tail(q);
     const uint8_t *p = peek(q, tail, &seq);
     if (p && seq == want) {
       *slot = p;
@@ -649,6 +962,15 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
     }
   }
   return 0;
+}
+
+/* Hands one record to the writer, or (SPY_TRACE_DISCARD, a bench knob
+ * that isolates the emitting side's cost) only counts it. */
+static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
+  if (SPY_TRACE_UNLIKELY(t->discard))
+    st->written++;
+  else
+    process(t, rec, st);
 }
 
 /* The writer loop, on whichever thread runs it: returns when the session
@@ -691,8 +1013,13 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     }
     spy_trace_stats st = {0};
     uint64_t busy0 = spy__mono_ns();
+    files_drain(t);
     uint32_t n = 0, gaps = 0;
-    while (n < t->batch && atomic_load(&t->seq) > t->wseq) {
+    /* the numbers given so far, loaded again only when the writer has
+     * taken them all (the counter's line is the emitters') */
+    uint64_t given = atomic_load(&t->seq);
+    while (n < t->batch &&
+           (t->wseq < given || (given = atomic_load(&t->seq)) > t->wseq)) {
       const uint8_t *slot;
       tq *q;
       int spilled, bad = 0;
@@ -710,16 +1037,15 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         if (bad)
           report(t, SPY_EIO, "a spill file record is damaged; lost");
         else
-          process(t, slot, &st);
+          take_one(t, slot, &st);
         q->f_rd += flen;
         atomic_store_explicit(&q->f_taken, q->f_rd, memory_order_release);
         atomic_fetch_sub(&t->file_pending, 1);
       } else if (spilled) { /* the record becomes the list's stub */
-        spill *sp = spill_peek(q);
-        process(t, sp->rec, &st);
-        free(q->sp_head);
-        q->sp_head = sp;
-        atomic_fetch_sub(&t->spill_bytes, sp->n);
+        uint32_t rn;
+        memcpy(&rn, slot, 4);
+        take_one(t, slot, &st);
+        q->sb_head->rd += ((size_t)rn + 7u) & ~(size_t)7u;
       } else {
         uint32_t m;
         memcpy(&m, slot, 4);
@@ -729,8 +1055,12 @@ static void writer_loop(spy_trace *t, uint64_t until) {
           memcpy(&heap, slot + 8, sizeof heap);
           rec = heap;
         }
-        process(t, rec, &st);
-        free(heap);
+        take_one(t, rec, &st);
+        if (heap) {
+          uint32_t hn;
+          memcpy(&hn, heap, 4);
+          big_free(heap, hn);
+        }
         q->chead += m == MARK_HEAP ? HEAP_REC : ((size_t)m + 3u) & ~(size_t)3u;
       }
       t->wseq++;
@@ -739,6 +1069,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         sleep_us(t->delay_us);
       if ((n & 63) == 0) { /* hand space back early: an emitter may wait */
         give_back(t);
+        files_drain(t);
         /* a writer that is behind still commits every COMMIT_NS: what a
          * killed process loses stays bounded in time */
         if (spy__mono_ns() - last_commit >= COMMIT_NS ||
@@ -871,11 +1202,11 @@ static tq *tq_new(size_t cap) {
   q->cap = cap;
   q->fd = -1;
   pthread_mutex_init(&q->f_mu, NULL);
-  q->ring = malloc(cap);
-  q->sp_head = q->sp_tail = calloc(1, sizeof(spill));
-  if (!q->ring || !q->sp_head) {
-    free(q->ring);
-    free(q->sp_head);
+  q->ring = big_alloc(cap);
+  q->sb_head = q->sb_tail = calloc(1, sizeof(sblk));
+  if (!q->ring || !q->sb_head) {
+    big_free(q->ring, cap);
+    free(q->sb_head);
     pthread_mutex_destroy(&q->f_mu);
     free(q);
     return NULL;
@@ -969,11 +1300,38 @@ static inline void late_ts(uint8_t *rec, int late) {
     wr64le(rec + 16, spy__wall_us());
 }
 
-/* Appends a numbered record (in sp) to q's spill list. */
-static void spill_push(spy_trace *t, tq *q, spill *sp) {
-  atomic_store_explicit(&q->sp_tail->next, sp, memory_order_release);
-  q->sp_tail = sp;
-  (void)t;
+/* A block for a spilled record of `slot` bytes (a block handed back, a
+ * new one within spill_bytes, or for a large record one of its own),
+ * linked after q's last; NULL when memory is used up. */
+static sblk *blk_next(spy_trace *t, tq *q, size_t slot) {
+  sblk *b = NULL;
+  size_t bytes = t->sb_bytes;
+  if (bytes && sizeof(sblk) + slot <= bytes) {
+    if (!q->sb_spare)
+      q->sb_spare =
+          atomic_exchange_explicit(&q->sb_free, NULL, memory_order_acquire);
+    if ((b = q->sb_spare)) {
+      q->sb_spare = atomic_load_explicit(&b->next, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&q->sb_avail, 1, memory_order_relaxed);
+    }
+  } else
+    bytes = sizeof(sblk) + slot;
+  if (!b) {
+    if (!t->sb_bytes || !spill_reserve(t, bytes))
+      return NULL;
+    if (!(b = (sblk *)fbuf_alloc(bytes))) {
+      atomic_fetch_sub(&t->spill_bytes, bytes);
+      return NULL;
+    }
+    b->cap = bytes - sizeof(sblk);
+    atomic_fetch_add(&t->spill_blocks, 1);
+  }
+  atomic_store_explicit(&b->next, NULL, memory_order_relaxed);
+  atomic_store_explicit(&b->pub, 0, memory_order_relaxed);
+  atomic_store_explicit(&q->sb_tail->next, b, memory_order_release);
+  q->sb_tail = b;
+  q->sb_w = 0;
+  return b;
 }
 
 /* Creates q's spill file with its header block. 0 or a negative code. */
@@ -1028,12 +1386,21 @@ static int file_open(spy_trace *t, tq *q) {
   return 0;
 }
 
+/* Room for k more full buffers in q's queue (under f_mu): up to
+ * SF_QUEUE; beyond, the emitter writes them out itself. 0, or -1 (a
+ * write failed: the caller waits for ring space). */
+static int fq_room(tq *q, int k) {
+  return q->fq_n + k <= SF_QUEUE ? 0 : file_flush_self(q);
+}
+
 /* Memory is used up (or q is in file mode): appends the record to q's
- * spill file: into the queue's buffer, written out once it holds SF_FLUSH
- * bytes (and by the writer at each commit), so the spill costs one
- * write per many records, not one per record. Returns 0, a negative
- * code, or 1 when the file cannot take it (no file, its bound reached,
- * a write failed): the caller waits for ring space. */
+ * spill file: encoded once, straight into the buffer the queue fills
+ * (reused 2 MiB buffers); a full buffer is queued for the writer thread,
+ * which writes it out (checksums and all) at its next batch, so the
+ * build thread makes no write. Only when SF_QUEUE full buffers wait (a
+ * writer that does not run) does the emitter write them itself. Returns
+ * 0, a negative code, or 1 when the file cannot take it (no file, its
+ * bound reached, a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                      const void *act, uint64_t ts, uint32_t build, size_t need,
                      int late) {
@@ -1053,75 +1420,58 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   int rc = 1;
   uint64_t live =
       q->f_wr - atomic_load_explicit(&q->f_taken, memory_order_acquire);
-  if (q->f_bad || live + 8 + need > t->spill_file_cap)
-    goto out;
   size_t total = 8 + need;
-  if (q->f_blen + total > SF_BUF)
-    file_flush(q);
-  if (q->f_bad)
+  if (q->f_bad || live + total > t->spill_file_cap)
     goto out;
-  uint8_t *at;
-  if (total <= SF_BUF) { /* gathered in the buffer */
-    if (!q->f_buf && !(q->f_buf = malloc(SF_BUF)))
+  /* the buffer being filled is queued when the record does not fit (a
+   * large record gets a buffer of its own, queued after it) */
+  if (q->f_blen && (q->f_blen + total > SF_BUF || total > SF_BUF)) {
+    if (fq_room(q, 1 + (total > SF_BUF)) < 0)
       goto out;
-    at = q->f_buf + q->f_blen;
-  } else { /* a large record: written alone, after the buffer */
-    if (!q->f_node || q->f_node_cap < total) {
-      free(q->f_node);
-      q->f_node_cap = total;
-      if (!(q->f_node = malloc(sizeof(spill) + q->f_node_cap))) {
-        q->f_node_cap = 0;
-        goto out;
-      }
+    if (q->f_blen) {
+      q->fq[q->fq_n++] = (struct fbuf){q->f_buf, q->f_blen, SF_BUF};
+      q->f_buf = NULL;
+      q->f_blen = 0;
     }
-    at = q->f_node->rec;
+  }
+  uint8_t *at;
+  if (total > SF_BUF) {
+    if (fq_room(q, 1) < 0)
+      goto out;
+    if (!(at = fbuf_alloc(total)))
+      goto out;
+  } else {
+    if (!q->f_buf) {
+      if (q->ffree_n)
+        q->f_buf = q->ffree[--q->ffree_n];
+      else if ((q->f_buf = fbuf_alloc(SF_BUF)))
+        q->f_nbuf++;
+      else
+        goto out;
+    }
+    at = q->f_buf + q->f_blen;
   }
   spy_trace_encode(kind, act, 0, ts, build, at + 8, need);
   late_ts(at + 8, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(at + 16, seq);
-  uint32_t hdr[2] = {(uint32_t)need, sf_sum(at + 8, need)};
+  uint32_t hdr[2] = {(uint32_t)need, 0}; /* summed when written out */
   memcpy(at, hdr, 8);
-  rc = 0;
-  if (at != q->f_buf + q->f_blen) {
-    ssize_t w;
-    do
-      w = pwrite(q->fd, at, total, (off_t)q->f_disk);
-    while (w < 0 && errno == EINTR);
-    if (w != (ssize_t)total) {
-      /* the record has its number: it goes to memory whatever the bound
-       * (one record), and the file takes no more */
-      if (w > 0 && ftruncate(q->fd, (off_t)q->f_disk) != 0) {
-      }
-      q->f_bad = 1;
-      bump(&q->spill_fail, 1);
-      pthread_mutex_unlock(&q->f_mu);
-      spill *sp = q->f_node;
-      q->f_node = NULL;
-      q->f_node_cap = 0;
-      memmove(sp->rec, sp->rec + 8, need);
-      atomic_init(&sp->next, NULL);
-      sp->n = sizeof(spill) + need;
-      atomic_fetch_add(&t->spill_bytes, sp->n);
-      spill_push(t, q, sp);
-      goto counted;
-    }
-    q->f_disk += total;
-  } else
+  if (total > SF_BUF)
+    q->fq[q->fq_n++] = (struct fbuf){at, total, total};
+  else
     q->f_blen += total;
+  rc = 0;
   q->f_wr += total;
   atomic_fetch_add(&t->file_pending, 1); /* before it can be seen */
   atomic_store_explicit(&q->f_len, q->f_wr, memory_order_release);
   bump(&q->spilled_disk, 1);
   bump(&q->spilled_bytes, total);
   q->f_mode = 1;
-  if (q->f_blen >= SF_FLUSH)
-    file_flush(q);
 out:
   pthread_mutex_unlock(&q->f_mu);
   if (rc)
     return rc;
-counted:
   bump(&q->emitted, 1);
   bump(&q->spilled, 1);
   bump(&q->queued_bytes, (uint64_t)need);
@@ -1129,31 +1479,28 @@ counted:
   return 0;
 }
 
-/* The ring is full: encodes the action to the heap and appends it to q's
- * spill list, or beyond the memory bound to q's spill file. Returns 0, a
- * negative code, or 1 when both bounds are used up (the caller waits for
- * ring space). */
+/* The ring is full: encodes the action into q's memory spill block, or
+ * beyond the memory bound into q's spill file. need: the record's size
+ * when known, else 0. Returns 0, a negative code, or 1 when
+ * both bounds are used up (the caller waits for ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
-                      const void *act, uint64_t ts, uint32_t build, int late) {
-  int64_t need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+                      const void *act, uint64_t ts, uint32_t build, int late,
+                      int64_t need) {
+  if (!need) /* not encoded yet (an attempt in the ring knows it) */
+    need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
   if (need < 0)
     return (int)need;
-  size_t n = sizeof(spill) + (size_t)need;
-  if (q->f_mode ||
-      atomic_load_explicit(&t->spill_bytes, memory_order_relaxed) + n >
-          t->spill_cap)
+  size_t slot = ((size_t)need + 7u) & ~(size_t)7u;
+  sblk *b = q->sb_tail;
+  if (q->f_mode || (b->cap - q->sb_w < slot && !(b = blk_next(t, q, slot))))
     return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
-  spill *sp = malloc(n);
-  if (!sp)
-    return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
-  atomic_init(&sp->next, NULL);
-  sp->n = n;
-  spy_trace_encode(kind, act, 0, ts, build, sp->rec, (size_t)need);
-  late_ts(sp->rec, late);
-  atomic_fetch_add(&t->spill_bytes, n); /* before it can be taken */
+  uint8_t *at = b->data + q->sb_w;
+  spy_trace_encode(kind, act, 0, ts, build, at, (size_t)need);
+  late_ts(at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
-  wr64le(sp->rec + 8, seq);
-  spill_push(t, q, sp);
+  wr64le(at + 8, seq);
+  q->sb_w += slot;
+  atomic_store_explicit(&b->pub, q->sb_w, memory_order_release);
   bump(&q->emitted, 1);
   bump(&q->spilled, 1);
   bump(&q->queued_bytes, (uint64_t)need);
@@ -1182,16 +1529,20 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
    * wait or spill), just before it is published, so the tracer's own
    * work lies outside the measured call */
   int late = kind->role == SPY_ROLE_HOOK_START;
-  uint64_t ts = spy__wall_us();
+  /* one clock read per emit: a Start's is its late one (late_ts) */
+  uint64_t ts = late ? 0 : spy__wall_us();
   if (t->tap.gate &&
-      (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask))
+      (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask)) {
+    if (late)
+      ts = spy__wall_us();
     t->tap.action(t->tap.ctx, kind, act, ts, build);
+  }
   if (SPY_TRACE_UNLIKELY(q->f_mode)) {
     /* the queue spills to its file until the writer has read it all */
     if (atomic_load_explicit(&q->f_taken, memory_order_acquire) == q->f_wr)
       q->f_mode = 0;
     else {
-      int rc = spill_emit(t, q, kind, act, ts, build, late);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, 0);
       if (rc <= 0)
         return rc;
       q->f_mode = 0; /* the file takes no more: the ring, waiting */
@@ -1215,7 +1566,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       if (slot <= room)
         break; /* encoded in place: the common case */
       if (slot > q->cap / 4) {
-        if (!(heap = malloc((size_t)need)))
+        if (!(heap = big_alloc((size_t)need)))
           return SPY_ENOMEM;
         spy_trace_encode(kind, act, 0, ts, build, heap, (size_t)need);
         slot = HEAP_REC;
@@ -1231,9 +1582,9 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       continue;
     }
     if (!w0) {
-      int rc = spill_emit(t, q, kind, act, ts, build, late);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, need);
       if (rc <= 0) {
-        free(heap);
+        big_free(heap, (size_t)need);
         return rc;
       }
       w0 = spy__mono_ns();
@@ -1403,11 +1754,17 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->spill_file_cap = strtoull(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_WRITER_DELAY_US")) && *e)
     t->delay_us = (uint32_t)strtoul(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_DISCARD")) && *e)
+    t->discard = atoi(e);
   t->nice = TRACE_NICE;
   if ((e = getenv("SPY_TRACE_NICE")) && *e)
     t->nice = atoi(e);
   if (t->qcap < 65536)
     t->qcap = 65536;
+  /* memory spill blocks: 2 MiB, or all of a smaller bound in one */
+  t->sb_bytes = t->spill_cap >= SB_BYTES ? SB_BYTES
+                : t->spill_cap >= 16384  ? t->spill_cap & ~(size_t)7u
+                                         : 0;
   t->qcap &= ~(size_t)3u;
   if (t->spill_file_cap > 1) {
     if (t->dir)
@@ -1513,14 +1870,23 @@ int64_t spy_trace_destroy(spy_trace *t) {
       }
     }
     free(q->rb);
-    free(q->f_node);
-    free(q->f_buf);
+    fbuf_free(q->f_buf, SF_BUF);
+    fbuf_free(q->w_keep.p, q->w_keep.cap);
+    for (int i = 0; i < q->fq_n; i++)
+      fbuf_free(q->fq[i].p, q->fq[i].cap);
+    for (int i = 0; i < q->ffree_n; i++)
+      fbuf_free(q->ffree[i], SF_BUF);
     pthread_mutex_destroy(&q->f_mu);
-    free(q->ring);
-    for (spill *sp = q->sp_head, *sn; sp; sp = sn) {
-      sn = atomic_load(&sp->next);
-      free(sp);
-    }
+    big_free(q->ring, q->cap);
+    sblk *lists[3] = {q->sb_head, q->sb_spare, atomic_load(&q->sb_free)};
+    for (int i = 0; i < 3; i++)
+      for (sblk *b = lists[i], *bn; b; b = bn) {
+        bn = atomic_load(&b->next);
+        if (b->cap)
+          fbuf_free((uint8_t *)b, sizeof(sblk) + b->cap);
+        else
+          free(b);
+      }
     free(q);
   }
   spy_trace_arena_free(&t->arena);
@@ -1567,6 +1933,7 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
         atomic_load_explicit(&q->spill_fail, memory_order_relaxed);
   }
   out->builds = atomic_load(&t->builds);
+  out->spill_blocks = atomic_load(&t->spill_blocks);
   if (t->ops->lost && t->wstate)
     out->lost = t->ops->lost(t->wstate); /* read-only counter of the writer */
   if (t->ops->busy_ns && t->wstate)
