@@ -100,6 +100,8 @@ typedef struct sqlw {
   sqlite3_stmt *finish;
   sqlite3_stmt *hcall;  /* INSERT INTO hook_calls */
   sqlite3_stmt *ranges; /* upsert of a session_rows row */
+  sqlite3_stmt *txn[2]; /* BEGIN, COMMIT: prepared once, not parsed per
+                           batch (sqlite3_exec compiles its text each time) */
   hookcols hcols[8];
   ocall *oc; /* open calls, in Start order */
   size_t noc, capoc;
@@ -170,6 +172,18 @@ static int prepare(sqlw *w, const char *sql, sqlite3_stmt **st) {
       SQLITE_OK)
     return fail(w, sql);
   return 0;
+}
+
+/* BEGIN (0) or COMMIT (1), by its prepared statement. */
+static int txn(sqlw *w, int commit) {
+  sqlite3_stmt *st = w->txn[commit];
+  if (!st)
+    return exec(w, commit ? "COMMIT" : "BEGIN");
+  int rc = sqlite3_step(st) == SQLITE_DONE
+               ? 0
+               : fail(w, commit ? "COMMIT" : "BEGIN");
+  sqlite3_reset(st);
+  return rc;
 }
 
 /* Reads the store's schema version; refuses a newer one. */
@@ -296,14 +310,37 @@ static int ocix_rebuild(sqlw *w, size_t want) {
   return 0;
 }
 
-static void ocall_free(ocall *o) {
-  free(o->call_id);
-  free(o->plugin);
-  free(o->module);
+/* The call's strings share one allocation, call_id's. */
+static void ocall_free(ocall *o) { free(o->call_id); }
+
+/* Copies a call's id, plugin and module (NULL: none) into one block. */
+static int ocall_strs(ocall *o, const char *id, size_t nid, const char *pl,
+                      size_t npl, const char *mod, size_t nmod) {
+  char *b = malloc(nid + 1 + (pl ? npl + 1 : 0) + (mod ? nmod + 1 : 0));
+  o->call_id = b;
+  o->plugin = o->module = NULL;
+  if (!b)
+    return SPY_ENOMEM;
+  memcpy(b, id, nid);
+  b[nid] = 0;
+  b += nid + 1;
+  if (pl) {
+    memcpy(b, pl, npl);
+    b[npl] = 0;
+    o->plugin = b;
+    b += npl + 1;
+  }
+  if (mod) {
+    memcpy(b, mod, nmod);
+    b[nmod] = 0;
+    o->module = b;
+  }
+  return 0;
 }
 
-static char *vdup(const spy_trace_val *v) {
-  return v && v->type == SPY_TV_STR ? strndup(v->u.s, v->n) : NULL;
+static const char *vstr(const spy_trace_val *v, size_t *n) {
+  *n = v && v->type == SPY_TV_STR ? v->n : 0;
+  return v && v->type == SPY_TV_STR ? v->u.s : NULL;
 }
 
 /* A Start: remembered until its End. */
@@ -330,16 +367,17 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
                0,
                pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
                (int64_t)a->ts_us,
-               vdup(id),
-               vdup(fval(a, c->plugin)),
-               vdup(fval(a, c->subject)),
+               NULL,
+               NULL,
+               NULL,
                ""};
+  size_t npl, nmod;
+  const char *pl = vstr(fval(a, c->plugin), &npl);
+  const char *mod = vstr(fval(a, c->subject), &nmod);
+  if (ocall_strs(o, id->u.s, id->n, pl, npl, mod, nmod) < 0)
+    return SPY_ENOMEM;
   if (src && src->has_hash)
     spy_trace_hash_hex(src->hash, o->input);
-  if (!o->call_id) {
-    ocall_free(o);
-    return SPY_ENOMEM;
-  }
   size_t j = call_hash(a->build, id->u.s, id->n) & (w->ixcap - 1);
   while (w->ocix[j])
     j = (j + 1) & (w->ixcap - 1);
@@ -474,14 +512,14 @@ static int reload_calls(sqlw *w) {
                    0,
                    sqlite3_column_int64(st, 3),
                    sqlite3_column_int64(st, 5),
-                   strdup(cid),
-                   pl ? strdup(pl) : NULL,
-                   mod ? strdup(mod) : NULL,
+                   NULL,
+                   NULL,
+                   NULL,
                    ""};
       if (in && strlen(in) == 32)
         memcpy(o->input, in, 33);
-      if (!o->call_id || (pl && !o->plugin) || (mod && !o->module)) {
-        ocall_free(o);
+      if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
+                     mod ? strlen(mod) : 0) < 0) {
         rc = SPY_ENOMEM;
         break;
       }
@@ -623,7 +661,9 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                     "INSERT INTO session_rows(session,tbl,lo,hi) "
                     "VALUES(?1,?2,?3,?4) ON CONFLICT(session,tbl) DO UPDATE "
                     "SET lo=min(lo,excluded.lo),hi=max(hi,excluded.hi)",
-                    &w->ranges)))
+                    &w->ranges)) ||
+      (rc = prepare(w, "BEGIN", &w->txn[0])) ||
+      (rc = prepare(w, "COMMIT", &w->txn[1])))
     return rc;
   w->hpend.one = w->hcall;
   w->hpend.sql = sqlite3_sql(w->hcall);
@@ -686,7 +726,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
 static int begin(sqlw *w) {
   if (w->in_txn)
     return 0;
-  int rc = exec(w, "BEGIN");
+  int rc = txn(w, 0);
   if (rc == 0) {
     w->in_txn = 1;
     w->txn_failed = 0;
@@ -762,7 +802,7 @@ static void save_ranges(sqlw *w) {
   if (rc == 0)
     rc = save_range(w, &w->hpend);
   w->txn_n = 0; /* no actions: nothing to count */
-  if (rc < 0 || w->txn_failed || exec(w, "COMMIT") < 0) {
+  if (rc < 0 || w->txn_failed || txn(w, 1) < 0) {
     if (!sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
   }
@@ -952,7 +992,7 @@ static int sq_commit(void *state) {
   if (!w->in_txn)
     return rc;
   if (rc == 0 && !w->txn_failed)
-    rc = exec(w, "COMMIT");
+    rc = txn(w, 1);
   if (rc < 0 || w->txn_failed) {
     /* all or nothing: whatever failed, none of the batch is kept */
     if (!sqlite3_get_autocommit(w->db))
@@ -994,7 +1034,7 @@ static void open_calls(sqlw *w) {
       call_row(w, &w->oc[i], NULL, NULL);
   w->txn_n = 0; /* no actions: nothing to count */
   flush_rows(w);
-  if (w->txn_failed || exec(w, "COMMIT") < 0) {
+  if (w->txn_failed || txn(w, 1) < 0) {
     if (!sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
     ranges_end(w, 0);
@@ -1048,6 +1088,8 @@ static int64_t sq_close(void *state) {
   sqlite3_finalize(w->finish);
   sqlite3_finalize(w->hcall);
   sqlite3_finalize(w->ranges);
+  sqlite3_finalize(w->txn[0]);
+  sqlite3_finalize(w->txn[1]);
   for (size_t i = 0; i < w->noc; i++)
     ocall_free(&w->oc[i]);
   free(w->oc);
