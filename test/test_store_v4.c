@@ -217,10 +217,30 @@ TEST(v5_writer_appending_to_a_v4_sqlite_store_migrates_it) {
         t, &(spy_act_hook_transform_call_start){
                "m.c", {v[i], len[i]}, "p", 0, cid, 0});
   }
+  long long ends = db_int(dir, "SELECT count(*) FROM hook_transform_call_end");
+  for (int i = 0; i < 3; i++) { /* Ends kept in their calls' rows */
+    char cid[16];
+    snprintf(cid, sizeof cid, "t%d", i);
+    spy_emit_hook_transform_call_end(
+        t, &(spy_act_hook_transform_call_end){
+               "m.c", {v[i + 1], len[i + 1]}, "p", 0, cid, 0});
+  }
   CHECK_EQ(spy_trace_destroy(t), 0);
   CHECK_STR(msg, "");
-  CHECK_EQ(db_int(dir, "PRAGMA user_version"), SPY_TRACE_SCHEMA_VERSION);
+  CHECK_EQ(db_int(dir, "PRAGMA user_version"), SPY__SQLITE_SCHEMA);
   CHECK_EQ(db_int(dir, "SELECT count(*) FROM sessions"), 2);
+  /* schema 6: the old Ends in the renamed table, the new in hook_calls,
+   * the End's name a view over both */
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM hook_transform_call_end_kept"),
+           ends);
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM hook_calls WHERE end_seq IS NOT "
+                       "NULL"),
+           3);
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM hook_transform_call_end"),
+           ends + 3);
+  CHECK_EQ(db_int(dir, "SELECT type='view' FROM sqlite_master WHERE "
+                       "name='hook_transform_call_end'"),
+           1);
   /* the old session reads as it did; the new one's versions are copy
    * deltas beside the old zstd deltas, and all of them decode */
   CHECK_OK(stream(dir, SQL_SESSION, &after));

@@ -84,6 +84,37 @@ static void open_ranges(sq *s) {
   sqlite3_bind_int64(s->ranges, 1, s->key);
 }
 
+/* Schema 6: the rows of a hook End's table are those of its kept table
+ * and the ones its calls' hook_calls rows hold (spy__end_select_sql),
+ * merged in seq order; hook_calls is read over the session's rowid range
+ * when session_rows has one. */
+static int open_end(spy_trace_reader *r, int t, const spy__hook *h,
+                    spy__buf *q) {
+  sq *s = r->st;
+  sqlite3_int64 lo = 0, hi = 0;
+  int ranged = row_range(s, "hook_calls", &lo, &hi);
+  q->len = 0;
+  spy__buf_puts(q, "SELECT * FROM (");
+  spy__end_select_sql(q, h, "?1",
+                      ranged > 0    ? "h.rowid BETWEEN ?2 AND ?3 AND "
+                                      "h.session_id=?4"
+                      : ranged == 0 ? "0"
+                                    : "h.session_id=?4");
+  spy__buf_puts(q, ") ORDER BY seq");
+  spy__buf_putc(q, 0);
+  if (q->err)
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  if (sqlite3_prepare_v2(s->db, q->p, -1, &s->rows[t], NULL) != SQLITE_OK)
+    return spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  sqlite3_bind_int64(s->rows[t], 1, s->key);
+  if (ranged > 0) {
+    sqlite3_bind_int64(s->rows[t], 2, lo);
+    sqlite3_bind_int64(s->rows[t], 3, hi);
+  }
+  sqlite3_bind_text(s->rows[t], 4, r->session_id, -1, SQLITE_STATIC);
+  return 0;
+}
+
 /* Schema 4+: the session's key and one statement per derived table of the
  * built-in kinds, in the order the writer inserted its rows: by rowid,
  * within the range session_rows gives (a store holding many sessions is
@@ -116,6 +147,15 @@ static int open_tables(spy_trace_reader *r, const char *path) {
   spy__buf q = {0};
   for (int t = 0; t < r->schema.n && rc == 0; t++) {
     const spy__gtable *g = &r->schema.t[t];
+    const spy__hook *end = NULL;
+    for (const spy__hook *h = spy__hooks; s->schema >= 6 && h->hook; h++)
+      if (g->depth == 0 && h->end == g->rec)
+        end = h;
+    if (end) {
+      if ((rc = open_end(r, t, end, &q)) < 0)
+        break;
+      continue;
+    }
     sqlite3_int64 lo = 0, hi = 0;
     int ranged = row_range(s, g->name, &lo, &hi);
     if (ranged == 0)

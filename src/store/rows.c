@@ -237,9 +237,147 @@ void spy__views_sql(spy__buf *b, int pg) {
   hook_calls_view(b, pg, pg ? "hook_calls" : "hook_calls_live");
 }
 
+/* ---- SQLite: a hook's End kept in its call's hook_calls row ------------ */
+
+int spy__end_role(const spy__hook *h, uint32_t i) {
+  const spy_trace_field *f = &h->end->fields[i];
+  int str = f->type == SPY_TF_STR, src = -1;
+  for (uint32_t j = 0; j < h->end->nfields && src < 0; j++)
+    if (h->end->fields[j].type == SPY_TF_SRC ||
+        h->end->fields[j].type == SPY_TF_OSRC)
+      src = (int)j;
+  if (str && strcmp(f->name, "call_id") == 0)
+    return SPY__END_CALL;
+  if (str && strcmp(f->name, "plugin_name") == 0)
+    return SPY__END_PLUGIN;
+  if (f->type == SPY_TF_INT && strcmp(f->name, "plugin_id") == 0)
+    return SPY__END_PLUGIN_ID;
+  if (str && strcmp(h->subject, "_") != 0 && strcmp(f->name, h->subject) == 0)
+    return SPY__END_SUBJECT;
+  if ((int)i == src)
+    return SPY__END_OUTPUT;
+  return SPY__END_EXTRA;
+}
+
+int spy__hook_calls_extra(int k, char *name, size_t cap, char *type) {
+  if (k == 0) {
+    snprintf(name, cap, "end_seq");
+    *type = SPY__COL_INT;
+    return 1;
+  }
+  int n = 0;
+  for (const spy__hook *h = spy__hooks; h->hook; h++)
+    for (uint32_t i = 0; i < h->end->nfields; i++) {
+      if (spy__end_role(h, i) != SPY__END_EXTRA)
+        continue;
+      const spy_trace_field *f = &h->end->fields[i];
+      int seen = 0; /* another hook's End has a field of that name */
+      for (const spy__hook *g = spy__hooks; g < h && !seen; g++)
+        for (uint32_t j = 0; j < g->end->nfields && !seen; j++)
+          seen = spy__end_role(g, j) == SPY__END_EXTRA &&
+                 strcmp(g->end->fields[j].name, f->name) == 0;
+      for (uint32_t j = 0; j < i && !seen; j++)
+        seen = spy__end_role(h, j) == SPY__END_EXTRA &&
+               strcmp(h->end->fields[j].name, f->name) == 0;
+      if (seen || ++n != k)
+        continue;
+      const char *suffix;
+      spy__field_col(f, &suffix, type);
+      snprintf(name, cap, "end_%s%s", f->name, suffix);
+      return 1;
+    }
+  return 0;
+}
+
 void spy__hook_calls_table_sql(spy__buf *b) {
-  spy__buf_puts(b, "CREATE TABLE IF NOT EXISTS hook_calls(" HOOK_CALLS_COLS
-                   ");\n");
+  spy__buf_puts(b, "CREATE TABLE IF NOT EXISTS hook_calls(" HOOK_CALLS_COLS);
+  char name[128], type;
+  for (int k = 0; spy__hook_calls_extra(k, name, sizeof name, &type); k++) {
+    spy__buf_putc(b, ',');
+    spy__buf_puts(b, name);
+    spy__buf_puts(b, type == SPY__COL_INT ? " INTEGER" : " TEXT");
+  }
+  spy__buf_puts(b, ");\n");
+}
+
+void spy__hook_calls_names(spy__buf *b) {
+  spy__buf_puts(b, "session_id,build_id,call_id,hook_type,plugin_name,"
+                   "plugin_id,module_id,started_at,ended_at,input_source_id,"
+                   "output_source_id");
+  char name[128], type;
+  for (int k = 0; spy__hook_calls_extra(k, name, sizeof name, &type); k++) {
+    spy__buf_putc(b, ',');
+    spy__buf_puts(b, name);
+  }
+}
+
+/* The hook_calls columns that give back field i of h's End. */
+static void end_col(spy__buf *b, const spy__hook *h, uint32_t i) {
+  const spy_trace_field *f = &h->end->fields[i];
+  switch (spy__end_role(h, i)) {
+  case SPY__END_CALL: spy__buf_puts(b, "h.call_id"); return;
+  case SPY__END_PLUGIN: spy__buf_puts(b, "h.plugin_name"); return;
+  case SPY__END_PLUGIN_ID: spy__buf_puts(b, "h.plugin_id"); return;
+  case SPY__END_SUBJECT: spy__buf_puts(b, "h.module_id"); return;
+  case SPY__END_OUTPUT: spy__buf_puts(b, "h.output_source_id"); return;
+  }
+  const char *suffix;
+  char type;
+  spy__field_col(f, &suffix, &type);
+  spy__buf_puts(b, "h.end_");
+  spy__buf_puts(b, f->name);
+  spy__buf_puts(b, suffix);
+}
+
+void spy__end_kept_name(char *out, size_t cap, const spy__hook *h) {
+  snprintf(out, cap, "%s_kept", h->end->snake);
+}
+
+void spy__end_select_sql(spy__buf *b, const spy__hook *h, const char *session,
+                         const char *where) {
+  char kept[160];
+  spy__end_kept_name(kept, sizeof kept, h);
+  spy__buf_puts(b, "SELECT session,seq,build_id,ts_us");
+  for (uint32_t i = 0; i < h->end->nfields; i++) {
+    const char *suffix;
+    char type;
+    spy__field_col(&h->end->fields[i], &suffix, &type);
+    spy__buf_putc(b, ',');
+    spy__buf_puts(b, h->end->fields[i].name);
+    spy__buf_puts(b, suffix);
+  }
+  spy__buf_puts(b, " FROM ");
+  spy__buf_puts(b, kept);
+  spy__buf_puts(b, where ? " NOT INDEXED WHERE session=?1" : "");
+  spy__buf_puts(b, " UNION ALL SELECT ");
+  spy__buf_puts(b, session);
+  spy__buf_puts(b, ",h.end_seq,h.build_id,h.ended_at");
+  for (uint32_t i = 0; i < h->end->nfields; i++) {
+    spy__buf_putc(b, ',');
+    end_col(b, h, i);
+  }
+  spy__buf_puts(b, where ? " FROM hook_calls h NOT INDEXED"
+                         : " FROM hook_calls h");
+  spy__buf_puts(b,
+                where ? "" : " JOIN sessions x ON x.session_id=h.session_id");
+  spy__buf_puts(b, " WHERE ");
+  if (where) {
+    spy__buf_puts(b, where);
+    spy__buf_puts(b, " AND ");
+  }
+  spy__buf_puts(b, "h.hook_type='");
+  spy__buf_puts(b, h->hook);
+  spy__buf_puts(b, "' AND h.end_seq IS NOT NULL");
+}
+
+void spy__end_views_sql(spy__buf *b) {
+  for (const spy__hook *h = spy__hooks; h->hook; h++) {
+    spy__buf_puts(b, "CREATE VIEW IF NOT EXISTS ");
+    spy__buf_puts(b, h->end->snake);
+    spy__buf_puts(b, " AS ");
+    spy__end_select_sql(b, h, "x.session", NULL);
+    spy__buf_puts(b, ";\n");
+  }
 }
 
 /* Only the per-plugin one: sorting every call by module at close cost

@@ -64,10 +64,17 @@ typedef struct ocall {
 } ocall;
 
 /* Where a hook's fields are in its Start and End records. */
+#define END_FIELDS 16 /* an End with more fields keeps its own rows */
 typedef struct hookcols {
   int call, plugin, plugin_id, subject, src; /* Start; -1 none */
   int end_call, end_src;                     /* End */
+  int merge;                                 /* its Ends may go in hook_calls */
+  int8_t role[END_FIELDS];                   /* SPY__END_* of each End field */
+  int8_t col[END_FIELDS]; /* an extra's column in the hook_calls row */
 } hookcols;
+
+#define HC_STD 11 /* hook_calls columns of schema 4 and 5 */
+#define HC_MAX 64 /* … and at most this many in all */
 
 /* Rows of one derived table gathered for multi-row INSERTs: MULTI rows
  * go in with one statement (one cursor opened, one halt), not MULTI; a
@@ -80,6 +87,7 @@ typedef struct pend {
   sqlite3_stmt *one; /* the table's one-row INSERT */
   const char *sql;   /* … its text (the multi-row ones extend it) */
   const char *name;  /* the table's name (its session_rows key) */
+  char *kept;        /* a hook End's: <end>_kept (name points here) */
   int ncols;
   int64_t lo, hi;   /* rowids the open transaction inserted (hi 0: none) */
   int64_t clo, chi; /* … and the committed ones of the session */
@@ -103,7 +111,8 @@ typedef struct sqlw {
   sqlite3_stmt *txn[2]; /* BEGIN, COMMIT: prepared once, not parsed per
                            batch (sqlite3_exec compiles its text each time) */
   hookcols hcols[8];
-  ocall *oc; /* open calls, in Start order */
+  int hc_ncols; /* hook_calls columns: HC_STD, end_seq, the End extras */
+  ocall *oc;    /* open calls, in Start order */
   size_t noc, capoc;
   uint32_t *ocix; /* hash of (build, call_id) → oc index + 1 */
   size_t ixcap;   /* a power of two, > 2 noc */
@@ -194,7 +203,7 @@ int spy__sqlite_check_version(sqlite3 *db) {
     return SPY_EIO;
   int v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
   sqlite3_finalize(st);
-  return v > SPY_TRACE_SCHEMA_VERSION ? SPY_EBADSCHEMA : v;
+  return v > SPY__SQLITE_SCHEMA ? SPY_EBADSCHEMA : v;
 }
 
 static int64_t sq_close(void *state);
@@ -209,7 +218,16 @@ static int source_sink(void *arg, const uint64_t hash[2],
   return run(w, w->ins[SPY__T_SOURCES], c, 5);
 }
 
-/* Creates derived tables [from, schema.n) and prepares their inserts. */
+/* The hook whose End kind k is, or NULL. */
+static const spy__hook *end_hook(const spy_trace_kind *k) {
+  for (const spy__hook *h = spy__hooks; h->hook; h++)
+    if (h->end == k)
+      return h;
+  return NULL;
+}
+
+/* Creates derived tables [from, schema.n) and prepares their inserts (a
+ * hook End's table is <end>_kept: see spy__end_views_sql). */
 static int add_tables(sqlw *w, int from) {
   int n = w->schema.n;
   sqlite3_stmt **g = realloc(w->gins, (size_t)n * sizeof *g);
@@ -221,22 +239,33 @@ static int add_tables(sqlw *w, int from) {
     return SPY_ENOMEM;
   w->pend = pd;
   for (int t = from; t < n; t++) {
+    const spy__gtable *gt = &w->schema.t[t];
+    const spy__hook *h = gt->depth == 0 ? end_hook(gt->rec) : NULL;
     w->gins[t] = NULL;
     w->pend[t] = (pend){0};
+    w->pend[t].name = gt->name;
+    if (h) { /* the End's view is over this table and hook_calls */
+      char kept[160];
+      spy__end_kept_name(kept, sizeof kept, h);
+      if (!(w->pend[t].kept = strdup(kept)))
+        return SPY_ENOMEM;
+      w->pend[t].name = w->pend[t].kept;
+    }
     w->sql.len = 0;
-    spy__schema_table_sql(&w->schema, t, &w->sql, 0);
+    spy__create_table_sql(&w->sql, w->pend[t].name, gt->cols, gt->types, NULL,
+                          0);
     spy__buf_putc(&w->sql, 0);
     int rc = w->sql.err ? w->sql.err : exec(w, w->sql.p);
     if (rc)
       return rc;
     w->sql.len = 0;
-    spy__schema_insert_sql(&w->schema, t, &w->sql);
+    spy__insert_sql(&w->sql, "INSERT INTO", w->pend[t].name, gt->cols,
+                    gt->ncols);
     spy__buf_putc(&w->sql, 0);
     if ((rc = w->sql.err ? w->sql.err : prepare(w, w->sql.p, &w->gins[t])))
       return rc;
     w->pend[t].one = w->gins[t];
     w->pend[t].sql = sqlite3_sql(w->gins[t]);
-    w->pend[t].name = w->schema.t[t].name;
     w->pend[t].ncols = w->schema.t[t].ncols;
     w->ngins = t + 1;
   }
@@ -260,17 +289,59 @@ static int src_ix(const spy_trace_kind *k) {
   return -1;
 }
 
+/* The hook_calls column of End extra `name` (-1: none). */
+static int extra_col(const char *name, const spy_trace_field *f) {
+  char col[128], want[128], type;
+  const char *suffix;
+  spy__field_col(f, &suffix, &type);
+  snprintf(want, sizeof want, "end_%s%s", name, suffix);
+  for (int k = 1; spy__hook_calls_extra(k, col, sizeof col, &type); k++)
+    if (strcmp(col, want) == 0)
+      return HC_STD + k;
+  return -1;
+}
+
 static void hook_cols(sqlw *w) {
   int i = 0;
-  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++)
-    w->hcols[i] = (hookcols){
-        field_ix(h->start, "call_id"),
-        field_ix(h->start, "plugin_name"),
-        field_ix(h->start, "plugin_id"),
-        strcmp(h->subject, "_") ? field_ix(h->start, h->subject) : -1,
-        src_ix(h->start),
-        field_ix(h->end, "call_id"),
-        src_ix(h->end)};
+  char col[128], type;
+  w->hc_ncols = HC_STD;
+  while (w->hc_ncols < HC_MAX &&
+         spy__hook_calls_extra(w->hc_ncols - HC_STD, col, sizeof col, &type))
+    w->hc_ncols++;
+  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++) {
+    hookcols *c = &w->hcols[i];
+    *c = (hookcols){field_ix(h->start, "call_id"),
+                    field_ix(h->start, "plugin_name"),
+                    field_ix(h->start, "plugin_id"),
+                    strcmp(h->subject, "_") ? field_ix(h->start, h->subject)
+                                            : -1,
+                    src_ix(h->start),
+                    field_ix(h->end, "call_id"),
+                    src_ix(h->end),
+                    h->end->nfields <= END_FIELDS,
+                    {0},
+                    {0}};
+    for (uint32_t j = 0; c->merge && j < h->end->nfields; j++) {
+      const spy_trace_field *f = &h->end->fields[j];
+      c->role[j] = (int8_t)spy__end_role(h, j);
+      c->col[j] = -1;
+      if (c->role[j] != SPY__END_EXTRA)
+        continue;
+      switch (f->type) { /* the cells emit_rec would give them */
+      case SPY_TF_STR:
+      case SPY_TF_OSTR:
+      case SPY_TF_INT:
+      case SPY_TF_OINT:
+      case SPY_TF_BOOL:
+      case SPY_TF_OBOOL:
+      case SPY_TF_SRC:
+      case SPY_TF_OSRC: c->col[j] = (int8_t)extra_col(f->name, f); break;
+      default: break;
+      }
+      if (c->col[j] < 0 || c->col[j] >= w->hc_ncols)
+        c->merge = 0; /* a list: the End keeps its own rows */
+    }
+  }
 }
 
 static const spy_trace_val *fval(const spy_trace_action *a, int i) {
@@ -385,20 +456,23 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
   return 0;
 }
 
-/* The hook_calls row of o, ended by `end` (NULL: never ended). */
+/* The hook_calls row of o, ended by `end` (NULL: never ended); with
+ * `merged` the End's own fields too (end_seq and its extras: the End has
+ * no row of its own). */
 static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
-                    const char *output) {
-  spy__cell c[11] = {{SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
-                     {SPY__COL_INT, o->build, NULL, 0},
-                     {SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)},
-                     {SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)},
-                     {0},
-                     {SPY__COL_INT, o->plugin_id, NULL, 0},
-                     {0},
-                     {SPY__COL_INT, o->started, NULL, 0},
-                     {0},
-                     {0},
-                     {0}};
+                    const char *output, const hookcols *hc, int merged) {
+  spy__cell c[HC_MAX] = {
+      {SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
+      {SPY__COL_INT, o->build, NULL, 0},
+      {SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)},
+      {SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)},
+      {0},
+      {SPY__COL_INT, o->plugin_id, NULL, 0},
+      {0},
+      {SPY__COL_INT, o->started, NULL, 0},
+      {0},
+      {0},
+      {0}};
   if (o->plugin)
     c[4] = (spy__cell){SPY__COL_TEXT, 0, o->plugin, strlen(o->plugin)};
   if (o->module)
@@ -409,7 +483,74 @@ static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
     c[9] = (spy__cell){SPY__COL_TEXT, 0, o->input, 32};
   if (output && output[0])
     c[10] = (spy__cell){SPY__COL_TEXT, 0, output, 32};
-  return gather(w, &w->hpend, c, 11);
+  for (int i = HC_STD; i < w->hc_ncols; i++)
+    c[i] = (spy__cell){0};
+  char hex[END_FIELDS][33];
+  if (merged) {
+    c[HC_STD] = (spy__cell){SPY__COL_INT, (int64_t)end->seq, NULL, 0};
+    for (uint32_t j = 0; j < end->kind->nfields; j++) {
+      const spy_trace_val *v = fval(end, (int)j);
+      if (hc->role[j] != SPY__END_EXTRA || !v)
+        continue;
+      spy__cell *x = &c[hc->col[j]];
+      switch (end->kind->fields[j].type) {
+      case SPY_TF_STR:
+      case SPY_TF_OSTR:
+        if (v->type == SPY_TV_STR)
+          *x = (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
+        break;
+      case SPY_TF_INT:
+      case SPY_TF_OINT:
+        if (v->type == SPY_TV_INT)
+          *x = (spy__cell){SPY__COL_INT, v->u.i, NULL, 0};
+        break;
+      case SPY_TF_BOOL:
+      case SPY_TF_OBOOL:
+        if (v->type == SPY_TV_TRUE || v->type == SPY_TV_FALSE)
+          *x = (spy__cell){SPY__COL_INT, v->type == SPY_TV_TRUE, NULL, 0};
+        break;
+      default: /* SRC, OSRC */
+        if (v->has_hash) {
+          spy_trace_hash_hex(v->hash, hex[j]);
+          *x = (spy__cell){SPY__COL_TEXT, 0, hex[j], 32};
+        }
+      }
+    }
+  }
+  return gather(w, &w->hpend, c, w->hc_ncols);
+}
+
+static int str_is(const spy_trace_val *v, const char *s) {
+  return v && v->type == SPY_TV_STR && s && strlen(s) == v->n &&
+         memcmp(s, v->u.s, v->n) == 0;
+}
+
+/* Whether End a of o can live in o's hook_calls row alone: each of its
+ * fields the row has a column for holds what that column holds. */
+static int mergeable(const hookcols *hc, const ocall *o,
+                     const spy_trace_action *a) {
+  if (!hc->merge || a->fields.type != SPY_TV_REC ||
+      a->fields.n != a->kind->nfields)
+    return 0;
+  for (uint32_t j = 0; j < a->kind->nfields; j++) {
+    const spy_trace_val *v = &a->fields.u.items[j];
+    switch (hc->role[j]) {
+    case SPY__END_PLUGIN:
+      if (!str_is(v, o->plugin))
+        return 0;
+      break;
+    case SPY__END_PLUGIN_ID:
+      if (v->type != SPY_TV_INT || v->u.i != o->plugin_id)
+        return 0;
+      break;
+    case SPY__END_SUBJECT:
+      if (!str_is(v, o->module))
+        return 0;
+      break;
+    default: break; /* call_id matched; the output and extras are copied */
+    }
+  }
+  return 1;
 }
 
 /* An End: the row of its open Start (the view's join: an End without a
@@ -430,7 +571,9 @@ static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
     if (src && src->has_hash)
       spy_trace_hash_hex(src->hash, out);
     o->end_gen = w->gen;
-    return call_row(w, o, a, out);
+    int merged = mergeable(c, o, a);
+    int rc = call_row(w, o, a, out, c, merged);
+    return rc < 0 ? rc : merged;
   }
   return 0;
 }
@@ -552,6 +695,81 @@ static void calls_txn_end(sqlw *w, int ok) {
     ocix_rebuild(w, w->noc); /* shrinks nothing: cannot fail */
 }
 
+/* Schema 4 and 5 stores become 6 in place, in the setup's transaction:
+ * each hook End's table is renamed <end>_kept (its rows stay; the view
+ * named after the End reads them and the Ends kept in hook_calls rows),
+ * hook_calls gains its new columns (NULL in the old rows, whose Ends are
+ * all in the kept tables), and the live view is made again over the End
+ * views. */
+static int migrate(sqlw *w) {
+  sqlite3_stmt *st;
+  int rc = prepare(w, "SELECT type FROM sqlite_master WHERE name=?1", &st);
+  int dropped = 0;
+  for (const spy__hook *h = spy__hooks; h->hook && rc == 0; h++) {
+    sqlite3_bind_text(st, 1, h->end->snake, -1, SQLITE_STATIC);
+    const char *type = sqlite3_step(st) == SQLITE_ROW
+                           ? (const char *)sqlite3_column_text(st, 0)
+                           : NULL;
+    int table = type && strcmp(type, "table") == 0;
+    sqlite3_reset(st);
+    if (!table)
+      continue;
+    if (!dropped++ && (rc = exec(w, "DROP VIEW IF EXISTS hook_calls_live")))
+      break;
+    char kept[160];
+    spy__end_kept_name(kept, sizeof kept, h);
+    w->sql.len = 0;
+    spy__buf_puts(&w->sql, "ALTER TABLE ");
+    spy__buf_puts(&w->sql, h->end->snake);
+    spy__buf_puts(&w->sql, " RENAME TO ");
+    spy__buf_puts(&w->sql, kept);
+    spy__buf_putc(&w->sql, 0);
+    rc = w->sql.err ? w->sql.err : exec(w, w->sql.p);
+  }
+  sqlite3_finalize(st);
+  if (rc)
+    return rc;
+  if ((rc = prepare(w,
+                    "SELECT count(*), sum(name=?1) FROM "
+                    "pragma_table_info('hook_calls')",
+                    &st)))
+    return rc;
+  char name[128], type;
+  for (int k = 0; rc == 0 && spy__hook_calls_extra(k, name, sizeof name, &type);
+       k++) {
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    int cols = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    int has = step == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
+    sqlite3_reset(st);
+    if (!cols || has) /* no table yet (the setup makes it whole) */
+      continue;
+    w->sql.len = 0;
+    spy__buf_puts(&w->sql, "ALTER TABLE hook_calls ADD COLUMN ");
+    spy__buf_puts(&w->sql, name);
+    spy__buf_puts(&w->sql, type == SPY__COL_INT ? " INTEGER" : " TEXT");
+    spy__buf_putc(&w->sql, 0);
+    rc = w->sql.err ? w->sql.err : exec(w, w->sql.p);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* INSERT INTO hook_calls(<every column>) VALUES(?,…). */
+static int hook_calls_insert(sqlw *w) {
+  spy__buf cols = {0};
+  spy__hook_calls_names(&cols);
+  spy__buf_putc(&cols, 0);
+  w->sql.len = 0;
+  spy__insert_sql(&w->sql, "INSERT INTO", "hook_calls", cols.p ? cols.p : "",
+                  (size_t)w->hc_ncols);
+  spy__buf_putc(&w->sql, 0);
+  int rc =
+      cols.err || w->sql.err ? SPY_ENOMEM : prepare(w, w->sql.p, &w->hcall);
+  spy__buf_free(&cols);
+  return rc;
+}
+
 static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlw *w = calloc(1, sizeof *w);
   if (!w)
@@ -585,21 +803,21 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       w->report(w->report_ctx, v, "sqlite: the store has a newer schema");
     return v;
   }
-  /* 5 only added a codec of sources rows (copy deltas) to 4: a schema 4
-   * store's tables are this writer's, so it is migrated in place (the
-   * setup below sets user_version with its CREATE … IF NOT EXISTS, in one
-   * transaction); schema 4 builds then refuse it as newer, as they must
-   * once it may hold rows they cannot decode. Older stores' tables differ
+  /* 5 only added a codec of sources rows (copy deltas) to 4, and 6 moved
+   * the hook Ends into hook_calls rows (migrate()): a schema 4 or 5
+   * store is migrated in place (with the setup below, which sets
+   * user_version with its CREATE … IF NOT EXISTS, in one transaction);
+   * older builds then refuse it as newer, as they must once it may hold
+   * rows they cannot read. Older stores' tables differ
    * (test/test_store_v4.c) */
-  if (v > 0 && v != SPY_TRACE_SCHEMA_VERSION &&
-      !(v == 4 && SPY_TRACE_SCHEMA_VERSION == 5)) {
+  if (v > 0 && v != SPY__SQLITE_SCHEMA && v != 4 && v != 5) {
     if (w->report) {
       char msg[256];
       snprintf(msg, sizeof msg,
                "sqlite: the store has schema version %d, which this build "
                "(schema %d) reads but does not add to; write the trace to a "
                "new directory (a new --out, or spy_trace_desc.dir)",
-               v, SPY_TRACE_SCHEMA_VERSION);
+               v, SPY__SQLITE_SCHEMA);
       w->report(w->report_ctx, SPY_EBADSCHEMA, msg);
     }
     return SPY_EBADSCHEMA;
@@ -619,18 +837,21 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
                  "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=65536;")))
     return rc;
-  spy__own_tables_sql(&w->sql, 0);
   char ver[64];
-  snprintf(ver, sizeof ver, "PRAGMA user_version=%d;",
-           SPY_TRACE_SCHEMA_VERSION);
+  snprintf(ver, sizeof ver, "PRAGMA user_version=%d;", SPY__SQLITE_SCHEMA);
+  hook_cols(w);
+  if ((rc = exec(w, "BEGIN")) ||
+      (v && v < SPY__SQLITE_SCHEMA && (rc = migrate(w))))
+    return rc;
+  w->sql.len = 0;
+  spy__own_tables_sql(&w->sql, 0);
   spy__buf_puts(&w->sql, ver);
   spy__buf_putc(&w->sql, 0);
-  if (w->sql.err)
-    return w->sql.err;
-  if ((rc = exec(w, "BEGIN")) || (rc = exec(w, w->sql.p)) ||
+  if ((rc = w->sql.err ? w->sql.err : exec(w, w->sql.p)) ||
       (rc = add_tables(w, 0)))
     return rc;
   w->sql.len = 0;
+  spy__end_views_sql(&w->sql);
   spy__views_sql(&w->sql, 0);
   spy__hook_calls_table_sql(&w->sql);
   spy__buf_puts(&w->sql, SESSION_ROWS_SQL);
@@ -655,8 +876,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                     "UPDATE sessions SET actions=?2, actions_lost=?3 WHERE "
                     "session_id=?1",
                     &w->finish)) ||
-      (rc = prepare(w, "INSERT INTO hook_calls VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                    &w->hcall)) ||
+      (rc = hook_calls_insert(w)) ||
       (rc = prepare(w,
                     "INSERT INTO session_rows(session,tbl,lo,hi) "
                     "VALUES(?1,?2,?3,?4) ON CONFLICT(session,tbl) DO UPDATE "
@@ -668,8 +888,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->hpend.one = w->hcall;
   w->hpend.sql = sqlite3_sql(w->hcall);
   w->hpend.name = "hook_calls";
-  w->hpend.ncols = 11;
-  hook_cols(w);
+  w->hpend.ncols = w->hc_ncols;
   w->gen = 1; /* end_gen 0 means open */
   /* the session row exists from the start; its key is in every row */
   sqlite3_stmt *s;
@@ -682,7 +901,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, cfg->cwd, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__wall_us());
-  sqlite3_bind_int(s, 4, SPY_TRACE_SCHEMA_VERSION);
+  sqlite3_bind_int(s, 4, SPY__SQLITE_SCHEMA);
   /* actions / actions_lost stay NULL until a clean close sets them */
   int st = sqlite3_step(s);
   sqlite3_finalize(s);
@@ -945,9 +1164,13 @@ static int sq_action(void *state, const spy_trace_record *r) {
       w->report(w->report_ctx, SPY_EINVAL,
                 "sqlite: an action kind whose names cannot be SQL tables is "
                 "kept in action_batches only");
-    if (rc == 0)
+    /* an End its call's hook_calls row can hold has no row of its own */
+    int end = a->kind->role == SPY_ROLE_HOOK_END, merged = 0;
+    if (rc == 0 && end && (merged = hook_action(w, a)) < 0)
+      rc = merged;
+    if (rc == 0 && !merged)
       rc = spy__schema_rows(&w->schema, root, a, sink, w);
-    if (rc == 0)
+    if (rc == 0 && !end)
       rc = hook_action(w, a);
   }
   /* the binary record only when the tables cannot give the action back */
@@ -1031,7 +1254,7 @@ static void open_calls(sqlw *w) {
     return;
   for (size_t i = 0; i < w->noc; i++)
     if (!w->oc[i].end_gen)
-      call_row(w, &w->oc[i], NULL, NULL);
+      call_row(w, &w->oc[i], NULL, NULL, NULL, 0);
   w->txn_n = 0; /* no actions: nothing to count */
   flush_rows(w);
   if (w->txn_failed || txn(w, 1) < 0) {
@@ -1077,6 +1300,7 @@ static int64_t sq_close(void *state) {
     for (int m = 0; m < NMULTI; m++)
       sqlite3_finalize(w->pend[t].multi[m]);
     free(w->pend[t].cells);
+    free(w->pend[t].kept);
     spy__buf_free(&w->pend[t].text);
   }
   free(w->gins);
