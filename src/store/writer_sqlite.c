@@ -50,31 +50,45 @@
 
 #include "store.h"
 
-/* A hook call whose Start is stored (hook_calls gets its row at its End,
- * or at close when it never ends). The generations undo what a rolled
+/* A hook call whose Start is stored. Its hook_calls row is gathered at
+ * its End, or inserted at the commit of a batch that ends with it open
+ * (so the batch's Start is in the file; the End then updates the row),
+ * or at close when it never ends. The generations undo what a rolled
  * back batch did: a Start it stored is forgotten, an End it stored is
- * taken back. */
+ * taken back, a row it inserted is not there. */
+#define CALL_FIELDS 16 /* a Start or End with more keeps its own rows */
+#define START_X 8      /* Start extras an ocall holds */
 typedef struct ocall {
   const spy__hook *hook;
   uint32_t build;
   uint32_t start_gen, end_gen; /* end_gen 0: open */
+  uint32_t row_gen;            /* the transaction that inserted the row */
+  int kept;                    /* 1: the Start has a row of its own */
   int64_t plugin_id, started;
-  char *call_id, *plugin, *module; /* module NULL: none */
+  int64_t rowid; /* its hook_calls row when inserted before its End */
+  uint64_t start_seq;
+  char *call_id, *plugin, *module; /* one block; module NULL: none */
   char input[33];                  /* "" none */
+  int nsx;                         /* the Start's extras (kept 0) */
+  int8_t sxcol[START_X];
+  spy__cell sx[START_X]; /* a text's bytes in the block */
 } ocall;
 
-/* Where a hook's fields are in its Start and End records. */
-#define END_FIELDS 16 /* an End with more fields keeps its own rows */
+/* Where a hook's fields are in its Start and End records, and where each
+ * goes in a hook_calls row. */
 typedef struct hookcols {
   int call, plugin, plugin_id, subject, src; /* Start; -1 none */
   int end_call, end_src;                     /* End */
-  int merge;                                 /* its Ends may go in hook_calls */
-  int8_t role[END_FIELDS];                   /* SPY__END_* of each End field */
-  int8_t col[END_FIELDS]; /* an extra's column in the hook_calls row */
+  int merge[2]; /* its Starts / Ends may live in hook_calls rows */
+  int8_t role[2][CALL_FIELDS]; /* SPY__CALL_* of each field */
+  int8_t col[2][CALL_FIELDS];  /* an extra's hook_calls column */
 } hookcols;
 
-#define HC_STD 11 /* hook_calls columns of schema 4 and 5 */
-#define HC_MAX 64 /* … and at most this many in all */
+#define HC_STD 11   /* hook_calls columns of schema 4 and 5 */
+#define HC_START 11 /* start_seq, end_seq, kept: the next three */
+#define HC_END 12
+#define HC_KEPT 13
+#define HC_MAX 64 /* at most this many in all */
 
 /* Rows of one derived table gathered for multi-row INSERTs: MULTI rows
  * go in with one statement (one cursor opened, one halt), not MULTI; a
@@ -111,8 +125,11 @@ typedef struct sqlw {
   sqlite3_stmt *txn[2]; /* BEGIN, COMMIT: prepared once, not parsed per
                            batch (sqlite3_exec compiles its text each time) */
   hookcols hcols[8];
-  int hc_ncols; /* hook_calls columns: HC_STD, end_seq, the End extras */
-  ocall *oc;    /* open calls, in Start order */
+  int hc_ncols;          /* hook_calls columns: HC_STD, ours, the extras */
+  sqlite3_stmt *hend;    /* UPDATE of a row inserted before its End */
+  int8_t updcol[HC_MAX]; /* … the columns it sets */
+  int nupd;
+  ocall *oc; /* open calls, in Start order */
   size_t noc, capoc;
   uint32_t *ocix; /* hash of (build, call_id) → oc index + 1 */
   size_t ixcap;   /* a power of two, > 2 noc */
@@ -209,6 +226,7 @@ int spy__sqlite_check_version(sqlite3 *db) {
 static int64_t sq_close(void *state);
 static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n);
 static int gather(sqlw *w, pend *p, const spy__cell *c, int n);
+static void note_rows(sqlw *w, pend *p, int rows);
 
 /* A packed sources row, on the writer thread. */
 static int source_sink(void *arg, const uint64_t hash[2],
@@ -218,11 +236,13 @@ static int source_sink(void *arg, const uint64_t hash[2],
   return run(w, w->ins[SPY__T_SOURCES], c, 5);
 }
 
-/* The hook whose End kind k is, or NULL. */
-static const spy__hook *end_hook(const spy_trace_kind *k) {
+/* The hook whose Start (*end 0) or End kind k is, or NULL. */
+static const spy__hook *call_hook(const spy_trace_kind *k, int *end) {
   for (const spy__hook *h = spy__hooks; h->hook; h++)
-    if (h->end == k)
+    if (h->start == k || h->end == k) {
+      *end = h->end == k;
       return h;
+    }
   return NULL;
 }
 
@@ -240,13 +260,14 @@ static int add_tables(sqlw *w, int from) {
   w->pend = pd;
   for (int t = from; t < n; t++) {
     const spy__gtable *gt = &w->schema.t[t];
-    const spy__hook *h = gt->depth == 0 ? end_hook(gt->rec) : NULL;
+    int end = 0;
+    const spy__hook *h = gt->depth == 0 ? call_hook(gt->rec, &end) : NULL;
     w->gins[t] = NULL;
     w->pend[t] = (pend){0};
     w->pend[t].name = gt->name;
     if (h) { /* the End's view is over this table and hook_calls */
       char kept[160];
-      spy__end_kept_name(kept, sizeof kept, h);
+      spy__call_kept_name(kept, sizeof kept, h, end);
       if (!(w->pend[t].kept = strdup(kept)))
         return SPY_ENOMEM;
       w->pend[t].name = w->pend[t].kept;
@@ -289,13 +310,14 @@ static int src_ix(const spy_trace_kind *k) {
   return -1;
 }
 
-/* The hook_calls column of End extra `name` (-1: none). */
-static int extra_col(const char *name, const spy_trace_field *f) {
+/* The hook_calls column of a Start (end 0) or End extra (-1: none). */
+static int extra_col(int end, const spy_trace_field *f) {
   char col[128], want[128], type;
   const char *suffix;
   spy__field_col(f, &suffix, &type);
-  snprintf(want, sizeof want, "end_%s%s", name, suffix);
-  for (int k = 1; spy__hook_calls_extra(k, col, sizeof col, &type); k++)
+  snprintf(want, sizeof want, "%s_%s%s", end ? "end" : "start", f->name,
+           suffix);
+  for (int k = 0; spy__hook_calls_extra(k, col, sizeof col, &type); k++)
     if (strcmp(col, want) == 0)
       return HC_STD + k;
   return -1;
@@ -308,38 +330,53 @@ static void hook_cols(sqlw *w) {
   while (w->hc_ncols < HC_MAX &&
          spy__hook_calls_extra(w->hc_ncols - HC_STD, col, sizeof col, &type))
     w->hc_ncols++;
+  /* what an End updates in a row inserted before it */
+  static const int8_t endcols[] = {8, 10, HC_END, HC_KEPT};
+  w->nupd = 0;
+  for (size_t k = 0; k < sizeof endcols; k++)
+    w->updcol[w->nupd++] = endcols[k];
+  for (int k = HC_KEPT + 1; k < w->hc_ncols; k++)
+    if (spy__hook_calls_extra(k - HC_STD, col, sizeof col, &type) &&
+        strncmp(col, "end_", 4) == 0)
+      w->updcol[w->nupd++] = (int8_t)k;
   for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++) {
     hookcols *c = &w->hcols[i];
-    *c = (hookcols){field_ix(h->start, "call_id"),
-                    field_ix(h->start, "plugin_name"),
-                    field_ix(h->start, "plugin_id"),
-                    strcmp(h->subject, "_") ? field_ix(h->start, h->subject)
-                                            : -1,
-                    src_ix(h->start),
-                    field_ix(h->end, "call_id"),
-                    src_ix(h->end),
-                    h->end->nfields <= END_FIELDS,
-                    {0},
-                    {0}};
-    for (uint32_t j = 0; c->merge && j < h->end->nfields; j++) {
-      const spy_trace_field *f = &h->end->fields[j];
-      c->role[j] = (int8_t)spy__end_role(h, j);
-      c->col[j] = -1;
-      if (c->role[j] != SPY__END_EXTRA)
-        continue;
-      switch (f->type) { /* the cells emit_rec would give them */
-      case SPY_TF_STR:
-      case SPY_TF_OSTR:
-      case SPY_TF_INT:
-      case SPY_TF_OINT:
-      case SPY_TF_BOOL:
-      case SPY_TF_OBOOL:
-      case SPY_TF_SRC:
-      case SPY_TF_OSRC: c->col[j] = (int8_t)extra_col(f->name, f); break;
-      default: break;
+    *c = (hookcols){
+        field_ix(h->start, "call_id"),
+        field_ix(h->start, "plugin_name"),
+        field_ix(h->start, "plugin_id"),
+        strcmp(h->subject, "_") ? field_ix(h->start, h->subject) : -1,
+        src_ix(h->start),
+        field_ix(h->end, "call_id"),
+        src_ix(h->end),
+        {h->start->nfields <= CALL_FIELDS, h->end->nfields <= CALL_FIELDS},
+        {{0}},
+        {{0}}};
+    for (int end = 0; end < 2; end++) {
+      const spy_trace_kind *k = end ? h->end : h->start;
+      int nx = 0;
+      for (uint32_t j = 0; c->merge[end] && j < k->nfields; j++) {
+        const spy_trace_field *f = &k->fields[j];
+        c->role[end][j] = (int8_t)spy__call_role(h, end, j);
+        c->col[end][j] = -1;
+        if (c->role[end][j] != SPY__CALL_EXTRA)
+          continue;
+        switch (f->type) { /* the cells emit_rec would give them */
+        case SPY_TF_STR:
+        case SPY_TF_OSTR:
+        case SPY_TF_INT:
+        case SPY_TF_OINT:
+        case SPY_TF_BOOL:
+        case SPY_TF_OBOOL:
+        case SPY_TF_SRC:
+        case SPY_TF_OSRC: c->col[end][j] = (int8_t)extra_col(end, f); break;
+        default: break;
+        }
+        /* a list, or more extras than an ocall holds: own rows */
+        if (c->col[end][j] < 0 || c->col[end][j] >= w->hc_ncols ||
+            (!end && ++nx > START_X))
+          c->merge[end] = 0;
       }
-      if (c->col[j] < 0 || c->col[j] >= w->hc_ncols)
-        c->merge = 0; /* a list: the End keeps its own rows */
     }
   }
 }
@@ -384,10 +421,15 @@ static int ocix_rebuild(sqlw *w, size_t want) {
 /* The call's strings share one allocation, call_id's. */
 static void ocall_free(ocall *o) { free(o->call_id); }
 
-/* Copies a call's id, plugin and module (NULL: none) into one block. */
+/* Copies a call's id, plugin and module (NULL: none), and the text of its
+ * Start extras, into one block. */
 static int ocall_strs(ocall *o, const char *id, size_t nid, const char *pl,
                       size_t npl, const char *mod, size_t nmod) {
-  char *b = malloc(nid + 1 + (pl ? npl + 1 : 0) + (mod ? nmod + 1 : 0));
+  size_t extra = 0;
+  for (int i = 0; i < o->nsx; i++)
+    if (o->sx[i].kind == SPY__COL_TEXT)
+      extra += o->sx[i].n;
+  char *b = malloc(nid + 1 + (pl ? npl + 1 : 0) + (mod ? nmod + 1 : 0) + extra);
   o->call_id = b;
   o->plugin = o->module = NULL;
   if (!b)
@@ -405,7 +447,15 @@ static int ocall_strs(ocall *o, const char *id, size_t nid, const char *pl,
     memcpy(b, mod, nmod);
     b[nmod] = 0;
     o->module = b;
+    b += nmod + 1;
   }
+  for (int i = 0; i < o->nsx; i++)
+    if (o->sx[i].kind == SPY__COL_TEXT) {
+      if (o->sx[i].n)
+        memcpy(b, o->sx[i].s, o->sx[i].n);
+      o->sx[i].s = b;
+      b += o->sx[i].n;
+    }
   return 0;
 }
 
@@ -414,7 +464,53 @@ static const char *vstr(const spy_trace_val *v, size_t *n) {
   return v && v->type == SPY_TV_STR ? v->u.s : NULL;
 }
 
-/* A Start: remembered until its End. */
+/* The cell emit_rec gives a scalar field of type t with value v; hex
+ * holds a payload's id. */
+static spy__cell scalar_cell(uint8_t t, const spy_trace_val *v, char *hex) {
+  if (!v)
+    return (spy__cell){0};
+  switch (t) {
+  case SPY_TF_STR:
+  case SPY_TF_OSTR:
+    if (v->type == SPY_TV_STR)
+      return (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
+    break;
+  case SPY_TF_INT:
+  case SPY_TF_OINT:
+    if (v->type == SPY_TV_INT)
+      return (spy__cell){SPY__COL_INT, v->u.i, NULL, 0};
+    break;
+  case SPY_TF_BOOL:
+  case SPY_TF_OBOOL:
+    if (v->type == SPY_TV_TRUE || v->type == SPY_TV_FALSE)
+      return (spy__cell){SPY__COL_INT, v->type == SPY_TV_TRUE, NULL, 0};
+    break;
+  default: /* SRC, OSRC */
+    if (v->has_hash) {
+      spy_trace_hash_hex(v->hash, hex);
+      return (spy__cell){SPY__COL_TEXT, 0, hex, 32};
+    }
+  }
+  return (spy__cell){0};
+}
+
+/* Whether Start a can live in its call's hook_calls row alone: every
+ * field the row gives back as the Start's table would. */
+static int start_fits(const hookcols *hc, const spy_trace_action *a) {
+  if (!hc->merge[0] || a->fields.type != SPY_TV_REC ||
+      a->fields.n != a->kind->nfields)
+    return 0;
+  for (uint32_t j = 0; j < a->kind->nfields; j++) {
+    const spy_trace_val *v = &a->fields.u.items[j];
+    /* the row's plugin_id is 0 for a missing one; the table's NULL */
+    if (hc->role[0][j] == SPY__CALL_PLUGIN_ID && v->type != SPY_TV_INT)
+      return 0;
+  }
+  return 1;
+}
+
+/* A Start: remembered until its End. Returns 1 when its call's row will
+ * hold it (it has no row of its own). */
 static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
                       const spy_trace_action *a) {
   const spy_trace_val *id = fval(a, c->call);
@@ -432,16 +528,21 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
     return SPY_ENOMEM;
   ocall *o = &w->oc[w->noc];
   const spy_trace_val *pid = fval(a, c->plugin_id), *src = fval(a, c->src);
-  *o = (ocall){h,
-               a->build,
-               w->gen,
-               0,
-               pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
-               (int64_t)a->ts_us,
-               NULL,
-               NULL,
-               NULL,
-               ""};
+  int fits = start_fits(c, a);
+  *o = (ocall){.hook = h,
+               .build = a->build,
+               .start_gen = w->gen,
+               .kept = !fits,
+               .plugin_id = pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
+               .started = (int64_t)a->ts_us,
+               .start_seq = a->seq};
+  char hex[START_X][33];
+  for (uint32_t j = 0; fits && j < a->kind->nfields; j++)
+    if (c->role[0][j] == SPY__CALL_EXTRA) {
+      o->sx[o->nsx] = scalar_cell(a->kind->fields[j].type,
+                                  &a->fields.u.items[j], hex[o->nsx]);
+      o->sxcol[o->nsx++] = c->col[0][j];
+    }
   size_t npl, nmod;
   const char *pl = vstr(fval(a, c->plugin), &npl);
   const char *mod = vstr(fval(a, c->subject), &nmod);
@@ -453,70 +554,53 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
   while (w->ocix[j])
     j = (j + 1) & (w->ixcap - 1);
   w->ocix[j] = (uint32_t)++w->noc;
-  return 0;
+  return fits;
 }
 
-/* The hook_calls row of o, ended by `end` (NULL: never ended); with
- * `merged` the End's own fields too (end_seq and its extras: the End has
- * no row of its own). */
-static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
-                    const char *output, const hookcols *hc, int merged) {
-  spy__cell c[HC_MAX] = {
-      {SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
-      {SPY__COL_INT, o->build, NULL, 0},
-      {SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)},
-      {SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)},
-      {0},
-      {SPY__COL_INT, o->plugin_id, NULL, 0},
-      {0},
-      {SPY__COL_INT, o->started, NULL, 0},
-      {0},
-      {0},
-      {0}};
+/* The hook_calls row of o in c[hc_ncols], ended by `end` (NULL: not
+ * ended); with `merged` the End's own fields too (it has no row of its
+ * own); hex holds the End extras' payload ids. */
+static void call_cells(sqlw *w, const ocall *o, const spy_trace_action *end,
+                       const char *output, const hookcols *hc, int merged,
+                       spy__cell *c, char (*hex)[33]) {
+  for (int i = 0; i < w->hc_ncols; i++)
+    c[i] = (spy__cell){0};
+  c[0] = (spy__cell){SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)};
+  c[1] = (spy__cell){SPY__COL_INT, o->build, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)};
+  c[3] = (spy__cell){SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)};
   if (o->plugin)
     c[4] = (spy__cell){SPY__COL_TEXT, 0, o->plugin, strlen(o->plugin)};
+  c[5] = (spy__cell){SPY__COL_INT, o->plugin_id, NULL, 0};
   if (o->module)
     c[6] = (spy__cell){SPY__COL_TEXT, 0, o->module, strlen(o->module)};
+  c[7] = (spy__cell){SPY__COL_INT, o->started, NULL, 0};
   if (end)
     c[8] = (spy__cell){SPY__COL_INT, (int64_t)end->ts_us, NULL, 0};
   if (o->input[0])
     c[9] = (spy__cell){SPY__COL_TEXT, 0, o->input, 32};
   if (output && output[0])
     c[10] = (spy__cell){SPY__COL_TEXT, 0, output, 32};
-  for (int i = HC_STD; i < w->hc_ncols; i++)
-    c[i] = (spy__cell){0};
-  char hex[END_FIELDS][33];
-  if (merged) {
-    c[HC_STD] = (spy__cell){SPY__COL_INT, (int64_t)end->seq, NULL, 0};
-    for (uint32_t j = 0; j < end->kind->nfields; j++) {
-      const spy_trace_val *v = fval(end, (int)j);
-      if (hc->role[j] != SPY__END_EXTRA || !v)
-        continue;
-      spy__cell *x = &c[hc->col[j]];
-      switch (end->kind->fields[j].type) {
-      case SPY_TF_STR:
-      case SPY_TF_OSTR:
-        if (v->type == SPY_TV_STR)
-          *x = (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
-        break;
-      case SPY_TF_INT:
-      case SPY_TF_OINT:
-        if (v->type == SPY_TV_INT)
-          *x = (spy__cell){SPY__COL_INT, v->u.i, NULL, 0};
-        break;
-      case SPY_TF_BOOL:
-      case SPY_TF_OBOOL:
-        if (v->type == SPY_TV_TRUE || v->type == SPY_TV_FALSE)
-          *x = (spy__cell){SPY__COL_INT, v->type == SPY_TV_TRUE, NULL, 0};
-        break;
-      default: /* SRC, OSRC */
-        if (v->has_hash) {
-          spy_trace_hash_hex(v->hash, hex[j]);
-          *x = (spy__cell){SPY__COL_TEXT, 0, hex[j], 32};
-        }
-      }
-    }
-  }
+  c[HC_START] = (spy__cell){SPY__COL_INT, (int64_t)o->start_seq, NULL, 0};
+  if (end)
+    c[HC_END] = (spy__cell){SPY__COL_INT, (int64_t)end->seq, NULL, 0};
+  c[HC_KEPT] =
+      (spy__cell){SPY__COL_INT, o->kept | (end && !merged ? 2 : 0), NULL, 0};
+  if (!o->kept)
+    for (int i = 0; i < o->nsx; i++)
+      c[o->sxcol[i]] = o->sx[i];
+  for (uint32_t j = 0; merged && j < end->kind->nfields; j++)
+    if (hc->role[1][j] == SPY__CALL_EXTRA)
+      c[hc->col[1][j]] =
+          scalar_cell(end->kind->fields[j].type, fval(end, (int)j), hex[j]);
+}
+
+/* The hook_calls row of o, gathered (end NULL: never ended). */
+static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
+                    const char *output, const hookcols *hc, int merged) {
+  spy__cell c[HC_MAX];
+  char hex[CALL_FIELDS][33];
+  call_cells(w, o, end, output, hc, merged, c, hex);
   return gather(w, &w->hpend, c, w->hc_ncols);
 }
 
@@ -529,21 +613,21 @@ static int str_is(const spy_trace_val *v, const char *s) {
  * fields the row has a column for holds what that column holds. */
 static int mergeable(const hookcols *hc, const ocall *o,
                      const spy_trace_action *a) {
-  if (!hc->merge || a->fields.type != SPY_TV_REC ||
+  if (!hc->merge[1] || a->fields.type != SPY_TV_REC ||
       a->fields.n != a->kind->nfields)
     return 0;
   for (uint32_t j = 0; j < a->kind->nfields; j++) {
     const spy_trace_val *v = &a->fields.u.items[j];
-    switch (hc->role[j]) {
-    case SPY__END_PLUGIN:
+    switch (hc->role[1][j]) {
+    case SPY__CALL_PLUGIN:
       if (!str_is(v, o->plugin))
         return 0;
       break;
-    case SPY__END_PLUGIN_ID:
+    case SPY__CALL_PLUGIN_ID:
       if (v->type != SPY_TV_INT || v->u.i != o->plugin_id)
         return 0;
       break;
-    case SPY__END_SUBJECT:
+    case SPY__CALL_SUBJECT:
       if (!str_is(v, o->module))
         return 0;
       break;
@@ -554,7 +638,7 @@ static int mergeable(const hookcols *hc, const ocall *o,
 }
 
 /* An End: the row of its open Start (the view's join: an End without a
- * stored Start has none). */
+ * stored Start has none). Returns 1 when that row holds it. */
 static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
                     const spy_trace_action *a) {
   const spy_trace_val *id = fval(a, c->end_call);
@@ -572,7 +656,18 @@ static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
       spy_trace_hash_hex(src->hash, out);
     o->end_gen = w->gen;
     int merged = mergeable(c, o, a);
-    int rc = call_row(w, o, a, out, c, merged);
+    if (!o->rowid) {
+      int rc = call_row(w, o, a, out, c, merged);
+      return rc < 0 ? rc : merged;
+    }
+    /* its row went in at an earlier commit: the End's columns */
+    spy__cell row[HC_MAX], set[HC_MAX + 1];
+    char hex[CALL_FIELDS][33];
+    call_cells(w, o, a, out, c, merged, row, hex);
+    for (int k = 0; k < w->nupd; k++)
+      set[k] = row[w->updcol[k]];
+    set[w->nupd] = (spy__cell){SPY__COL_INT, o->rowid, NULL, 0};
+    int rc = run(w, w->hend, set, w->nupd + 1);
     return rc < 0 ? rc : merged;
   }
   return 0;
@@ -591,6 +686,83 @@ static int hook_action(sqlw *w, const spy_trace_action *a) {
       return call_end(w, h, &w->hcols[i], a);
   }
   return 0;
+}
+
+/* Before a COMMIT: the open calls whose Starts only their rows hold get
+ * those rows now, so the batch's Starts are in the file. */
+static int insert_open(sqlw *w) {
+  int rc = 0;
+  for (size_t i = 0; i < w->noc && rc == 0; i++) {
+    ocall *o = &w->oc[i];
+    if (o->end_gen || o->rowid || o->kept)
+      continue;
+    spy__cell c[HC_MAX];
+    call_cells(w, o, NULL, NULL, NULL, 0, c, NULL);
+    if ((rc = run(w, w->hcall, c, w->hc_ncols)) == 0) {
+      o->rowid = sqlite3_last_insert_rowid(w->db);
+      o->row_gen = w->gen;
+      note_rows(w, &w->hpend, 1);
+    }
+  }
+  return rc;
+}
+
+/* Schema 6: the calls of the session whose rows a commit inserted open
+ * (their Starts have no rows of their own) are open again. */
+static int reload_rows(sqlw *w) {
+  sqlite3_stmt *st;
+  int rc = prepare(w,
+                   "SELECT rowid, hook_type, build_id, call_id, plugin_name, "
+                   "plugin_id, module_id, started_at, input_source_id, "
+                   "start_seq FROM hook_calls WHERE session_id=?1 AND "
+                   "start_seq IS NOT NULL AND kept&1=0 AND ended_at IS NULL "
+                   "AND end_seq IS NULL ORDER BY rowid",
+                   &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_text(st, 1, w->session_id, -1, SQLITE_STATIC);
+  int step;
+  while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *hook = (const char *)sqlite3_column_text(st, 1);
+    const char *cid = (const char *)sqlite3_column_text(st, 3);
+    const spy__hook *h = spy__hooks;
+    while (h->hook && (!hook || strcmp(h->hook, hook) != 0))
+      h++;
+    if (!h->hook || !cid)
+      continue;
+    if (w->noc == w->capoc) {
+      size_t cap = w->capoc ? 2 * w->capoc : 64;
+      ocall *n = realloc(w->oc, cap * sizeof *n);
+      if (!n) {
+        rc = SPY_ENOMEM;
+        break;
+      }
+      w->oc = n;
+      w->capoc = cap;
+    }
+    const char *pl = (const char *)sqlite3_column_text(st, 4);
+    const char *mod = (const char *)sqlite3_column_text(st, 6);
+    const char *in = (const char *)sqlite3_column_text(st, 8);
+    ocall *o = &w->oc[w->noc];
+    *o = (ocall){.hook = h,
+                 .build = (uint32_t)sqlite3_column_int64(st, 2),
+                 .plugin_id = sqlite3_column_int64(st, 5),
+                 .started = sqlite3_column_int64(st, 7),
+                 .rowid = sqlite3_column_int64(st, 0),
+                 .start_seq = (uint64_t)sqlite3_column_int64(st, 9)};
+    if (in && strlen(in) == 32)
+      memcpy(o->input, in, 33);
+    if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
+                   mod ? strlen(mod) : 0) < 0) {
+      rc = SPY_ENOMEM;
+      break;
+    }
+    w->noc++;
+  }
+  if (rc == 0 && step != SQLITE_DONE)
+    rc = fail(w, "reading the open hook calls");
+  sqlite3_finalize(st);
+  return rc;
 }
 
 /* A session reopened (spy_trace_recover after a kill): the Starts its
@@ -615,8 +787,10 @@ static int reload_calls(sqlw *w) {
       spy__buf_puts(&w->sql, "_source_id");
     } else
       spy__buf_puts(&w->sql, "NULL");
+    char kept[160];
+    spy__call_kept_name(kept, sizeof kept, h, 0);
     spy__buf_puts(&w->sql, " FROM ");
-    spy__buf_puts(&w->sql, h->start->snake);
+    spy__buf_puts(&w->sql, kept);
     spy__buf_puts(&w->sql, " s WHERE s.session=?1 AND NOT EXISTS (SELECT 1 "
                            "FROM hook_calls c WHERE c.session_id=?2 AND "
                            "c.build_id=s.build_id AND c.call_id=s.call_id "
@@ -649,16 +823,12 @@ static int reload_calls(sqlw *w) {
       const char *mod = (const char *)sqlite3_column_text(st, 4);
       const char *in = (const char *)sqlite3_column_text(st, 6);
       ocall *o = &w->oc[w->noc];
-      *o = (ocall){h,
-                   (uint32_t)sqlite3_column_int64(st, 0),
-                   0, /* a rollback now does not forget it */
-                   0,
-                   sqlite3_column_int64(st, 3),
-                   sqlite3_column_int64(st, 5),
-                   NULL,
-                   NULL,
-                   NULL,
-                   ""};
+      /* start_gen 0: a rollback now does not forget it */
+      *o = (ocall){.hook = h,
+                   .build = (uint32_t)sqlite3_column_int64(st, 0),
+                   .kept = 1,
+                   .plugin_id = sqlite3_column_int64(st, 3),
+                   .started = sqlite3_column_int64(st, 5)};
       if (in && strlen(in) == 32)
         memcpy(o->input, in, 33);
       if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
@@ -672,6 +842,8 @@ static int reload_calls(sqlw *w) {
       rc = fail(w, "reading the open hook calls");
     sqlite3_finalize(st);
   }
+  if (rc == 0)
+    rc = reload_rows(w);
   return rc == 0 && w->noc ? ocix_rebuild(w, w->noc) : rc;
 }
 
@@ -684,6 +856,8 @@ static void calls_txn_end(sqlw *w, int ok) {
     int drop = ok ? o->end_gen != 0 : o->start_gen == w->gen;
     if (!ok && o->end_gen == w->gen)
       o->end_gen = 0;
+    if (!ok && o->rowid && o->row_gen == w->gen)
+      o->rowid = 0; /* the row it inserted is gone */
     if (drop)
       ocall_free(o);
     else
@@ -705,8 +879,10 @@ static int migrate(sqlw *w) {
   sqlite3_stmt *st;
   int rc = prepare(w, "SELECT type FROM sqlite_master WHERE name=?1", &st);
   int dropped = 0;
-  for (const spy__hook *h = spy__hooks; h->hook && rc == 0; h++) {
-    sqlite3_bind_text(st, 1, h->end->snake, -1, SQLITE_STATIC);
+  for (int i = 0; spy__hooks[i / 2].hook && rc == 0; i++) {
+    const spy__hook *h = &spy__hooks[i / 2];
+    const char *name = (i & 1 ? h->end : h->start)->snake;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     const char *type = sqlite3_step(st) == SQLITE_ROW
                            ? (const char *)sqlite3_column_text(st, 0)
                            : NULL;
@@ -717,10 +893,10 @@ static int migrate(sqlw *w) {
     if (!dropped++ && (rc = exec(w, "DROP VIEW IF EXISTS hook_calls_live")))
       break;
     char kept[160];
-    spy__end_kept_name(kept, sizeof kept, h);
+    spy__call_kept_name(kept, sizeof kept, h, i & 1);
     w->sql.len = 0;
     spy__buf_puts(&w->sql, "ALTER TABLE ");
-    spy__buf_puts(&w->sql, h->end->snake);
+    spy__buf_puts(&w->sql, name);
     spy__buf_puts(&w->sql, " RENAME TO ");
     spy__buf_puts(&w->sql, kept);
     spy__buf_putc(&w->sql, 0);
@@ -768,6 +944,30 @@ static int hook_calls_insert(sqlw *w) {
       cols.err || w->sql.err ? SPY_ENOMEM : prepare(w, w->sql.p, &w->hcall);
   spy__buf_free(&cols);
   return rc;
+}
+
+/* UPDATE hook_calls SET <an End's columns> WHERE rowid=?. */
+static int hook_calls_update(sqlw *w) {
+  w->sql.len = 0;
+  spy__buf_puts(&w->sql, "UPDATE hook_calls SET ");
+  char name[128], type;
+  static const char *const std[] = {
+      "session_id",  "build_id",        "call_id",         "hook_type",
+      "plugin_name", "plugin_id",       "module_id",       "started_at",
+      "ended_at",    "input_source_id", "output_source_id"};
+  for (int k = 0; k < w->nupd; k++) {
+    int col = w->updcol[k];
+    if (col < HC_STD)
+      snprintf(name, sizeof name, "%s", std[col]);
+    else
+      spy__hook_calls_extra(col - HC_STD, name, sizeof name, &type);
+    spy__buf_puts(&w->sql, k ? "," : "");
+    spy__buf_puts(&w->sql, name);
+    spy__buf_puts(&w->sql, "=?");
+  }
+  spy__buf_puts(&w->sql, " WHERE rowid=?");
+  spy__buf_putc(&w->sql, 0);
+  return w->sql.err ? SPY_ENOMEM : prepare(w, w->sql.p, &w->hend);
 }
 
 static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
@@ -851,7 +1051,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       (rc = add_tables(w, 0)))
     return rc;
   w->sql.len = 0;
-  spy__end_views_sql(&w->sql);
+  spy__call_views_sql(&w->sql);
   spy__views_sql(&w->sql, 0);
   spy__hook_calls_table_sql(&w->sql);
   spy__buf_puts(&w->sql, SESSION_ROWS_SQL);
@@ -876,7 +1076,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                     "UPDATE sessions SET actions=?2, actions_lost=?3 WHERE "
                     "session_id=?1",
                     &w->finish)) ||
-      (rc = hook_calls_insert(w)) ||
+      (rc = hook_calls_insert(w)) || (rc = hook_calls_update(w)) ||
       (rc = prepare(w,
                     "INSERT INTO session_rows(session,tbl,lo,hi) "
                     "VALUES(?1,?2,?3,?4) ON CONFLICT(session,tbl) DO UPDATE "
@@ -1164,14 +1364,13 @@ static int sq_action(void *state, const spy_trace_record *r) {
       w->report(w->report_ctx, SPY_EINVAL,
                 "sqlite: an action kind whose names cannot be SQL tables is "
                 "kept in action_batches only");
-    /* an End its call's hook_calls row can hold has no row of its own */
-    int end = a->kind->role == SPY_ROLE_HOOK_END, merged = 0;
-    if (rc == 0 && end && (merged = hook_action(w, a)) < 0)
+    /* a Start or End its call's hook_calls row holds has no row of its
+     * own */
+    int merged = hook_action(w, a);
+    if (merged < 0)
       rc = merged;
     if (rc == 0 && !merged)
       rc = spy__schema_rows(&w->schema, root, a, sink, w);
-    if (rc == 0 && !end)
-      rc = hook_action(w, a);
   }
   /* the binary record only when the tables cannot give the action back */
   if (rc == 0) {
@@ -1202,6 +1401,8 @@ static int sq_commit(void *state) {
     int r = flush_rows(w);
     if (rc == 0)
       rc = r;
+    if (rc == 0 && !w->txn_failed)
+      rc = insert_open(w);
   }
   if (w->mark.n && w->in_txn && rc == 0 && !w->txn_failed) {
     spy__cell c[7];
@@ -1253,7 +1454,7 @@ static void open_calls(sqlw *w) {
   if (!w->noc || begin(w) < 0)
     return;
   for (size_t i = 0; i < w->noc; i++)
-    if (!w->oc[i].end_gen)
+    if (!w->oc[i].end_gen && !w->oc[i].rowid)
       call_row(w, &w->oc[i], NULL, NULL, NULL, 0);
   w->txn_n = 0; /* no actions: nothing to count */
   flush_rows(w);
@@ -1311,6 +1512,7 @@ static int64_t sq_close(void *state) {
   spy__buf_free(&w->hpend.text);
   sqlite3_finalize(w->finish);
   sqlite3_finalize(w->hcall);
+  sqlite3_finalize(w->hend);
   sqlite3_finalize(w->ranges);
   sqlite3_finalize(w->txn[0]);
   sqlite3_finalize(w->txn[1]);
