@@ -6,16 +6,20 @@
  * the tables cannot give back exactly: application kinds, rows whose
  * JSON lists changed bytes), the rowid range of the session's rows in
  * each table (session_rows, for the reader), the index by plugin built at
- * close. Rows are gathered
- * per table and inserted 16 at a time (one multi-row INSERT: a cursor
- * opened and a statement ended per 16 rows, not per row), what is left
- * before each COMMIT. Source payloads
- * go to the sources table once, zstd-compressed, most as deltas of the
- * payload stored before them (src_codec.c); a row that may not have
- * reached the database (a failed insert or commit) is never used as a
- * base. A process killed mid-build leaves a database that opens cleanly
- * and holds every batch committed before the kill. A database written by
- * another schema version is refused (PRAGMA user_version).
+ * close. A hook call is one hook_calls row (store schema 6, see store.h):
+ * its Start and End have no rows of their own when the row gives them
+ * back (a third of the rows schema 5 wrote per call); the odd ones go to
+ * <kind>_kept, and each hook kind's name is a view over both. Rows are
+ * gathered per table and inserted 64 at a time (one multi-row INSERT: a
+ * cursor opened and a statement ended per 64 rows, not per row), what is
+ * left before each COMMIT. Source payloads go to the sources table once,
+ * zstd-compressed, most as deltas of the payload stored before them
+ * (src_codec.c); a row that may not have reached the database (a failed
+ * insert or commit) is never used as a base. A process killed mid-build
+ * leaves a database that opens cleanly and holds every batch committed
+ * before the kill. A database written by another schema version is
+ * refused (PRAGMA user_version), but for schema 4 and 5 stores, which are
+ * migrated in place.
  *
  * Loss accounting: a batch is one transaction, stored whole or not at
  * all. When any statement of it fails (a full disk: SPY_ENOSPC) it is
