@@ -192,11 +192,39 @@ static void note(void *arg, int err, const char *msg) {
   snprintf(arg, 512, "%s", msg);
 }
 
-TEST(v5_writer_appending_to_a_v4_sqlite_store_migrates_it) {
+/* The session's hook calls (the hooks command's answer) as text. */
+static int call_text(void *arg, const spy_trace_hook_call *c) {
+  char line[1024];
+  int n = snprintf(
+      line, sizeof line, "%u %s %s %s %s %llu %llu %d %d\n", c->build, c->hook,
+      c->plugin, c->module, c->call_id, (unsigned long long)c->started_us,
+      (unsigned long long)c->ended_us, c->has_input, c->has_output);
+  spy__buf_put(arg, line, (size_t)n);
+  return 0;
+}
+
+static int calls(const char *store, const char *session, spy__buf *out) {
+  spy_trace_reader *r;
+  int rc = spy_trace_reader_open(store, session, &r);
+  out->len = 0;
+  if (rc == 0)
+    rc = spy_trace_reader_hook_calls(r, call_text, out);
+  spy_trace_reader_close(r);
+  return rc;
+}
+
+/* The current writer appending a session to an older store (the fixture
+ * sql, whose session is `session`) migrates it in place: the old session
+ * reads as it did (its stream and its hook calls), the new one is stored
+ * the new way. */
+static void appending_migrates(const char *sql, const char *session) {
   char dir[256];
-  CHECK(sqlite_store(dir, sizeof dir, "trace_v4.sql"));
-  spy__buf before = {0}, after = {0};
-  CHECK_OK(stream(dir, SQL_SESSION, &before));
+  CHECK(sqlite_store(dir, sizeof dir, sql));
+  spy__buf before = {0}, after = {0}, cbefore = {0}, cafter = {0};
+  CHECK_OK(stream(dir, session, &before));
+  CHECK_OK(calls(dir, session, &cbefore));
+  CHECK(cbefore.len > 0);
+  long long nsrc = db_int(dir, "SELECT count(*) FROM sources");
   static char v[NVER][4096];
   size_t len[NVER];
   versions(v, len);
@@ -243,13 +271,15 @@ TEST(v5_writer_appending_to_a_v4_sqlite_store_migrates_it) {
            1);
   /* the old session reads as it did; the new one's versions are copy
    * deltas beside the old zstd deltas, and all of them decode */
-  CHECK_OK(stream(dir, SQL_SESSION, &after));
+  CHECK_OK(stream(dir, session, &after));
   CHECK_EQ(after.len, before.len);
   CHECK(memcmp(after.p, before.p, before.len) == 0);
-  CHECK_OK(files_read_back(dir, SQL_SESSION));
+  CHECK_OK(calls(dir, session, &cafter));
+  CHECK_EQ(cafter.len, cbefore.len);
+  CHECK(memcmp(cafter.p, cbefore.p, cbefore.len) == 0);
+  CHECK_OK(files_read_back(dir, session));
   CHECK(db_int(dir, "SELECT count(*) FROM sources WHERE codec=3") > 0);
-  CHECK(db_int(dir, "SELECT count(*) FROM sources WHERE codec=2") > 0);
-  CHECK_EQ(every_source_decodes(dir), 11 + NVER);
+  CHECK_EQ(every_source_decodes(dir), nsrc + NVER);
   spy_trace_reader *r;
   CHECK_OK(spy_trace_reader_open(dir, sid, &r));
   for (int i = 0; i < NVER; i++) {
@@ -263,7 +293,13 @@ TEST(v5_writer_appending_to_a_v4_sqlite_store_migrates_it) {
   spy_trace_reader_close(r);
   spy__buf_free(&before);
   spy__buf_free(&after);
+  spy__buf_free(&cbefore);
+  spy__buf_free(&cafter);
   tu_rm_rf(dir);
+}
+
+TEST(writer_appending_to_a_v4_sqlite_store_migrates_it) {
+  appending_migrates("trace_v4.sql", SQL_SESSION);
 }
 
 TEST(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do) {
@@ -287,5 +323,5 @@ TEST(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do) {
 
 TEST_MAIN(TEST_CASE(v4_sqlite_store_reads_the_bytes_it_stored),
           TEST_CASE(v4_jsonl_session_reads_the_bytes_it_stored),
-          TEST_CASE(v5_writer_appending_to_a_v4_sqlite_store_migrates_it),
+          TEST_CASE(writer_appending_to_a_v4_sqlite_store_migrates_it),
           TEST_CASE(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do))
