@@ -302,6 +302,10 @@ TEST(writer_appending_to_a_v4_sqlite_store_migrates_it) {
   appending_migrates("trace_v4.sql", SQL_SESSION);
 }
 
+TEST(writer_appending_to_a_v5_sqlite_store_migrates_it) {
+  appending_migrates("trace_v5.sql", "20261202-020345-a55ef94c");
+}
+
 TEST(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do) {
   char dir[256];
   CHECK(sqlite_store(dir, sizeof dir, "trace_v3.sql"));
@@ -324,4 +328,5 @@ TEST(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do) {
 TEST_MAIN(TEST_CASE(v4_sqlite_store_reads_the_bytes_it_stored),
           TEST_CASE(v4_jsonl_session_reads_the_bytes_it_stored),
           TEST_CASE(writer_appending_to_a_v4_sqlite_store_migrates_it),
+          TEST_CASE(writer_appending_to_a_v5_sqlite_store_migrates_it),
           TEST_CASE(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do))
