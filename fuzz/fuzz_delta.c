@@ -6,7 +6,8 @@
  * reaches the decoder through valid programs, the blob bytes are encoded
  * as a delta of the base (with no limit, then with the first blob's
  * length as the limit, which sends a raw program through zstd) and must
- * decode back to themselves. */
+ * decode back to themselves, the encoder's portable loop making the same
+ * blob as its AVX2 one. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static spy__delta enc;
+static spy__delta enc, portable;
 static void *dctx;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -32,9 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   spy__delta_decode(&dctx, blob, nblob, base, nb, out, want);
   free(out);
   size_t bound = spy__delta_bound(nblob);
-  uint8_t *z = malloc(bound);
+  uint8_t *z = malloc(bound), *z2 = malloc(bound);
   char *back = malloc(nblob ? nblob : 1);
-  if (z && back) {
+  if (z && z2 && back) {
     /* without a limit, then with the first result as the limit: a raw
      * program over it is tried as a zstd frame */
     size_t limit = bound + 1;
@@ -45,12 +46,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           (spy__delta_decode(&dctx, z, (size_t)n, base, nb, back, nblob) != 0 ||
            memcmp(back, blob, nblob) != 0))
         abort();
+      /* the portable loop makes the same blob as the AVX2 one */
+      portable.portable = 1;
+      long n2 = spy__delta_encode(&portable, base, nb, (const char *)blob,
+                                  nblob, z2, bound, limit);
+      if (n2 != n || (n > 0 && memcmp(z, z2, (size_t)n) != 0))
+        abort();
       if (n <= 0 || (size_t)n >= limit)
         break;
       limit = (size_t)n;
     }
   }
   free(z);
+  free(z2);
   free(back);
   return 0;
 }

@@ -461,6 +461,203 @@ TEST(threads_in_one_process_are_separate_openers) {
   spy_channel_close(w);
 }
 
+TEST(in_place_receive_reads_the_ring_and_releases) {
+  fresh_dir();
+  spy_channel *r = open_ch("view", 64 << 10);
+  pid_t pid = tu_fork();
+  if (pid == 0) {
+    spy_channel *w = open_ch("view", 2u << 20); /* holds them all */
+    uint8_t f[8192];
+    if (!w)
+      _exit(3);
+    /* Small and large frames, some wrapping the ring's end. */
+    for (uint32_t i = 0; i < 200; i++)
+      if (spy_channel_post(w, f, mk(f, i, 1 + (i * 997) % 8000)) < 0)
+        _exit(4);
+    /* Wait for the reader to say it is done before closing. */
+    int n = spy_channel_recv(w, f, sizeof f, 10000, NULL);
+    spy_channel_close(w);
+    _exit(n > 0 ? 0 : 5);
+  }
+  CHECK(r);
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < 200; i++) {
+    spy_channel_view v;
+    spy_recv_info info;
+    int n = spy_channel_recv_view(r, &v, 10000, &info);
+    CHECK_EQ(n, 5 + (i * 997) % 8000);
+    CHECK_EQ(v.len, (uint32_t)n);
+    CHECK_EQ(info.len, (uint32_t)n);
+    CHECK_EQ(info.lost, 0);
+    uint32_t seq = 0;
+    CHECK(check_frame(v.data, n, &seq) && seq == i);
+    CHECK_OK(spy_channel_view_release(r, &v));
+    /* Released once: a second release is refused. */
+    CHECK_EQ(spy_channel_view_release(r, &v), SPY_EINVAL);
+    bytes += (uint64_t)n;
+    if (i % 50 == 48) { /* copying receives mix with in-place ones */
+      uint8_t f[8192];
+      int m = spy_channel_recv(r, f, sizeof f, 10000, NULL);
+      CHECK_EQ(m, 5 + ((i + 1) * 997) % 8000);
+      CHECK(check_frame(f, m, &seq));
+      CHECK_EQ(seq, ++i);
+      bytes += (uint64_t)m;
+    }
+  }
+  spy_channel_stats st;
+  spy_channel_get_stats(r, &st);
+  CHECK_EQ(st.received, 200);
+  CHECK_EQ(st.bytes_received, bytes);
+  CHECK_EQ(st.lost, 0);
+  /* Nothing more: the wait ends as a copying receive's does. */
+  spy_channel_view v;
+  CHECK_EQ(spy_channel_recv_view(r, &v, 0, NULL), SPY_EAGAIN);
+  CHECK(v.data == NULL && v.len == 0);
+  CHECK_EQ(spy_channel_view_release(r, &v), SPY_EINVAL);
+  uint8_t done[8] = {1};
+  CHECK_OK(spy_channel_post(r, done, sizeof done));
+  CHECK_EQ(tu_wait(pid, 20), 0);
+  spy_channel_close(r);
+}
+
+TEST(in_place_frame_overwritten_while_held_fails_its_release) {
+  fresh_dir();
+  spy_channel *r = open_ch("lap", 64 << 10);
+  spy_channel *w = open_ch("lap", 64 << 10);
+  CHECK(r && w);
+  uint8_t f[1024];
+  CHECK_OK(spy_channel_post(w, f, mk(f, 0, 1000)));
+  CHECK_OK(spy_channel_post(w, f, mk(f, 1, 1000)));
+  spy_channel_view v;
+  CHECK_EQ(spy_channel_recv_view(r, &v, 1000, NULL), 1004);
+  /* Not yet reached: intact. The next one, held while the writer laps
+   * the 64 KiB ring, is not. */
+  CHECK_OK(spy_channel_view_release(r, &v));
+  CHECK_EQ(spy_channel_recv_view(r, &v, 1000, NULL), 1004);
+  uint32_t seq = 0;
+  CHECK(check_frame(v.data, 1004, &seq) && seq == 1);
+  for (uint32_t i = 2; i < 200; i++)
+    CHECK_OK(spy_channel_post(w, f, mk(f, i, 1000)));
+  /* Still in bounds, whatever it holds now. */
+  volatile uint8_t last = v.data[v.len - 1];
+  (void)last;
+  CHECK_EQ(spy_channel_view_release(r, &v), SPY_EOVERRUN);
+  spy_channel_stats st;
+  spy_channel_get_stats(r, &st);
+  CHECK_EQ(st.lost, 1);
+  /* The reader carries on past the overrun, counting what it lost. */
+  spy_recv_info info;
+  int n = spy_channel_recv_view(r, &v, 1000, &info);
+  CHECK_EQ(n, 1004);
+  CHECK(check_frame(v.data, n, &seq) && seq > 2 && info.lost > 0);
+  CHECK_OK(spy_channel_view_release(r, &v));
+  spy_channel_close(r);
+  spy_channel_close(w);
+}
+
+TEST(post_in_place_reserves_writes_and_commits) {
+  fresh_dir();
+  spy_channel *r = open_ch("reserve", 64 << 10);
+  spy_channel *w = open_ch("reserve", 64 << 10);
+  CHECK(r && w);
+  /* Larger than a quarter of the ring, or nothing: refused. */
+  CHECK(spy_channel_post_reserve(w, (16u << 10) + 1) == NULL);
+  CHECK(spy_channel_post_reserve(w, 0) == NULL);
+  /* Nothing reserved: nothing to commit. */
+  CHECK_EQ(spy_channel_post_commit(w, 10), SPY_EINVAL);
+  uint8_t f[16384], g[16384];
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < 300; i++) {
+    /* Reserve generously, write less, commit what was written; around
+     * the ring's end several times. */
+    size_t want = 4 + (i * 131) % 6000, room = want + (i % 7) * 512;
+    uint8_t *p = spy_channel_post_reserve(w, room);
+    CHECK(p != NULL);
+    CHECK_EQ(mk(p, i, want - 4), want);
+    if (i % 10 == 9) {
+      CHECK_OK(spy_channel_post_commit(w, 0)); /* cancelled */
+      continue;
+    }
+    CHECK_OK(spy_channel_post_commit(w, want));
+    bytes += want;
+    spy_recv_info info;
+    int n = spy_channel_recv(r, g, sizeof g, 1000, &info);
+    uint32_t seq = 0;
+    CHECK_EQ(n, (int)want);
+    CHECK(check_frame(g, n, &seq) && seq == i && info.lost == 0);
+  }
+  /* A cancelled frame was never posted. */
+  CHECK_EQ(spy_channel_recv(r, g, sizeof g, 0, NULL), SPY_EAGAIN);
+  /* More than reserved: refused, nothing posted, the reservation gone. */
+  CHECK(spy_channel_post_reserve(w, 100) != NULL);
+  CHECK_EQ(spy_channel_post_commit(w, 101), SPY_EINVAL);
+  CHECK_EQ(spy_channel_post_commit(w, 50), SPY_EINVAL);
+  CHECK_EQ(spy_channel_recv(r, g, sizeof g, 0, NULL), SPY_EAGAIN);
+  /* A post in between cancels a reservation. */
+  CHECK(spy_channel_post_reserve(w, 100) != NULL);
+  CHECK_OK(spy_channel_post(w, f, mk(f, 9999, 20)));
+  CHECK_EQ(spy_channel_post_commit(w, 50), SPY_EINVAL);
+  uint32_t seq = 0;
+  int n = spy_channel_recv(r, g, sizeof g, 1000, NULL);
+  CHECK(check_frame(g, n, &seq) && seq == 9999);
+  bytes += 24;
+  spy_channel_stats st;
+  spy_channel_get_stats(w, &st);
+  CHECK_EQ(st.posted, 271);
+  CHECK_EQ(st.bytes_posted, bytes);
+  spy_channel_close(r);
+  spy_channel_close(w);
+}
+
+TEST(a_large_reservation_committed_small_still_counts_as_overwritten) {
+  /* A reader far behind holds frames the writer's reservations may have
+   * covered: even when the records committed are small, the room that
+   * was reserved is treated as written, so the reader loses those frames
+   * (counted) instead of reading what the writer may have put there. */
+  fresh_dir();
+  spy_channel *r = open_ch("cover", 64 << 10);
+  spy_channel *w = open_ch("cover", 64 << 10);
+  CHECK(r && w);
+  uint8_t f[512], g[512];
+  /* About 60 KiB of 500-byte frames: the ring's history. */
+  for (uint32_t i = 0; i < 118; i++)
+    CHECK_OK(spy_channel_post(w, f, mk(f, i, 496)));
+  /* The reader has read the first five: its cursor is in what the
+   * reservation below covers. */
+  uint32_t got = 0, seq = 0;
+  for (; got < 5; got++) {
+    CHECK_EQ(spy_channel_recv(r, g, sizeof g, 1000, NULL), 500);
+    CHECK(check_frame(g, 500, &seq) && seq == got);
+  }
+  /* Reserve nearly 16 KiB (a quarter), fill it all, commit 8 bytes: the
+   * next 16 KiB of the oldest frames are gone as far as readers know,
+   * also after a smaller post announces less. */
+  size_t room = (16u << 10) - 64;
+  uint8_t *p = spy_channel_post_reserve(w, room);
+  CHECK(p != NULL);
+  memset(p, 0xEE, room);
+  CHECK_EQ(mk(p, 118, 4), 8);
+  CHECK_OK(spy_channel_post_commit(w, 8));
+  CHECK_OK(spy_channel_post(w, f, mk(f, 119, 4)));
+  uint64_t lost = 0;
+  spy_recv_info info;
+  int n;
+  while ((n = spy_channel_recv(r, g, sizeof g, 0, &info)) > 0) {
+    lost += info.lost;
+    got++;
+    CHECK(check_frame(g, n, &seq)); /* never the 0xEE filler */
+  }
+  CHECK(lost > 0);
+  CHECK_EQ(got + lost, 120);
+  CHECK_EQ(seq, 119);
+  /* Lapped cleanly: no filler ever read as a record header. */
+  spy_channel_stats st;
+  spy_channel_get_stats(r, &st);
+  CHECK_EQ(st.corrupt, 0);
+  spy_channel_close(r);
+  spy_channel_close(w);
+}
+
 int main(int argc, char **argv) {
   static const struct spy_test_case cases[] = {
       TEST_CASE(two_processes_exchange_frames_both_ways),
@@ -474,7 +671,12 @@ int main(int argc, char **argv) {
       TEST_CASE(idle_wait_sleeps_without_spinning_and_wakes_on_post),
       TEST_CASE(oversize_frames_are_refused_or_skipped),
       TEST_CASE(bad_names_and_ring_sizes_are_rejected),
-      TEST_CASE(threads_in_one_process_are_separate_openers)};
+      TEST_CASE(threads_in_one_process_are_separate_openers),
+      TEST_CASE(in_place_receive_reads_the_ring_and_releases),
+      TEST_CASE(in_place_frame_overwritten_while_held_fails_its_release),
+      TEST_CASE(post_in_place_reserves_writes_and_commits),
+      TEST_CASE(
+          a_large_reservation_committed_small_still_counts_as_overwritten)};
   int rc = spy_test_run(argc, argv, cases, sizeof cases / sizeof cases[0]);
   if (dir[0])
     tu_rm_rf(dir);

@@ -3,7 +3,9 @@
  * their bytes; a row the sink refuses never becomes the base of a delivered
  * delta; a reset starts a new chain; the copy/insert delta (codec 3)
  * decodes to the exact bytes, binary ones too, and refuses every
- * truncated or altered blob without reading outside it. The sink here is a
+ * truncated or altered blob without reading outside it; content ids are
+ * XXH3-128; the pipe keeps no pointer into a caller's payload; a module's
+ * first version is a delta of the previous module's. The sink here is a
  * table in memory (this is a unit test of the pipe; test_trace covers the
  * stores). */
 #include <stdio.h>
@@ -418,6 +420,169 @@ TEST(copy_delta_over_its_limit_becomes_a_zstd_frame) {
   free(base);
 }
 
+/* The content id: XXH3-128 whichever implementation the library takes
+ * (its CPU dispatch or not), the high half first, in lower-case hex. A
+ * changed hash would change every id a store has. */
+TEST(content_ids_are_xxh3_128_in_hex) {
+  char buf[1000], id[33];
+  for (int i = 0; i < 1000; i++)
+    buf[i] = (char)(i * 31 + 7);
+  uint64_t h[2];
+  spy_trace_hash(buf, sizeof buf, h);
+  spy_trace_hash_hex(h, id);
+  CHECK_STR(id, "f534f51e82a81d29989765d0ea7a5ecd");
+  spy_trace_hash("spyglass", 8, h);
+  spy_trace_hash_hex(h, id);
+  CHECK_STR(id, "69157ccd945add029e8c47d60e445b3a");
+  const uint64_t k[2] = {0x0123456789abcdefull, 0xfedcba9876543210ull};
+  spy_trace_hash_hex(k, id);
+  CHECK_STR(id, "0123456789abcdeffedcba9876543210");
+}
+
+/* The pipe keeps nothing of the caller's payload: each is packed from one
+ * buffer the caller rewrites for the next (the writer's queue record is
+ * reused the same way), and every row still decodes to the bytes it was
+ * given; on the packer thread and inline. */
+static void submit_from_one_buffer(int threaded) {
+  table t = {.refuse = -1};
+  setenv("SPY_TRACE_PACK_INLINE", threaded ? "0" : "1", 1);
+  spy__src_pipe *q = spy__src_pipe_new(sink, &t);
+  unsetenv("SPY_TRACE_PACK_INLINE");
+  CHECK(q);
+  char *want[NPAY];
+  size_t lens[NPAY];
+  char *buf = malloc(8000);
+  for (int i = 0; i < NPAY; i++) {
+    want[i] = payload(i, &lens[i]);
+    memcpy(buf, want[i], lens[i]);
+    uint64_t h[2];
+    spy_trace_hash(buf, lens[i], h);
+    CHECK_OK(spy__src_pipe_submit(q, h, buf, lens[i]));
+    memset(buf, 'Z', 8000); /* the caller's buffer, reused */
+  }
+  CHECK_OK(spy__src_pipe_drain(q));
+  CHECK_EQ(t.n, NPAY);
+  spy__buf out = {0};
+  int deltas = 0;
+  for (int i = 0; i < NPAY && i < t.n; i++) {
+    CHECK_OK(decode(&t, &t.rows[i], &out, 0));
+    CHECK_EQ(out.len, lens[i]);
+    CHECK(memcmp(out.p, want[i], lens[i]) == 0);
+    deltas += t.rows[i].has_base;
+    free(want[i]);
+  }
+  CHECK(deltas >= NPAY / 2);
+  free(buf);
+  spy__buf_free(&out);
+  spy__src_pipe_free(q);
+  table_free(&t);
+}
+
+TEST(the_callers_buffer_is_not_kept) {
+  submit_from_one_buffer(0);
+  submit_from_one_buffer(1);
+}
+
+/* Modules as a build makes them, each loaded then transformed twice
+ * (comments stripped: the first version is much longer): a module's later
+ * versions are deltas of its previous one, and its first version a delta
+ * of the previous module's first (the head), the one kept payload named
+ * by two bases; every row decodes. */
+TEST(a_modules_first_version_is_a_delta_of_the_previous_first) {
+  table t = {.refuse = -1};
+  spy__src_pipe *q = spy__src_pipe_new(sink, &t);
+  CHECK(q);
+  enum { MODS = 8, VERS = 3, N = MODS * VERS };
+  char *pays[N];
+  size_t lens[N];
+  uint64_t h[N][2];
+  for (int mod = 0; mod < MODS; mod++)
+    for (int v = 0; v < VERS; v++) {
+      size_t cap = 16000, len = 0;
+      char *p = malloc(cap);
+      for (int k = 0; k < 80; k++)
+        len += (size_t)snprintf(
+            p + len, cap - len,
+            "static int f_%d_%d(int x) { return x * %d - %d; }%s%s\n", mod, k,
+            k * 7919 % 10007, k * 104729 % 99991, v < 2 ? "   " : "",
+            v == 0 ? "/* a step of the pipeline, a comment to strip */" : "");
+      int i = mod * VERS + v;
+      pays[i] = p;
+      lens[i] = len;
+      spy_trace_hash(p, len, h[i]);
+      CHECK_OK(spy__src_pipe_submit(q, h[i], p, len));
+    }
+  CHECK_OK(spy__src_pipe_drain(q));
+  CHECK_EQ(t.n, N);
+  spy__buf out = {0};
+  int heads = 0;
+  for (int i = 0; i < N && i < t.n; i++) {
+    CHECK_OK(decode(&t, &t.rows[i], &out, 0));
+    CHECK_EQ(out.len, lens[i]);
+    CHECK(memcmp(out.p, pays[i], lens[i]) == 0);
+    char id[33];
+    if (i % VERS && i > VERS) { /* a later version: a delta of the last */
+      CHECK(t.rows[i].has_base);
+      spy_trace_hash_hex(h[i - 1], id);
+      CHECK_STR(t.rows[i].base, id);
+    } else if (i % VERS == 0 && i > 0 && t.rows[i].has_base) { /* a first */
+      spy_trace_hash_hex(h[i - VERS], id);
+      CHECK_STR(t.rows[i].base, id);
+      heads++;
+    }
+  }
+  /* (a first version may start a chain while the packer learns how well
+   * the text compresses alone) */
+  CHECK(heads >= MODS - 3);
+  for (int i = 0; i < N; i++)
+    free(pays[i]);
+  spy__buf_free(&out);
+  spy__src_pipe_free(q);
+  table_free(&t);
+}
+
+/* Copies of every length around the encoder's compare steps (8, 16, 32
+ * bytes) between edits, and edits right at the end: the delta decodes to
+ * the payload (and ASan sees no read past either buffer), and the
+ * encoder's portable loop makes the same blob as its AVX2 one. */
+TEST(copy_delta_round_trips_every_copy_length) {
+  enum { NB = 6000 };
+  char *base = malloc(NB), *p = malloc(NB + 64), *out = malloc(NB + 64);
+  uint32_t x = 4242;
+  for (int i = 0; i < NB; i++) {
+    x = x * 1103515245u + 12345u;
+    base[i] = (char)('a' + (x >> 16) % 26);
+  }
+  spy__delta d = {0}, portable = {.portable = 1};
+  void *dctx = NULL;
+  size_t bound = spy__delta_bound(NB + 64);
+  uint8_t *blob = malloc(bound), *blob2 = malloc(bound);
+  for (size_t gap = 1; gap <= 70; gap++) {
+    size_t n = 0;
+    for (size_t i = 0; i < NB; i++) /* a one-byte change every gap + 1 */
+      p[n++] = i % (gap + 1) == gap ? (char)'0' : base[i];
+    for (size_t cut = 0; cut < 3; cut++) {
+      long z = spy__delta_encode(&d, base, NB, p, n - cut, blob, bound, bound);
+      CHECK(z > 0);
+      /* the portable loop (no AVX2) makes the same blob */
+      long z2 = spy__delta_encode(&portable, base, NB, p, n - cut, blob2, bound,
+                                  bound);
+      CHECK(z2 == z && memcmp(blob, blob2, (size_t)z) == 0);
+      CHECK_EQ(
+          spy__delta_decode(&dctx, blob, (size_t)z, base, NB, out, n - cut), 0);
+      CHECK(memcmp(out, p, n - cut) == 0);
+    }
+  }
+  spy__src_unpack_free(&dctx);
+  spy__delta_free(&d);
+  spy__delta_free(&portable);
+  free(blob);
+  free(blob2);
+  free(out);
+  free(p);
+  free(base);
+}
+
 TEST_MAIN(TEST_CASE(rows_come_back_in_order_and_decode),
           TEST_CASE(a_refused_row_is_never_a_base),
           TEST_CASE(reset_starts_a_new_chain),
@@ -425,4 +590,8 @@ TEST_MAIN(TEST_CASE(rows_come_back_in_order_and_decode),
           TEST_CASE(edited_versions_are_copy_deltas_and_decode),
           TEST_CASE(copy_delta_is_binary_safe_and_refuses_corrupt_blobs),
           TEST_CASE(copy_delta_finds_every_small_edit_anywhere),
-          TEST_CASE(copy_delta_over_its_limit_becomes_a_zstd_frame))
+          TEST_CASE(copy_delta_over_its_limit_becomes_a_zstd_frame),
+          TEST_CASE(content_ids_are_xxh3_128_in_hex),
+          TEST_CASE(the_callers_buffer_is_not_kept),
+          TEST_CASE(a_modules_first_version_is_a_delta_of_the_previous_first),
+          TEST_CASE(copy_delta_round_trips_every_copy_length))

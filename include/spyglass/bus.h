@@ -97,6 +97,30 @@ void spy_channel_close(spy_channel *ch);
  * The bytes are not interpreted. */
 int spy_channel_post(spy_channel *ch, const void *frame, size_t len);
 
+/* Posting in place: reserves room for a frame of up to max_len bytes in
+ * this opener's ring and returns where to write it (max_len writable
+ * bytes), or NULL (max_len 0, over ring_bytes / 4 or SPY_FRAME_MAX, or a
+ * handle of another backend, which has no ring). spy_channel_post_commit
+ * then posts the first len bytes written there, as spy_channel_post
+ * would, without the copy: an encoder (spy_frame_writer) can write the
+ * frame straight into the ring.
+ *
+ * Ownership: the bytes are shared memory. Readers treat the reserved
+ * room as overwritten from the reserve on (the oldest frames there are
+ * lost to a reader that had not read them yet), and another process of
+ * the same user could write there too: store to it, never load back from
+ * it (spy_frame_writer only stores). Valid until the commit; any other
+ * post, reserve or close on the handle in between cancels it (and its
+ * bytes must not be written after that: they may be another frame's).
+ * Thread-safety: as spy_channel_post (one thread at a time per handle). */
+void *spy_channel_post_reserve(spy_channel *ch, size_t max_len);
+
+/* Posts the reserved frame's first len bytes (len <= max_len) to every
+ * other opener and wakes sleeping readers; len 0 cancels (nothing is
+ * posted). Returns 0, SPY_EINVAL (nothing reserved, or len > max_len:
+ * nothing is posted) or SPY_ENOTSUP (another backend). */
+int spy_channel_post_commit(spy_channel *ch, size_t len);
+
 typedef struct spy_recv_info {
   uint64_t sender; /* id of the opener that posted it */
   uint64_t lost;   /* frames from this sender lost to overrun just before
@@ -111,6 +135,48 @@ typedef struct spy_recv_info {
  * and info->len says how large it was). info may be NULL. */
 int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
                      spy_recv_info *info);
+
+/* A frame received in place (spy_channel_recv_view): its bytes as they
+ * lie in the sender's ring, read-only shared memory. The fields after
+ * `len` are the handle's own. */
+typedef struct spy_channel_view {
+  const uint8_t *data; /* the frame */
+  uint32_t len;        /* its length */
+  uint32_t peer_;
+  uint64_t at_;
+  const void *ring_;
+} spy_channel_view;
+
+/* Receives the next frame like spy_channel_recv, without copying it:
+ * view->data points into the sender's ring. Same waiting and return
+ * values (never SPY_ENOBUFS: there is no buffer to be too small).
+ *
+ * Ownership and lifetime: the bytes belong to the sender, who never waits
+ * for readers. They stay mapped until the next receive, wait or close on
+ * this handle (posting in between is fine), but a sender that laps this
+ * reader overwrites them, and a broken sender may write anything there
+ * at any time. So a caller reads each byte it uses once (decode into its
+ * own variables, then check those), never trusts a value it loaded twice
+ * to be the same, and calls spy_channel_view_release() when done: only
+ * if that returns 0 did every load made before it see the frame as
+ * posted. Reading is always in bounds of the mapping, whatever the
+ * sender does; view->len was checked against it.
+ *
+ * For a large frame that is decoded once (an image, a batch) this saves
+ * the copy spy_channel_recv makes; for small frames it saves nothing.
+ * Only the shared-memory bus has it: a handle opened with another
+ * backend (desc->ops) returns SPY_ENOTSUP (use spy_channel_recv).
+ * Thread-safety: as spy_channel_recv; the view may be read by any thread
+ * until it is released. */
+int spy_channel_recv_view(spy_channel *ch, spy_channel_view *view,
+                          int timeout_ms, spy_recv_info *info);
+
+/* Ends a view: 0 if the sender did not reach the frame's bytes since
+ * spy_channel_recv_view returned it (what was read is what was posted);
+ * SPY_EOVERRUN if it may have (discard whatever was decoded from it; the
+ * frame is counted in `lost`); SPY_EINVAL if the view is not this
+ * handle's latest. */
+int spy_channel_view_release(spy_channel *ch, spy_channel_view *view);
 
 /* Waits up to timeout_ms (0: just check, < 0: forever) until a frame is
  * waiting, without taking it. Returns 1 if one is, 0 if not. For a reader

@@ -49,7 +49,7 @@
 #define MAX_FORGOTTEN 32
 #define MAX_RETIRED 4
 #define SPIN_NS 20000         /* how long a reader watches before it sleeps */
-#define SPIN_AFTER_NS 100000  /* ... if it returned a frame this recently */
+#define SPIN_AFTER_NS 100000  /* ... if frames came this close together */
 #define MAINT_NS 250000000ull /* own entry check, retries of bad peers */
 #define FAIL_LIMIT 32         /* inconsistent reads in a row: drop */
 #define RETRY_MIN_NS 100000000ull  /* first re-map attempt of a bad peer */
@@ -99,8 +99,10 @@ struct spy_channel {
   int busy;              /* a peer read failed in the last pass */
   int spin;              /* more than one CPU: watching before sleeping pays */
   uint64_t last_rx_ns;   /* when a receive last returned a frame */
+  uint64_t rx_gap_ns;    /* and how long after the one before */
   uint64_t next_maint_ns;
   spy_channel_stats st;
+  spy_channel_view *view; /* the receive in progress is in place */
   /* ---- hot: every post ---- */
   uint64_t id;
   int post_sock; /* unbound socket to signal readers with, -1 not yet */
@@ -445,7 +447,10 @@ static int create_ring(spy_channel *ch) {
   int fd = spy__shm_create("spyglass-ring", ch->ring_map);
   if (fd < 0)
     return fd;
-  void *m = mmap(NULL, ch->ring_map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  /* Populated: the memory is allocated in full already (shm.h), and
+   * mapping it now spares the first lap a page fault per page. */
+  void *m = mmap(NULL, ch->ring_map, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_POPULATE, fd, 0);
   if (m == MAP_FAILED) {
     int rc = -errno;
     close(fd);
@@ -585,7 +590,7 @@ static int map_peer(spy_channel *ch, const char *name, peer *p) {
   int fd = spy__shm_open_peer(e.pid, e.ring_fd, bytes, 0);
   if (fd < 0)
     return fd;
-  void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (m == MAP_FAILED)
     return -errno;
@@ -977,16 +982,51 @@ int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
   return 0;
 }
 
+void *spy_channel_post_reserve(spy_channel *ch, size_t max_len) {
+  if (ch->ops || max_len == 0 || max_len > SPY_FRAME_MAX)
+    return NULL;
+  return spy__ring_reserve(&ch->w, (uint32_t)max_len);
+}
+
+int spy_channel_post_commit(spy_channel *ch, size_t len) {
+  if (ch->ops)
+    return SPY_ENOTSUP;
+  if (len > SPY_FRAME_MAX) {
+    spy__ring_commit(&ch->w, 0);
+    return SPY_EINVAL;
+  }
+  int rc = spy__ring_commit(&ch->w, (uint32_t)len);
+  if (rc < 0 || len == 0)
+    return rc;
+  ch->st.posted++;
+  ch->st.bytes_posted += len;
+  ch->st.wakes += (uint64_t)spy__ec_notify(ch->ctl);
+  ch->st.wakes += (uint64_t)ring_readers(ch);
+  return 0;
+}
+
 /* One pass over the peers, round robin. Returns > 0 (length), 0 (nothing),
- * or SPY_ENOBUFS. Sets ch->busy when a ring could not be read cleanly. */
+ * or SPY_ENOBUFS. Sets ch->busy when a ring could not be read cleanly.
+ * With ch->view set, the frame is left in place and described there. */
 static int read_any(spy_channel *ch, void *buf, size_t cap,
                     spy_recv_info *info) {
+  spy_channel_view *v = ch->view;
   for (int n = 0; n < ch->npeers; n++) {
     int i = (ch->rr + n) % ch->npeers;
     peer *p = &ch->peers[i];
     uint64_t lost = 0;
     uint32_t len = 0;
-    int r = spy__ring_read(&p->rd, buf, cap, &lost, &len);
+    int r;
+    if (v) {
+      r = spy__ring_peek(&p->rd, &v->data, &v->at_, &lost, &len);
+      if (r > 0) {
+        v->len = len;
+        v->peer_ = (uint32_t)i;
+        v->ring_ = p->rd.h;
+      }
+    } else {
+      r = spy__ring_read(&p->rd, buf, cap, &lost, &len);
+    }
     if (lost)
       ch->st.lost += lost;
     if (r > 0 || r == SPY_ENOBUFS) {
@@ -1066,8 +1106,11 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
     if (r != 0) {
       ch->futile = 0;
       ch->wait_said_pending = 0;
-      if (r > 0 && ch->spin)
-        ch->last_rx_ns = spy__mono_ns();
+      if (r > 0 && ch->spin) {
+        uint64_t t = spy__mono_ns();
+        ch->rx_gap_ns = t - ch->last_rx_ns;
+        ch->last_rx_ns = t;
+      }
       return r;
     }
     uint64_t now = spy__mono_ns();
@@ -1098,13 +1141,18 @@ static int recv_locked(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
       continue;
     }
     /* Before sleeping, watch the rings for a few microseconds, but only
-     * in a burst (a frame returned within SPIN_AFTER_NS) and with another
-     * CPU to post it: then the next frame usually lands within that, and
-     * a reader that never sleeps costs its posters no wake-up at all. An
-     * idle reader (a provider's worker between ticks, nobody posting)
-     * goes straight to sleep: a spin on every wake would take CPU from
-     * the program it shares the machine with. */
-    if (ch->spin && now - ch->last_rx_ns < SPIN_AFTER_NS) {
+     * in a burst (the last two frames came within SPIN_AFTER_NS of each
+     * other, the last one that recently) and with another CPU to post
+     * it: then the next frame usually lands within that, and a reader
+     * that never sleeps costs its posters no wake-up at all. A reader of
+     * lone frames (a provider's worker between ticks, a reply now and
+     * then) goes straight to sleep: a spin after each of them would take
+     * CPU from the program it shares the machine with, and on a
+     * scheduler that weighs recent CPU use (EEVDF) make the wake-up of
+     * that reader wait for the poster's time slice instead of preempting
+     * it (a bare futex waiter's does). */
+    if (ch->spin && ch->rx_gap_ns < SPIN_AFTER_NS &&
+        now - ch->last_rx_ns < SPIN_AFTER_NS) {
       uint64_t spin_end = now + SPIN_NS;
       while (!(expect = any_pending(ch)) && spy__mono_ns() < spin_end)
         spy__cpu_relax();
@@ -1169,10 +1217,8 @@ int spy_channel_wait(spy_channel *ch, int timeout_ms) {
   }
 }
 
-int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
-                     spy_recv_info *info) {
-  if (ch->ops)
-    return ch->ops->recv(ch->impl, buf, cap, timeout_ms, info);
+static int recv_any(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
+                    spy_recv_info *info) {
   if (ch->efd < 0)
     return recv_locked(ch, buf, cap, timeout_ms, info);
   /* fd mode: a watcher thread, if any, reads the peer list too. */
@@ -1203,6 +1249,43 @@ int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
   }
   pthread_mutex_unlock(&ch->lock);
   return r;
+}
+
+int spy_channel_recv(spy_channel *ch, void *buf, size_t cap, int timeout_ms,
+                     spy_recv_info *info) {
+  if (ch->ops)
+    return ch->ops->recv(ch->impl, buf, cap, timeout_ms, info);
+  ch->view = NULL;
+  return recv_any(ch, buf, cap, timeout_ms, info);
+}
+
+int spy_channel_recv_view(spy_channel *ch, spy_channel_view *view,
+                          int timeout_ms, spy_recv_info *info) {
+  if (ch->ops)
+    return SPY_ENOTSUP;
+  if (!view)
+    return SPY_EINVAL;
+  memset(view, 0, sizeof *view);
+  ch->view = view;
+  int r = recv_any(ch, NULL, 0, timeout_ms, info);
+  ch->view = NULL;
+  if (r <= 0)
+    memset(view, 0, sizeof *view);
+  return r;
+}
+
+int spy_channel_view_release(spy_channel *ch, spy_channel_view *view) {
+  if (ch->ops || !view || !view->ring_ || view->peer_ >= (uint32_t)ch->npeers)
+    return SPY_EINVAL;
+  const peer *p = &ch->peers[view->peer_];
+  if (p->rd.h != view->ring_)
+    return SPY_EINVAL;
+  int ok = spy__ring_intact(&p->rd, view->at_);
+  view->ring_ = NULL; /* released: a second release is refused */
+  if (ok)
+    return 0;
+  ch->st.lost++;
+  return SPY_EOVERRUN;
 }
 
 /* ---- event-loop fd ------------------------------------------------------ */

@@ -78,31 +78,48 @@ NO_TSAN int spy__ring_repair(spy_ring_writer *w) {
   return 1;
 }
 
-int spy__ring_write(spy_ring_writer *w, const void *frame, uint32_t len) {
+void *spy__ring_reserve(spy_ring_writer *w, uint32_t max_len) {
   const uint64_t size = w->size, mask = w->mask;
-  uint64_t rec = ALIGN16((uint64_t)SPY_RING_RECORD_HEADER + len);
-  if (len == 0 || rec > size / 4)
-    return SPY_ETOOBIG;
-  spy_ring_hdr *h = w->h;
-  uint8_t *data = w->data;
+  uint64_t rec = ALIGN16((uint64_t)SPY_RING_RECORD_HEADER + max_len);
+  if (max_len == 0 || rec > size / 4)
+    return NULL;
   uint64_t pos = w->head;
   uint64_t off = pos & mask, pad = 0;
   if (off + rec > size)
     pad = size - off;
   uint64_t end = pos + pad + rec;
-  atomic_store_explicit(&h->tail_intent, end, memory_order_relaxed);
+  /* Never lower: a smaller record after a larger reservation must not
+   * tell readers that the bytes the caller may have written past it are
+   * still the old ones. */
+  if (end > w->intent)
+    w->intent = end;
+  atomic_store_explicit(&w->h->tail_intent, w->intent, memory_order_relaxed);
   /* Readers must see tail_intent before any byte below changes. */
   atomic_thread_fence(memory_order_seq_cst);
-  uint64_t seq = w->seq;
   if (pad) {
-    put_header(data + off, 0, (uint32_t)pad, seq);
+    put_header(w->data + off, 0, (uint32_t)pad, w->seq);
     off = 0;
   }
-  put_header(data + off, len, (uint32_t)rec, seq);
-  copy_in(data + off + SPY_RING_RECORD_HEADER, frame, len);
+  w->res_start = pos + pad;
+  w->res_max = max_len;
+  return w->data + off + SPY_RING_RECORD_HEADER;
+}
+
+int spy__ring_commit(spy_ring_writer *w, uint32_t len) {
+  uint32_t max = w->res_max;
+  w->res_max = 0;
+  if (max == 0 || len > max)
+    return SPY_EINVAL;
+  if (len == 0)
+    return 0; /* cancelled: nothing published */
+  spy_ring_hdr *h = w->h;
+  uint64_t rec = ALIGN16((uint64_t)SPY_RING_RECORD_HEADER + len);
+  uint64_t start = w->res_start, end = start + rec;
+  uint64_t seq = w->seq;
+  put_header(w->data + (start & w->mask), len, (uint32_t)rec, seq);
   w->seq = seq + 1;
   w->head = end;
-  uint64_t start = end - rec, e8 = start >> w->shift;
+  uint64_t e8 = start >> w->shift;
   if (e8 != w->eighth) {
     /* The first record in a new eighth (a long record may skip some: they
      * get this start too, a later one, which is safe). Publish the mark of
@@ -117,6 +134,14 @@ int spy__ring_write(spy_ring_writer *w, const void *frame, uint32_t len) {
   atomic_store_explicit(&h->records, seq + 1, memory_order_relaxed);
   atomic_store_explicit(&h->head, end, memory_order_release);
   return 0;
+}
+
+int spy__ring_write(spy_ring_writer *w, const void *frame, uint32_t len) {
+  uint8_t *p = spy__ring_reserve(w, len);
+  if (!p)
+    return SPY_ETOOBIG;
+  copy_in(p, frame, len);
+  return spy__ring_commit(w, len);
 }
 
 /* Moves the cursor to the head; the loss is counted from the sequence of
@@ -177,8 +202,11 @@ int spy__ring_pending(const spy_ring_reader *r) {
   return atomic_load_explicit(&r->h->head, memory_order_acquire) != r->pos;
 }
 
-int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
-                   uint32_t *len_out) {
+/* The next record: copied into buf (view NULL), or, with a view, left in
+ * place (*view = its bytes, *at = its position for spy__ring_intact). */
+static int next_record(spy_ring_reader *r, void *buf, size_t cap,
+                       const uint8_t **view, uint64_t *at, uint64_t *lost,
+                       uint32_t *len_out) {
   const uint64_t size = r->size, mask = r->mask;
   const uint8_t *data = r->data;
   const spy_ring_hdr *h = r->h;
@@ -211,7 +239,7 @@ int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
                    ALIGN16((uint64_t)SPY_RING_RECORD_HEADER + len) != total
              : off + total != size);
     int copied = 0;
-    if (!bad && len && len <= cap) {
+    if (!bad && len && !view && len <= cap) {
       copy_out(buf, data + off + SPY_RING_RECORD_HEADER, len);
       copied = 1;
     }
@@ -219,8 +247,8 @@ int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
     uint64_t intent =
         atomic_load_explicit(&h->tail_intent, memory_order_relaxed);
     if (intent > pos + size) {
-      /* The writer reached these bytes while we read: the copy may be
-       * torn. Carry on from the resume point. */
+      /* The writer reached these bytes while we read: the copy (or the
+       * header) may be torn. Carry on from the resume point. */
       lapped(r, atomic_load_explicit(&h->head, memory_order_acquire));
       continue;
     }
@@ -240,7 +268,31 @@ int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
     r->next_seq = seq + 1;
     r->skipped = 0;
     *len_out = len;
+    if (view) {
+      /* In bounds whatever happens next: off + total <= size was checked
+       * on our private copy of the header. */
+      *view = data + off + SPY_RING_RECORD_HEADER;
+      *at = pos;
+      return (int)len;
+    }
     return copied ? (int)len : SPY_ENOBUFS;
   }
   return SPY_EAGAIN; /* the writer kept lapping us; try again later */
+}
+
+int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
+                   uint32_t *len_out) {
+  return next_record(r, buf, cap, NULL, NULL, lost, len_out);
+}
+
+int spy__ring_peek(spy_ring_reader *r, const uint8_t **data, uint64_t *at,
+                   uint64_t *lost, uint32_t *len_out) {
+  return next_record(r, NULL, 0, data, at, lost, len_out);
+}
+
+int spy__ring_intact(const spy_ring_reader *r, uint64_t at) {
+  /* Order the caller's loads of the record before the check. */
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&r->h->tail_intent, memory_order_relaxed) <=
+         at + r->size;
 }

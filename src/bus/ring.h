@@ -67,6 +67,9 @@ typedef struct spy_ring_writer {
   uint64_t marks[8];
   uint64_t eighth;
   unsigned shift;
+  uint64_t intent;    /* the highest tail_intent announced */
+  uint64_t res_start; /* the reserved record's position ... */
+  uint32_t res_max;   /* ... and room (0: none reserved) */
   spy_ring_hdr ident; /* the constant fields as initialised */
 } spy_ring_writer;
 
@@ -91,6 +94,19 @@ void spy__ring_writer_init(spy_ring_writer *w, void *mem, uint32_t data_bytes,
  * shared memory, so whatever another process does to the ring it cannot
  * make this fail, loop or write out of bounds. */
 int spy__ring_write(spy_ring_writer *w, const void *frame, uint32_t len);
+/* Reserves the next record for a frame of up to max_len bytes, to be
+ * written in place: returns where the frame's bytes go (max_len of them,
+ * inside the ring), or NULL if max_len is 0 or the record would be larger
+ * than a quarter of the ring. Readers count the bytes it covers as
+ * overwritten from now on. Publish with spy__ring_commit. Single writer;
+ * the caller only stores to the returned bytes: another process may
+ * change them too, so a value loaded back from there is not the one
+ * stored. */
+void *spy__ring_reserve(spy_ring_writer *w, uint32_t max_len);
+/* Publishes the reserved record with its first len bytes as the frame
+ * (len <= max_len; 0 cancels: nothing is published). 0, or SPY_EINVAL
+ * (nothing reserved, or len > max_len; the reservation is dropped). */
+int spy__ring_commit(spy_ring_writer *w, uint32_t len);
 /* Re-stores the header's constant fields if something overwrote them, so
  * that readers mapping the ring later accept it again. Returns 1 if it
  * repaired anything. Not for the hot path; may run on another thread than
@@ -117,6 +133,19 @@ void spy__ring_reader_at_start(spy_ring_reader *r);
  * loops more than a few times, whatever the shared bytes hold. */
 int spy__ring_read(spy_ring_reader *r, void *buf, size_t cap, uint64_t *lost,
                    uint32_t *len_out);
+/* Like spy__ring_read without the copy: *data is the next frame's bytes
+ * in the ring (*len_out of them, always inside the mapping), *at the
+ * record's position, and the cursor moves past it. The bytes stay the
+ * writer's: it may overwrite them at any time, and a broken one may
+ * write anything there. spy__ring_intact(r, at) says afterwards whether
+ * they may have changed while they were read. Returns the length, 0,
+ * SPY_EBADSEGMENT or SPY_EAGAIN as spy__ring_read. */
+int spy__ring_peek(spy_ring_reader *r, const uint8_t **data, uint64_t *at,
+                   uint64_t *lost, uint32_t *len_out);
+/* 1 if the writer has not reached the record at `at` since it was
+ * peeked (every load of its bytes made before this call saw what was
+ * posted, if the writer is well-behaved), 0 if it may have. */
+int spy__ring_intact(const spy_ring_reader *r, uint64_t at);
 /* 1 if the writer's head is not where the cursor is. */
 int spy__ring_pending(const spy_ring_reader *r);
 

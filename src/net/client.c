@@ -30,7 +30,8 @@
 #define CONNECT_MS 5000
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 2000
-#define SPIN_NS 20000 /* a receive watches this long before it sleeps */
+#define SPIN_NS 20000        /* a receive watches this long before it sleeps */
+#define SPIN_AFTER_NS 100000 /* ... if frames came this close together */
 
 typedef struct qnode {
   struct qnode *next;
@@ -64,6 +65,8 @@ typedef struct netlink {
   uint8_t *rx;
   size_t rx_off, rx_len, rx_cap; /* records not sorted yet: [rx_off, rx_len) */
   uint64_t retry_ns, backoff_ms;
+  uint64_t last_rx_ns, rx_gap_ns; /* the last frame received, and how long
+                                     after the one before */
   lchan ch[SPY_LINK_CHANNELS_MAX];
   /* clock: the reply to the round in flight */
   uint64_t clk_t0, clk_t[3];
@@ -707,12 +710,26 @@ static int ch_wait(void *impl, int timeout_ms) {
   }
 }
 
+static int ch_recv_wait(lchan *c, void *buf, size_t cap, int timeout_ms,
+                        spy_recv_info *info);
+
+/* Receives, noting when frames come (for the spin rule in ch_recv_wait). */
 static int ch_recv(void *impl, void *buf, size_t cap, int timeout_ms,
                    spy_recv_info *info) {
   lchan *c = impl;
+  int r = c->head ? pop(c, buf, cap, info)
+                  : ch_recv_wait(c, buf, cap, timeout_ms, info);
+  if (r > 0) {
+    uint64_t t = spy__net_mono_ns();
+    c->l->rx_gap_ns = t - c->l->last_rx_ns;
+    c->l->last_rx_ns = t;
+  }
+  return r;
+}
+
+static int ch_recv_wait(lchan *c, void *buf, size_t cap, int timeout_ms,
+                        spy_recv_info *info) {
   netlink *l = c->l;
-  if (c->head)
-    return pop(c, buf, cap, info);
   /* Wait with a direct target: the frame comes to buf, never queued. */
   l->direct.c = c;
   l->direct.buf = buf;
@@ -720,7 +737,13 @@ static int ch_recv(void *impl, void *buf, size_t cap, int timeout_ms,
   l->direct.info = info;
   l->direct.got = 0;
   uint64_t end = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-  int spun = 0;
+  /* Only in a burst (the last two frames came close together, the last
+   * one recently), as the bus does: a reply that comes now and then is
+   * slept for, so the spin takes no CPU from the bridge or the program
+   * that will send it, and the wake-up is the socket's own. */
+  uint64_t t0 = spy__net_mono_ns();
+  int spun =
+      !(l->rx_gap_ns < SPIN_AFTER_NS && t0 - l->last_rx_ns < SPIN_AFTER_NS);
   for (;;) {
     if (l->direct.got || c->head)
       break;

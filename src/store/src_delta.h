@@ -25,6 +25,9 @@ typedef struct spy__delta {
   uint8_t *prog; /* the uncompressed program */
   size_t cap_prog;
   void *cctx; /* ZSTD_CCtx for the program */
+  /* the encoder's portable loop even on a CPU with AVX2 (tests and the
+   * fuzzer compare the two: they make the same blob) */
+  int portable;
 } spy__delta;
 
 /* Encodes p[0..n) against base[0..nb) into out (capacity cap, at least

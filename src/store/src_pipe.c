@@ -14,8 +14,9 @@
  * beyond that waits for room. A row the sink refuses (it did not reach
  * the store) must not become the base of a stored delta: the pipe
  * remembers it, restarts the chain, and packs any delta already made
- * against it again on its own. Without a thread (it could not be started)
- * the pipe packs inline. */
+ * against it again on its own. Without a thread (on <= 2 CPUs, or it
+ * could not be started) the pipe packs inline, straight from the caller's
+ * payload, and hands the row to the sink at once: no copy, no job. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,27 +158,19 @@ static int poisoned(const spy__src_pipe *q, const char *id) {
 
 static void enqueue(spy__src_pipe *q, job *j);
 
-/* Hands one packed row to the sink (the writer's thread). */
-static int deliver(spy__src_pipe *q, job *j) {
-  int rc = j->err;
-  spy__cell c[5];
-  if (rc == 0) {
-    c[0] = (spy__cell){SPY__COL_TEXT, 0, j->id, 32};
-    c[1] = (spy__cell){SPY__COL_INT, (int64_t)j->n, NULL, 0};
-    c[2] = (spy__cell){SPY__COL_INT, j->codec, NULL, 0};
-    c[3] = j->has_base ? (spy__cell){SPY__COL_TEXT, 0, j->base_id, 32}
-                       : (spy__cell){0, 0, NULL, 0};
-    c[4] = (spy__cell){SPY__COL_BLOB, 0, j->blob, j->blob_n};
-    if (j->has_base && poisoned(q, j->base_id)) { /* its base is not stored */
-      c[2].i = spy__src_pack(&q->tmp, &q->cctx, j->p, j->n, 1);
-      c[3] = (spy__cell){0, 0, NULL, 0};
-      c[4] =
-          (spy__cell){SPY__COL_BLOB, 0, q->tmp.p ? q->tmp.p : "", q->tmp.len};
-      rc = q->tmp.err;
-    }
+/* Hands one packed row (cells c of the payload p[0..n)) to the sink, on
+ * the writer's thread. */
+static int deliver_row(spy__src_pipe *q, const uint64_t hash[2], const char *p,
+                       size_t n, spy__cell c[5]) {
+  int rc = 0;
+  if (c[3].kind && poisoned(q, c[3].s)) { /* its base is not stored */
+    c[2].i = spy__src_pack(&q->tmp, &q->cctx, p, n, 1);
+    c[3] = (spy__cell){0, 0, NULL, 0};
+    c[4] = (spy__cell){SPY__COL_BLOB, 0, q->tmp.p ? q->tmp.p : "", q->tmp.len};
+    rc = q->tmp.err;
   }
   if (rc == 0)
-    rc = q->sink(q->arg, j->hash, c);
+    rc = q->sink(q->arg, hash, c);
   if (rc < 0) { /* not stored: never a base from now on */
     if (q->npoison == q->cappoison) {
       size_t ncap = q->cappoison ? q->cappoison * 2 : 16;
@@ -187,13 +180,31 @@ static int deliver(spy__src_pipe *q, job *j) {
         q->cappoison = ncap;
       }
     }
-    if (q->npoison < q->cappoison)
-      memcpy(q->poison[q->npoison++], j->id, 33);
+    if (q->npoison < q->cappoison) {
+      memcpy(q->poison[q->npoison], c[0].s, 32);
+      q->poison[q->npoison++][32] = 0;
+    }
     job *r = calloc(1, sizeof *r);
     if (r) {
       r->reset = 1;
       enqueue(q, r);
     }
+  }
+  return rc;
+}
+
+/* Hands the row the packer thread made of j to the sink; frees j. */
+static int deliver(spy__src_pipe *q, job *j) {
+  int rc = j->err;
+  if (rc == 0) {
+    spy__cell c[5];
+    c[0] = (spy__cell){SPY__COL_TEXT, 0, j->id, 32};
+    c[1] = (spy__cell){SPY__COL_INT, (int64_t)j->n, NULL, 0};
+    c[2] = (spy__cell){SPY__COL_INT, j->codec, NULL, 0};
+    c[3] = j->has_base ? (spy__cell){SPY__COL_TEXT, 0, j->base_id, 32}
+                       : (spy__cell){0, 0, NULL, 0};
+    c[4] = (spy__cell){SPY__COL_BLOB, 0, j->blob, j->blob_n};
+    rc = deliver_row(q, j->hash, j->p, j->n, c);
   }
   free_job(j);
   return rc;
@@ -242,6 +253,16 @@ static job *take_out(spy__src_pipe *q, int wait_all) {
 
 int spy__src_pipe_submit(spy__src_pipe *q, const uint64_t hash[2],
                          const char *p, size_t n) {
+  if (!q->threaded) { /* packed and delivered now: no copy of the payload */
+    int first = deliver_all(q, take_out(q, 0)); /* chain restarts */
+    char id[33];
+    spy__cell c[5];
+    int rc = spy__source_row(q->k, hash, p, n, id, c);
+    if (rc == 0)
+      rc = deliver_row(q, hash, p, n, c);
+    int later = deliver_all(q, take_out(q, 0));
+    return first ? first : rc ? rc : later;
+  }
   job *j = calloc(1, sizeof *j);
   if (!j || !(j->p = malloc(n ? n : 1))) {
     free(j);
