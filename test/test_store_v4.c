@@ -192,11 +192,39 @@ static void note(void *arg, int err, const char *msg) {
   snprintf(arg, 512, "%s", msg);
 }
 
-TEST(v5_writer_appending_to_a_v4_sqlite_store_migrates_it) {
+/* The session's hook calls (the hooks command's answer) as text. */
+static int call_text(void *arg, const spy_trace_hook_call *c) {
+  char line[1024];
+  int n = snprintf(
+      line, sizeof line, "%u %s %s %s %s %llu %llu %d %d\n", c->build, c->hook,
+      c->plugin, c->module, c->call_id, (unsigned long long)c->started_us,
+      (unsigned long long)c->ended_us, c->has_input, c->has_output);
+  spy__buf_put(arg, line, (size_t)n);
+  return 0;
+}
+
+static int calls(const char *store, const char *session, spy__buf *out) {
+  spy_trace_reader *r;
+  int rc = spy_trace_reader_open(store, session, &r);
+  out->len = 0;
+  if (rc == 0)
+    rc = spy_trace_reader_hook_calls(r, call_text, out);
+  spy_trace_reader_close(r);
+  return rc;
+}
+
+/* The current writer appending a session to an older store (the fixture
+ * sql, whose session is `session`) migrates it in place: the old session
+ * reads as it did (its stream and its hook calls), the new one is stored
+ * the new way. */
+static void appending_migrates(const char *sql, const char *session) {
   char dir[256];
-  CHECK(sqlite_store(dir, sizeof dir, "trace_v4.sql"));
-  spy__buf before = {0}, after = {0};
-  CHECK_OK(stream(dir, SQL_SESSION, &before));
+  CHECK(sqlite_store(dir, sizeof dir, sql));
+  spy__buf before = {0}, after = {0}, cbefore = {0}, cafter = {0};
+  CHECK_OK(stream(dir, session, &before));
+  CHECK_OK(calls(dir, session, &cbefore));
+  CHECK(cbefore.len > 0);
+  long long nsrc = db_int(dir, "SELECT count(*) FROM sources");
   static char v[NVER][4096];
   size_t len[NVER];
   versions(v, len);
@@ -217,19 +245,41 @@ TEST(v5_writer_appending_to_a_v4_sqlite_store_migrates_it) {
         t, &(spy_act_hook_transform_call_start){
                "m.c", {v[i], len[i]}, "p", 0, cid, 0});
   }
+  long long ends = db_int(dir, "SELECT count(*) FROM hook_transform_call_end");
+  for (int i = 0; i < 3; i++) { /* Ends kept in their calls' rows */
+    char cid[16];
+    snprintf(cid, sizeof cid, "t%d", i);
+    spy_emit_hook_transform_call_end(
+        t, &(spy_act_hook_transform_call_end){
+               "m.c", {v[i + 1], len[i + 1]}, "p", 0, cid, 0});
+  }
   CHECK_EQ(spy_trace_destroy(t), 0);
   CHECK_STR(msg, "");
-  CHECK_EQ(db_int(dir, "PRAGMA user_version"), SPY_TRACE_SCHEMA_VERSION);
+  CHECK_EQ(db_int(dir, "PRAGMA user_version"), SPY__SQLITE_SCHEMA);
   CHECK_EQ(db_int(dir, "SELECT count(*) FROM sessions"), 2);
+  /* schema 6: the old Ends in the renamed table, the new in hook_calls,
+   * the End's name a view over both */
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM hook_transform_call_end_kept"),
+           ends);
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM hook_calls WHERE end_seq IS NOT "
+                       "NULL"),
+           3);
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM hook_transform_call_end"),
+           ends + 3);
+  CHECK_EQ(db_int(dir, "SELECT type='view' FROM sqlite_master WHERE "
+                       "name='hook_transform_call_end'"),
+           1);
   /* the old session reads as it did; the new one's versions are copy
    * deltas beside the old zstd deltas, and all of them decode */
-  CHECK_OK(stream(dir, SQL_SESSION, &after));
+  CHECK_OK(stream(dir, session, &after));
   CHECK_EQ(after.len, before.len);
   CHECK(memcmp(after.p, before.p, before.len) == 0);
-  CHECK_OK(files_read_back(dir, SQL_SESSION));
+  CHECK_OK(calls(dir, session, &cafter));
+  CHECK_EQ(cafter.len, cbefore.len);
+  CHECK(memcmp(cafter.p, cbefore.p, cbefore.len) == 0);
+  CHECK_OK(files_read_back(dir, session));
   CHECK(db_int(dir, "SELECT count(*) FROM sources WHERE codec=3") > 0);
-  CHECK(db_int(dir, "SELECT count(*) FROM sources WHERE codec=2") > 0);
-  CHECK_EQ(every_source_decodes(dir), 11 + NVER);
+  CHECK_EQ(every_source_decodes(dir), nsrc + NVER);
   spy_trace_reader *r;
   CHECK_OK(spy_trace_reader_open(dir, sid, &r));
   for (int i = 0; i < NVER; i++) {
@@ -243,7 +293,17 @@ TEST(v5_writer_appending_to_a_v4_sqlite_store_migrates_it) {
   spy_trace_reader_close(r);
   spy__buf_free(&before);
   spy__buf_free(&after);
+  spy__buf_free(&cbefore);
+  spy__buf_free(&cafter);
   tu_rm_rf(dir);
+}
+
+TEST(writer_appending_to_a_v4_sqlite_store_migrates_it) {
+  appending_migrates("trace_v4.sql", SQL_SESSION);
+}
+
+TEST(writer_appending_to_a_v5_sqlite_store_migrates_it) {
+  appending_migrates("trace_v5.sql", "20261202-020345-a55ef94c");
 }
 
 TEST(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do) {
@@ -267,5 +327,6 @@ TEST(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do) {
 
 TEST_MAIN(TEST_CASE(v4_sqlite_store_reads_the_bytes_it_stored),
           TEST_CASE(v4_jsonl_session_reads_the_bytes_it_stored),
-          TEST_CASE(v5_writer_appending_to_a_v4_sqlite_store_migrates_it),
+          TEST_CASE(writer_appending_to_a_v4_sqlite_store_migrates_it),
+          TEST_CASE(writer_appending_to_a_v5_sqlite_store_migrates_it),
           TEST_CASE(v5_writer_refuses_a_v3_sqlite_store_naming_what_to_do))

@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
-# trace_v4.sh TOOL [--write-expected] — every `spyglass trace` reader
-# command on the schema 4 stores under test/fixtures (trace_v4.sql, the
-# SQLite store as SQL text; trace_v4_jsonl/, the JSON-lines session)
-# prints what the schema 4 build printed on them (trace_v4.expected,
-# written by that build's binary with --write-expected; see
-# fixtures/README.md), and `trace source` gives the exact bytes of each
-# file that build loaded (trace_v4_src/*.txt).
+# trace_v4.sh TOOL [--write-expected] [VERSION] — every `spyglass trace`
+# reader command on the schema VERSION (4, the default, or 5) stores
+# under test/fixtures (trace_vN.sql, the SQLite store as SQL text;
+# trace_v4_jsonl/, the JSON-lines session, for 4 only) prints what the
+# schema N build printed on them (trace_vN.expected, written by that
+# build's binary with --write-expected; see fixtures/README.md), and
+# `trace source` gives the exact bytes of each file that build loaded
+# (trace_v4_src/*.txt, the same files for both).
 set -euo pipefail
 tool=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 fx=$here/fixtures
-fail() { echo "trace_v4: FAIL: $*" >&2; exit 1; }
+v=${3:-${2:-4}}
+[ "$v" = --write-expected ] && v=4
+case $v in 4 | 5) ;; *) v=4 ;; esac
+fail() { echo "trace_v$v: FAIL: $*" >&2; exit 1; }
 command -v sqlite3 >/dev/null || fail "sqlite3 is not installed (scripts/deps.sh)"
 work=$(mktemp -d /tmp/spy-trace-v4-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/sql"
-sqlite3 "$work/sql/trace.db" <"$fx/trace_v4.sql"
-cp -r "$fx/trace_v4_jsonl" "$work/jsonl"
+sqlite3 "$work/sql/trace.db" <"$fx/trace_v$v.sql"
+stores=sql
+if [ "$v" = 4 ]; then
+  cp -r "$fx/trace_v4_jsonl" "$work/jsonl"
+  stores="sql jsonl"
+fi
 cd "$work"
 ids=$(sqlite3 sql/trace.db "SELECT source_id FROM sources ORDER BY source_id")
 
 run_all() { # every reader command on both stores, each under a header
   local s m id
-  for s in sql jsonl; do
+  for s in $stores; do
     for args in "summary $s" "summary $s --json" "builds $s" \
                 "builds $s --json" "hooks $s" \
                 "hooks $s --plugin demo:strip-comments" \
@@ -46,18 +54,18 @@ run_all() { # every reader command on both stores, each under a header
 }
 
 if [ "${2:-}" = --write-expected ]; then
-  run_all >"$fx/trace_v4.expected"
-  echo "trace_v4: wrote $fx/trace_v4.expected"
+  run_all >"$fx/trace_v$v.expected"
+  echo "trace_v$v: wrote $fx/trace_v$v.expected"
   exit 0
 fi
 run_all >got.txt
-if ! cmp -s got.txt "$fx/trace_v4.expected"; then
-  diff -u "$fx/trace_v4.expected" got.txt | head -n 60
-  fail "the reader's output differs from the schema 4 build's"
+if ! cmp -s got.txt "$fx/trace_v$v.expected"; then
+  diff -u "$fx/trace_v$v.expected" got.txt | head -n 60
+  fail "the reader's output differs from the schema $v build's"
 fi
 grep -q "^(exit" got.txt && fail "a reader command failed"
 echo "== the loaded files' bytes"
-for s in sql jsonl; do
+for s in $stores; do
   for f in app/main.c lib/util.c lib/util.h; do
     # the load hook's output (the first hook call): the file's bytes
     id=$("$tool" trace module "$s" "$f" --json |
@@ -67,4 +75,4 @@ for s in sql jsonl; do
     cmp -s src.bin "$fx/trace_v4_src/$f.txt" || fail "$s: $f: the bytes differ"
   done
 done
-echo "trace_v4: all passed"
+echo "trace_v$v: all passed"

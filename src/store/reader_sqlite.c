@@ -84,6 +84,37 @@ static void open_ranges(sq *s) {
   sqlite3_bind_int64(s->ranges, 1, s->key);
 }
 
+/* Schema 6: the rows of a hook Start's or End's table are those of its
+ * kept table and the ones its calls' hook_calls rows hold
+ * (spy__call_select_sql), merged in seq order; hook_calls is read over
+ * the session's rowid range when session_rows has one. */
+static int open_call(spy_trace_reader *r, int t, const spy__hook *h, int end,
+                     spy__buf *q) {
+  sq *s = r->st;
+  sqlite3_int64 lo = 0, hi = 0;
+  int ranged = row_range(s, "hook_calls", &lo, &hi);
+  q->len = 0;
+  spy__buf_puts(q, "SELECT * FROM (");
+  spy__call_select_sql(q, h, end, "?1",
+                       ranged > 0    ? "h.rowid BETWEEN ?2 AND ?3 AND "
+                                       "h.session_id=?4"
+                       : ranged == 0 ? "0"
+                                     : "h.session_id=?4");
+  spy__buf_puts(q, ") ORDER BY seq");
+  spy__buf_putc(q, 0);
+  if (q->err)
+    return spy__reader_err(r, SPY_ENOMEM, "out of memory");
+  if (sqlite3_prepare_v2(s->db, q->p, -1, &s->rows[t], NULL) != SQLITE_OK)
+    return spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  sqlite3_bind_int64(s->rows[t], 1, s->key);
+  if (ranged > 0) {
+    sqlite3_bind_int64(s->rows[t], 2, lo);
+    sqlite3_bind_int64(s->rows[t], 3, hi);
+  }
+  sqlite3_bind_text(s->rows[t], 4, r->session_id, -1, SQLITE_STATIC);
+  return 0;
+}
+
 /* Schema 4+: the session's key and one statement per derived table of the
  * built-in kinds, in the order the writer inserted its rows: by rowid,
  * within the range session_rows gives (a store holding many sessions is
@@ -116,6 +147,18 @@ static int open_tables(spy_trace_reader *r, const char *path) {
   spy__buf q = {0};
   for (int t = 0; t < r->schema.n && rc == 0; t++) {
     const spy__gtable *g = &r->schema.t[t];
+    const spy__hook *call = NULL;
+    int end = 0;
+    for (const spy__hook *h = spy__hooks; s->schema >= 6 && h->hook; h++)
+      if (g->depth == 0 && (h->start == g->rec || h->end == g->rec)) {
+        call = h;
+        end = h->end == g->rec;
+      }
+    if (call) {
+      if ((rc = open_call(r, t, call, end, &q)) < 0)
+        break;
+      continue;
+    }
     sqlite3_int64 lo = 0, hi = 0;
     int ranged = row_range(s, g->name, &lo, &hi);
     if (ranged == 0)
@@ -378,6 +421,12 @@ static uint64_t sq_replaced(spy_trace_reader *r) {
  * not every action of the session rebuilt from its tables. A call that
  * never ended has a row with a NULL ended_at, which a replay does not
  * report either. */
+/* End order: schema 6 rows by end_seq (a row a commit inserted before
+ * its End is updated in place), older rows (no end_seq) by rowid, before
+ * them. */
+#define CALL_ORDER "end_seq IS NOT NULL, end_seq, rowid"
+#define CALL_ORDER_5 "rowid"
+
 static int sq_calls(spy_trace_reader *r,
                     int (*cb)(void *, const spy_trace_hook_call *), void *arg) {
   sq *s = r->st;
@@ -386,21 +435,16 @@ static int sq_calls(spy_trace_reader *r,
   int ranged = s->schema < 4 ? -1 : row_range(s, "hook_calls", &lo, &hi);
   if (ranged == 0)
     return 0; /* the session made no call */
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT build_id, hook_type, plugin_name, module_id, call_id, "
+           "started_at, ended_at, input_source_id, output_source_id FROM "
+           "hook_calls%s session_id=?1 AND ended_at IS NOT NULL ORDER BY %s",
+           ranged > 0 ? " NOT INDEXED WHERE rowid BETWEEN ?2 AND ?3 AND"
+                      : " WHERE",
+           s->schema >= 6 ? CALL_ORDER : CALL_ORDER_5);
   if (s->schema < 4 ||
-      sqlite3_prepare_v2(s->db,
-                         ranged > 0
-                             ? "SELECT build_id, hook_type, plugin_name, "
-                               "module_id, call_id, started_at, ended_at, "
-                               "input_source_id, output_source_id FROM "
-                               "hook_calls NOT INDEXED WHERE rowid BETWEEN ?2 "
-                               "AND ?3 AND session_id=?1 AND ended_at IS NOT "
-                               "NULL ORDER BY rowid"
-                             : "SELECT build_id, hook_type, plugin_name, "
-                               "module_id, call_id, started_at, ended_at, "
-                               "input_source_id, output_source_id FROM "
-                               "hook_calls WHERE session_id=?1 AND ended_at IS "
-                               "NOT NULL ORDER BY rowid",
-                         -1, &st, NULL) != SQLITE_OK)
+      sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
     return SPY_ENOTSUP;
   sqlite3_bind_text(st, 1, r->session_id, -1, SQLITE_STATIC);
   if (ranged > 0) {

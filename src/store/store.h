@@ -217,6 +217,35 @@ void spy__views_sql(spy__buf *b, int pg);
  * covering index by plugin: spy__hook_calls_index_sql, built at close. */
 void spy__hook_calls_table_sql(spy__buf *b);
 void spy__hook_calls_index_sql(spy__buf *b);
+/* SQLite, store schema 6: a hook call is one hook_calls row. Its Start
+ * and End have no rows of their own when the row can give them back:
+ * start_seq and end_seq, the fields the row has columns for, the others
+ * as start_<field> and end_<field>; one that cannot be (an End whose
+ * plugin differs from its Start's, a list field, no call id) has its row
+ * in <kind>_kept and sets bit 1 (Start) or 2 (End) of the row's `kept`.
+ * Each hook Start and End kind's name is a view over both.
+ * spy__call_role says which column field i of h's Start (end 0) or End
+ * gives back; spy__hook_calls_extra names the k-th column hook_calls has
+ * beyond the schema 4 ones (0: no more); spy__hook_calls_names lists every
+ * column; spy__call_select_sql is the SELECT of a kind's rows (session:
+ * the session key's expression; where: NULL for the view, else the
+ * reader's filter on hook_calls h, the kept table read for session ?1). */
+enum {
+  SPY__CALL_ID,
+  SPY__CALL_PLUGIN,
+  SPY__CALL_PLUGIN_ID,
+  SPY__CALL_SUBJECT,
+  SPY__CALL_SRC,
+  SPY__CALL_EXTRA
+};
+#define SPY__SQLITE_SCHEMA 6 /* PRAGMA user_version of a SQLite store */
+int spy__call_role(const spy__hook *h, int end, uint32_t i);
+int spy__hook_calls_extra(int k, char *name, size_t cap, char *type);
+void spy__hook_calls_names(spy__buf *b);
+void spy__call_kept_name(char *out, size_t cap, const spy__hook *h, int end);
+void spy__call_select_sql(spy__buf *b, const spy__hook *h, int end,
+                          const char *session, const char *where);
+void spy__call_views_sql(spy__buf *b);
 /* Every index: the questions' and each derived table's generic one
  * (SQLite, !pg: not the hook Starts' by plugin and by module nor the hook
  * Ends' by call, which the hook_calls table's indexes answer). */

@@ -6,16 +6,20 @@
  * the tables cannot give back exactly: application kinds, rows whose
  * JSON lists changed bytes), the rowid range of the session's rows in
  * each table (session_rows, for the reader), the index by plugin built at
- * close. Rows are gathered
- * per table and inserted 16 at a time (one multi-row INSERT: a cursor
- * opened and a statement ended per 16 rows, not per row), what is left
- * before each COMMIT. Source payloads
- * go to the sources table once, zstd-compressed, most as deltas of the
- * payload stored before them (src_codec.c); a row that may not have
- * reached the database (a failed insert or commit) is never used as a
- * base. A process killed mid-build leaves a database that opens cleanly
- * and holds every batch committed before the kill. A database written by
- * another schema version is refused (PRAGMA user_version).
+ * close. A hook call is one hook_calls row (store schema 6, see store.h):
+ * its Start and End have no rows of their own when the row gives them
+ * back (a third of the rows schema 5 wrote per call); the odd ones go to
+ * <kind>_kept, and each hook kind's name is a view over both. Rows are
+ * gathered per table and inserted 64 at a time (one multi-row INSERT: a
+ * cursor opened and a statement ended per 64 rows, not per row), what is
+ * left before each COMMIT. Source payloads go to the sources table once,
+ * zstd-compressed, most as deltas of the payload stored before them
+ * (src_codec.c); a row that may not have reached the database (a failed
+ * insert or commit) is never used as a base. A process killed mid-build
+ * leaves a database that opens cleanly and holds every batch committed
+ * before the kill. A database written by another schema version is
+ * refused (PRAGMA user_version), but for schema 4 and 5 stores, which are
+ * migrated in place.
  *
  * Loss accounting: a batch is one transaction, stored whole or not at
  * all. When any statement of it fails (a full disk: SPY_ENOSPC) it is
@@ -50,24 +54,45 @@
 
 #include "store.h"
 
-/* A hook call whose Start is stored (hook_calls gets its row at its End,
- * or at close when it never ends). The generations undo what a rolled
+/* A hook call whose Start is stored. Its hook_calls row is gathered at
+ * its End, or inserted at the commit of a batch that ends with it open
+ * (so the batch's Start is in the file; the End then updates the row),
+ * or at close when it never ends. The generations undo what a rolled
  * back batch did: a Start it stored is forgotten, an End it stored is
- * taken back. */
+ * taken back, a row it inserted is not there. */
+#define CALL_FIELDS 16 /* a Start or End with more keeps its own rows */
+#define START_X 8      /* Start extras an ocall holds */
 typedef struct ocall {
   const spy__hook *hook;
   uint32_t build;
   uint32_t start_gen, end_gen; /* end_gen 0: open */
+  uint32_t row_gen;            /* the transaction that inserted the row */
+  int kept;                    /* 1: the Start has a row of its own */
   int64_t plugin_id, started;
-  char *call_id, *plugin, *module; /* module NULL: none */
+  int64_t rowid; /* its hook_calls row when inserted before its End */
+  uint64_t start_seq;
+  char *call_id, *plugin, *module; /* one block; module NULL: none */
   char input[33];                  /* "" none */
+  int nsx;                         /* the Start's extras (kept 0) */
+  int8_t sxcol[START_X];
+  spy__cell sx[START_X]; /* a text's bytes in the block */
 } ocall;
 
-/* Where a hook's fields are in its Start and End records. */
+/* Where a hook's fields are in its Start and End records, and where each
+ * goes in a hook_calls row. */
 typedef struct hookcols {
   int call, plugin, plugin_id, subject, src; /* Start; -1 none */
   int end_call, end_src;                     /* End */
+  int merge[2]; /* its Starts / Ends may live in hook_calls rows */
+  int8_t role[2][CALL_FIELDS]; /* SPY__CALL_* of each field */
+  int8_t col[2][CALL_FIELDS];  /* an extra's hook_calls column */
 } hookcols;
+
+#define HC_STD 11   /* hook_calls columns of schema 4 and 5 */
+#define HC_START 11 /* start_seq, end_seq, kept: the next three */
+#define HC_END 12
+#define HC_KEPT 13
+#define HC_MAX 64 /* at most this many in all */
 
 /* Rows of one derived table gathered for multi-row INSERTs: MULTI rows
  * go in with one statement (one cursor opened, one halt), not MULTI; a
@@ -80,6 +105,7 @@ typedef struct pend {
   sqlite3_stmt *one; /* the table's one-row INSERT */
   const char *sql;   /* … its text (the multi-row ones extend it) */
   const char *name;  /* the table's name (its session_rows key) */
+  char *kept;        /* a hook End's: <end>_kept (name points here) */
   int ncols;
   int64_t lo, hi;   /* rowids the open transaction inserted (hi 0: none) */
   int64_t clo, chi; /* … and the committed ones of the session */
@@ -100,7 +126,13 @@ typedef struct sqlw {
   sqlite3_stmt *finish;
   sqlite3_stmt *hcall;  /* INSERT INTO hook_calls */
   sqlite3_stmt *ranges; /* upsert of a session_rows row */
+  sqlite3_stmt *txn[2]; /* BEGIN, COMMIT: prepared once, not parsed per
+                           batch (sqlite3_exec compiles its text each time) */
   hookcols hcols[8];
+  int hc_ncols;          /* hook_calls columns: HC_STD, ours, the extras */
+  sqlite3_stmt *hend;    /* UPDATE of a row inserted before its End */
+  int8_t updcol[HC_MAX]; /* … the columns it sets */
+  int nupd;
   ocall *oc; /* open calls, in Start order */
   size_t noc, capoc;
   uint32_t *ocix; /* hash of (build, call_id) → oc index + 1 */
@@ -172,6 +204,18 @@ static int prepare(sqlw *w, const char *sql, sqlite3_stmt **st) {
   return 0;
 }
 
+/* BEGIN (0) or COMMIT (1), by its prepared statement. */
+static int txn(sqlw *w, int commit) {
+  sqlite3_stmt *st = w->txn[commit];
+  if (!st)
+    return exec(w, commit ? "COMMIT" : "BEGIN");
+  int rc = sqlite3_step(st) == SQLITE_DONE
+               ? 0
+               : fail(w, commit ? "COMMIT" : "BEGIN");
+  sqlite3_reset(st);
+  return rc;
+}
+
 /* Reads the store's schema version; refuses a newer one. */
 int spy__sqlite_check_version(sqlite3 *db);
 int spy__sqlite_check_version(sqlite3 *db) {
@@ -180,12 +224,13 @@ int spy__sqlite_check_version(sqlite3 *db) {
     return SPY_EIO;
   int v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
   sqlite3_finalize(st);
-  return v > SPY_TRACE_SCHEMA_VERSION ? SPY_EBADSCHEMA : v;
+  return v > SPY__SQLITE_SCHEMA ? SPY_EBADSCHEMA : v;
 }
 
 static int64_t sq_close(void *state);
 static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n);
 static int gather(sqlw *w, pend *p, const spy__cell *c, int n);
+static void note_rows(sqlw *w, pend *p, int rows);
 
 /* A packed sources row, on the writer thread. */
 static int source_sink(void *arg, const uint64_t hash[2],
@@ -195,7 +240,18 @@ static int source_sink(void *arg, const uint64_t hash[2],
   return run(w, w->ins[SPY__T_SOURCES], c, 5);
 }
 
-/* Creates derived tables [from, schema.n) and prepares their inserts. */
+/* The hook whose Start (*end 0) or End kind k is, or NULL. */
+static const spy__hook *call_hook(const spy_trace_kind *k, int *end) {
+  for (const spy__hook *h = spy__hooks; h->hook; h++)
+    if (h->start == k || h->end == k) {
+      *end = h->end == k;
+      return h;
+    }
+  return NULL;
+}
+
+/* Creates derived tables [from, schema.n) and prepares their inserts (a
+ * hook End's table is <end>_kept: see spy__end_views_sql). */
 static int add_tables(sqlw *w, int from) {
   int n = w->schema.n;
   sqlite3_stmt **g = realloc(w->gins, (size_t)n * sizeof *g);
@@ -207,22 +263,34 @@ static int add_tables(sqlw *w, int from) {
     return SPY_ENOMEM;
   w->pend = pd;
   for (int t = from; t < n; t++) {
+    const spy__gtable *gt = &w->schema.t[t];
+    int end = 0;
+    const spy__hook *h = gt->depth == 0 ? call_hook(gt->rec, &end) : NULL;
     w->gins[t] = NULL;
     w->pend[t] = (pend){0};
+    w->pend[t].name = gt->name;
+    if (h) { /* the End's view is over this table and hook_calls */
+      char kept[160];
+      spy__call_kept_name(kept, sizeof kept, h, end);
+      if (!(w->pend[t].kept = strdup(kept)))
+        return SPY_ENOMEM;
+      w->pend[t].name = w->pend[t].kept;
+    }
     w->sql.len = 0;
-    spy__schema_table_sql(&w->schema, t, &w->sql, 0);
+    spy__create_table_sql(&w->sql, w->pend[t].name, gt->cols, gt->types, NULL,
+                          0);
     spy__buf_putc(&w->sql, 0);
     int rc = w->sql.err ? w->sql.err : exec(w, w->sql.p);
     if (rc)
       return rc;
     w->sql.len = 0;
-    spy__schema_insert_sql(&w->schema, t, &w->sql);
+    spy__insert_sql(&w->sql, "INSERT INTO", w->pend[t].name, gt->cols,
+                    gt->ncols);
     spy__buf_putc(&w->sql, 0);
     if ((rc = w->sql.err ? w->sql.err : prepare(w, w->sql.p, &w->gins[t])))
       return rc;
     w->pend[t].one = w->gins[t];
     w->pend[t].sql = sqlite3_sql(w->gins[t]);
-    w->pend[t].name = w->schema.t[t].name;
     w->pend[t].ncols = w->schema.t[t].ncols;
     w->ngins = t + 1;
   }
@@ -246,17 +314,75 @@ static int src_ix(const spy_trace_kind *k) {
   return -1;
 }
 
+/* The hook_calls column of a Start (end 0) or End extra (-1: none). */
+static int extra_col(int end, const spy_trace_field *f) {
+  char col[128], want[128], type;
+  const char *suffix;
+  spy__field_col(f, &suffix, &type);
+  snprintf(want, sizeof want, "%s_%s%s", end ? "end" : "start", f->name,
+           suffix);
+  for (int k = 0; spy__hook_calls_extra(k, col, sizeof col, &type); k++)
+    if (strcmp(col, want) == 0)
+      return HC_STD + k;
+  return -1;
+}
+
 static void hook_cols(sqlw *w) {
   int i = 0;
-  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++)
-    w->hcols[i] = (hookcols){
+  char col[128], type;
+  w->hc_ncols = HC_STD;
+  while (w->hc_ncols < HC_MAX &&
+         spy__hook_calls_extra(w->hc_ncols - HC_STD, col, sizeof col, &type))
+    w->hc_ncols++;
+  /* what an End updates in a row inserted before it */
+  static const int8_t endcols[] = {8, 10, HC_END, HC_KEPT};
+  w->nupd = 0;
+  for (size_t k = 0; k < sizeof endcols; k++)
+    w->updcol[w->nupd++] = endcols[k];
+  for (int k = HC_KEPT + 1; k < w->hc_ncols; k++)
+    if (spy__hook_calls_extra(k - HC_STD, col, sizeof col, &type) &&
+        strncmp(col, "end_", 4) == 0)
+      w->updcol[w->nupd++] = (int8_t)k;
+  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++) {
+    hookcols *c = &w->hcols[i];
+    *c = (hookcols){
         field_ix(h->start, "call_id"),
         field_ix(h->start, "plugin_name"),
         field_ix(h->start, "plugin_id"),
         strcmp(h->subject, "_") ? field_ix(h->start, h->subject) : -1,
         src_ix(h->start),
         field_ix(h->end, "call_id"),
-        src_ix(h->end)};
+        src_ix(h->end),
+        {h->start->nfields <= CALL_FIELDS, h->end->nfields <= CALL_FIELDS},
+        {{0}},
+        {{0}}};
+    for (int end = 0; end < 2; end++) {
+      const spy_trace_kind *k = end ? h->end : h->start;
+      int nx = 0;
+      for (uint32_t j = 0; c->merge[end] && j < k->nfields; j++) {
+        const spy_trace_field *f = &k->fields[j];
+        c->role[end][j] = (int8_t)spy__call_role(h, end, j);
+        c->col[end][j] = -1;
+        if (c->role[end][j] != SPY__CALL_EXTRA)
+          continue;
+        switch (f->type) { /* the cells emit_rec would give them */
+        case SPY_TF_STR:
+        case SPY_TF_OSTR:
+        case SPY_TF_INT:
+        case SPY_TF_OINT:
+        case SPY_TF_BOOL:
+        case SPY_TF_OBOOL:
+        case SPY_TF_SRC:
+        case SPY_TF_OSRC: c->col[end][j] = (int8_t)extra_col(end, f); break;
+        default: break;
+        }
+        /* a list, or more extras than an ocall holds: own rows */
+        if (c->col[end][j] < 0 || c->col[end][j] >= w->hc_ncols ||
+            (!end && ++nx > START_X))
+          c->merge[end] = 0;
+      }
+    }
+  }
 }
 
 static const spy_trace_val *fval(const spy_trace_action *a, int i) {
@@ -296,17 +422,99 @@ static int ocix_rebuild(sqlw *w, size_t want) {
   return 0;
 }
 
-static void ocall_free(ocall *o) {
-  free(o->call_id);
-  free(o->plugin);
-  free(o->module);
+/* The call's strings share one allocation, call_id's. */
+static void ocall_free(ocall *o) { free(o->call_id); }
+
+/* Copies a call's id, plugin and module (NULL: none), and the text of its
+ * Start extras, into one block. */
+static int ocall_strs(ocall *o, const char *id, size_t nid, const char *pl,
+                      size_t npl, const char *mod, size_t nmod) {
+  size_t extra = 0;
+  for (int i = 0; i < o->nsx; i++)
+    if (o->sx[i].kind == SPY__COL_TEXT)
+      extra += o->sx[i].n;
+  char *b = malloc(nid + 1 + (pl ? npl + 1 : 0) + (mod ? nmod + 1 : 0) + extra);
+  o->call_id = b;
+  o->plugin = o->module = NULL;
+  if (!b)
+    return SPY_ENOMEM;
+  memcpy(b, id, nid);
+  b[nid] = 0;
+  b += nid + 1;
+  if (pl) {
+    memcpy(b, pl, npl);
+    b[npl] = 0;
+    o->plugin = b;
+    b += npl + 1;
+  }
+  if (mod) {
+    memcpy(b, mod, nmod);
+    b[nmod] = 0;
+    o->module = b;
+    b += nmod + 1;
+  }
+  for (int i = 0; i < o->nsx; i++)
+    if (o->sx[i].kind == SPY__COL_TEXT) {
+      if (o->sx[i].n)
+        memcpy(b, o->sx[i].s, o->sx[i].n);
+      o->sx[i].s = b;
+      b += o->sx[i].n;
+    }
+  return 0;
 }
 
-static char *vdup(const spy_trace_val *v) {
-  return v && v->type == SPY_TV_STR ? strndup(v->u.s, v->n) : NULL;
+static const char *vstr(const spy_trace_val *v, size_t *n) {
+  *n = v && v->type == SPY_TV_STR ? v->n : 0;
+  return v && v->type == SPY_TV_STR ? v->u.s : NULL;
 }
 
-/* A Start: remembered until its End. */
+/* The cell emit_rec gives a scalar field of type t with value v; hex
+ * holds a payload's id. */
+static spy__cell scalar_cell(uint8_t t, const spy_trace_val *v, char *hex) {
+  if (!v)
+    return (spy__cell){0};
+  switch (t) {
+  case SPY_TF_STR:
+  case SPY_TF_OSTR:
+    if (v->type == SPY_TV_STR)
+      return (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
+    break;
+  case SPY_TF_INT:
+  case SPY_TF_OINT:
+    if (v->type == SPY_TV_INT)
+      return (spy__cell){SPY__COL_INT, v->u.i, NULL, 0};
+    break;
+  case SPY_TF_BOOL:
+  case SPY_TF_OBOOL:
+    if (v->type == SPY_TV_TRUE || v->type == SPY_TV_FALSE)
+      return (spy__cell){SPY__COL_INT, v->type == SPY_TV_TRUE, NULL, 0};
+    break;
+  default: /* SRC, OSRC */
+    if (v->has_hash) {
+      spy_trace_hash_hex(v->hash, hex);
+      return (spy__cell){SPY__COL_TEXT, 0, hex, 32};
+    }
+  }
+  return (spy__cell){0};
+}
+
+/* Whether Start a can live in its call's hook_calls row alone: every
+ * field the row gives back as the Start's table would. */
+static int start_fits(const hookcols *hc, const spy_trace_action *a) {
+  if (!hc->merge[0] || a->fields.type != SPY_TV_REC ||
+      a->fields.n != a->kind->nfields)
+    return 0;
+  for (uint32_t j = 0; j < a->kind->nfields; j++) {
+    const spy_trace_val *v = &a->fields.u.items[j];
+    /* the row's plugin_id is 0 for a missing one; the table's NULL */
+    if (hc->role[0][j] == SPY__CALL_PLUGIN_ID && v->type != SPY_TV_INT)
+      return 0;
+  }
+  return 1;
+}
+
+/* A Start: remembered until its End. Returns 1 when its call's row will
+ * hold it (it has no row of its own). */
 static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
                       const spy_trace_action *a) {
   const spy_trace_val *id = fval(a, c->call);
@@ -324,58 +532,117 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
     return SPY_ENOMEM;
   ocall *o = &w->oc[w->noc];
   const spy_trace_val *pid = fval(a, c->plugin_id), *src = fval(a, c->src);
-  *o = (ocall){h,
-               a->build,
-               w->gen,
-               0,
-               pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
-               (int64_t)a->ts_us,
-               vdup(id),
-               vdup(fval(a, c->plugin)),
-               vdup(fval(a, c->subject)),
-               ""};
+  int fits = start_fits(c, a);
+  *o = (ocall){.hook = h,
+               .build = a->build,
+               .start_gen = w->gen,
+               .kept = !fits,
+               .plugin_id = pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
+               .started = (int64_t)a->ts_us,
+               .start_seq = a->seq};
+  char hex[START_X][33];
+  for (uint32_t j = 0; fits && j < a->kind->nfields; j++)
+    if (c->role[0][j] == SPY__CALL_EXTRA) {
+      o->sx[o->nsx] = scalar_cell(a->kind->fields[j].type,
+                                  &a->fields.u.items[j], hex[o->nsx]);
+      o->sxcol[o->nsx++] = c->col[0][j];
+    }
+  size_t npl, nmod;
+  const char *pl = vstr(fval(a, c->plugin), &npl);
+  const char *mod = vstr(fval(a, c->subject), &nmod);
+  if (ocall_strs(o, id->u.s, id->n, pl, npl, mod, nmod) < 0)
+    return SPY_ENOMEM;
   if (src && src->has_hash)
     spy_trace_hash_hex(src->hash, o->input);
-  if (!o->call_id) {
-    ocall_free(o);
-    return SPY_ENOMEM;
-  }
   size_t j = call_hash(a->build, id->u.s, id->n) & (w->ixcap - 1);
   while (w->ocix[j])
     j = (j + 1) & (w->ixcap - 1);
   w->ocix[j] = (uint32_t)++w->noc;
-  return 0;
+  return fits;
 }
 
-/* The hook_calls row of o, ended by `end` (NULL: never ended). */
-static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
-                    const char *output) {
-  spy__cell c[11] = {{SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)},
-                     {SPY__COL_INT, o->build, NULL, 0},
-                     {SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)},
-                     {SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)},
-                     {0},
-                     {SPY__COL_INT, o->plugin_id, NULL, 0},
-                     {0},
-                     {SPY__COL_INT, o->started, NULL, 0},
-                     {0},
-                     {0},
-                     {0}};
+/* The hook_calls row of o in c[hc_ncols], ended by `end` (NULL: not
+ * ended); with `merged` the End's own fields too (it has no row of its
+ * own); hex holds the End extras' payload ids. */
+static void call_cells(sqlw *w, const ocall *o, const spy_trace_action *end,
+                       const char *output, const hookcols *hc, int merged,
+                       spy__cell *c, char (*hex)[33]) {
+  for (int i = 0; i < w->hc_ncols; i++)
+    c[i] = (spy__cell){0};
+  c[0] = (spy__cell){SPY__COL_TEXT, 0, w->session_id, strlen(w->session_id)};
+  c[1] = (spy__cell){SPY__COL_INT, o->build, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)};
+  c[3] = (spy__cell){SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)};
   if (o->plugin)
     c[4] = (spy__cell){SPY__COL_TEXT, 0, o->plugin, strlen(o->plugin)};
+  c[5] = (spy__cell){SPY__COL_INT, o->plugin_id, NULL, 0};
   if (o->module)
     c[6] = (spy__cell){SPY__COL_TEXT, 0, o->module, strlen(o->module)};
+  c[7] = (spy__cell){SPY__COL_INT, o->started, NULL, 0};
   if (end)
     c[8] = (spy__cell){SPY__COL_INT, (int64_t)end->ts_us, NULL, 0};
   if (o->input[0])
     c[9] = (spy__cell){SPY__COL_TEXT, 0, o->input, 32};
   if (output && output[0])
     c[10] = (spy__cell){SPY__COL_TEXT, 0, output, 32};
-  return gather(w, &w->hpend, c, 11);
+  c[HC_START] = (spy__cell){SPY__COL_INT, (int64_t)o->start_seq, NULL, 0};
+  if (end)
+    c[HC_END] = (spy__cell){SPY__COL_INT, (int64_t)end->seq, NULL, 0};
+  c[HC_KEPT] =
+      (spy__cell){SPY__COL_INT, o->kept | (end && !merged ? 2 : 0), NULL, 0};
+  if (!o->kept)
+    for (int i = 0; i < o->nsx; i++)
+      c[o->sxcol[i]] = o->sx[i];
+  for (uint32_t j = 0; merged && j < end->kind->nfields; j++)
+    if (hc->role[1][j] == SPY__CALL_EXTRA)
+      c[hc->col[1][j]] =
+          scalar_cell(end->kind->fields[j].type, fval(end, (int)j), hex[j]);
+}
+
+/* The hook_calls row of o, gathered (end NULL: never ended). */
+static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
+                    const char *output, const hookcols *hc, int merged) {
+  spy__cell c[HC_MAX];
+  char hex[CALL_FIELDS][33];
+  call_cells(w, o, end, output, hc, merged, c, hex);
+  return gather(w, &w->hpend, c, w->hc_ncols);
+}
+
+static int str_is(const spy_trace_val *v, const char *s) {
+  return v && v->type == SPY_TV_STR && s && strlen(s) == v->n &&
+         memcmp(s, v->u.s, v->n) == 0;
+}
+
+/* Whether End a of o can live in o's hook_calls row alone: each of its
+ * fields the row has a column for holds what that column holds. */
+static int mergeable(const hookcols *hc, const ocall *o,
+                     const spy_trace_action *a) {
+  if (!hc->merge[1] || a->fields.type != SPY_TV_REC ||
+      a->fields.n != a->kind->nfields)
+    return 0;
+  for (uint32_t j = 0; j < a->kind->nfields; j++) {
+    const spy_trace_val *v = &a->fields.u.items[j];
+    switch (hc->role[1][j]) {
+    case SPY__CALL_PLUGIN:
+      if (!str_is(v, o->plugin))
+        return 0;
+      break;
+    case SPY__CALL_PLUGIN_ID:
+      if (v->type != SPY_TV_INT || v->u.i != o->plugin_id)
+        return 0;
+      break;
+    case SPY__CALL_SUBJECT:
+      if (!str_is(v, o->module))
+        return 0;
+      break;
+    default: break; /* call_id matched; the output and extras are copied */
+    }
+  }
+  return 1;
 }
 
 /* An End: the row of its open Start (the view's join: an End without a
- * stored Start has none). */
+ * stored Start has none). Returns 1 when that row holds it. */
 static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
                     const spy_trace_action *a) {
   const spy_trace_val *id = fval(a, c->end_call);
@@ -392,7 +659,20 @@ static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
     if (src && src->has_hash)
       spy_trace_hash_hex(src->hash, out);
     o->end_gen = w->gen;
-    return call_row(w, o, a, out);
+    int merged = mergeable(c, o, a);
+    if (!o->rowid) {
+      int rc = call_row(w, o, a, out, c, merged);
+      return rc < 0 ? rc : merged;
+    }
+    /* its row went in at an earlier commit: the End's columns */
+    spy__cell row[HC_MAX], set[HC_MAX + 1];
+    char hex[CALL_FIELDS][33];
+    call_cells(w, o, a, out, c, merged, row, hex);
+    for (int k = 0; k < w->nupd; k++)
+      set[k] = row[w->updcol[k]];
+    set[w->nupd] = (spy__cell){SPY__COL_INT, o->rowid, NULL, 0};
+    int rc = run(w, w->hend, set, w->nupd + 1);
+    return rc < 0 ? rc : merged;
   }
   return 0;
 }
@@ -410,6 +690,83 @@ static int hook_action(sqlw *w, const spy_trace_action *a) {
       return call_end(w, h, &w->hcols[i], a);
   }
   return 0;
+}
+
+/* Before a COMMIT: the open calls whose Starts only their rows hold get
+ * those rows now, so the batch's Starts are in the file. */
+static int insert_open(sqlw *w) {
+  int rc = 0;
+  for (size_t i = 0; i < w->noc && rc == 0; i++) {
+    ocall *o = &w->oc[i];
+    if (o->end_gen || o->rowid || o->kept)
+      continue;
+    spy__cell c[HC_MAX];
+    call_cells(w, o, NULL, NULL, NULL, 0, c, NULL);
+    if ((rc = run(w, w->hcall, c, w->hc_ncols)) == 0) {
+      o->rowid = sqlite3_last_insert_rowid(w->db);
+      o->row_gen = w->gen;
+      note_rows(w, &w->hpend, 1);
+    }
+  }
+  return rc;
+}
+
+/* Schema 6: the calls of the session whose rows a commit inserted open
+ * (their Starts have no rows of their own) are open again. */
+static int reload_rows(sqlw *w) {
+  sqlite3_stmt *st;
+  int rc = prepare(w,
+                   "SELECT rowid, hook_type, build_id, call_id, plugin_name, "
+                   "plugin_id, module_id, started_at, input_source_id, "
+                   "start_seq FROM hook_calls WHERE session_id=?1 AND "
+                   "start_seq IS NOT NULL AND kept&1=0 AND ended_at IS NULL "
+                   "AND end_seq IS NULL ORDER BY rowid",
+                   &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_text(st, 1, w->session_id, -1, SQLITE_STATIC);
+  int step;
+  while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *hook = (const char *)sqlite3_column_text(st, 1);
+    const char *cid = (const char *)sqlite3_column_text(st, 3);
+    const spy__hook *h = spy__hooks;
+    while (h->hook && (!hook || strcmp(h->hook, hook) != 0))
+      h++;
+    if (!h->hook || !cid)
+      continue;
+    if (w->noc == w->capoc) {
+      size_t cap = w->capoc ? 2 * w->capoc : 64;
+      ocall *n = realloc(w->oc, cap * sizeof *n);
+      if (!n) {
+        rc = SPY_ENOMEM;
+        break;
+      }
+      w->oc = n;
+      w->capoc = cap;
+    }
+    const char *pl = (const char *)sqlite3_column_text(st, 4);
+    const char *mod = (const char *)sqlite3_column_text(st, 6);
+    const char *in = (const char *)sqlite3_column_text(st, 8);
+    ocall *o = &w->oc[w->noc];
+    *o = (ocall){.hook = h,
+                 .build = (uint32_t)sqlite3_column_int64(st, 2),
+                 .plugin_id = sqlite3_column_int64(st, 5),
+                 .started = sqlite3_column_int64(st, 7),
+                 .rowid = sqlite3_column_int64(st, 0),
+                 .start_seq = (uint64_t)sqlite3_column_int64(st, 9)};
+    if (in && strlen(in) == 32)
+      memcpy(o->input, in, 33);
+    if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
+                   mod ? strlen(mod) : 0) < 0) {
+      rc = SPY_ENOMEM;
+      break;
+    }
+    w->noc++;
+  }
+  if (rc == 0 && step != SQLITE_DONE)
+    rc = fail(w, "reading the open hook calls");
+  sqlite3_finalize(st);
+  return rc;
 }
 
 /* A session reopened (spy_trace_recover after a kill): the Starts its
@@ -434,8 +791,10 @@ static int reload_calls(sqlw *w) {
       spy__buf_puts(&w->sql, "_source_id");
     } else
       spy__buf_puts(&w->sql, "NULL");
+    char kept[160];
+    spy__call_kept_name(kept, sizeof kept, h, 0);
     spy__buf_puts(&w->sql, " FROM ");
-    spy__buf_puts(&w->sql, h->start->snake);
+    spy__buf_puts(&w->sql, kept);
     spy__buf_puts(&w->sql, " s WHERE s.session=?1 AND NOT EXISTS (SELECT 1 "
                            "FROM hook_calls c WHERE c.session_id=?2 AND "
                            "c.build_id=s.build_id AND c.call_id=s.call_id "
@@ -468,20 +827,16 @@ static int reload_calls(sqlw *w) {
       const char *mod = (const char *)sqlite3_column_text(st, 4);
       const char *in = (const char *)sqlite3_column_text(st, 6);
       ocall *o = &w->oc[w->noc];
-      *o = (ocall){h,
-                   (uint32_t)sqlite3_column_int64(st, 0),
-                   0, /* a rollback now does not forget it */
-                   0,
-                   sqlite3_column_int64(st, 3),
-                   sqlite3_column_int64(st, 5),
-                   strdup(cid),
-                   pl ? strdup(pl) : NULL,
-                   mod ? strdup(mod) : NULL,
-                   ""};
+      /* start_gen 0: a rollback now does not forget it */
+      *o = (ocall){.hook = h,
+                   .build = (uint32_t)sqlite3_column_int64(st, 0),
+                   .kept = 1,
+                   .plugin_id = sqlite3_column_int64(st, 3),
+                   .started = sqlite3_column_int64(st, 5)};
       if (in && strlen(in) == 32)
         memcpy(o->input, in, 33);
-      if (!o->call_id || (pl && !o->plugin) || (mod && !o->module)) {
-        ocall_free(o);
+      if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
+                     mod ? strlen(mod) : 0) < 0) {
         rc = SPY_ENOMEM;
         break;
       }
@@ -491,6 +846,8 @@ static int reload_calls(sqlw *w) {
       rc = fail(w, "reading the open hook calls");
     sqlite3_finalize(st);
   }
+  if (rc == 0)
+    rc = reload_rows(w);
   return rc == 0 && w->noc ? ocix_rebuild(w, w->noc) : rc;
 }
 
@@ -503,6 +860,8 @@ static void calls_txn_end(sqlw *w, int ok) {
     int drop = ok ? o->end_gen != 0 : o->start_gen == w->gen;
     if (!ok && o->end_gen == w->gen)
       o->end_gen = 0;
+    if (!ok && o->rowid && o->row_gen == w->gen)
+      o->rowid = 0; /* the row it inserted is gone */
     if (drop)
       ocall_free(o);
     else
@@ -512,6 +871,107 @@ static void calls_txn_end(sqlw *w, int ok) {
   w->gen++;
   if (w->ixcap)
     ocix_rebuild(w, w->noc); /* shrinks nothing: cannot fail */
+}
+
+/* Schema 4 and 5 stores become 6 in place, in the setup's transaction:
+ * each hook End's table is renamed <end>_kept (its rows stay; the view
+ * named after the End reads them and the Ends kept in hook_calls rows),
+ * hook_calls gains its new columns (NULL in the old rows, whose Ends are
+ * all in the kept tables), and the live view is made again over the End
+ * views. */
+static int migrate(sqlw *w) {
+  sqlite3_stmt *st;
+  int rc = prepare(w, "SELECT type FROM sqlite_master WHERE name=?1", &st);
+  int dropped = 0;
+  for (int i = 0; spy__hooks[i / 2].hook && rc == 0; i++) {
+    const spy__hook *h = &spy__hooks[i / 2];
+    const char *name = (i & 1 ? h->end : h->start)->snake;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    const char *type = sqlite3_step(st) == SQLITE_ROW
+                           ? (const char *)sqlite3_column_text(st, 0)
+                           : NULL;
+    int table = type && strcmp(type, "table") == 0;
+    sqlite3_reset(st);
+    if (!table)
+      continue;
+    if (!dropped++ && (rc = exec(w, "DROP VIEW IF EXISTS hook_calls_live")))
+      break;
+    char kept[160];
+    spy__call_kept_name(kept, sizeof kept, h, i & 1);
+    w->sql.len = 0;
+    spy__buf_puts(&w->sql, "ALTER TABLE ");
+    spy__buf_puts(&w->sql, name);
+    spy__buf_puts(&w->sql, " RENAME TO ");
+    spy__buf_puts(&w->sql, kept);
+    spy__buf_putc(&w->sql, 0);
+    rc = w->sql.err ? w->sql.err : exec(w, w->sql.p);
+  }
+  sqlite3_finalize(st);
+  if (rc)
+    return rc;
+  if ((rc = prepare(w,
+                    "SELECT count(*), sum(name=?1) FROM "
+                    "pragma_table_info('hook_calls')",
+                    &st)))
+    return rc;
+  char name[128], type;
+  for (int k = 0; rc == 0 && spy__hook_calls_extra(k, name, sizeof name, &type);
+       k++) {
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    int cols = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    int has = step == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
+    sqlite3_reset(st);
+    if (!cols || has) /* no table yet (the setup makes it whole) */
+      continue;
+    w->sql.len = 0;
+    spy__buf_puts(&w->sql, "ALTER TABLE hook_calls ADD COLUMN ");
+    spy__buf_puts(&w->sql, name);
+    spy__buf_puts(&w->sql, type == SPY__COL_INT ? " INTEGER" : " TEXT");
+    spy__buf_putc(&w->sql, 0);
+    rc = w->sql.err ? w->sql.err : exec(w, w->sql.p);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* INSERT INTO hook_calls(<every column>) VALUES(?,…). */
+static int hook_calls_insert(sqlw *w) {
+  spy__buf cols = {0};
+  spy__hook_calls_names(&cols);
+  spy__buf_putc(&cols, 0);
+  w->sql.len = 0;
+  spy__insert_sql(&w->sql, "INSERT INTO", "hook_calls", cols.p ? cols.p : "",
+                  (size_t)w->hc_ncols);
+  spy__buf_putc(&w->sql, 0);
+  int rc =
+      cols.err || w->sql.err ? SPY_ENOMEM : prepare(w, w->sql.p, &w->hcall);
+  spy__buf_free(&cols);
+  return rc;
+}
+
+/* UPDATE hook_calls SET <an End's columns> WHERE rowid=?. */
+static int hook_calls_update(sqlw *w) {
+  w->sql.len = 0;
+  spy__buf_puts(&w->sql, "UPDATE hook_calls SET ");
+  char name[128], type;
+  static const char *const std[] = {
+      "session_id",  "build_id",        "call_id",         "hook_type",
+      "plugin_name", "plugin_id",       "module_id",       "started_at",
+      "ended_at",    "input_source_id", "output_source_id"};
+  for (int k = 0; k < w->nupd; k++) {
+    int col = w->updcol[k];
+    if (col < HC_STD)
+      snprintf(name, sizeof name, "%s", std[col]);
+    else
+      spy__hook_calls_extra(col - HC_STD, name, sizeof name, &type);
+    spy__buf_puts(&w->sql, k ? "," : "");
+    spy__buf_puts(&w->sql, name);
+    spy__buf_puts(&w->sql, "=?");
+  }
+  spy__buf_puts(&w->sql, " WHERE rowid=?");
+  spy__buf_putc(&w->sql, 0);
+  return w->sql.err ? SPY_ENOMEM : prepare(w, w->sql.p, &w->hend);
 }
 
 static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
@@ -547,21 +1007,21 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       w->report(w->report_ctx, v, "sqlite: the store has a newer schema");
     return v;
   }
-  /* 5 only added a codec of sources rows (copy deltas) to 4: a schema 4
-   * store's tables are this writer's, so it is migrated in place (the
-   * setup below sets user_version with its CREATE … IF NOT EXISTS, in one
-   * transaction); schema 4 builds then refuse it as newer, as they must
-   * once it may hold rows they cannot decode. Older stores' tables differ
+  /* 5 only added a codec of sources rows (copy deltas) to 4, and 6 moved
+   * the hook Ends into hook_calls rows (migrate()): a schema 4 or 5
+   * store is migrated in place (with the setup below, which sets
+   * user_version with its CREATE … IF NOT EXISTS, in one transaction);
+   * older builds then refuse it as newer, as they must once it may hold
+   * rows they cannot read. Older stores' tables differ
    * (test/test_store_v4.c) */
-  if (v > 0 && v != SPY_TRACE_SCHEMA_VERSION &&
-      !(v == 4 && SPY_TRACE_SCHEMA_VERSION == 5)) {
+  if (v > 0 && v != SPY__SQLITE_SCHEMA && v != 4 && v != 5) {
     if (w->report) {
       char msg[256];
       snprintf(msg, sizeof msg,
                "sqlite: the store has schema version %d, which this build "
                "(schema %d) reads but does not add to; write the trace to a "
                "new directory (a new --out, or spy_trace_desc.dir)",
-               v, SPY_TRACE_SCHEMA_VERSION);
+               v, SPY__SQLITE_SCHEMA);
       w->report(w->report_ctx, SPY_EBADSCHEMA, msg);
     }
     return SPY_EBADSCHEMA;
@@ -581,18 +1041,21 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
                  "PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=65536;")))
     return rc;
-  spy__own_tables_sql(&w->sql, 0);
   char ver[64];
-  snprintf(ver, sizeof ver, "PRAGMA user_version=%d;",
-           SPY_TRACE_SCHEMA_VERSION);
+  snprintf(ver, sizeof ver, "PRAGMA user_version=%d;", SPY__SQLITE_SCHEMA);
+  hook_cols(w);
+  if ((rc = exec(w, "BEGIN")) ||
+      (v && v < SPY__SQLITE_SCHEMA && (rc = migrate(w))))
+    return rc;
+  w->sql.len = 0;
+  spy__own_tables_sql(&w->sql, 0);
   spy__buf_puts(&w->sql, ver);
   spy__buf_putc(&w->sql, 0);
-  if (w->sql.err)
-    return w->sql.err;
-  if ((rc = exec(w, "BEGIN")) || (rc = exec(w, w->sql.p)) ||
+  if ((rc = w->sql.err ? w->sql.err : exec(w, w->sql.p)) ||
       (rc = add_tables(w, 0)))
     return rc;
   w->sql.len = 0;
+  spy__call_views_sql(&w->sql);
   spy__views_sql(&w->sql, 0);
   spy__hook_calls_table_sql(&w->sql);
   spy__buf_puts(&w->sql, SESSION_ROWS_SQL);
@@ -617,19 +1080,19 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                     "UPDATE sessions SET actions=?2, actions_lost=?3 WHERE "
                     "session_id=?1",
                     &w->finish)) ||
-      (rc = prepare(w, "INSERT INTO hook_calls VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                    &w->hcall)) ||
+      (rc = hook_calls_insert(w)) || (rc = hook_calls_update(w)) ||
       (rc = prepare(w,
                     "INSERT INTO session_rows(session,tbl,lo,hi) "
                     "VALUES(?1,?2,?3,?4) ON CONFLICT(session,tbl) DO UPDATE "
                     "SET lo=min(lo,excluded.lo),hi=max(hi,excluded.hi)",
-                    &w->ranges)))
+                    &w->ranges)) ||
+      (rc = prepare(w, "BEGIN", &w->txn[0])) ||
+      (rc = prepare(w, "COMMIT", &w->txn[1])))
     return rc;
   w->hpend.one = w->hcall;
   w->hpend.sql = sqlite3_sql(w->hcall);
   w->hpend.name = "hook_calls";
-  w->hpend.ncols = 11;
-  hook_cols(w);
+  w->hpend.ncols = w->hc_ncols;
   w->gen = 1; /* end_gen 0 means open */
   /* the session row exists from the start; its key is in every row */
   sqlite3_stmt *s;
@@ -642,7 +1105,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, cfg->cwd, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__wall_us());
-  sqlite3_bind_int(s, 4, SPY_TRACE_SCHEMA_VERSION);
+  sqlite3_bind_int(s, 4, SPY__SQLITE_SCHEMA);
   /* actions / actions_lost stay NULL until a clean close sets them */
   int st = sqlite3_step(s);
   sqlite3_finalize(s);
@@ -686,7 +1149,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
 static int begin(sqlw *w) {
   if (w->in_txn)
     return 0;
-  int rc = exec(w, "BEGIN");
+  int rc = txn(w, 0);
   if (rc == 0) {
     w->in_txn = 1;
     w->txn_failed = 0;
@@ -762,7 +1225,7 @@ static void save_ranges(sqlw *w) {
   if (rc == 0)
     rc = save_range(w, &w->hpend);
   w->txn_n = 0; /* no actions: nothing to count */
-  if (rc < 0 || w->txn_failed || exec(w, "COMMIT") < 0) {
+  if (rc < 0 || w->txn_failed || txn(w, 1) < 0) {
     if (!sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
   }
@@ -905,10 +1368,13 @@ static int sq_action(void *state, const spy_trace_record *r) {
       w->report(w->report_ctx, SPY_EINVAL,
                 "sqlite: an action kind whose names cannot be SQL tables is "
                 "kept in action_batches only");
-    if (rc == 0)
+    /* a Start or End its call's hook_calls row holds has no row of its
+     * own */
+    int merged = hook_action(w, a);
+    if (merged < 0)
+      rc = merged;
+    if (rc == 0 && !merged)
       rc = spy__schema_rows(&w->schema, root, a, sink, w);
-    if (rc == 0)
-      rc = hook_action(w, a);
   }
   /* the binary record only when the tables cannot give the action back */
   if (rc == 0) {
@@ -939,6 +1405,8 @@ static int sq_commit(void *state) {
     int r = flush_rows(w);
     if (rc == 0)
       rc = r;
+    if (rc == 0 && !w->txn_failed)
+      rc = insert_open(w);
   }
   if (w->mark.n && w->in_txn && rc == 0 && !w->txn_failed) {
     spy__cell c[7];
@@ -952,7 +1420,7 @@ static int sq_commit(void *state) {
   if (!w->in_txn)
     return rc;
   if (rc == 0 && !w->txn_failed)
-    rc = exec(w, "COMMIT");
+    rc = txn(w, 1);
   if (rc < 0 || w->txn_failed) {
     /* all or nothing: whatever failed, none of the batch is kept */
     if (!sqlite3_get_autocommit(w->db))
@@ -990,11 +1458,11 @@ static void open_calls(sqlw *w) {
   if (!w->noc || begin(w) < 0)
     return;
   for (size_t i = 0; i < w->noc; i++)
-    if (!w->oc[i].end_gen)
-      call_row(w, &w->oc[i], NULL, NULL);
+    if (!w->oc[i].end_gen && !w->oc[i].rowid)
+      call_row(w, &w->oc[i], NULL, NULL, NULL, 0);
   w->txn_n = 0; /* no actions: nothing to count */
   flush_rows(w);
-  if (w->txn_failed || exec(w, "COMMIT") < 0) {
+  if (w->txn_failed || txn(w, 1) < 0) {
     if (!sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
     ranges_end(w, 0);
@@ -1037,6 +1505,7 @@ static int64_t sq_close(void *state) {
     for (int m = 0; m < NMULTI; m++)
       sqlite3_finalize(w->pend[t].multi[m]);
     free(w->pend[t].cells);
+    free(w->pend[t].kept);
     spy__buf_free(&w->pend[t].text);
   }
   free(w->gins);
@@ -1047,7 +1516,10 @@ static int64_t sq_close(void *state) {
   spy__buf_free(&w->hpend.text);
   sqlite3_finalize(w->finish);
   sqlite3_finalize(w->hcall);
+  sqlite3_finalize(w->hend);
   sqlite3_finalize(w->ranges);
+  sqlite3_finalize(w->txn[0]);
+  sqlite3_finalize(w->txn[1]);
   for (size_t i = 0; i < w->noc; i++)
     ocall_free(&w->oc[i]);
   free(w->oc);
