@@ -118,6 +118,10 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   int rc = !p->rxbuf || !p->ctr
                ? SPY_ENOMEM
                : spy__registry_init(&p->reg, d.registry_capacity, d.string_max);
+  if (rc == 0) { /* the typed by-handle setters' slots, read inline */
+    p->hot.vslots = p->reg.slots;
+    p->hot.vcap = d.registry_capacity;
+  }
   char data_name[64];
   snprintf(data_name, sizeof data_name, SPY_DISCOVERY_CHANNEL ":%016llx",
            (unsigned long long)p->id);
@@ -277,6 +281,53 @@ static inline uint16_t ms_x100(double ms) {
 
 uint16_t spy__ms_x100(double ms) { return ms_x100(ms); }
 
+void spy__samples_derive(spy_provider *p) {
+  double npt = p->ns_per_tick;
+  int16_t last = p->fps_before;
+  for (uint32_t i = 0, n = p->ring_count; i < n; i++) {
+    uint32_t d = p->dt_t[i];
+    if (d == SPY__DT_FPS_SET) {
+      last = p->fps[i];
+    } else if (d) {
+      double fps = 1e10 / ((double)d * npt); /* ×10; d > 0 */
+      last = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
+    }
+    p->fps[i] = last;
+    p->cpu[i] = ms_x100((double)p->cpu_t[i] * npt * 1e-6);
+  }
+}
+
+void spy__samples_sent(spy_provider *p) {
+  if (p->ring_count)
+    p->fps_before = p->drop_fps_set ? p->drop_fps : p->fps[p->ring_count - 1];
+  p->drop_fps_set = 0;
+  p->ring_count = 0; /* the next sample sets ring_start */
+}
+
+/* The interval from the previous frame's end does not fit the dt_t
+ * column (0 ticks, or 2^32 - 1 and more): fps[i] is computed here, and
+ * dt_t[i] says so. */
+__attribute__((noinline)) static uint32_t
+odd_interval(spy_provider *p, uint32_t i, uint64_t dt) {
+  double dt_ns = (double)dt * p->ns_per_tick;
+  double fps = dt_ns > 0 ? 1e10 / dt_ns : 0; /* ×10 */
+  p->fps[i] = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
+  return SPY__DT_FPS_SET;
+}
+
+/* The ring is full and this frame's sample is dropped: its fps is still
+ * what a next frame with no previous end repeats (as if it were kept). */
+__attribute__((noinline)) static void drop_sample(spy_provider *p,
+                                                  uint64_t now) {
+  if (p->have_prev) {
+    double dt_ns = (double)(now - p->t_prev_end) * p->ns_per_tick;
+    double fps = dt_ns > 0 ? 1e10 / dt_ns : 0;
+    p->drop_fps = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
+    p->drop_fps_set = 1;
+  }
+  BUMP(p->st_samples_dropped); /* full: the newest is dropped */
+}
+
 void spy__frame_end(spy_provider *p) {
   uint32_t f = frame_features(p);
   uint64_t now = 0;
@@ -285,13 +336,6 @@ void spy__frame_end(spy_provider *p) {
     /* This frame's begin was watched (frame_watch is its copy). */
     now = spy__ticks();
     if (f & SPY_FEAT_STATS) {
-      double npt = p->ns_per_tick;
-      if (p->have_prev) {
-        double dt_ns = (double)(now - p->t_prev_end) * npt;
-        double fps = dt_ns > 0 ? 1e10 / dt_ns : 0; /* ×10 */
-        p->last_fps = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
-      }
-      p->last_cpu = ms_x100((double)(now - p->t_begin) * npt * 1e-6);
       uint32_t i = p->ring_count;
       if (i == 0)
         p->ring_start = p->frame_no; /* the batch's key */
@@ -301,8 +345,16 @@ void spy__frame_end(spy_provider *p) {
        * only then are the newest dropped. */
       ring_filled = i + 1 == SPY_SAMPLE_RING;
       if (i < SPY_SAMPLE_RING) {
-        p->fps[i] = p->last_fps;
-        p->cpu[i] = p->last_cpu;
+        /* Raw ticks only: fps and cpu ms are derived at the flush, off
+         * this path (no conversion, no division per frame). */
+        uint64_t cpu = now - p->t_begin;
+        p->cpu_t[i] = cpu < UINT32_MAX ? (uint32_t)cpu : UINT32_MAX;
+        uint32_t d = 0; /* no previous end: the fps before repeats */
+        if (p->have_prev) {
+          uint64_t dt = now - p->t_prev_end;
+          d = dt - 1 < UINT32_MAX - 1 ? (uint32_t)dt : odd_interval(p, i, dt);
+        }
+        p->dt_t[i] = d;
         p->gpu[i] = p->gpu_last;
         /* Locals (a store through ctr could alias any field of p, which
          * the loop would load again each time round), eight at a time:
@@ -328,7 +380,7 @@ void spy__frame_end(spy_provider *p) {
         }
         p->ring_count = i + 1;
       } else {
-        BUMP(p->st_samples_dropped); /* full: the newest is dropped */
+        drop_sample(p, now);
       }
       BUMP(p->st_stats_samples);
     }
