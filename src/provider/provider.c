@@ -282,18 +282,23 @@ static inline uint16_t ms_x100(double ms) {
 uint16_t spy__ms_x100(double ms) { return ms_x100(ms); }
 
 void spy__samples_derive(spy_provider *p) {
-  double npt = p->ns_per_tick;
+  const double kf = 1e10 / p->ns_per_tick; /* fps ×10 = kf / ticks */
+  const double kc = p->ns_per_tick * 1e-4; /* cpu ms ×100 per tick */
+  int16_t *restrict fps = p->fps;
+  uint16_t *restrict cpu = p->cpu;
+  const int32_t *restrict dt = p->dt_t, *restrict ct = p->cpu_t;
   int16_t last = p->fps_before;
   for (uint32_t i = 0, n = p->ring_count; i < n; i++) {
-    uint32_t d = p->dt_t[i];
-    if (d == SPY__DT_FPS_SET) {
-      last = p->fps[i];
-    } else if (d) {
-      double fps = 1e10 / ((double)d * npt); /* ×10; d > 0 */
-      last = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
-    }
-    p->fps[i] = last;
-    p->cpu[i] = ms_x100((double)p->cpu_t[i] * npt * 1e-6);
+    int32_t d = dt[i], c = ct[i];
+    if (d > 0) {
+      double q = kf / (double)d;
+      last = q >= 32767 ? 32767 : (int16_t)(q + 0.5);
+    } else if (d < 0) {
+      last = (int16_t)(-1 - d); /* converted at its frame */
+    }                           /* 0: no interval, the fps before repeats */
+    fps[i] = last;
+    double v = (double)c * kc + 0.5;
+    cpu[i] = c < 0 ? (uint16_t)(-1 - c) : v >= 65534 ? 65534 : (uint16_t)v;
   }
 }
 
@@ -304,15 +309,16 @@ void spy__samples_sent(spy_provider *p) {
   p->ring_count = 0; /* the next sample sets ring_start */
 }
 
-/* The interval from the previous frame's end does not fit the dt_t
- * column (0 ticks, or 2^32 - 1 and more): fps[i] is computed here, and
- * dt_t[i] says so. */
-__attribute__((noinline)) static uint32_t
-odd_interval(spy_provider *p, uint32_t i, uint64_t dt) {
+/* A frame's interval or CPU time that does not fit its column (0 ticks,
+ * or 2^31 and more): converted here, stored as -1 - the wire value. */
+__attribute__((noinline)) static int32_t odd_fps(spy_provider *p, uint64_t dt) {
   double dt_ns = (double)dt * p->ns_per_tick;
   double fps = dt_ns > 0 ? 1e10 / dt_ns : 0; /* ×10 */
-  p->fps[i] = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
-  return SPY__DT_FPS_SET;
+  return -1 - (fps >= 32767 ? 32767 : (int32_t)(fps + 0.5));
+}
+__attribute__((noinline)) static int32_t odd_cpu(spy_provider *p,
+                                                 uint64_t ticks) {
+  return -1 - (int32_t)ms_x100((double)ticks * p->ns_per_tick * 1e-6);
 }
 
 /* The ring is full and this frame's sample is dropped: its fps is still
@@ -326,6 +332,41 @@ __attribute__((noinline)) static void drop_sample(spy_provider *p,
     p->drop_fps_set = 1;
   }
   BUMP(p->st_samples_dropped); /* full: the newest is dropped */
+}
+
+/* Frames before the ring fills at which its flush's memory is asked for
+ * (prefetch_flush). */
+#define FLUSH_PREFETCH_LEAD 8u
+
+/* A few frames before the ring fills (and the flush runs): what the flush
+ * reads and writes that no frame touches is fetched in the background —
+ * the registry's pending slots, entries and encoded values, the derived
+ * sample columns, the environment's and the statistics' lines — so the
+ * flush does not wait for them one after another (each is touched once per
+ * flush and is rarely still in cache by then). Prefetches only: no load,
+ * no fault, nothing waited for. */
+__attribute__((noinline)) static void prefetch_flush(spy_provider *p) {
+  registry *r = &p->reg;
+  uint32_t n = atomic_load_explicit(&r->count, memory_order_relaxed);
+  if (n > 32)
+    n = 32; /* a large registry: the first ones */
+  for (uint32_t i = 0; i < n; i += 4)
+    __builtin_prefetch(&r->slots[i], 1, 3);
+  for (uint32_t i = 0; i < n; i++) {
+    __builtin_prefetch(&r->e[i], 1, 3);
+    __builtin_prefetch(r->arena + (size_t)i * r->slot_bytes, 1, 3);
+  }
+  for (uint32_t o = 0; o < sizeof p->fps; o += 64)
+    __builtin_prefetch((const char *)p->fps + o, 1, 3);
+  for (uint32_t o = 0; o < sizeof p->cpu; o += 64)
+    __builtin_prefetch((const char *)p->cpu + o, 1, 3);
+  __builtin_prefetch(&p->env.seq, 0, 3);
+  __builtin_prefetch(&p->env.snap_seq, 1, 3);
+  __builtin_prefetch(&p->snapshot_req, 1, 3);
+  __builtin_prefetch(&p->st_flushes, 1, 3);
+  __builtin_prefetch(&p->next_checkpoint, 1, 3);
+  __builtin_prefetch(&p->tr, 0, 3);
+  __builtin_prefetch(&p->env_local_set, 1, 3);
 }
 
 void spy__frame_end(spy_provider *p) {
@@ -344,15 +385,17 @@ void spy__frame_end(spy_provider *p) {
        * overflowed). A flush that cannot be sent keeps the samples, and
        * only then are the newest dropped. */
       ring_filled = i + 1 == SPY_SAMPLE_RING;
+      if (i == SPY_SAMPLE_RING - FLUSH_PREFETCH_LEAD)
+        prefetch_flush(p);
       if (i < SPY_SAMPLE_RING) {
         /* Raw ticks only: fps and cpu ms are derived at the flush, off
          * this path (no conversion, no division per frame). */
         uint64_t cpu = now - p->t_begin;
-        p->cpu_t[i] = cpu < UINT32_MAX ? (uint32_t)cpu : UINT32_MAX;
-        uint32_t d = 0; /* no previous end: the fps before repeats */
+        p->cpu_t[i] = cpu < INT32_MAX ? (int32_t)cpu : odd_cpu(p, cpu);
+        int32_t d = 0; /* no previous end: the fps before repeats */
         if (p->have_prev) {
           uint64_t dt = now - p->t_prev_end;
-          d = dt - 1 < UINT32_MAX - 1 ? (uint32_t)dt : odd_interval(p, i, dt);
+          d = dt - 1 < INT32_MAX - 1 ? (int32_t)dt : odd_fps(p, dt);
         }
         p->dt_t[i] = d;
         p->gpu[i] = p->gpu_last;
@@ -418,7 +461,7 @@ void spy__frame_skip(spy_provider *p, int reason) {
     p->watch_seen = period;
     p->next_flush = now + p->flush_ticks;
   }
-  p->skip_reason = reason;
+  p->skip_reason = (uint8_t)reason;
   p->have_prev = 0;
   BUMP(p->st_skipped);
   if (now >= p->next_flush)

@@ -36,7 +36,6 @@
 #define ENV_STR_MAX 128
 #define NAME_CACHE_BITS 8
 #define NAME_CACHE (1 << NAME_CACHE_BITS)
-#define SPY__DT_FPS_SET 0xFFFFFFFFu /* dt_t: fps[i] already set */
 
 /* ---- registry ---------------------------------------------------------- */
 
@@ -163,16 +162,21 @@ struct spy_provider {
   spy__provider_hot hot; /* first: read by the inline fast paths */
 
   /* frame thread ------------------------------------------------------- */
-  /* What every watched frame reads and writes, on its own line (not on
-   * hot.zones' line, which other threads read). */
-  _Alignas(64) uint64_t t_begin, t_prev_end, next_flush;
+  /* What every watched frame reads and writes, on one line of its own
+   * (not hot.zones' line, which other threads read); the frame counter
+   * statistics on the next. */
+  _Alignas(64) uint64_t t_begin;
+  uint64_t t_prev_end, next_flush;
   uint64_t frame_no;
+  uint32_t *ctr; /* [n_counters rounded up to 8][SPY_SAMPLE_RING] */
   uint64_t ring_start;
   uint32_t ring_count;
   uint32_t n_counters;
-  uint32_t *ctr; /* [n_counters rounded up to 8][SPY_SAMPLE_RING] */
-  int have_prev, skip_reason;
   uint16_t gpu_last; /* forward fill; SPY_GPU_NONE before any timing */
+  uint8_t have_prev;
+  uint8_t skip_reason;
+  uint32_t watch_seen; /* the watch period this thread last measured in */
+  _Alignas(64) _Atomic uint64_t st_frames, st_stats_samples; /* relaxed */
   /* fps of the newest frame dropped with the ring full (drop_fps_set):
    * what a frame after it with no previous end keeps. */
   int16_t drop_fps;
@@ -182,18 +186,18 @@ struct spy_provider {
   uint64_t next_checkpoint, checkpoint_ticks;
   uint64_t next_service, service_ticks; /* inline transport only */
   int service_countdown;
-  uint32_t watch_seen; /* the watch period this thread last measured in */
   int gpu_any;
   uint64_t gpu_newest;     /* newest GPU frame id resolved */
   uint64_t gpu_issued_max; /* highest GPU frame id issued (gpu_issued_any) */
   int gpu_issued_any;
   /* Sample ring, columnar, SPY_SAMPLE_RING deep. A frame stores raw
-   * ticks: its CPU time (end - begin, saturated) and the interval from
-   * the previous frame's end (0: none, so its fps repeats the one before;
-   * SPY__DT_FPS_SET: fps[i] was computed at the frame, for an interval
-   * that does not fit); fps and cpu ms are derived from them at the flush
-   * (derive_samples, flush.c). fps_before: the fps before slot 0. */
-  uint32_t dt_t[SPY_SAMPLE_RING], cpu_t[SPY_SAMPLE_RING];
+   * ticks: its CPU time (end - begin) and the interval from the previous
+   * frame's end (0: none, so its fps repeats the one before); fps and cpu
+   * ms are derived from them at the flush (spy__samples_derive). A value
+   * that does not fit (0 ticks, 2^31 and more) is converted at the frame
+   * instead and stored as -1 - the wire value. fps_before: the fps before
+   * slot 0. */
+  int32_t dt_t[SPY_SAMPLE_RING], cpu_t[SPY_SAMPLE_RING];
   int16_t fps_before;
   int16_t fps[SPY_SAMPLE_RING];
   uint16_t cpu[SPY_SAMPLE_RING], gpu[SPY_SAMPLE_RING];
@@ -213,8 +217,8 @@ struct spy_provider {
   _Atomic uint64_t rss_bytes, heap_bytes; /* sampled by the service */
 
   /* statistics (relaxed atomics; read from any thread) ----------------- */
-  _Atomic uint64_t st_frames, st_skipped, st_samples_dropped, st_flushes,
-      st_flushes_dropped, st_stats_samples, st_env_samples, st_registry_flushes,
+  _Atomic uint64_t st_skipped, st_samples_dropped, st_flushes,
+      st_flushes_dropped, st_env_samples, st_registry_flushes,
       st_health_flushes, st_gpu_unknown_ids, st_gpu_bad_durations,
       st_gpu_resets;
 
