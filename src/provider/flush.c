@@ -12,6 +12,11 @@
  * If the pool is empty the flush is dropped and counted; the samples stay
  * in the ring for the next tick.
  *
+ * What the frames leave to the flush: the typed by-handle setters' pending
+ * values (applied to the registry first), and the samples' raw ticks,
+ * from which fps and cpu ms are derived here (spy__samples_derive) just
+ * before the columns are copied.
+ *
  * Why here and not on the worker: encoding the samples is a copy of the
  * columns this thread already owns; handing raw columns to the worker to
  * encode there would copy them twice. The frame is still encoded once.
