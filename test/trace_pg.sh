@@ -4,7 +4,8 @@
 # the server goes away mid-build and comes back in time (nothing lost); it
 # stays away too long for the retry budget (the summary counts exactly what
 # was not stored); no stored delta ever names a base that is not stored; a
-# newer schema is refused.
+# schema 4 store is migrated in place, an older one refused; a newer schema
+# is refused.
 set -euo pipefail
 tool=$1
 test_trace=$2
@@ -147,6 +148,31 @@ for col in hook_transform_call_start.content_source_id \
   n=$(pg_sql "select count(*) from $t a where a.$c is not null and not exists (select 1 from sources s where s.source_id = a.$c)")
   [ "$n" -eq 0 ] || fail "$n rows of $t name a payload that is not stored"
 done
+
+echo "== a schema 4 store is migrated in place, an older one refused"
+# schema 5 only added a codec of sources rows: a schema 4 store has the
+# same tables, made here by the same DDL and then marked as version 4 the
+# way a schema 4 build left it (its meta row and its session's version)
+pg_sql "create database v4" >/dev/null
+v4_uri=${PG_URI/\/postgres?/\/v4?}
+v4_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d v4 -c "$1"; }
+"$tool" demo build "$work/src" --trace "$v4_uri" --out "$work/v4a" >"$work/v4a.txt"
+v4_sql "update spyglass_meta set value='4' where key='schema_version'; delete from spyglass_meta where key='ddl_hash'; update sessions set schema_version=4" >/dev/null
+"$tool" demo build "$work/src" --trace "$v4_uri" --out "$work/v4b" >"$work/v4b.txt" 2>"$work/v4b.err" ||
+  { cat "$work/v4b.err"; fail "a build refused the schema 4 store"; }
+grep -q ' 0 not stored' "$work/v4b.txt" || fail "actions lost appending to the schema 4 store"
+[ "$(v4_sql "select value from spyglass_meta where key='schema_version'")" = 5 ] ||
+  fail "the schema 4 store was not marked as schema 5"
+[ "$(v4_sql "select string_agg(schema_version::text, ',' order by session) from sessions")" = "4,5" ] ||
+  fail "sessions' schema versions"
+"$tool" trace summary "$v4_uri" >"$work/v4s.txt" || fail "summary of the migrated store"
+[ "$(v4_sql "select count(*) from hook_calls where hook_type='transform'")" -eq 2000 ] ||
+  fail "both sessions' hook_calls in the migrated store"
+v4_sql "update spyglass_meta set value='3' where key='schema_version'" >/dev/null
+if "$tool" demo build "$work/src" --trace "$v4_uri" --out "$work/v4c" 2>"$work/v4c.err"; then
+  fail "a writer appended to a schema 3 store"
+fi
+grep -q 'schema version 3' "$work/v4c.err" || fail "schema 3 error: $(cat "$work/v4c.err")"
 
 echo "== a newer schema is refused"
 pg_sql "update spyglass_meta set value='99' where key='schema_version'" >/dev/null

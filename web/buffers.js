@@ -524,7 +524,17 @@ export class Buffers {
 
   sync() {
     this.client.setBuffers([...this.cells.values()].map((c) => (c.req = c.request(this.meta.get(c.name)))));
+    this.showNote();
     this.dirty = true;
+  }
+
+  // The note saying why streams come as raw frames: shown while a cell
+  // asks for a stream that this page cannot decode. Kept current on every
+  // request change as well as on render, so it never lags a selection.
+  showNote() {
+    const streaming = [...this.cells.values()].some((c) => c.mode === 'stream');
+    this.note.hidden = !(this.whyRaw && streaming);
+    this.note.textContent = this.whyRaw;
   }
 
   // Evicts the oldest recorded images (of any cell) beyond the bound.
@@ -540,9 +550,7 @@ export class Buffers {
       if (parked === null) c.unpark(); else c.park(parked);
     }
     for (const [n, c] of this.cells) c.renderStatus(this.meta.get(n));
-    const streaming = [...this.cells.values()].some((c) => c.mode === 'stream');
-    this.note.hidden = !(this.whyRaw && streaming);
-    this.note.textContent = this.whyRaw;
+    this.showNote();
     if (!this.dirty) return;
     this.dirty = false;
     this.renderList();

@@ -61,6 +61,7 @@ typedef struct pgw {
   spy__buf rec;             /* one action's binary record */
   spy__buf sorted;          /* scratch for sort_sources */
   int src_stage;            /* sources go through the staging table */
+  const char *pre;          /* statements the next COPY sends first */
   spy__abatch ab;           /* records the tables cannot hold exactly */
   spy__batch_mark mark;     /* the whole batch: its action_batches row */
   int all_records;          /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
@@ -325,6 +326,25 @@ static int ddl_done(pgw *w, const char *hx, const spy__buf *ddl) {
   return same;
 }
 
+/* Appends ddl to out with every TEXT column declared COLLATE "C": ids,
+ * hashes, paths and names compare byte by byte (as in SQLite and the
+ * JSON-lines reader), and the server sorts and searches them with memcmp
+ * and abbreviated keys instead of strcoll — the index builds at close
+ * take ~1/3 less (a database's default collation is often a libc locale,
+ * even C.UTF-8). In the DDL (schema.c) TEXT is only ever a column type. */
+static void c_collate(spy__buf *out, const char *ddl, size_t n) {
+  static const char key[] = " TEXT";
+  const char *p = ddl, *end = ddl + n;
+  for (const char *h; (h = memmem(p, (size_t)(end - p), key, 5));) {
+    h += 5;
+    spy__buf_put(out, p, (size_t)(h - p));
+    if (h == end || *h == ',' || *h == ')' || *h == ' ')
+      spy__buf_puts(out, " COLLATE \"C\"");
+    p = h;
+  }
+  spy__buf_put(out, p, (size_t)(end - p));
+}
+
 static int setup(pgw *w) {
   int rc = q(w,
              "BEGIN;" SCHEMA_LOCK
@@ -334,23 +354,44 @@ static int setup(pgw *w) {
   if (rc)
     return rc;
   int v = spy__pg_check_version(w->conn);
-  if (v < 0 || (v > 0 && v != SPY_TRACE_SCHEMA_VERSION))
+  /* 5 only added a codec of sources rows (copy deltas) to 4: a schema 4
+   * store's tables are this writer's, so it is migrated in place, as the
+   * SQLite writer does — the DDL below runs (CREATE … IF NOT EXISTS) and
+   * sets schema_version, all in this transaction under the schema lock;
+   * schema 4 builds then refuse the store as newer, as they must once it
+   * may hold rows they cannot decode. Older stores' tables differ. */
+  int migrate = v == 4 && SPY_TRACE_SCHEMA_VERSION == 5;
+  int older = v > 0 && v != SPY_TRACE_SCHEMA_VERSION && !migrate;
+  if (v < 0 || older)
     q(w, "ROLLBACK", NULL);
   if (v < 0) {
     say(w, v, "the store has a newer schema");
     return v;
   }
-  if (v > 0 && v != SPY_TRACE_SCHEMA_VERSION) { /* its tables differ */
-    say(w, SPY_EBADSCHEMA,
-        "the database holds a store of an older schema version; write to a "
-        "new database");
+  if (older) { /* its tables differ */
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "the database holds a store of schema version %d, which this "
+             "build (schema %d) reads but does not add to; write to a new "
+             "database",
+             v, SPY_TRACE_SCHEMA_VERSION);
+    say(w, SPY_EBADSCHEMA, msg);
     return SPY_EBADSCHEMA;
   }
-  spy__buf sql = {0};
-  spy__own_tables_sql(&sql, 1);
+  spy__buf sql = {0}, tables = {0};
+  spy__own_tables_sql(&tables, 1);
   for (int t = 0; t < w->schema.n; t++)
-    spy__schema_table_sql(&w->schema, t, &sql, 1);
+    spy__schema_table_sql(&w->schema, t, &tables, 1);
+  c_collate(&sql, tables.p ? tables.p : "", tables.len);
+  if (tables.err)
+    sql.err = tables.err;
+  spy__buf_free(&tables);
   spy__views_sql(&sql, 1);
+  /* a payload is zstd or a delta already: past the TOAST threshold
+   * (~2 KB) the server would try pglz on it for nothing, so large ones
+   * go out of line as they are */
+  spy__buf_puts(&sql, "ALTER TABLE sources ALTER COLUMN content SET STORAGE "
+                      "EXTERNAL;");
   /* a store this same DDL made needs none of it again: run as IF NOT
    * EXISTS and CREATE OR REPLACE VIEW it still costs the server ~100 ms,
    * before the build's first action (a writer whose tables or views
@@ -367,7 +408,8 @@ static int setup(pgw *w) {
     sql.len = 0;
   snprintf(ins, sizeof ins,
            "INSERT INTO spyglass_meta VALUES('schema_version','%d') ON "
-           "CONFLICT(key) DO NOTHING;INSERT INTO spyglass_meta "
+           "CONFLICT(key) DO UPDATE SET value=excluded.value;INSERT INTO "
+           "spyglass_meta "
            "VALUES('ddl_hash','%s') ON CONFLICT(key) DO UPDATE SET "
            "value=excluded.value;",
            SPY_TRACE_SCHEMA_VERSION, hx);
@@ -447,6 +489,7 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   w->retry_bytes = cfg->retry_bytes;
   w->retry_ms = cfg->retry_ms;
   w->backoff_ms = 100;
+  w->pre = "";
   if (!w->conninfo || !w->session_id || !w->cwd || !w->cur || !w->pipe)
     return SPY_ENOMEM;
   int rc = spy__schema_init(&w->schema);
@@ -582,12 +625,23 @@ static int pg_action(void *state, const spy_trace_record *r) {
   return rc;
 }
 
+/* COPY of data into table, after the statements in w->pre (sent in the
+ * same round trip, then forgotten). */
 static int copy_in(pgw *w, const char *table, const char *cols,
                    const spy__buf *data) {
-  char sql[512];
-  snprintf(sql, sizeof sql, "COPY %s(%s) FROM STDIN (FORMAT binary)", table,
-           cols);
-  PGresult *r = PQexec(w->conn, sql);
+  spy__buf sql = {0};
+  spy__buf_puts(&sql, w->pre);
+  spy__buf_puts(&sql, "COPY ");
+  spy__buf_puts(&sql, table);
+  spy__buf_putc(&sql, '(');
+  spy__buf_puts(&sql, cols);
+  spy__buf_puts(&sql, ") FROM STDIN (FORMAT binary)");
+  spy__buf_putc(&sql, 0);
+  w->pre = "";
+  if (sql.err)
+    return sql.err;
+  PGresult *r = PQexec(w->conn, sql.p);
+  spy__buf_free(&sql);
   int ok = PQresultStatus(r) == PGRES_COPY_IN;
   int fail_rc = ok ? 0 : sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
   PQclear(r);
@@ -667,13 +721,14 @@ static int sort_sources(pgw *w, batch *b) {
 static int stage_sources(pgw *w, const batch *b) {
   /* emptied at each commit without a new file (TRUNCATE would give it
    * one, a catalog row rewritten per batch) */
-  int rc = q(w,
-             "CREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources) ON "
-             "COMMIT DELETE ROWS",
-             NULL);
-  if (!rc)
-    rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
-                 &b->copy[SPY__T_SOURCES]);
+  char pre[256];
+  snprintf(pre, sizeof pre,
+           "%sCREATE TEMP TABLE IF NOT EXISTS src_stage (LIKE sources) ON "
+           "COMMIT DELETE ROWS;",
+           w->pre);
+  w->pre = pre;
+  int rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
+                   &b->copy[SPY__T_SOURCES]);
   if (!rc)
     rc = q(w,
            "INSERT INTO sources SELECT * FROM src_stage ORDER BY source_id "
@@ -690,10 +745,11 @@ static int send_sources(pgw *w, batch *b) {
   int rc = sort_sources(w, b);
   if (rc || w->src_stage)
     return rc ? rc : stage_sources(w, b);
-  rc = q(w, "SAVEPOINT src", NULL);
-  if (!rc)
-    rc = copy_in(w, "sources", spy__tables[SPY__T_SOURCES].cols,
-                 &b->copy[SPY__T_SOURCES]);
+  char pre[64];
+  snprintf(pre, sizeof pre, "%sSAVEPOINT src;", w->pre);
+  w->pre = pre;
+  rc = copy_in(w, "sources", spy__tables[SPY__T_SOURCES].cols,
+               &b->copy[SPY__T_SOURCES]);
   if (rc != SPY_EEXIST)
     return rc;
   w->src_stage = 1;
@@ -702,7 +758,10 @@ static int send_sources(pgw *w, batch *b) {
 }
 
 static int send_batch(pgw *w, batch *b) {
-  int rc = q(w, "BEGIN", NULL);
+  /* BEGIN goes with the first statement: one round trip less (each one
+   * is two wake-ups on a machine the build keeps busy) */
+  w->pre = "BEGIN;";
+  int rc = 0;
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)
     if (t != SPY__T_SOURCES && b->copy[t].len)
       rc = copy_in(w, spy__tables[t].name, spy__tables[t].cols, &b->copy[t]);
@@ -710,10 +769,18 @@ static int send_batch(pgw *w, batch *b) {
     if (!b->gcopy[t].len)
       continue;
     if (t >= w->schema.nbuiltin) { /* an application kind's table */
-      spy__buf ddl = {0};
-      spy__schema_table_sql(&w->schema, t, &ddl, 1);
+      spy__buf ddl = {0}, raw = {0};
+      spy__schema_table_sql(&w->schema, t, &raw, 1);
+      c_collate(&ddl, raw.p ? raw.p : "", raw.len);
+      if (raw.err)
+        ddl.err = raw.err;
+      spy__buf_free(&raw);
       spy__buf_putc(&ddl, 0);
-      rc = ddl.err ? ddl.err : q(w, ddl.p, NULL);
+      if (*w->pre)
+        rc = q(w, w->pre, NULL);
+      w->pre = "";
+      if (!rc)
+        rc = ddl.err ? ddl.err : q(w, ddl.p, NULL);
       spy__buf_free(&ddl);
     }
     if (!rc)
@@ -721,6 +788,9 @@ static int send_batch(pgw *w, batch *b) {
   }
   if (!rc && b->copy[SPY__T_SOURCES].len)
     rc = send_sources(w, b);
+  if (!rc && *w->pre) /* nothing was copied */
+    rc = q(w, w->pre, NULL);
+  w->pre = "";
   b->uncertain = 0;
   if (!rc) {
     b->uncertain = 1; /* until the server answers */
@@ -987,7 +1057,11 @@ static int create_missing_indexes(pgw *w) {
     /* the trace is durable already; an index a crash loses is made
      * again by the next writer's close, so its commit does not wait for
      * the WAL flush */
+    /* no parallel workers either: on a machine of two cores the server
+     * would fork them to share cores this writer's two connections use
+     * already, and pay their start and the merge on top */
     spy__buf_puts(&one, "BEGIN;SET LOCAL synchronous_commit=off;"
+                        "SET LOCAL max_parallel_maintenance_workers=0;"
                         "SELECT pg_advisory_xact_lock_shared("
                         "5497617309364322355);"
                         "SELECT pg_advisory_xact_lock(1936746849,hashtext('");
