@@ -357,6 +357,88 @@ TEST(typed_setters_by_handle_send_their_kinds) {
   spy_provider_destroy(p);
 }
 
+/* The value of `key` in the last data frame's registry section: its
+ * entry (state, kind, value) in *out; 0 if absent. */
+static int reg_entry_of(const char *key, spy_delta_entry *out) {
+  spy_delta_iter it;
+  spy_delta_entry e;
+  int found = 0;
+  if (delta_count(SPY_SEC_REGISTRY, &it) <= 0)
+    return 0;
+  while (spy_delta_next(&it, &e))
+    if (e.key_len == strlen(key) && memcmp(e.key, key, e.key_len) == 0) {
+      *out = e;
+      found = 1;
+    }
+  return found;
+}
+
+/* The typed by-handle setters keep the value in a slot until the flush;
+ * whatever way an entry is set, the last set before the flush is what is
+ * sent, and a set through a handle not registered yet leaves nothing for
+ * the entry that gets that index later. */
+TEST(the_last_set_of_an_entry_wins_whichever_setter_made_it) {
+  spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
+  CHECK(p);
+  /* stats too: every flush of a frame sends something */
+  CHECK_OK(sniff_open(&sn, dir, spy_provider_id(p),
+                      SPY_FEAT_REGISTRY | SPY_FEAT_STATS));
+  CHECK(wait_features(p, SPY_FEAT_REGISTRY | SPY_FEAT_STATS));
+  int ha = spy_value_handle(p, "a");
+  CHECK(ha >= 0);
+  spy_delta_entry e;
+  /* typed, then by name */
+  spy_frame_begin(p);
+  spy_value_set_f64_at(p, ha, 1.0);
+  spy_value_set_f64(p, "a", 2.0);
+  spy_frame_end(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && reg_entry_of("a", &e));
+  CHECK(e.value.kind == SPY_VAL_FLOAT && e.value.v.f[0] == 2.0);
+  /* by name, by spy_value, then typed */
+  spy_frame_begin(p);
+  spy_value_set_f64(p, "a", 3.0);
+  spy_value v = {.kind = SPY_VAL_FLOAT};
+  v.v.f[0] = 3.5;
+  spy_value_set_at(p, ha, &v);
+  spy_value_set_f64_at(p, ha, 4.0);
+  spy_frame_end(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && reg_entry_of("a", &e));
+  CHECK(e.value.kind == SPY_VAL_FLOAT && e.value.v.f[0] == 4.0);
+  /* typed twice, the second of another kind; then a vector */
+  spy_frame_begin(p);
+  spy_value_set_f64_at(p, ha, 5.0);
+  spy_value_set_i64_at(p, ha, -5);
+  spy_frame_end(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && reg_entry_of("a", &e));
+  CHECK(e.value.kind == SPY_VAL_INT && e.value.v.i == -5);
+  spy_frame_begin(p);
+  spy_value_set_bool_at(p, ha, 1);
+  spy_value_set_vec2_at(p, ha, 6, 7);
+  spy_frame_end(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && reg_entry_of("a", &e));
+  CHECK(e.value.kind == SPY_VAL_FLOAT2 && e.value.v.f[1] == 7);
+  /* the same value again: nothing sent */
+  spy_frame_begin(p);
+  spy_value_set_vec2_at(p, ha, 6, 7);
+  spy_frame_end(p);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && !reg_entry_of("a", &e));
+  /* a handle nobody was given yet, then the name that gets it */
+  spy_frame_begin(p);
+  spy_value_set_f64_at(p, ha + 1, 9.0);
+  spy_frame_end(p);
+  CHECK_EQ(spy_value_handle(p, "z"), ha + 1);
+  CHECK_OK(spy_provider_flush(p));
+  CHECK(sniff_data(&sn, 5) && reg_entry_of("z", &e));
+  CHECK_EQ(e.state, SPY_DELTA_META); /* registered, never set */
+  sniff_close(&sn);
+  spy_provider_destroy(p);
+}
+
 TEST(registry_and_env_send_only_what_changed) {
   spy_provider *p = make(SPY_TRANSPORT_OFFLOAD, 0);
   CHECK(p);
@@ -550,11 +632,17 @@ TEST(skipped_frames_measure_nothing_and_show_paused) {
     CHECK(fps_x10 <= 10.0 / lo * 1.1 + 1);
   }
   CHECK(spy_stats_cpu_x100(&b, 2) >= 450); /* ~5 ms of CPU work */
+  int16_t fps_last = spy_stats_fps_x10(&b, 2);
   CHECK_EQ(env_bool("paused"), 1);
   frame(p); /* drawing again */
   CHECK_OK(spy_provider_flush(p));
   CHECK(sniff_data(&sn, 5));
   CHECK_EQ(env_bool("paused"), 0);
+  /* No interval across the pause: the first frame after it repeats the
+   * FPS of the last one before it, sent in the previous flush. */
+  CHECK(get_stats(&b));
+  CHECK_EQ(b.count, 1);
+  CHECK_EQ(spy_stats_fps_x10(&b, 0), fps_last);
   sniff_close(&sn);
   spy_provider_destroy(p);
 }
@@ -639,6 +727,7 @@ int main(int argc, char **argv) {
       TEST_CASE(gpu_device_reset_restarts_the_mapping),
       TEST_CASE(nan_negative_and_huge_gpu_durations_are_rejected_and_counted),
       TEST_CASE(typed_setters_by_handle_send_their_kinds),
+      TEST_CASE(the_last_set_of_an_entry_wins_whichever_setter_made_it),
       TEST_CASE(a_full_sample_ring_flushes_before_its_time),
       TEST_CASE(full_sample_ring_drops_the_newest_and_counts_them),
       TEST_CASE(registry_and_env_send_only_what_changed),

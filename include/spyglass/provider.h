@@ -210,6 +210,17 @@ typedef struct spy__provider_hot {
    * SPY_FEAT_ZONES. Read by any thread at SPY__ZONES_HOT_OFFSET: past the
    * counters, off the cache line the frame thread writes every frame. */
   _Atomic uint32_t zones;
+  /* The typed by-handle setters' pending values: one slot per registry
+   * entry (vcap = registry_capacity), written by the frame thread with a
+   * plain store and applied to the registry at the next flush (a later
+   * set of the same entry by any other setter cancels it). kind 0 = none
+   * pending. Set once at create. */
+  struct spy__vslot {
+    uint64_t bits;
+    uint32_t kind;
+    uint32_t pad_;
+  } * vslots;
+  uint32_t vcap;
 } spy__provider_hot;
 
 void spy__frame_begin(spy_provider *p);
@@ -371,23 +382,39 @@ static inline void spy_value_set_at(spy_provider *p, int handle,
   if (spy__watching(p, SPY_FEAT_REGISTRY))
     spy__value_set_at(p, handle, v);
 }
+/* The typed by-handle setters: a plain store of the value's bits into
+ * the handle's slot (see spy__provider_hot.vslots), applied at the next
+ * flush; no call, no lookup. An invalid handle is ignored. */
+static inline void spy__vslot_put(spy_provider *p, int handle, uint32_t kind,
+                                  uint64_t bits) {
+  spy__provider_hot *h = (spy__provider_hot *)p;
+  if ((uint32_t)handle < h->vcap) {
+    h->vslots[handle].bits = bits;
+    h->vslots[handle].kind = kind;
+  }
+}
 static inline void spy_value_set_f64_at(spy_provider *p, int handle, double v) {
-  if (spy__watching(p, SPY_FEAT_REGISTRY))
-    spy__value_set_f64_at(p, handle, v);
+  if (spy__watching(p, SPY_FEAT_REGISTRY)) {
+    union {
+      double d;
+      uint64_t u;
+    } c = {.d = v};
+    spy__vslot_put(p, handle, SPY_VAL_FLOAT, c.u);
+  }
 }
 static inline void spy_value_set_i64_at(spy_provider *p, int handle,
                                         int64_t v) {
   if (spy__watching(p, SPY_FEAT_REGISTRY))
-    spy__value_set_i64_at(p, handle, v);
+    spy__vslot_put(p, handle, SPY_VAL_INT, (uint64_t)v);
 }
 static inline void spy_value_set_u64_at(spy_provider *p, int handle,
                                         uint64_t v) {
   if (spy__watching(p, SPY_FEAT_REGISTRY))
-    spy__value_set_u64_at(p, handle, v);
+    spy__vslot_put(p, handle, SPY_VAL_UINT, v);
 }
 static inline void spy_value_set_bool_at(spy_provider *p, int handle, int v) {
   if (spy__watching(p, SPY_FEAT_REGISTRY))
-    spy__value_set_bool_at(p, handle, v);
+    spy__vslot_put(p, handle, SPY_VAL_BOOL, v != 0);
 }
 static inline void spy_value_set_vec2_at(spy_provider *p, int handle, double x,
                                          double y) {

@@ -4,7 +4,9 @@
  * Setters may run on any thread; they serialise among themselves with a
  * mutex and publish through a seqlock, so the frame thread reads a
  * consistent copy at flush time without ever taking a lock. Each field has
- * a version; a flush sends only the fields whose version moved.
+ * a version; a flush sends only the fields whose version moved. A flush
+ * that finds the sequence number where it was and no local field changed
+ * sends nothing and copies nothing.
  */
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +72,7 @@ void spy__env_set_local(env_table *e, uint32_t slot, const char *key,
   if (f->key[0] && same_value(f, v))
     return;
   store(f, key, v);
+  e->local_dirty = 1;
   if (slot >= e->local_n)
     e->local_n = slot + 1;
 }
@@ -93,6 +96,8 @@ static int snapshot(env_table *e) {
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s0) {
       e->snap_n = n;
+      e->snap_seq = s0;
+      e->snap_ok = 1;
       for (uint32_t i = 0; i < n; i++)
         if (e->snap[i].value.kind == SPY_VAL_STRING)
           e->snap[i].value.v.s.ptr = e->snap[i].str;
@@ -107,7 +112,15 @@ static void put_field(spy_delta_writer *d, const env_field *f) {
 }
 
 void spy__env_encode(env_table *e, spy_frame_writer *w, int full) {
-  snapshot(e);
+  /* The shared table as copied last time (every field in it sent) and no
+   * local change: nothing to send, and nothing to copy or look at. */
+  int same = e->snap_ok &&
+             atomic_load_explicit(&e->seq, memory_order_acquire) == e->snap_seq;
+  if (same && !full && !e->local_dirty)
+    return;
+  if (!same)
+    snapshot(e);
+  e->local_dirty = 0;
   size_t mark = w->len;
   spy_delta_writer d;
   spy_delta_begin(&d, w, SPY_SEC_ENV, full ? SPY_DELTA_FULL : 0);

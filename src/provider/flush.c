@@ -12,6 +12,11 @@
  * If the pool is empty the flush is dropped and counted; the samples stay
  * in the ring for the next tick.
  *
+ * What the frames leave to the flush: the typed by-handle setters' pending
+ * values (applied to the registry first), and the samples' raw ticks,
+ * from which fps and cpu ms are derived here (spy__samples_derive) just
+ * before the columns are copied.
+ *
  * Why here and not on the worker: encoding the samples is a copy of the
  * columns this thread already owns; handing raw columns to the worker to
  * encode there would copy them twice. The frame is still encoded once.
@@ -40,20 +45,32 @@ static void put_health(spy_provider *p, spy_frame_writer *w) {
   spy_put_health(w, v, SPY_HEALTH_FIELD_COUNT);
 }
 
-/* The environment fields the frame thread keeps itself. */
+/* The environment fields the frame thread keeps itself, given to the
+ * table only when they changed (the compare here is on one line of p). */
 static void update_local_env(spy_provider *p) {
+  uint64_t rss = atomic_load_explicit(&p->rss_bytes, memory_order_relaxed);
+  uint64_t heap = atomic_load_explicit(&p->heap_bytes, memory_order_relaxed);
+  int first = !p->env_local_set;
   spy_value v = {.kind = SPY_VAL_BOOL};
-  v.v.b = p->skip_reason == SPY_SKIP_PAUSED;
-  spy__env_set_local(&p->env, 0, "paused", &v);
-  v.v.b = p->skip_reason == SPY_SKIP_IDLE;
-  spy__env_set_local(&p->env, 1, "idle", &v);
+  if (first || p->skip_reason != p->env_skip_reason) {
+    v.v.b = p->skip_reason == SPY_SKIP_PAUSED;
+    spy__env_set_local(&p->env, 0, "paused", &v);
+    v.v.b = p->skip_reason == SPY_SKIP_IDLE;
+    spy__env_set_local(&p->env, 1, "idle", &v);
+    p->env_skip_reason = p->skip_reason;
+  }
   v.kind = SPY_VAL_UINT;
-  v.v.u = atomic_load_explicit(&p->rss_bytes, memory_order_relaxed);
-  if (v.v.u)
+  if (rss && (first || rss != p->env_rss)) {
+    v.v.u = rss;
     spy__env_set_local(&p->env, 2, "memory.rss_bytes", &v);
-  v.v.u = atomic_load_explicit(&p->heap_bytes, memory_order_relaxed);
-  if (v.v.u)
+  }
+  if (heap && (first || heap != p->env_heap)) {
+    v.v.u = heap;
     spy__env_set_local(&p->env, 3, "memory.heap_bytes", &v);
+  }
+  p->env_rss = rss;
+  p->env_heap = heap;
+  p->env_local_set = 1;
 }
 
 /* The flush could not be sent: count it; a snapshot is still owed. */
@@ -65,6 +82,7 @@ static void drop(spy_provider *p, int snap) {
 
 void spy__flush(spy_provider *p, uint64_t now, uint32_t f) {
   p->next_flush = now + p->flush_ticks;
+  spy__registry_apply(&p->reg); /* the typed setters' pending values */
   if (!f)
     return;
   /* The latest profile summary, made by the service: no lock, no sort
@@ -86,6 +104,7 @@ void spy__flush(spy_provider *p, uint64_t now, uint32_t f) {
   spy_frame_writer w;
   spy_frame_start(&w, b->data, b->cap, SPY_MSG_DATA, spy__wall_ms(), 0, flags);
   if ((f & SPY_FEAT_STATS) && p->ring_count) {
+    spy__samples_derive(p);
     spy_stats_batch sb = {.start_frame = p->ring_start,
                           .count = p->ring_count,
                           .n_counters = (uint16_t)p->n_counters,
@@ -132,7 +151,9 @@ void spy__flush(spy_provider *p, uint64_t now, uint32_t f) {
   }
   if (timing)
     b->encode_ns = spy__mono_ns() - t0;
-  p->ring_count = 0; /* the next sample sets ring_start */
+  if (p->ring_count && !(f & SPY_FEAT_STATS))
+    spy__samples_derive(p); /* not encoded, but the next fps follows it */
+  spy__samples_sent(p);
   if (spy_transport_post(p->tr, b, (size_t)len) == 0)
     atomic_fetch_add_explicit(&p->st_flushes, 1, memory_order_relaxed);
   else

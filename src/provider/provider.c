@@ -118,6 +118,10 @@ int spy_provider_create(spy_provider **out, const spy_provider_desc *desc) {
   int rc = !p->rxbuf || !p->ctr
                ? SPY_ENOMEM
                : spy__registry_init(&p->reg, d.registry_capacity, d.string_max);
+  if (rc == 0) { /* the typed by-handle setters' slots, read inline */
+    p->hot.vslots = p->reg.slots;
+    p->hot.vcap = d.registry_capacity;
+  }
   char data_name[64];
   snprintf(data_name, sizeof data_name, SPY_DISCOVERY_CHANNEL ":%016llx",
            (unsigned long long)p->id);
@@ -277,6 +281,94 @@ static inline uint16_t ms_x100(double ms) {
 
 uint16_t spy__ms_x100(double ms) { return ms_x100(ms); }
 
+void spy__samples_derive(spy_provider *p) {
+  const double kf = 1e10 / p->ns_per_tick; /* fps ×10 = kf / ticks */
+  const double kc = p->ns_per_tick * 1e-4; /* cpu ms ×100 per tick */
+  int16_t *restrict fps = p->fps;
+  uint16_t *restrict cpu = p->cpu;
+  const int32_t *restrict dt = p->dt_t, *restrict ct = p->cpu_t;
+  int16_t last = p->fps_before;
+  for (uint32_t i = 0, n = p->ring_count; i < n; i++) {
+    int32_t d = dt[i], c = ct[i];
+    if (d > 0) {
+      double q = kf / (double)d;
+      last = q >= 32767 ? 32767 : (int16_t)(q + 0.5);
+    } else if (d < 0) {
+      last = (int16_t)(-1 - d); /* converted at its frame */
+    }                           /* 0: no interval, the fps before repeats */
+    fps[i] = last;
+    double v = (double)c * kc + 0.5;
+    cpu[i] = c < 0 ? (uint16_t)(-1 - c) : v >= 65534 ? 65534 : (uint16_t)v;
+  }
+}
+
+void spy__samples_sent(spy_provider *p) {
+  if (p->ring_count)
+    p->fps_before = p->drop_fps_set ? p->drop_fps : p->fps[p->ring_count - 1];
+  p->drop_fps_set = 0;
+  p->ring_count = 0; /* the next sample sets ring_start */
+}
+
+/* A frame's interval or CPU time that does not fit its column (0 ticks,
+ * or 2^31 and more): converted here, stored as -1 - the wire value. */
+__attribute__((noinline)) static int32_t odd_fps(spy_provider *p, uint64_t dt) {
+  double dt_ns = (double)dt * p->ns_per_tick;
+  double fps = dt_ns > 0 ? 1e10 / dt_ns : 0; /* ×10 */
+  return -1 - (fps >= 32767 ? 32767 : (int32_t)(fps + 0.5));
+}
+__attribute__((noinline)) static int32_t odd_cpu(spy_provider *p,
+                                                 uint64_t ticks) {
+  return -1 - (int32_t)ms_x100((double)ticks * p->ns_per_tick * 1e-6);
+}
+
+/* The ring is full and this frame's sample is dropped: its fps is still
+ * what a next frame with no previous end repeats (as if it were kept). */
+__attribute__((noinline)) static void drop_sample(spy_provider *p,
+                                                  uint64_t now) {
+  if (p->have_prev) {
+    double dt_ns = (double)(now - p->t_prev_end) * p->ns_per_tick;
+    double fps = dt_ns > 0 ? 1e10 / dt_ns : 0;
+    p->drop_fps = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
+    p->drop_fps_set = 1;
+  }
+  BUMP(p->st_samples_dropped); /* full: the newest is dropped */
+}
+
+/* Frames before the ring fills at which its flush's memory is asked for
+ * (prefetch_flush). */
+#define FLUSH_PREFETCH_LEAD 8u
+
+/* A few frames before the ring fills (and the flush runs): what the flush
+ * reads and writes that no frame touches is fetched in the background —
+ * the registry's pending slots, entries and encoded values, the derived
+ * sample columns, the environment's and the statistics' lines — so the
+ * flush does not wait for them one after another (each is touched once per
+ * flush and is rarely still in cache by then). Prefetches only: no load,
+ * no fault, nothing waited for. */
+__attribute__((noinline)) static void prefetch_flush(spy_provider *p) {
+  registry *r = &p->reg;
+  uint32_t n = atomic_load_explicit(&r->count, memory_order_relaxed);
+  if (n > 32)
+    n = 32; /* a large registry: the first ones */
+  for (uint32_t i = 0; i < n; i += 4)
+    __builtin_prefetch(&r->slots[i], 1, 3);
+  for (uint32_t i = 0; i < n; i++) {
+    __builtin_prefetch(&r->e[i], 1, 3);
+    __builtin_prefetch(r->arena + (size_t)i * r->slot_bytes, 1, 3);
+  }
+  for (uint32_t o = 0; o < sizeof p->fps; o += 64)
+    __builtin_prefetch((const char *)p->fps + o, 1, 3);
+  for (uint32_t o = 0; o < sizeof p->cpu; o += 64)
+    __builtin_prefetch((const char *)p->cpu + o, 1, 3);
+  __builtin_prefetch(&p->env.seq, 0, 3);
+  __builtin_prefetch(&p->env.snap_seq, 1, 3);
+  __builtin_prefetch(&p->snapshot_req, 1, 3);
+  __builtin_prefetch(&p->st_flushes, 1, 3);
+  __builtin_prefetch(&p->next_checkpoint, 1, 3);
+  __builtin_prefetch(&p->tr, 0, 3);
+  __builtin_prefetch(&p->env_local_set, 1, 3);
+}
+
 void spy__frame_end(spy_provider *p) {
   uint32_t f = frame_features(p);
   uint64_t now = 0;
@@ -285,13 +377,6 @@ void spy__frame_end(spy_provider *p) {
     /* This frame's begin was watched (frame_watch is its copy). */
     now = spy__ticks();
     if (f & SPY_FEAT_STATS) {
-      double npt = p->ns_per_tick;
-      if (p->have_prev) {
-        double dt_ns = (double)(now - p->t_prev_end) * npt;
-        double fps = dt_ns > 0 ? 1e10 / dt_ns : 0; /* ×10 */
-        p->last_fps = fps >= 32767 ? 32767 : (int16_t)(fps + 0.5);
-      }
-      p->last_cpu = ms_x100((double)(now - p->t_begin) * npt * 1e-6);
       uint32_t i = p->ring_count;
       if (i == 0)
         p->ring_start = p->frame_no; /* the batch's key */
@@ -300,9 +385,19 @@ void spy__frame_end(spy_provider *p) {
        * overflowed). A flush that cannot be sent keeps the samples, and
        * only then are the newest dropped. */
       ring_filled = i + 1 == SPY_SAMPLE_RING;
+      if (i == SPY_SAMPLE_RING - FLUSH_PREFETCH_LEAD)
+        prefetch_flush(p);
       if (i < SPY_SAMPLE_RING) {
-        p->fps[i] = p->last_fps;
-        p->cpu[i] = p->last_cpu;
+        /* Raw ticks only: fps and cpu ms are derived at the flush, off
+         * this path (no conversion, no division per frame). */
+        uint64_t cpu = now - p->t_begin;
+        p->cpu_t[i] = cpu < INT32_MAX ? (int32_t)cpu : odd_cpu(p, cpu);
+        int32_t d = 0; /* no previous end: the fps before repeats */
+        if (p->have_prev) {
+          uint64_t dt = now - p->t_prev_end;
+          d = dt - 1 < INT32_MAX - 1 ? (int32_t)dt : odd_fps(p, dt);
+        }
+        p->dt_t[i] = d;
         p->gpu[i] = p->gpu_last;
         /* Locals (a store through ctr could alias any field of p, which
          * the loop would load again each time round), eight at a time:
@@ -328,7 +423,7 @@ void spy__frame_end(spy_provider *p) {
         }
         p->ring_count = i + 1;
       } else {
-        BUMP(p->st_samples_dropped); /* full: the newest is dropped */
+        drop_sample(p, now);
       }
       BUMP(p->st_stats_samples);
     }
@@ -366,7 +461,7 @@ void spy__frame_skip(spy_provider *p, int reason) {
     p->watch_seen = period;
     p->next_flush = now + p->flush_ticks;
   }
-  p->skip_reason = reason;
+  p->skip_reason = (uint8_t)reason;
   p->have_prev = 0;
   BUMP(p->st_skipped);
   if (now >= p->next_flush)

@@ -40,14 +40,16 @@
 /* ---- registry ---------------------------------------------------------- */
 
 typedef struct reg_entry {
-  char name[SPY_KEY_MAX + 1];
+  /* What a flush and a set read first, on the entry's first line; the
+   * name (read by lookups and the service's filters) after it. */
+  uint8_t *enc; /* this entry in wire form, value updated in place */
   uint32_t name_len;
   uint8_t kind;
   _Atomic uint8_t wanted; /* written by the service: in some filter */
   uint8_t meta_sent;      /* metadata-only form last sent */
   uint32_t version, sent_version;
   uint32_t enc_len; /* bytes of the encoded SET entry in enc */
-  uint8_t *enc;     /* this entry in wire form, value updated in place */
+  char name[SPY_KEY_MAX + 1];
 } reg_entry;
 
 typedef struct registry {
@@ -62,6 +64,10 @@ typedef struct registry {
     const char *ptr;
     int32_t idx;
   } cache[NAME_CACHE]; /* name pointer -> entry, checked by content */
+  /* The typed by-handle setters' pending values (spy__provider_hot.vslots,
+   * cap of them): applied by spy__registry_apply, cancelled by any other
+   * store to the entry. */
+  struct spy__vslot *slots;
 } registry;
 
 int spy__registry_init(registry *r, uint32_t cap, uint32_t string_max);
@@ -71,6 +77,9 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
                          int wanted_default);
 /* Stores v in entry i (frame thread). */
 void spy__registry_store(registry *r, int i, const spy_value *v);
+/* Applies the typed setters' pending values to their entries (frame
+ * thread, at a flush, before encoding). */
+void spy__registry_apply(registry *r);
 /* Appends the REGISTRY section: changed entries, or all if full. */
 void spy__registry_encode(registry *r, spy_frame_writer *w, int full);
 
@@ -91,6 +100,9 @@ typedef struct env_table {
   /* Frame thread: the copy last read, and what was last sent. */
   env_field snap[ENV_MAX];
   uint32_t snap_n;
+  uint32_t snap_seq; /* seq of that copy (snap_ok: there is one) */
+  int snap_ok;
+  int local_dirty; /* a local field changed since the last encode */
   uint32_t sent_version[ENV_MAX];
   /* Fields the frame thread itself keeps (paused, idle, memory): no
    * seqlock needed. */
@@ -150,27 +162,45 @@ struct spy_provider {
   spy__provider_hot hot; /* first: read by the inline fast paths */
 
   /* frame thread ------------------------------------------------------- */
+  /* What every watched frame reads and writes, on one line of its own
+   * (not hot.zones' line, which other threads read); the frame counter
+   * statistics on the next. */
+  _Alignas(64) uint64_t t_begin;
+  uint64_t t_prev_end, next_flush;
+  uint64_t frame_no;
+  uint32_t *ctr; /* [n_counters rounded up to 8][SPY_SAMPLE_RING] */
+  uint64_t ring_start;
+  uint32_t ring_count;
+  uint32_t n_counters;
+  uint16_t gpu_last; /* forward fill; SPY_GPU_NONE before any timing */
+  uint8_t have_prev;
+  uint8_t skip_reason;
+  uint32_t watch_seen; /* the watch period this thread last measured in */
+  _Alignas(64) _Atomic uint64_t st_frames, st_stats_samples; /* relaxed */
+  /* fps of the newest frame dropped with the ring full (drop_fps_set):
+   * what a frame after it with no previous end keeps. */
+  int16_t drop_fps;
+  int drop_fps_set;
   double ns_per_tick;
-  uint64_t t_begin, t_prev_end, next_flush, flush_ticks;
+  uint64_t flush_ticks;
   uint64_t next_checkpoint, checkpoint_ticks;
   uint64_t next_service, service_ticks; /* inline transport only */
-  int have_prev, skip_reason, service_countdown;
-  uint32_t watch_seen; /* the watch period this thread last measured in */
-  uint64_t frame_no;
-  int16_t last_fps;
-  uint16_t last_cpu;
-  uint16_t gpu_last; /* forward fill; SPY_GPU_NONE before any timing */
+  int service_countdown;
   int gpu_any;
   uint64_t gpu_newest;     /* newest GPU frame id resolved */
   uint64_t gpu_issued_max; /* highest GPU frame id issued (gpu_issued_any) */
   int gpu_issued_any;
-  /* sample ring, columnar, SPY_SAMPLE_RING deep */
-  uint64_t ring_start;
-  uint32_t ring_count;
+  /* Sample ring, columnar, SPY_SAMPLE_RING deep. A frame stores raw
+   * ticks: its CPU time (end - begin) and the interval from the previous
+   * frame's end (0: none, so its fps repeats the one before); fps and cpu
+   * ms are derived from them at the flush (spy__samples_derive). A value
+   * that does not fit (0 ticks, 2^31 and more) is converted at the frame
+   * instead and stored as -1 - the wire value. fps_before: the fps before
+   * slot 0. */
+  int32_t dt_t[SPY_SAMPLE_RING], cpu_t[SPY_SAMPLE_RING];
+  int16_t fps_before;
   int16_t fps[SPY_SAMPLE_RING];
   uint16_t cpu[SPY_SAMPLE_RING], gpu[SPY_SAMPLE_RING];
-  uint32_t *ctr; /* [n_counters][SPY_SAMPLE_RING] */
-  uint32_t n_counters;
   char counter_names[SPY_MAX_COUNTERS][SPY_KEY_MAX + 1];
   struct {
     uint64_t gpu_id, frame;
@@ -178,15 +208,17 @@ struct spy_provider {
   uint32_t gmap_n;
   registry reg;
   env_table env;
-  int sent_paused, sent_idle;
+  /* What update_local_env (flush.c) last gave the environment. */
+  int env_local_set, env_skip_reason;
+  uint64_t env_rss, env_heap;
 
   /* shared: service -> frame thread ------------------------------------ */
   _Atomic uint32_t snapshot_req;
   _Atomic uint64_t rss_bytes, heap_bytes; /* sampled by the service */
 
   /* statistics (relaxed atomics; read from any thread) ----------------- */
-  _Atomic uint64_t st_frames, st_skipped, st_samples_dropped, st_flushes,
-      st_flushes_dropped, st_stats_samples, st_env_samples, st_registry_flushes,
+  _Atomic uint64_t st_skipped, st_samples_dropped, st_flushes,
+      st_flushes_dropped, st_env_samples, st_registry_flushes,
       st_health_flushes, st_gpu_unknown_ids, st_gpu_bad_durations,
       st_gpu_resets;
 
@@ -260,6 +292,11 @@ void spy__msgprof_tick(spy_provider *p, uint64_t now_ms); /* service */
 const spy_msgprof_summary *spy__msgprof_take(spy_provider *p);
 /* provider.c: ms -> the wire's ms ×100, saturated; NaN and <= 0 give 0. */
 uint16_t spy__ms_x100(double ms);
+/* provider.c (frame thread, at a flush): fps and cpu ms of the samples in
+ * the ring from their raw ticks (again after a flush that was not sent:
+ * the raw ticks stay); and, once they are sent, an empty ring. */
+void spy__samples_derive(spy_provider *p);
+void spy__samples_sent(spy_provider *p);
 /* clocksrv.c (service thread, except stop: destroy) */
 int spy__clock_push(spy_provider *p, uint64_t consumer, int cleanup);
 /* Next consumer whose segment the clock thread has opened (to answer

@@ -7,6 +7,13 @@
  * open-addressing hash table, fronted by a cache keyed by the name's
  * pointer (string literals hit it every time; the content is still
  * compared, so a reused buffer with a new name cannot alias).
+ *
+ * The typed by-handle setters (provider.h) do not come here on each set:
+ * they store the value's bits into the entry's slot, and the flush applies
+ * the slots (spy__registry_apply) before it encodes, so a frame that sets
+ * a value many times pays a plain store each time and the compare and
+ * rewrite once per flush. Every other store to an entry cancels its
+ * pending slot, so the last set wins whichever way it came.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +35,8 @@ int spy__registry_init(registry *r, uint32_t cap, uint32_t string_max) {
   r->e = calloc(cap, sizeof *r->e);
   r->arena = calloc(cap, r->slot_bytes);
   r->table = malloc(tsize * sizeof *r->table);
-  if (!r->e || !r->arena || !r->table)
+  r->slots = calloc(cap, sizeof *r->slots);
+  if (!r->e || !r->arena || !r->table || !r->slots)
     return SPY_ENOMEM;
   memset(r->table, 0xFF, tsize * sizeof *r->table);
   for (uint32_t i = 0; i < cap; i++)
@@ -42,6 +50,7 @@ void spy__registry_free(registry *r) {
   free(r->e);
   free(r->arena);
   free(r->table);
+  free(r->slots);
   memset(r, 0, sizeof *r);
 }
 
@@ -92,6 +101,7 @@ int spy__registry_lookup(registry *r, const char *name, int register_it,
       e->kind = SPY_VAL_NONE;
       e->version = e->sent_version = 0;
       e->meta_sent = 0;
+      r->slots[count].kind = 0; /* a set through an unregistered handle */
       atomic_store_explicit(&e->wanted, (uint8_t)wanted_default,
                             memory_order_relaxed);
       r->table[slot] = (int32_t)count;
@@ -154,7 +164,8 @@ static inline void store(registry *r, int i, const spy_value *v) {
   reg_entry *e = &r->e[i];
   int size = kind_size[v->kind];
   if (size <= 0 && v->kind != SPY_VAL_STRING && v->kind != SPY_VAL_BLOB)
-    return; /* unknown kind or NONE */
+    return;             /* unknown kind or NONE */
+  r->slots[i].kind = 0; /* this set comes after any pending typed one */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   if (v->kind == e->kind && size > 0) {
     /* Same fixed kind: compare and rewrite the value bytes in place, with
@@ -205,17 +216,13 @@ void spy__value_set_at(spy_provider *p, int handle, const spy_value *v) {
   store(&p->reg, handle, v);
 }
 
-/* The typed setters' fast path: entry i holds a value of this kind
- * already (every set after the first), so its bytes in the wire form are
- * compared and rewritten in place: a few loads and a store, no spy_value
- * built. 1 if done (or the handle is invalid, which is ignored), 0 if the
- * general store has to do it. */
+/* Entry i holds a value of this kind already (every set after the
+ * first): its bytes in the wire form are compared and rewritten in place,
+ * a few loads and a store, no spy_value built. 1 if done, 0 if the general
+ * store has to do it. i < count. */
 static inline int store_bits(registry *r, int i, uint8_t kind, uint64_t bits,
                              int size) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  if (i < 0 ||
-      (uint32_t)i >= atomic_load_explicit(&r->count, memory_order_relaxed))
-    return 1;
   reg_entry *e = &r->e[i];
   if (e->kind != kind)
     return 0;
@@ -240,40 +247,51 @@ static inline int store_bits(registry *r, int i, uint8_t kind, uint64_t bits,
 #endif
 }
 
-/* The typed by-handle setters: the value is built here, past the watched
- * check, never by an unwatched caller. */
+void spy__registry_apply(registry *r) {
+  uint32_t n = atomic_load_explicit(&r->count, memory_order_relaxed);
+  struct spy__vslot *s = r->slots;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!s[i].kind)
+      continue;
+    uint8_t kind = (uint8_t)s[i].kind;
+    uint64_t bits = s[i].bits;
+    s[i].kind = 0;
+    if (store_bits(r, (int)i, kind, bits, kind == SPY_VAL_BOOL ? 1 : 8))
+      continue;
+    spy_value x = {.kind = kind};
+    if (kind == SPY_VAL_BOOL)
+      x.v.b = bits != 0;
+    else
+      memcpy(&x.v, &bits, 8); /* f[0], i or u: the first 8 bytes */
+    store(r, (int)i, &x);
+  }
+}
+
+/* The typed by-handle setters out of line (provider.h inlines the same
+ * slot store): the value is built here, past the watched check. */
+static void put_slot(spy_provider *p, int handle, uint8_t kind, uint64_t bits) {
+  if (handle >= 0 && (uint32_t)handle < p->reg.cap) {
+    p->reg.slots[handle].bits = bits;
+    p->reg.slots[handle].kind = kind;
+  }
+}
+
 void spy__value_set_f64_at(spy_provider *p, int handle, double v) {
   uint64_t bits;
   memcpy(&bits, &v, 8);
-  if (store_bits(&p->reg, handle, SPY_VAL_FLOAT, bits, 8))
-    return;
-  spy_value x = {.kind = SPY_VAL_FLOAT};
-  x.v.f[0] = v;
-  store(&p->reg, handle, &x);
+  put_slot(p, handle, SPY_VAL_FLOAT, bits);
 }
 
 void spy__value_set_i64_at(spy_provider *p, int handle, int64_t v) {
-  if (store_bits(&p->reg, handle, SPY_VAL_INT, (uint64_t)v, 8))
-    return;
-  spy_value x = {.kind = SPY_VAL_INT};
-  x.v.i = v;
-  store(&p->reg, handle, &x);
+  put_slot(p, handle, SPY_VAL_INT, (uint64_t)v);
 }
 
 void spy__value_set_u64_at(spy_provider *p, int handle, uint64_t v) {
-  if (store_bits(&p->reg, handle, SPY_VAL_UINT, v, 8))
-    return;
-  spy_value x = {.kind = SPY_VAL_UINT};
-  x.v.u = v;
-  store(&p->reg, handle, &x);
+  put_slot(p, handle, SPY_VAL_UINT, v);
 }
 
 void spy__value_set_bool_at(spy_provider *p, int handle, int v) {
-  if (store_bits(&p->reg, handle, SPY_VAL_BOOL, v != 0, 1))
-    return;
-  spy_value x = {.kind = SPY_VAL_BOOL};
-  x.v.b = v != 0;
-  store(&p->reg, handle, &x);
+  put_slot(p, handle, SPY_VAL_BOOL, v != 0);
 }
 
 void spy__value_set_vec_at(spy_provider *p, int handle, double x, double y,
