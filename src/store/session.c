@@ -715,6 +715,24 @@ static void fq_pop(tq *q) {
  * once per commit). */
 static void file_drain(tq *q, int all) {
   pthread_mutex_lock(&q->f_mu);
+  /* a spare buffer faulted in here, not on the build thread; before the
+   * writes, because it lets go of the lock: the buffer being filled must
+   * be written only while no full buffer waits before it, or it would
+   * take their place in the file */
+  if (!q->ffree_n && q->f_nbuf < SF_QUEUE + 2 && !q->f_bad) {
+    q->f_nbuf++;
+    pthread_mutex_unlock(&q->f_mu);
+    uint8_t *nb = fbuf_alloc(SF_BUF);
+    if (nb)
+      prefault(nb, SF_BUF);
+    pthread_mutex_lock(&q->f_mu);
+    if (nb && q->ffree_n < SF_QUEUE + 2)
+      q->ffree[q->ffree_n++] = nb;
+    else {
+      q->f_nbuf--;
+      fbuf_free(nb, SF_BUF);
+    }
+  }
   while (q->fq_n && !q->f_bad) {
     struct fbuf b = q->fq[0];
     uint64_t off = q->f_disk;
@@ -731,21 +749,6 @@ static void file_drain(tq *q, int all) {
       bump(&q->spill_fail, 1);
     } else
       fbuf_done(q, b);
-  }
-  /* a spare buffer faulted in here, not on the build thread */
-  if (!q->ffree_n && q->f_nbuf < SF_QUEUE + 2 && !q->f_bad) {
-    q->f_nbuf++;
-    pthread_mutex_unlock(&q->f_mu);
-    uint8_t *nb = fbuf_alloc(SF_BUF);
-    if (nb)
-      prefault(nb, SF_BUF);
-    pthread_mutex_lock(&q->f_mu);
-    if (nb && q->ffree_n < SF_QUEUE + 2)
-      q->ffree[q->ffree_n++] = nb;
-    else {
-      q->f_nbuf--;
-      fbuf_free(nb, SF_BUF);
-    }
   }
   if (all && q->f_blen && !q->f_bad) {
     if (fbuf_write(q, q->f_buf, q->f_blen, q->f_disk, 1) < 0) {
