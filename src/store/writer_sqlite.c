@@ -513,6 +513,19 @@ static int start_fits(const hookcols *hc, const spy_trace_action *a) {
   return 1;
 }
 
+/* Room for one more open call in w->oc. 0 or SPY_ENOMEM. */
+static int ocall_room(sqlw *w) {
+  if (w->noc < w->capoc)
+    return 0;
+  size_t cap = w->capoc ? 2 * w->capoc : 64;
+  ocall *n = realloc(w->oc, cap * sizeof *n);
+  if (!n)
+    return SPY_ENOMEM;
+  w->oc = n;
+  w->capoc = cap;
+  return 0;
+}
+
 /* A Start: remembered until its End. Returns 1 when its call's row will
  * hold it (it has no row of its own). */
 static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
@@ -520,14 +533,8 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
   const spy_trace_val *id = fval(a, c->call);
   if (!id || id->type != SPY_TV_STR)
     return 0;
-  if (w->noc == w->capoc) {
-    size_t cap = w->capoc ? 2 * w->capoc : 64;
-    ocall *n = realloc(w->oc, cap * sizeof *n);
-    if (!n)
-      return SPY_ENOMEM;
-    w->oc = n;
-    w->capoc = cap;
-  }
+  if (ocall_room(w) < 0)
+    return SPY_ENOMEM;
   if (2 * (w->noc + 1) + 2 > w->ixcap && ocix_rebuild(w, w->noc + 1) < 0)
     return SPY_ENOMEM;
   ocall *o = &w->oc[w->noc];
@@ -734,16 +741,8 @@ static int reload_rows(sqlw *w) {
       h++;
     if (!h->hook || !cid)
       continue;
-    if (w->noc == w->capoc) {
-      size_t cap = w->capoc ? 2 * w->capoc : 64;
-      ocall *n = realloc(w->oc, cap * sizeof *n);
-      if (!n) {
-        rc = SPY_ENOMEM;
-        break;
-      }
-      w->oc = n;
-      w->capoc = cap;
-    }
+    if ((rc = ocall_room(w)) < 0)
+      break;
     const char *pl = (const char *)sqlite3_column_text(st, 4);
     const char *mod = (const char *)sqlite3_column_text(st, 6);
     const char *in = (const char *)sqlite3_column_text(st, 8);
@@ -813,16 +812,8 @@ static int reload_calls(sqlw *w) {
       const char *cid = (const char *)sqlite3_column_text(st, 1);
       if (!cid)
         continue;
-      if (w->noc == w->capoc) {
-        size_t cap = w->capoc ? 2 * w->capoc : 64;
-        ocall *n = realloc(w->oc, cap * sizeof *n);
-        if (!n) {
-          rc = SPY_ENOMEM;
-          break;
-        }
-        w->oc = n;
-        w->capoc = cap;
-      }
+      if ((rc = ocall_room(w)) < 0)
+        break;
       const char *pl = (const char *)sqlite3_column_text(st, 2);
       const char *mod = (const char *)sqlite3_column_text(st, 4);
       const char *in = (const char *)sqlite3_column_text(st, 6);
