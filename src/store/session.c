@@ -88,7 +88,6 @@
 #define GATHER_NS 2000000   /* a batch gathers for at most 2 ms */
 #define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
 #define MAX_FAULTS 16       /* distinct failures counted separately */
-#define LAST_SRC_MIN 256    /* payloads smaller are hashed, not compared */
 /* spill file: a 4 KiB header block, then records (spill_hdr + record) */
 #define SF_MAGIC "SPYSPIL1"
 #define SF_DATA 4096u
@@ -280,10 +279,6 @@ struct spy_trace {
   spy_trace_arena arena;
   spy__buf json;
   spy__hset seen; /* content hashes of the payloads stored */
-  /* the last payload hashed, kept to know the next hook's input (the
-   * previous hook's output, emitted again) without hashing it again */
-  spy__buf last_src;
-  uint64_t last_hash[2];
 };
 
 static void default_report(void *arg, int err, const char *msg) {
@@ -1895,7 +1890,6 @@ int64_t spy_trace_destroy(spy_trace *t) {
   spy_trace_arena_free(&t->arena);
   spy__buf_free(&t->json);
   spy__hset_free(&t->seen);
-  spy__buf_free(&t->last_src);
   free(t->session_id);
   free(t->cwd);
   free(t->dir);
