@@ -526,6 +526,19 @@ static int ocall_room(sqlw *w) {
   return 0;
 }
 
+/* Fills in a reloaded open call's input id and strings and keeps it
+ * (w->oc[w->noc], room made by ocall_room). 0 or SPY_ENOMEM. */
+static int ocall_keep(sqlw *w, ocall *o, const char *cid, const char *pl,
+                      const char *mod, const char *in) {
+  if (in && strlen(in) == 32)
+    memcpy(o->input, in, 33);
+  if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
+                 mod ? strlen(mod) : 0) < 0)
+    return SPY_ENOMEM;
+  w->noc++;
+  return 0;
+}
+
 /* A Start: remembered until its End. Returns 1 when its call's row will
  * hold it (it has no row of its own). */
 static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
@@ -753,14 +766,8 @@ static int reload_rows(sqlw *w) {
                  .started = sqlite3_column_int64(st, 7),
                  .rowid = sqlite3_column_int64(st, 0),
                  .start_seq = (uint64_t)sqlite3_column_int64(st, 9)};
-    if (in && strlen(in) == 32)
-      memcpy(o->input, in, 33);
-    if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
-                   mod ? strlen(mod) : 0) < 0) {
-      rc = SPY_ENOMEM;
+    if ((rc = ocall_keep(w, o, cid, pl, mod, in)) < 0)
       break;
-    }
-    w->noc++;
   }
   if (rc == 0 && step != SQLITE_DONE)
     rc = fail(w, "reading the open hook calls");
@@ -824,14 +831,8 @@ static int reload_calls(sqlw *w) {
                    .kept = 1,
                    .plugin_id = sqlite3_column_int64(st, 3),
                    .started = sqlite3_column_int64(st, 5)};
-      if (in && strlen(in) == 32)
-        memcpy(o->input, in, 33);
-      if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
-                     mod ? strlen(mod) : 0) < 0) {
-        rc = SPY_ENOMEM;
+      if ((rc = ocall_keep(w, o, cid, pl, mod, in)) < 0)
         break;
-      }
-      w->noc++;
     }
     if (rc == 0 && step != SQLITE_DONE)
       rc = fail(w, "reading the open hook calls");
