@@ -965,6 +965,16 @@ static void drain_fd(spy_channel *ch) {
 
 /* ---- post / receive ----------------------------------------------------- */
 
+/* A frame of len bytes is in the ring: counts it and wakes sleeping
+ * readers, once for all of them, only if any registered (the
+ * eventcount's fence orders our head store before its check). */
+static inline void published(spy_channel *ch, size_t len) {
+  ch->st.posted++;
+  ch->st.bytes_posted += len;
+  ch->st.wakes += (uint64_t)spy__ec_notify(ch->ctl);
+  ch->st.wakes += (uint64_t)ring_readers(ch);
+}
+
 int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
   if (ch->ops)
     return ch->ops->post(ch->impl, frame, len);
@@ -973,12 +983,7 @@ int spy_channel_post(spy_channel *ch, const void *frame, size_t len) {
   int rc = spy__ring_write(&ch->w, frame, (uint32_t)len);
   if (rc < 0)
     return rc;
-  ch->st.posted++;
-  ch->st.bytes_posted += len;
-  /* Wake sleeping readers, once for all of them, only if any registered:
-   * the eventcount's fence orders our head store before its check. */
-  ch->st.wakes += (uint64_t)spy__ec_notify(ch->ctl);
-  ch->st.wakes += (uint64_t)ring_readers(ch);
+  published(ch, len);
   return 0;
 }
 
@@ -998,10 +1003,7 @@ int spy_channel_post_commit(spy_channel *ch, size_t len) {
   int rc = spy__ring_commit(&ch->w, (uint32_t)len);
   if (rc < 0 || len == 0)
     return rc;
-  ch->st.posted++;
-  ch->st.bytes_posted += len;
-  ch->st.wakes += (uint64_t)spy__ec_notify(ch->ctl);
-  ch->st.wakes += (uint64_t)ring_readers(ch);
+  published(ch, len);
   return 0;
 }
 
