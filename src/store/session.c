@@ -3,6 +3,17 @@
  * serialise once — JSON only for writers that want it — hand to the
  * writer, commit per batch).
  *
+ * Lent payloads. A payload the application lends (spy_trace_text.release)
+ * is queued as a reference (pointer, length, release, owner), not as its
+ * bytes: the emitter copies nothing large and the ring holds far more
+ * actions. The writer reads the bytes where they lie and releases them
+ * once the writer has stored the action (release_lent); what one thread
+ * has lent and the writer not yet released is bounded (lend_bytes), and
+ * beyond it, in the spill file (read back by another process after a
+ * crash) and on a failed emit, the payload is copied and released on the
+ * emitting thread. Only the session's own decoder takes the reference
+ * (spy__trace_decode_lent); records from a file never do.
+ *
  * Queues. Every emitting thread owns a single-producer byte ring of its
  * own (claimed on its first emit through a pthread key of the session, and
  * handed back when the thread exits so a later thread reuses it). An
@@ -133,6 +144,9 @@ typedef struct tq {
   sblk *sb_spare; /* blocks handed back, taken off sb_free */
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
   _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
+  _Atomic uint64_t lent_bytes, lent_copied;
+  uint64_t lent_out;  /* bytes lent, ever */
+  uint64_t lent_seen; /* lent_back as last loaded */
   _Atomic uint32_t space_wait;
   /* the spill file, the producer's side: fd (-1 none; set before f_len
    * is first published), the end of what it appended (on disk or still
@@ -165,10 +179,11 @@ typedef struct tq {
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
-  _Atomic uint64_t f_taken;  /* file bytes the writer has taken */
-  _Atomic(sblk *) sb_free;   /* memory spill blocks the writer has read */
-  _Atomic uint32_t sb_avail; /* … blocks there and in sb_spare */
-  int f_nbuf;                /* spill file buffers that exist (f_mu) */
+  _Atomic uint64_t f_taken;   /* file bytes the writer has taken */
+  _Atomic(sblk *) sb_free;    /* memory spill blocks the writer has read */
+  _Atomic uint64_t lent_back; /* lent bytes the writer has released */
+  _Atomic uint32_t sb_avail;  /* … blocks there and in sb_spare */
+  int f_nbuf;                 /* spill file buffers that exist (f_mu) */
   /* the writer's own head (records taken) and its memory spill block
    * (the oldest not handed back) */
   _Alignas(LINE) uint64_t chead;
@@ -224,7 +239,7 @@ struct spy_trace {
   const spy_trace_writer_ops *ops;
   void *ops_arg;
   uint32_t batch;
-  size_t qcap, retry_bytes, spill_cap;
+  size_t qcap, retry_bytes, spill_cap, lend_cap;
   uint64_t spill_file_cap;
   _Atomic size_t spill_bytes;    /* memory spill blocks held (reused) */
   _Atomic uint64_t spill_blocks; /* … allocated, ever */
@@ -387,13 +402,27 @@ static void wr64le(uint8_t *p, uint64_t v) {
     p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Writes one record (rec: its encoded bytes, in the ring or the heap). */
-static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
+/* Releases the payloads a record of q's memory queues (ring, heap,
+ * memory spill) borrowed; what the emitter may lend again. */
+static void release_lent(tq *q, const uint8_t *rec) {
+  uint32_t len;
+  memcpy(&len, rec, 4);
+  uint64_t n = spy__trace_release_record(rec, len);
+  if (n)
+    bump(&q->lent_back, n);
+}
+
+/* Writes one record (rec: its encoded bytes). lent_ok: a record of a
+ * memory queue, whose lent payloads are referenced (a spill file's
+ * record, from disk, never references memory). */
+static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
+                    int lent_ok) {
   uint32_t len;
   memcpy(&len, rec, 4);
   spy_trace_arena_reset(&t->arena);
   spy_trace_action a;
-  int rc = spy_trace_decode(rec, len, &t->arena, &a);
+  int rc = lent_ok ? spy__trace_decode_lent(rec, len, &t->arena, &a)
+                   : spy_trace_decode(rec, len, &t->arena, &a);
   if (rc >= 0 && !a.kind) { /* an application kind: find its descriptor */
     uint32_t n = atomic_load_explicit(&t->n_app, memory_order_acquire);
     for (uint32_t i = 0; i < n && !a.kind; i++)
@@ -964,11 +993,14 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
 
 /* Hands one record to the writer, or (SPY_TRACE_DISCARD, a bench knob
  * that isolates the emitting side's cost) only counts it. */
-static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
+static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
+                     tq *q, int from_file) {
   if (SPY_TRACE_UNLIKELY(t->discard))
     st->written++;
   else
-    process(t, rec, st);
+    process(t, rec, st, !from_file);
+  if (!from_file) /* the writer is done with the lent bytes */
+    release_lent(q, rec);
 }
 
 /* The writer loop, on whichever thread runs it: returns when the session
@@ -1035,14 +1067,14 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         if (bad)
           report(t, SPY_EIO, "a spill file record is damaged; lost");
         else
-          take_one(t, slot, &st);
+          take_one(t, slot, &st, q, 1);
         q->f_rd += flen;
         atomic_store_explicit(&q->f_taken, q->f_rd, memory_order_release);
         atomic_fetch_sub(&t->file_pending, 1);
       } else if (spilled) { /* the record becomes the list's stub */
         uint32_t rn;
         memcpy(&rn, slot, 4);
-        take_one(t, slot, &st);
+        take_one(t, slot, &st, q, 0);
         q->sb_head->rd += ((size_t)rn + 7u) & ~(size_t)7u;
       } else {
         uint32_t m;
@@ -1053,7 +1085,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
           memcpy(&heap, slot + 8, sizeof heap);
           rec = heap;
         }
-        take_one(t, rec, &st);
+        take_one(t, rec, &st, q, 0);
         if (heap) {
           uint32_t hn;
           memcpy(&hn, heap, 4);
@@ -1401,9 +1433,16 @@ static int fq_room(tq *q, int k) {
  * bound reached, a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                      const void *act, uint64_t ts, uint32_t build, size_t need,
-                     int late) {
+                     int late, int *lend) {
   if (!t->spill_dir)
     return 1;
+  if (*lend) { /* the file is read by another process (recovery): lent
+                  payloads go in as bytes, and are released by the caller */
+    int64_t n = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+    if (n < 0)
+      return (int)n;
+    need = (size_t)n;
+  }
   if (q->fd < 0) {
     if (q->f_nofile) /* the file could not be made */
       return 1;
@@ -1466,6 +1505,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   bump(&q->spilled_disk, 1);
   bump(&q->spilled_bytes, total);
   q->f_mode = 1;
+  *lend = 0;
 out:
   pthread_mutex_unlock(&q->f_mu);
   if (rc)
@@ -1483,17 +1523,22 @@ out:
  * both bounds are used up (the caller waits for ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                       const void *act, uint64_t ts, uint32_t build, int late,
-                      int64_t need) {
+                      int64_t need, int *lend) {
   if (!need) /* not encoded yet (an attempt in the ring knows it) */
-    need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+    need =
+        spy__trace_encode_lend(kind, act, 0, ts, build, NULL, 0, *lend, NULL);
   if (need < 0)
     return (int)need;
   size_t slot = ((size_t)need + 7u) & ~(size_t)7u;
   sblk *b = q->sb_tail;
   if (q->f_mode || (b->cap - q->sb_w < slot && !(b = blk_next(t, q, slot))))
-    return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
+    return file_emit(t, q, kind, act, ts, build, (size_t)need, late, lend);
   uint8_t *at = b->data + q->sb_w;
-  spy_trace_encode(kind, act, 0, ts, build, at, (size_t)need);
+  uint64_t lent = 0;
+  spy__trace_encode_lend(kind, act, 0, ts, build, at, (size_t)need, *lend,
+                         &lent);
+  q->lent_out += lent;
+  bump(&q->lent_bytes, lent);
   late_ts(at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(at + 8, seq);
@@ -1506,21 +1551,48 @@ static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   return 0;
 }
 
+/* Room to lend more of the application's bytes: lend_cap bounds what
+ * the writer has not released yet (its count loaded again only when the
+ * bound seems reached, so the writer's line stays in its cache). */
+static int lend_room(spy_trace *t, tq *q) {
+  if (q->lent_out - q->lent_seen < t->lend_cap)
+    return 1;
+  q->lent_seen = atomic_load_explicit(&q->lent_back, memory_order_relaxed);
+  return q->lent_out - q->lent_seen < t->lend_cap;
+}
+
+static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
+                       const void *act, int *lend);
+
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (!t || !t->hot.enabled)
     return 0;
   if (!kind)
     return SPY_EINVAL;
-  if (atomic_load_explicit(&t->closing, memory_order_relaxed))
-    return SPY_ECLOSED;
-  tq *q = pthread_getspecific(t->key);
-  if (!q && !(q = claim_queue(t)))
-    return SPY_ENOMEM;
-  if (kind->id == 0) {
-    int rc = app_kind(t, kind);
-    if (rc < 0)
-      return rc;
+  int rc = SPY_ECLOSED, lend = 0;
+  tq *q = NULL;
+  if (!atomic_load_explicit(&t->closing, memory_order_relaxed)) {
+    q = pthread_getspecific(t->key);
+    rc = q || (q = claim_queue(t)) ? 0 : SPY_ENOMEM;
   }
+  if (rc == 0 && kind->id == 0)
+    rc = app_kind(t, kind);
+  if (rc == 0) {
+    lend = lend_room(t, q);
+    rc = emit_queued(t, q, kind, act, &lend);
+  }
+  /* lent payloads the queue does not reference (copied, or not queued)
+   * are the caller's again */
+  if ((rc < 0 || !lend) && spy__trace_release_act(kind, act) && rc == 0)
+    bump(&q->lent_copied, 1);
+  return rc;
+}
+
+/* Queues the action in q: its ring, else its memory spill, else its spill
+ * file, else waits for ring space. *lend: lent payloads may be referenced
+ * (cleared when they were copied). */
+static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
+                       const void *act, int *lend) {
   uint32_t build = atomic_load_explicit(&t->cur_build, memory_order_relaxed);
   /* a hook call's duration is End's time minus Start's: End's is taken
    * as the emit begins, Start's once the record is encoded (after any
@@ -1540,7 +1612,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
     if (atomic_load_explicit(&q->f_taken, memory_order_acquire) == q->f_wr)
       q->f_mode = 0;
     else {
-      int rc = spill_emit(t, q, kind, act, ts, build, late, 0);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, 0, lend);
       if (rc <= 0)
         return rc;
       q->f_mode = 0; /* the file takes no more: the ring, waiting */
@@ -1551,13 +1623,14 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   uint8_t *heap = NULL;
   int64_t need = 0;
   size_t slot = 0, pos;
-  uint64_t w0 = 0;
+  uint64_t w0 = 0, lent = 0;
   for (;;) {
     pos = (size_t)(tail % q->cap);
     size_t contig = q->cap - pos, space = q->cap - (size_t)(tail - head);
     size_t room = contig < space ? contig : space;
     if (!heap) {
-      need = spy_trace_encode(kind, act, 0, ts, build, q->ring + pos, room);
+      need = spy__trace_encode_lend(kind, act, 0, ts, build, q->ring + pos,
+                                    room, *lend, &lent);
       if (need < 0)
         return (int)need;
       slot = ((size_t)need + 3u) & ~(size_t)3u;
@@ -1566,7 +1639,8 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       if (slot > q->cap / 4) {
         if (!(heap = big_alloc((size_t)need)))
           return SPY_ENOMEM;
-        spy_trace_encode(kind, act, 0, ts, build, heap, (size_t)need);
+        spy__trace_encode_lend(kind, act, 0, ts, build, heap, (size_t)need,
+                               *lend, NULL);
         slot = HEAP_REC;
         continue;
       }
@@ -1580,7 +1654,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       continue;
     }
     if (!w0) {
-      int rc = spill_emit(t, q, kind, act, ts, build, late, need);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, need, lend);
       if (rc <= 0) {
         big_free(heap, (size_t)need);
         return rc;
@@ -1604,6 +1678,10 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   wr64le((heap ? heap : at) + 8, seq);
   q->ptail = tail + slot;
   atomic_store_explicit(&q->tail, q->ptail, memory_order_release);
+  if (lent) {
+    q->lent_out += lent;
+    bump(&q->lent_bytes, lent);
+  }
   bump(&q->emitted, 1);
   bump(&q->queued_bytes, (uint64_t)need);
   /* wake the writer once when work appears, and once more when a
@@ -1742,6 +1820,7 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
   t->spill_cap = d.spill_bytes ? d.spill_bytes : (size_t)64 << 20;
   t->spill_file_cap =
       d.spill_file_bytes ? d.spill_file_bytes : (uint64_t)4 << 30;
+  t->lend_cap = d.lend_bytes ? d.lend_bytes : (size_t)256 << 20;
   /* test and debug knobs (trace.h) */
   const char *e;
   if ((e = getenv("SPY_TRACE_QUEUE_BYTES")) && *e)
@@ -1750,6 +1829,10 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->spill_cap = (size_t)strtoull(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_SPILL_FILE_BYTES")) && *e)
     t->spill_file_cap = strtoull(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_LEND_BYTES")) && *e)
+    t->lend_cap = (size_t)strtoull(e, NULL, 10);
+  if (t->lend_cap <= 1)
+    t->lend_cap = 0; /* lend nothing */
   if ((e = getenv("SPY_TRACE_WRITER_DELAY_US")) && *e)
     t->delay_us = (uint32_t)strtoul(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_DISCARD")) && *e)
@@ -1926,6 +2009,10 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
         atomic_load_explicit(&q->spilled_disk, memory_order_relaxed);
     out->spilled_bytes +=
         atomic_load_explicit(&q->spilled_bytes, memory_order_relaxed);
+    out->lent_bytes +=
+        atomic_load_explicit(&q->lent_bytes, memory_order_relaxed);
+    out->lent_copied +=
+        atomic_load_explicit(&q->lent_copied, memory_order_relaxed);
     out->spill_fails +=
         atomic_load_explicit(&q->spill_fail, memory_order_relaxed);
   }
@@ -2185,7 +2272,7 @@ int spy_trace_recover(const char *dir, const char *conninfo,
       rv.skipped++;
     else {
       rv.lost += m->seq - last - 1;
-      process(t, m->rec, &st);
+      process(t, m->rec, &st, 0);
       rv.recovered++;
       last = m->seq;
       if (++batch == 4096) {

@@ -74,6 +74,27 @@ extern const spy__hook spy__hooks[];
 /* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
 char *spy__slurp(const char *path, size_t *n);
 
+/* A lent payload (spy_trace_text.release) in a record of the session's
+ * own queues: u32 length, then its pointer, release and owner. Never on
+ * a wire or in a file; spy_trace_decode refuses it. */
+#define SPY__TV_LENT 0x40
+/* spy_trace_encode, but with lend set a lent payload is written as
+ * SPY__TV_LENT (*lent_bytes: their bytes), not copied. */
+int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
+                               uint64_t seq, uint64_t ts_us, uint32_t build,
+                               void *buf, size_t cap, int lend,
+                               uint64_t *lent_bytes);
+/* spy_trace_decode that also takes SPY__TV_LENT (as a SRC pointing at the
+ * lent bytes): for records of the session's own memory queues only. */
+int spy__trace_decode_lent(const void *p, size_t n, spy_trace_arena *arena,
+                           spy_trace_action *out);
+/* Calls release once for each lent payload the record references (a
+ * record spy__trace_encode_lend wrote); returns their bytes. */
+uint64_t spy__trace_release_record(const void *rec, size_t n);
+/* Calls release once for each lent payload of an action struct (an emit
+ * that copied them, or failed); returns how many. */
+int spy__trace_release_act(const spy_trace_kind *kind, const void *act);
+
 /* Appends the action's binary record (docs/wire.md, TRACE) to b, every
  * hashed SRC written as its SRCREF: the form the SQL stores keep in
  * action_batches. Returns 0 or a negative code. */
