@@ -40,29 +40,66 @@ typedef struct enc {
   uint64_t lent_bytes; /* … the bytes so referenced */
 } enc;
 
-static void put(enc *e, const void *s, size_t n) {
-  if (e->len + n <= e->cap)
+#if defined(__GNUC__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define LIKELY(x) (x)
+#endif
+
+/* Little-endian stores (one move on a little-endian host). */
+static inline void st32(uint8_t *w, uint32_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(w, &v, 4);
+#else
+  w[0] = (uint8_t)v, w[1] = (uint8_t)(v >> 8), w[2] = (uint8_t)(v >> 16),
+  w[3] = (uint8_t)(v >> 24);
+#endif
+}
+static inline void st64(uint8_t *w, uint64_t v) {
+  st32(w, (uint32_t)v);
+  st32(w + 4, (uint32_t)(v >> 32));
+}
+
+/* The emitter's hot path: each put writes only when the record still
+ * fits (the length counts on, so the caller learns the size it needs). */
+static inline void put(enc *e, const void *s, size_t n) {
+  if (LIKELY(e->len + n <= e->cap))
     memcpy(e->p + e->len, s, n);
   e->len += n;
 }
-static void put_u8(enc *e, uint8_t v) { put(e, &v, 1); }
-static void put_u32(enc *e, uint32_t v) {
-  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
-                  (uint8_t)(v >> 24)};
-  put(e, b, 4);
+static inline void put_u8(enc *e, uint8_t v) {
+  if (LIKELY(e->len < e->cap))
+    e->p[e->len] = v;
+  e->len++;
+}
+static inline void put_u32(enc *e, uint32_t v) {
+  if (LIKELY(e->len + 4 <= e->cap))
+    st32(e->p + e->len, v);
+  e->len += 4;
+}
+static inline void put_tag_u64(enc *e, uint8_t tag, uint64_t v) {
+  if (LIKELY(e->len + 9 <= e->cap)) {
+    e->p[e->len] = tag;
+    st64(e->p + e->len + 1, v);
+  }
+  e->len += 9;
 }
 static void put_u64(enc *e, uint64_t v) {
   put_u32(e, (uint32_t)v);
   put_u32(e, (uint32_t)(v >> 32));
 }
-static void put_str(enc *e, uint8_t tag, const char *s, size_t n) {
+static inline void put_str(enc *e, uint8_t tag, const char *s, size_t n) {
   if (n > STR_MAX) {
     e->err = SPY_EINVAL;
     return;
   }
-  put_u8(e, tag);
-  put_u32(e, (uint32_t)n);
-  put(e, s, n);
+  if (LIKELY(e->len + 5 + n <= e->cap)) {
+    uint8_t *w = e->p + e->len;
+    w[0] = tag;
+    st32(w + 1, (uint32_t)n);
+    memcpy(w + 5, s, n);
+  }
+  e->len += 5 + n;
 }
 
 /* A lent payload by reference: tag, u32 length, then its pointer,
@@ -86,15 +123,17 @@ static void put_lent(enc *e, const spy_trace_text *t) {
 
 static void enc_header(enc *e, const char *name, size_t nl, uint16_t id,
                        uint64_t seq, uint64_t ts, uint32_t build) {
-  put_u32(e, 0); /* patched at the end */
-  uint8_t b[4] = {(uint8_t)id, (uint8_t)(id >> 8), (uint8_t)nl,
-                  (uint8_t)(nl >> 8)};
-  put(e, b, 4);
-  put_u64(e, seq);
-  put_u64(e, ts);
-  put_u32(e, build);
-  put_u32(e, 0);
-  put(e, name, nl);
+  if (LIKELY(e->len + HDR + nl <= e->cap)) {
+    uint8_t *w = e->p + e->len;
+    st32(w, 0); /* patched at the end */
+    st32(w + 4, (uint32_t)id | (uint32_t)nl << 16);
+    st64(w + 8, seq);
+    st64(w + 16, ts);
+    st32(w + 24, build);
+    st32(w + 28, 0);
+    memcpy(w + HDR, name, nl);
+  }
+  e->len += HDR + nl;
 }
 
 static int64_t enc_finish(enc *e) {
@@ -149,10 +188,8 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
     memcpy(&v, at, sizeof v);
     if (f->type == SPY_TF_OINT && v == SPY_TRACE_NULL_INT)
       put_u8(e, SPY_TV_NULL);
-    else {
-      put_u8(e, SPY_TV_INT);
-      put_u64(e, (uint64_t)v);
-    }
+    else
+      put_tag_u64(e, SPY_TV_INT, (uint64_t)v);
     break;
   }
   case SPY_TF_BOOL:
@@ -198,8 +235,11 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
 }
 
 static void enc_struct(enc *e, const spy_trace_kind *k, const char *base) {
-  put_u8(e, SPY_TV_REC);
-  put_u32(e, k->nfields);
+  if (LIKELY(e->len + 5 <= e->cap)) {
+    e->p[e->len] = SPY_TV_REC;
+    st32(e->p + e->len + 1, k->nfields);
+  }
+  e->len += 5;
   for (uint32_t i = 0; i < k->nfields && !e->err; i++)
     enc_field(e, &k->fields[i], base + k->fields[i].offset);
 }
