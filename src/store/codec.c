@@ -30,14 +30,14 @@
 #define HDR 32u
 #define MAX_DEPTH 16
 #define STR_MAX 0x7fffffffu
+#define LENT_SAME 0x80000000u
 
 typedef struct enc {
   uint8_t *p;
   size_t cap, len;
   int err;
-  int refs;            /* write a hashed SRC as its SRCREF */
-  int lend;            /* write a lent payload as SPY__TV_LENT */
-  uint64_t lent_bytes; /* … the bytes so referenced */
+  int refs;        /* write a hashed SRC as its SRCREF */
+  spy__lend *lend; /* lent payloads as SPY__TV_LENT (when lend->on) */
 } enc;
 
 #if defined(__GNUC__)
@@ -103,7 +103,10 @@ static inline void put_str(enc *e, uint8_t tag, const char *s, size_t n) {
 }
 
 /* A lent payload by reference: tag, u32 length, then its pointer,
- * release and owner as this process's pointers (never leaves it). */
+ * release and owner as this process's pointers (never leaves it). The
+ * length's top bit (LENT_SAME) marks a payload of the same owner as the
+ * queue's previous lent one (a hook's output lent again as the next
+ * hook's input): the bytes are held once, so counted once. */
 static void put_lent(enc *e, const spy_trace_text *t) {
   if (t->len > STR_MAX) {
     e->err = SPY_EINVAL;
@@ -112,13 +115,18 @@ static void put_lent(enc *e, const spy_trace_text *t) {
   uint8_t b[5 + 3 * sizeof(void *)];
   b[0] = SPY__TV_LENT;
   uint32_t n = (uint32_t)t->len;
+  e->lend->bytes += t->len;
+  if (t->owner == e->lend->owner)
+    n |= LENT_SAME;
+  else
+    e->lend->held += t->len;
+  e->lend->owner = t->owner;
   b[1] = (uint8_t)n, b[2] = (uint8_t)(n >> 8), b[3] = (uint8_t)(n >> 16),
   b[4] = (uint8_t)(n >> 24);
   memcpy(b + 5, &t->ptr, sizeof(void *));
   memcpy(b + 5 + sizeof(void *), &t->release, sizeof(void *));
   memcpy(b + 5 + 2 * sizeof(void *), &t->owner, sizeof(void *));
   put(e, b, sizeof b);
-  e->lent_bytes += t->len;
 }
 
 static void enc_header(enc *e, const char *name, size_t nl, uint16_t id,
@@ -176,7 +184,7 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
       if (f->type == SPY_TF_SRC)
         e->err = SPY_EINVAL;
       put_u8(e, SPY_TV_NULL);
-    } else if (e->lend && t.release)
+    } else if (e->lend && e->lend->on && t.release)
       put_lent(e, &t);
     else
       put_str(e, SPY_TV_SRC, t.ptr, t.len);
@@ -246,24 +254,22 @@ static void enc_struct(enc *e, const spy_trace_kind *k, const char *base) {
 
 int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
                                uint64_t seq, uint64_t ts_us, uint32_t build,
-                               void *buf, size_t cap, int lend,
-                               uint64_t *lent_bytes) {
+                               void *buf, size_t cap, spy__lend *lend) {
   if (!kind || (!act && kind->nfields) || strlen(kind->name) > 0xffff)
     return SPY_EINVAL;
-  enc e = {buf, buf ? cap : 0, 0, 0, 0, lend, 0};
+  if (lend)
+    lend->bytes = lend->held = 0;
+  enc e = {buf, buf ? cap : 0, 0, 0, 0, lend};
   enc_header(&e, kind->name, strlen(kind->name), kind->id, seq, ts_us, build);
   static const char none = 0;
   enc_struct(&e, kind, act ? (const char *)act : &none);
-  if (lent_bytes)
-    *lent_bytes = e.lent_bytes;
   return enc_finish(&e);
 }
 
 int64_t spy_trace_encode(const spy_trace_kind *kind, const void *act,
                          uint64_t seq, uint64_t ts_us, uint32_t build,
                          void *buf, size_t cap) {
-  return spy__trace_encode_lend(kind, act, seq, ts_us, build, buf, cap, 0,
-                                NULL);
+  return spy__trace_encode_lend(kind, act, seq, ts_us, build, buf, cap, NULL);
 }
 
 /* ---- lent payloads: released once -------------------------------------- */
@@ -335,7 +341,8 @@ static size_t release_val(const uint8_t *p, const uint8_t *end, int depth,
     memcpy(&t.release, p + 5 + sizeof(void *), sizeof(void *));
     memcpy(&t.owner, p + 5 + 2 * sizeof(void *), sizeof(void *));
     t.release(t.owner);
-    *bytes += n;
+    if (!(n & LENT_SAME))
+      *bytes += n;
     return 5 + 3 * sizeof(void *);
   }
   case SPY_TV_LIST:
@@ -403,7 +410,7 @@ static int64_t encode_action(const spy_trace_action *a, void *buf, size_t cap,
                              int refs) {
   if (!a || !a->name || a->name_len > 0xffff)
     return SPY_EINVAL;
-  enc e = {buf, buf ? cap : 0, 0, 0, refs};
+  enc e = {buf, buf ? cap : 0, 0, 0, refs, NULL};
   enc_header(&e, a->name, a->name_len, a->kind ? a->kind->id : 0, a->seq,
              a->ts_us, a->build);
   enc_val(&e, &a->fields);
@@ -534,7 +541,7 @@ static int dec_val(dec *d, spy_trace_val *v, int depth) {
     if (left < 4 + 3 * sizeof(void *))
       return SPY_ETRUNCATED;
     v->type = SPY_TV_SRC;
-    v->n = rd32(d->p);
+    v->n = rd32(d->p) & ~LENT_SAME;
     memcpy(&v->u.s, d->p + 4, sizeof(void *));
     d->p += 4 + 3 * sizeof(void *);
     return 0;

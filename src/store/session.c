@@ -145,8 +145,9 @@ typedef struct tq {
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
   _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
   _Atomic uint64_t lent_bytes, lent_copied;
-  uint64_t lent_out;  /* bytes lent, ever */
-  uint64_t lent_seen; /* lent_back as last loaded */
+  uint64_t lent_out;      /* bytes lent, ever */
+  const void *lent_owner; /* the owner of the last payload lent */
+  uint64_t lent_seen;     /* lent_back as last loaded */
   _Atomic uint32_t space_wait;
   /* the spill file, the producer's side: fd (-1 none; set before f_len
    * is first published), the end of what it appended (on disk or still
@@ -1454,10 +1455,10 @@ static int fq_room(tq *q, int k) {
  * bound reached, a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                      const void *act, uint64_t ts, uint32_t build, size_t need,
-                     int late, int *lend) {
+                     int late, spy__lend *ld) {
   if (!t->spill_dir)
     return 1;
-  if (*lend) { /* the file is read by another process (recovery): lent
+  if (ld->on) { /* the file is read by another process (recovery): lent
                   payloads go in as bytes, and are released by the caller */
     int64_t n = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
     if (n < 0)
@@ -1526,7 +1527,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   bump(&q->spilled_disk, 1);
   bump(&q->spilled_bytes, total);
   q->f_mode = 1;
-  *lend = 0;
+  ld->on = 0;
 out:
   pthread_mutex_unlock(&q->f_mu);
   if (rc)
@@ -1538,28 +1539,35 @@ out:
   return 0;
 }
 
+/* A record that references lent payloads is published. */
+static inline void lent_taken(tq *q, const spy__lend *ld) {
+  if (ld->on && ld->bytes) {
+    q->lent_owner = ld->owner;
+    q->lent_out += ld->held;
+    bump(&q->lent_bytes, ld->bytes);
+  }
+}
+
 /* The ring is full: encodes the action into q's memory spill block, or
  * beyond the memory bound into q's spill file. need: the record's size
  * when known, else 0. Returns 0, a negative code, or 1 when
  * both bounds are used up (the caller waits for ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                       const void *act, uint64_t ts, uint32_t build, int late,
-                      int64_t need, int *lend) {
+                      int64_t need, spy__lend *ld) {
+  ld->owner = q->lent_owner;
   if (!need) /* not encoded yet (an attempt in the ring knows it) */
-    need =
-        spy__trace_encode_lend(kind, act, 0, ts, build, NULL, 0, *lend, NULL);
+    need = spy__trace_encode_lend(kind, act, 0, ts, build, NULL, 0, ld);
   if (need < 0)
     return (int)need;
   size_t slot = ((size_t)need + 7u) & ~(size_t)7u;
   sblk *b = q->sb_tail;
   if (q->f_mode || (b->cap - q->sb_w < slot && !(b = blk_next(t, q, slot))))
-    return file_emit(t, q, kind, act, ts, build, (size_t)need, late, lend);
+    return file_emit(t, q, kind, act, ts, build, (size_t)need, late, ld);
   uint8_t *at = b->data + q->sb_w;
-  uint64_t lent = 0;
-  spy__trace_encode_lend(kind, act, 0, ts, build, at, (size_t)need, *lend,
-                         &lent);
-  q->lent_out += lent;
-  bump(&q->lent_bytes, lent);
+  ld->owner = q->lent_owner;
+  spy__trace_encode_lend(kind, act, 0, ts, build, at, (size_t)need, ld);
+  lent_taken(q, ld);
   late_ts(at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(at + 8, seq);
@@ -1583,14 +1591,15 @@ static int lend_room(spy_trace *t, tq *q) {
 }
 
 static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
-                       const void *act, int *lend);
+                       const void *act, spy__lend *ld);
 
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (!t || !t->hot.enabled)
     return 0;
   if (!kind)
     return SPY_EINVAL;
-  int rc = SPY_ECLOSED, lend = 0;
+  int rc = SPY_ECLOSED;
+  spy__lend ld = {0, NULL, 0, 0};
   tq *q = NULL;
   if (!atomic_load_explicit(&t->closing, memory_order_relaxed)) {
     q = pthread_getspecific(t->key);
@@ -1599,12 +1608,12 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (rc == 0 && kind->id == 0)
     rc = app_kind(t, kind);
   if (rc == 0) {
-    lend = lend_room(t, q);
-    rc = emit_queued(t, q, kind, act, &lend);
+    ld.on = lend_room(t, q);
+    rc = emit_queued(t, q, kind, act, &ld);
   }
   /* lent payloads the queue does not reference (copied, or not queued)
    * are the caller's again */
-  if ((rc < 0 || !lend) && spy__trace_release_act(kind, act) && rc == 0)
+  if ((rc < 0 || !ld.on) && spy__trace_release_act(kind, act) && rc == 0)
     bump(&q->lent_copied, 1);
   return rc;
 }
@@ -1613,7 +1622,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
  * file, else waits for ring space. *lend: lent payloads may be referenced
  * (cleared when they were copied). */
 static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
-                       const void *act, int *lend) {
+                       const void *act, spy__lend *ld) {
   uint32_t build = atomic_load_explicit(&t->cur_build, memory_order_relaxed);
   /* a hook call's duration is End's time minus Start's: End's is taken
    * as the emit begins, Start's once the record is encoded (after any
@@ -1633,7 +1642,7 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
     if (atomic_load_explicit(&q->f_taken, memory_order_acquire) == q->f_wr)
       q->f_mode = 0;
     else {
-      int rc = spill_emit(t, q, kind, act, ts, build, late, 0, lend);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, 0, ld);
       if (rc <= 0)
         return rc;
       q->f_mode = 0; /* the file takes no more: the ring, waiting */
@@ -1644,14 +1653,15 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
   uint8_t *heap = NULL;
   int64_t need = 0;
   size_t slot = 0, pos;
-  uint64_t w0 = 0, lent = 0;
+  uint64_t w0 = 0;
   for (;;) {
     pos = (size_t)(tail % q->cap);
     size_t contig = q->cap - pos, space = q->cap - (size_t)(tail - head);
     size_t room = contig < space ? contig : space;
     if (!heap) {
+      ld->owner = q->lent_owner;
       need = spy__trace_encode_lend(kind, act, 0, ts, build, q->ring + pos,
-                                    room, *lend, &lent);
+                                    room, ld);
       if (need < 0)
         return (int)need;
       slot = ((size_t)need + 3u) & ~(size_t)3u;
@@ -1660,8 +1670,8 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
       if (slot > q->cap / 4) {
         if (!(heap = big_alloc((size_t)need)))
           return SPY_ENOMEM;
-        spy__trace_encode_lend(kind, act, 0, ts, build, heap, (size_t)need,
-                               *lend, NULL);
+        ld->owner = q->lent_owner;
+        spy__trace_encode_lend(kind, act, 0, ts, build, heap, (size_t)need, ld);
         slot = HEAP_REC;
         continue;
       }
@@ -1675,7 +1685,7 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
       continue;
     }
     if (!w0) {
-      int rc = spill_emit(t, q, kind, act, ts, build, late, need, lend);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, need, ld);
       if (rc <= 0) {
         big_free(heap, (size_t)need);
         return rc;
@@ -1699,10 +1709,7 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
   wr64le((heap ? heap : at) + 8, seq);
   q->ptail = tail + slot;
   atomic_store_explicit(&q->tail, q->ptail, memory_order_release);
-  if (lent) {
-    q->lent_out += lent;
-    bump(&q->lent_bytes, lent);
-  }
+  lent_taken(q, ld);
   bump(&q->emitted, 1);
   bump(&q->queued_bytes, (uint64_t)need);
   /* wake the writer once when work appears, and once more when a

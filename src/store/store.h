@@ -78,18 +78,26 @@ char *spy__slurp(const char *path, size_t *n);
  * own queues: u32 length, then its pointer, release and owner. Never on
  * a wire or in a file; spy_trace_decode refuses it. */
 #define SPY__TV_LENT 0x40
-/* spy_trace_encode, but with lend set a lent payload is written as
- * SPY__TV_LENT (*lent_bytes: their bytes), not copied. */
+/* Lending in spy__trace_encode_lend: with on set a lent payload is written
+ * as SPY__TV_LENT, not copied. owner (in and out): the owner of the
+ * queue's last lent payload; a payload of the same owner is held once, so
+ * counted once. Out: bytes, what was lent; held, of it what is counted
+ * against lend_bytes. */
+typedef struct spy__lend {
+  int on;
+  const void *owner;
+  uint64_t bytes, held;
+} spy__lend;
+/* spy_trace_encode, lending as `lend` says (NULL: copies). */
 int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
                                uint64_t seq, uint64_t ts_us, uint32_t build,
-                               void *buf, size_t cap, int lend,
-                               uint64_t *lent_bytes);
+                               void *buf, size_t cap, spy__lend *lend);
 /* spy_trace_decode that also takes SPY__TV_LENT (as a SRC pointing at the
  * lent bytes): for records of the session's own memory queues only. */
 int spy__trace_decode_lent(const void *p, size_t n, spy_trace_arena *arena,
                            spy_trace_action *out);
 /* Calls release once for each lent payload the record references (a
- * record spy__trace_encode_lend wrote); returns their bytes. */
+ * record spy__trace_encode_lend wrote); returns their counted bytes. */
 uint64_t spy__trace_release_record(const void *rec, size_t n);
 /* Calls release once for each lent payload of an action struct (an emit
  * that copied them, or failed); returns how many. */
