@@ -755,6 +755,63 @@ TEST(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread) {
   spy_trace_destroy(t);
 }
 
+/* A flush that finds the SQL writer behind runs its work on the waiting
+ * thread and, the build's core being free then, packs payloads on a
+ * second thread meanwhile (spy_trace_writer_ops.hurry), even where the
+ * packer otherwise runs inline; every payload still reads back whole. */
+int spy__trace_cpus(void);
+TEST(a_waiting_flush_packs_payloads_on_a_second_thread) {
+  if (spy__trace_cpus() < 2) {
+    printf("  skipped: one usable CPU (nothing to hurry onto)\n");
+    return;
+  }
+  const char *dir = mktmp();
+  CHECK(dir);
+  setenv("SPY_TRACE_PACK_INLINE", "1", 1);
+  setenv("SPY_TRACE_WRITER_DELAY_US", "300", 1);
+  unsetenv("SPY_TRACE_NICE");
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_OK(spy_trace_create(&t, &d));
+  unsetenv("SPY_TRACE_WRITER_DELAY_US");
+  enum { N = 400 };
+  static char src[N][600];
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < 599; k++)
+      src[i][k] = (char)('a' + (i * 31 + k * k) % 26);
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){"m", {src[i], 599}, "p", i, "c", 0}));
+  }
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.packer_ns, 0); /* inline while the build runs */
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_get_stats(t, &st);
+  CHECK(st.packer_ns > 0); /* the waiting flush packed on a thread */
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  unsetenv("SPY_TRACE_PACK_INLINE");
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  spy_trace_action a;
+  int n = 0, bad = 0;
+  while (spy_trace_reader_next(r, &a) == 1) {
+    const spy_trace_val *c = spy_trace_get(&a, "content");
+    const spy_trace_val *id = spy_trace_get(&a, "plugin_id");
+    if (!c || !id)
+      continue;
+    const char *p;
+    size_t len;
+    if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 || len != 599 ||
+        id->u.i < 0 || id->u.i >= N || memcmp(p, src[id->u.i], 599) != 0)
+      bad++;
+    n++;
+  }
+  spy_trace_reader_close(r);
+  CHECK_EQ(n, N);
+  CHECK_EQ(bad, 0);
+  rmrf(dir);
+}
+
 static void *emit_thread(void *arg) {
   spy_trace *t = arg;
   static const char src[] = "static int x;\n";
@@ -2242,6 +2299,7 @@ TEST_MAIN(
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
     TEST_CASE(a_hook_calls_duration_leaves_out_the_tracers_wait),
     TEST_CASE(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread),
+    TEST_CASE(a_waiting_flush_packs_payloads_on_a_second_thread),
     TEST_CASE(full_queue_spills_and_the_emitter_never_waits),
     TEST_CASE(the_memory_spill_reuses_its_blocks),
     TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),

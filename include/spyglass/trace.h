@@ -391,9 +391,10 @@ typedef struct spy_trace_writer_cfg {
  * actions it could not store (>= 0). lost (optional): actions given to the
  * writer that it has dropped so far. busy_ns (optional): time the writer's
  * own background threads have worked so far (the built-in SQL writers
- * compress payloads on one). Optional ops may be NULL. flags: what the
- * writer needs from the session (SPY_TRACE_WRITER_*; 0 for a writer that
- * takes the JSON form and makes its own directory if it wants one). */
+ * compress payloads on one). hurry: see the member. Optional ops may be NULL.
+ * flags: what the writer needs from the session (SPY_TRACE_WRITER_*; 0 for a
+ * writer that takes the JSON form and makes its own directory if it wants one).
+ */
 #define SPY_TRACE_WRITER_RECORDS 1u  /* no JSON form: record.json is NULL */
 #define SPY_TRACE_WRITER_MKDIR 2u    /* the session creates cfg.dir first */
 #define SPY_TRACE_WRITER_CONNINFO 4u /* needs desc.conninfo; no cfg.dir */
@@ -407,6 +408,12 @@ typedef struct spy_trace_writer_ops {
   uint64_t (*lost)(void *state);
   uint64_t (*busy_ns)(void *state);
   uint32_t flags; /* SPY_TRACE_WRITER_* */
+  /* Optional. on = 1: a thread waits for the trace (spy_trace_flush,
+   * spy_trace_destroy) and runs the writer's work itself, so the build is
+   * not using the CPUs now and the writer may take more than one (the
+   * built-in SQL writers pack payloads on a thread of their own then);
+   * on = 0: the wait is over, the build may run again. */
+  void (*hurry)(void *state, int on);
 } spy_trace_writer_ops;
 
 /* The built-in writer named `name` ("jsonl", "sqlite", "postgres") or

@@ -1176,6 +1176,8 @@ static int cpus_usable(void) {
   return n > 0 ? (int)n : 1;
 }
 
+int spy__trace_cpus(void) { return cpus_usable(); }
+
 int spy__trace_pack_inline(void) {
   const char *e = getenv("SPY_TRACE_PACK_INLINE");
   if (e && *e)
@@ -1725,6 +1727,12 @@ int spy_trace_set_tap(spy_trace *t, const spy_trace_tap *tap) {
   return 0;
 }
 
+/* Tells the writer a thread waits for the trace (on) or no longer does. */
+static void hurry(spy_trace *t, int on) {
+  if (t->ops->hurry && t->wstate)
+    t->ops->hurry(t->wstate, on);
+}
+
 int spy_trace_flush(spy_trace *t) {
   if (!t || !t->hot.enabled)
     return 0;
@@ -1738,7 +1746,9 @@ int spy_trace_flush(spy_trace *t) {
     if (behind && t->ever_started && !atomic_load(&t->closing)) {
       writer_stop(t);
       atomic_store(&t->flush_req, 1);
+      hurry(t, 1);
       writer_loop(t, want);
+      hurry(t, 0);
       if (writer_start(t) < 0)
         report(t, SPY_EAGAIN,
                "cannot restart the writer thread; the trace "
@@ -1938,6 +1948,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
     pthread_mutex_lock(&t->run_mu);
     writer_stop(t);
     atomic_store(&t->closing, 1);
+    hurry(t, 1);
     writer_loop(t, 0);
     pthread_mutex_unlock(&t->run_mu);
   } else if (t->thread_started) {

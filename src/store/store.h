@@ -381,6 +381,8 @@ typedef int (*spy__src_sink)(void *arg, const uint64_t hash[2],
  * thread of its own: on <= 2 usable CPUs (the build keeps one), or as
  * SPY_TRACE_PACK_INLINE says (1 / 0). session.c. */
 int spy__trace_pack_inline(void);
+/* CPUs this thread may run on. session.c. */
+int spy__trace_cpus(void);
 /* Starts the packer thread (packs inline when it cannot, or when
  * spy__trace_pack_inline says so). NULL: no memory. */
 spy__src_pipe *spy__src_pipe_new(spy__src_sink sink, void *arg);
@@ -398,6 +400,12 @@ int spy__src_pipe_drain(spy__src_pipe *q);
 int spy__src_pipe_reset(spy__src_pipe *q);
 /* Time the packer thread has spent packing (0 without a thread). */
 uint64_t spy__src_pipe_busy_ns(spy__src_pipe *q);
+/* A pipe that packs inline (spy__trace_pack_inline) gets a packer thread
+ * while `on` (a thread waits for the trace: the build's core is free) and
+ * packs inline again after (drained first). No-op for a pipe that always
+ * has its thread, or with one usable CPU. Returns 0 or the first sink
+ * error. */
+int spy__src_pipe_hurry(spy__src_pipe *q, int on);
 
 /* ---- writers
  * ------------------------------------------------------------------ */
