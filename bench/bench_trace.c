@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,11 +488,26 @@ typedef struct emit_fx {
   spy_trace *t;
   char src[2048];
   int kind;
+  _Atomic int refs; /* kind 2: the payload is lent, reference-counted */
 } emit_fx;
+
+static void emit_unref(void *owner) {
+  atomic_fetch_sub_explicit((_Atomic int *)owner, 1, memory_order_acq_rel);
+}
 
 static void emit_once(void *arg) {
   emit_fx *e = arg;
-  if (e->kind == 0)
+  if (e->kind == 2) {
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+    spy_emit_hook_transform_call_start(
+        e->t, &(spy_act_hook_transform_call_start){
+                  "m042/frame001.c",
+                  {e->src, sizeof e->src, emit_unref, &e->refs},
+                  "demo:strip-comments",
+                  2,
+                  "c123456",
+                  0});
+  } else if (e->kind == 0)
     spy_emit_hook_transform_call_start(
         e->t, &(spy_act_hook_transform_call_start){"m042/frame001.c",
                                                    {e->src, sizeof e->src},
@@ -581,18 +597,19 @@ static void emit_row(bench_table *t, const char *name, double ns) {
 static void bench_emit(bench_table *t, int quick) {
   static emit_fx e;
   memset(e.src, 'a', sizeof e.src);
-  const char *names[] = {"emit: transform start, 2 KB", "emit: resolveId start",
-                         "emit: disabled session"};
+  const char *names[] = {"emit: transform start, 2 KB copied",
+                         "emit: resolveId start", "emit: disabled session",
+                         "emit: transform start, 2 KB lent"};
   enum { N = 20000, ROUNDS = 9 };
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 4; k++) {
     double v[ROUNDS];
     int rounds = quick ? 3 : ROUNDS;
     for (int r = 0; r < rounds; r++) {
       spy_trace_desc d = {
-          .enabled = k < 2, .ops = &null_ops, .queue_bytes = (size_t)64 << 20};
+          .enabled = k != 2, .ops = &null_ops, .queue_bytes = (size_t)64 << 20};
       if (spy_trace_create(&e.t, &d) < 0)
         return;
-      e.kind = k == 1;
+      e.kind = k == 3 ? 2 : k == 1;
       uint64_t t0 = bench_now_ns();
       for (int i = 0; i < N; i++)
         emit_once(&e);

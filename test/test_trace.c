@@ -9,7 +9,8 @@
  * similar payloads are stored as bounded delta chains that read back
  * byte-identical, a broken chain is an error, a version 2 store still
  * reads but is not appended to; the SQL tables follow the catalog; the
- * record decoder rejects bad input.
+ * record decoder rejects bad input; lent payloads reach the writer
+ * intact and are released exactly once, copied where they must be.
  *
  * The PostgreSQL case needs SPY_TEST_PG (a conninfo): the trace_pg CTest
  * (test/trace_pg.sh) starts a real server, sets it and runs that case;
@@ -754,6 +755,63 @@ TEST(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread) {
   spy_trace_destroy(t);
 }
 
+/* A flush that finds the SQL writer behind runs its work on the waiting
+ * thread and, the build's core being free then, packs payloads on a
+ * second thread meanwhile (spy_trace_writer_ops.hurry), even where the
+ * packer otherwise runs inline; every payload still reads back whole. */
+int spy__trace_cpus(void);
+TEST(a_waiting_flush_packs_payloads_on_a_second_thread) {
+  if (spy__trace_cpus() < 2) {
+    printf("  skipped: one usable CPU (nothing to hurry onto)\n");
+    return;
+  }
+  const char *dir = mktmp();
+  CHECK(dir);
+  setenv("SPY_TRACE_PACK_INLINE", "1", 1);
+  setenv("SPY_TRACE_WRITER_DELAY_US", "300", 1);
+  unsetenv("SPY_TRACE_NICE");
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_OK(spy_trace_create(&t, &d));
+  unsetenv("SPY_TRACE_WRITER_DELAY_US");
+  enum { N = 400 };
+  static char src[N][600];
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < 599; k++)
+      src[i][k] = (char)('a' + (i * 31 + k * k) % 26);
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){"m", {src[i], 599}, "p", i, "c", 0}));
+  }
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.packer_ns, 0); /* inline while the build runs */
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_get_stats(t, &st);
+  CHECK(st.packer_ns > 0); /* the waiting flush packed on a thread */
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  unsetenv("SPY_TRACE_PACK_INLINE");
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  spy_trace_action a;
+  int n = 0, bad = 0;
+  while (spy_trace_reader_next(r, &a) == 1) {
+    const spy_trace_val *c = spy_trace_get(&a, "content");
+    const spy_trace_val *id = spy_trace_get(&a, "plugin_id");
+    if (!c || !id)
+      continue;
+    const char *p;
+    size_t len;
+    if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 || len != 599 ||
+        id->u.i < 0 || id->u.i >= N || memcmp(p, src[id->u.i], 599) != 0)
+      bad++;
+    n++;
+  }
+  spy_trace_reader_close(r);
+  CHECK_EQ(n, N);
+  CHECK_EQ(bad, 0);
+  rmrf(dir);
+}
+
 static void *emit_thread(void *arg) {
   spy_trace *t = arg;
   static const char src[] = "static int x;\n";
@@ -1407,6 +1465,191 @@ TEST(emit_rejects_a_missing_required_field) {
   CHECK_EQ(k.n, 0);
 }
 
+/* ---- lent payloads ----------------------------------------------------------
+ * Each payload lives in a block of its own, lent with a reference count;
+ * the last release poisons the block (kept until the test ends), so a
+ * writer that read lent bytes after their release would see the poison. */
+#define LEND_N 3000
+typedef struct lent_block {
+  _Atomic int refs, releases;
+  size_t n;
+  char fill;
+  char bytes[4096 * 3];
+} lent_block;
+static lent_block *lent_blocks;
+
+static void lent_release(void *owner) {
+  lent_block *b = owner;
+  atomic_fetch_add(&b->releases, 1);
+  if (atomic_fetch_sub(&b->refs, 1) == 1)
+    memset(b->bytes, 'X', b->n);
+}
+static spy_trace_text lent_text(lent_block *b) {
+  atomic_fetch_add(&b->refs, 1);
+  return (spy_trace_text){b->bytes, b->n, lent_release, b};
+}
+/* Block i: 1..12 KiB of one letter. */
+static void lent_make(void) {
+  lent_blocks = calloc(LEND_N, sizeof *lent_blocks);
+  for (int i = 0; i < LEND_N; i++) {
+    lent_blocks[i].n = 1 + (size_t)(i * 7919) % sizeof lent_blocks[i].bytes;
+    lent_blocks[i].fill = (char)('a' + i % 26);
+    memset(lent_blocks[i].bytes, lent_blocks[i].fill, lent_blocks[i].n);
+  }
+}
+
+/* The writer checks each payload against its block (plugin_id = block),
+ * slowly when asked to, so the queue fills. */
+typedef struct lent_check {
+  uint64_t n, bad;
+  int slow_us;
+} lent_check;
+static int lc_action(void *st, const spy_trace_record *r) {
+  lent_check *k = st;
+  const spy_trace_val *c = spy_trace_get(r->action, "content");
+  const spy_trace_val *id = spy_trace_get(r->action, "plugin_id");
+  if (k->slow_us)
+    usleep((useconds_t)k->slow_us);
+  k->n++;
+  if (!c || !id || c->type != SPY_TV_SRC || id->u.i < 0 || id->u.i >= LEND_N) {
+    k->bad++;
+    return 0;
+  }
+  const lent_block *b = &lent_blocks[id->u.i];
+  if (c->n != b->n)
+    k->bad++;
+  else
+    for (uint32_t i = 0; i < c->n; i++)
+      if (c->u.s[i] != b->fill) {
+        k->bad++;
+        break;
+      }
+  return 0;
+}
+static const spy_trace_writer_ops lent_ops = {"lent", oc_open,  NULL, lc_action,
+                                              NULL,   oc_close, NULL};
+
+/* Emits each block twice (a hook's input, then the next one's), drops
+ * the test's own reference and checks that every lent payload reached
+ * the writer intact and was released exactly once. */
+static void lend_all(spy_trace_desc *d, lent_check *k, spy_trace_stats *st) {
+  lent_make();
+  spy_trace *t;
+  d->ops = &lent_ops;
+  d->ops_arg = k;
+  CHECK_OK(spy_trace_create(&t, d));
+  for (int i = 0; i < LEND_N; i++) {
+    lent_block *b = &lent_blocks[i];
+    atomic_store(&b->refs, 1); /* the test's own */
+    for (int twice = 0; twice < 2; twice++)
+      CHECK_OK(spy_emit_hook_load_call_end(
+          t, &(spy_act_hook_load_call_end){"m", lent_text(b), "p", i, "c", 0}));
+    lent_release(b); /* the bytes are the session's to release now */
+    atomic_fetch_sub(&b->releases, 1); /* (the test's drop is not counted) */
+  }
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_get_stats(t, st);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(k->n, 2 * LEND_N);
+  CHECK_EQ(k->bad, 0);
+  for (int i = 0; i < LEND_N; i++) {
+    CHECK_EQ(atomic_load(&lent_blocks[i].releases), 2);
+    CHECK_EQ(atomic_load(&lent_blocks[i].refs), 0);
+  }
+  free(lent_blocks);
+}
+
+TEST(lent_payloads_are_read_before_their_release_and_released_once) {
+  lent_check k = {0, 0, 0};
+  spy_trace_stats st;
+  spy_trace_desc d = {.enabled = 1};
+  lend_all(&d, &k, &st);
+  uint64_t bytes = 0;
+  for (int i = 0; i < LEND_N; i++)
+    bytes += 2 * (1 + (size_t)(i * 7919) % (4096 * 3));
+  CHECK_EQ(st.lent_bytes, bytes);
+  CHECK_EQ(st.lent_copied, 0);
+  /* the queue held references, not the payloads */
+  CHECK(st.queued_bytes < bytes / 20);
+}
+
+TEST(lent_payloads_spilled_to_memory_stay_lent) {
+  lent_check k = {0, 0, 100};
+  spy_trace_stats st;
+  spy_trace_desc d = {.enabled = 1, .queue_bytes = 65536};
+  lend_all(&d, &k, &st);
+  CHECK(st.spilled > 0);
+  CHECK_EQ(st.spilled_disk, 0);
+  CHECK_EQ(st.lent_copied, 0);
+}
+
+TEST(lent_payloads_going_to_the_spill_file_are_copied_and_released) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  lent_check k = {0, 0, 100};
+  spy_trace_stats st;
+  spy_trace_desc d = {
+      .enabled = 1, .dir = dir, .queue_bytes = 65536, .spill_bytes = 1};
+  lend_all(&d, &k, &st);
+  CHECK(st.spilled_disk > 0);
+  CHECK(st.lent_copied >= st.spilled_disk);
+  rmrf(dir);
+}
+
+TEST(beyond_lend_bytes_a_lent_payload_is_copied_and_released_at_once) {
+  lent_check k = {0, 0, 50};
+  spy_trace_stats st;
+  spy_trace_desc d = {.enabled = 1, .lend_bytes = 64 << 10};
+  lend_all(&d, &k, &st);
+  CHECK(st.lent_copied > 0);
+  CHECK(st.lent_bytes > 0);
+}
+
+TEST(a_failed_emit_releases_what_it_was_lent_a_disabled_one_nothing) {
+  lent_make();
+  lent_block *b = &lent_blocks[0];
+  spy_trace *t;
+  spy_trace_desc off = {0};
+  CHECK_OK(spy_trace_create(&t, &off));
+  spy_trace_text tx = {b->bytes, b->n, lent_release, b};
+  CHECK_OK(spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){"m", tx, "p", 0, "c", 0}));
+  CHECK_EQ(atomic_load(&b->releases), 0);
+  spy_trace_destroy(t);
+  lent_check k = {0, 0, 0};
+  spy_trace_desc on = {.enabled = 1, .ops = &lent_ops, .ops_arg = &k};
+  CHECK_OK(spy_trace_create(&t, &on));
+  atomic_store(&b->refs, 1);
+  CHECK_EQ(spy_emit_hook_load_call_end(
+               t, &(spy_act_hook_load_call_end){NULL, tx, "p", 0, "c", 0}),
+           SPY_EINVAL); /* module_id is required */
+  CHECK_EQ(atomic_load(&b->releases), 1);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(k.n, 0);
+  free(lent_blocks);
+}
+
+/* A lent payload's reference is a pointer: the public decoder (records
+ * from a wire or a file) never takes it. */
+TEST(decode_refuses_a_lent_payload_reference) {
+  char text[64];
+  memset(text, 'Z', sizeof text);
+  uint8_t rec[512];
+  int64_t n = spy_trace_encode(
+      &spy_kind_hook_load_call_end,
+      &(spy_act_hook_load_call_end){"m", {text, sizeof text}, "p", 0, "c", 0},
+      1, 1, 0, rec, sizeof rec);
+  CHECK(n > 0 && (size_t)n <= sizeof rec);
+  uint8_t *z = memmem(rec, (size_t)n, text, sizeof text);
+  CHECK(z && z - rec >= 5);
+  spy_trace_arena a = {0};
+  spy_trace_action act;
+  CHECK_EQ(spy_trace_decode(rec, (size_t)n, &a, &act), (int)n);
+  z[-5] = 0x40; /* the tag of a lent reference */
+  CHECK_EQ(spy_trace_decode(rec, (size_t)n, &a, &act), SPY_EBADVALUE);
+  spy_trace_arena_free(&a);
+}
+
 TEST(create_rejects_bad_descs) {
   spy_trace *t = (spy_trace *)1;
   spy_trace_desc d = {.enabled = 1, .writer = "nosuch"};
@@ -2056,6 +2299,7 @@ TEST_MAIN(
     TEST_CASE(full_queue_makes_the_emitter_wait_and_loses_nothing),
     TEST_CASE(a_hook_calls_duration_leaves_out_the_tracers_wait),
     TEST_CASE(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread),
+    TEST_CASE(a_waiting_flush_packs_payloads_on_a_second_thread),
     TEST_CASE(full_queue_spills_and_the_emitter_never_waits),
     TEST_CASE(the_memory_spill_reuses_its_blocks),
     TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),
@@ -2074,6 +2318,12 @@ TEST_MAIN(
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_sqlite),
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_jsonl),
     TEST_CASE(emit_rejects_a_missing_required_field),
+    TEST_CASE(lent_payloads_are_read_before_their_release_and_released_once),
+    TEST_CASE(lent_payloads_spilled_to_memory_stay_lent),
+    TEST_CASE(lent_payloads_going_to_the_spill_file_are_copied_and_released),
+    TEST_CASE(beyond_lend_bytes_a_lent_payload_is_copied_and_released_at_once),
+    TEST_CASE(a_failed_emit_releases_what_it_was_lent_a_disabled_one_nothing),
+    TEST_CASE(decode_refuses_a_lent_payload_reference),
     TEST_CASE(create_rejects_bad_descs),
     TEST_CASE(application_kind_goes_through_the_same_path),
     TEST_CASE(application_kind_into_postgres),

@@ -7,7 +7,8 @@
  *
  * Emitting (spy_emit_<kind>) is the hot path. A disabled session costs one
  * predictable branch: nothing is built, copied or hashed. An enabled one
- * encodes the action once, in its wire form (docs/wire.md, TRACE), into
+ * encodes the action once, in its wire form (docs/wire.md, TRACE) — a
+ * lent payload (spy_trace_text.release) by reference only — into
  * the calling thread's own bounded byte queue (no lock: threads emitting
  * into one session do not wait for each other) and returns; a writer
  * thread takes the actions of every queue in sequence order, decodes each,
@@ -62,10 +63,27 @@ typedef enum spy_tf {
 
 #define SPY_TRACE_NULL_INT INT64_MIN
 
-/* A large payload (source text): ptr/len; need not be NUL-terminated. */
+/* A large payload (source text): ptr/len; need not be NUL-terminated.
+ *
+ * Copied or lent. With release NULL (the default) an emit copies the
+ * bytes, and the caller may reuse them on return. With release set, the
+ * payload is lent: an enabled session keeps the pointer instead of the
+ * bytes (no copy on the emitting thread, no payload in the queue) and
+ * calls release(owner) exactly once when it no longer reads them — on
+ * the writer thread once the writer has stored the action, or on the
+ * emitting thread when the session copied them after all (the lent bytes
+ * outstanding reached spy_trace_desc.lend_bytes, the action went to the
+ * spill file, or the emit failed). The bytes must not change until then;
+ * a reference-counted buffer (take a reference, lend it with its unref
+ * as release) is the usual owner. A disabled session never calls
+ * release: take the reference inside `if (spy_trace_on(t))`. Encoded
+ * for anything else (spy_trace_encode, the bus, a spill file) a lent
+ * payload is copied like any other. */
 typedef struct spy_trace_text {
   const char *ptr;
   size_t len;
+  void (*release)(void *owner); /* NULL: copied at the emit */
+  void *owner;
 } spy_trace_text;
 
 /* The layout every LIST / STRS / INTS member shares. */
@@ -163,8 +181,9 @@ typedef struct spy_trace_hot {
  * into one session; each thread's actions are stored in its emit order.
  * A full queue spills (to reused memory blocks, then to the spill file,
  * which the writer thread writes out; no fsync); it waits, and counts the
- * wait, only when both spill bounds are used up. The action is copied: the
- * caller's memory may be reused on return. */
+ * wait, only when both spill bounds are used up. The action is copied —
+ * but for lent payloads (spy_trace_text.release), which are referenced
+ * until released: the caller's memory may be reused on return. */
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act);
 
 #if defined(__GNUC__)
@@ -372,9 +391,10 @@ typedef struct spy_trace_writer_cfg {
  * actions it could not store (>= 0). lost (optional): actions given to the
  * writer that it has dropped so far. busy_ns (optional): time the writer's
  * own background threads have worked so far (the built-in SQL writers
- * compress payloads on one). Optional ops may be NULL. flags: what the
- * writer needs from the session (SPY_TRACE_WRITER_*; 0 for a writer that
- * takes the JSON form and makes its own directory if it wants one). */
+ * compress payloads on one). hurry: see the member. Optional ops may be NULL.
+ * flags: what the writer needs from the session (SPY_TRACE_WRITER_*; 0 for a
+ * writer that takes the JSON form and makes its own directory if it wants one).
+ */
 #define SPY_TRACE_WRITER_RECORDS 1u  /* no JSON form: record.json is NULL */
 #define SPY_TRACE_WRITER_MKDIR 2u    /* the session creates cfg.dir first */
 #define SPY_TRACE_WRITER_CONNINFO 4u /* needs desc.conninfo; no cfg.dir */
@@ -388,6 +408,12 @@ typedef struct spy_trace_writer_ops {
   uint64_t (*lost)(void *state);
   uint64_t (*busy_ns)(void *state);
   uint32_t flags; /* SPY_TRACE_WRITER_* */
+  /* Optional. on = 1: a thread waits for the trace (spy_trace_flush,
+   * spy_trace_destroy) and runs the writer's work itself, so the build is
+   * not using the CPUs now and the writer may take more than one (the
+   * built-in SQL writers pack payloads on a thread of their own then);
+   * on = 0: the wait is over, the build may run again. */
+  void (*hurry)(void *state, int on);
 } spy_trace_writer_ops;
 
 /* The built-in writer named `name` ("jsonl", "sqlite", "postgres") or
@@ -424,15 +450,23 @@ typedef struct spy_trace_desc {
    * in <cwd>/.spyglass/<session-id>; they are removed when the session
    * ends, and spy_trace_recover reads one a killed process left. */
   uint64_t spill_file_bytes;
+  /* Bytes of lent payloads (spy_trace_text.release) one emitting thread
+   * may have outstanding, not yet released by the writer; beyond it a
+   * lent payload is copied (and released at once) as if it were not
+   * lent, so a writer that falls behind holds at most this much of the
+   * application's memory per thread. Default 256 MiB; 1 = copy every
+   * payload. */
+  size_t lend_bytes;
 } spy_trace_desc;
 
 /* Environment knobs read by spy_trace_create (tests, debugging), each
  * overriding the desc: SPY_TRACE_QUEUE_BYTES, SPY_TRACE_SPILL_BYTES,
- * SPY_TRACE_SPILL_FILE_BYTES, and SPY_TRACE_WRITER_DELAY_US (the writer
- * sleeps this long after each action: a writer slower than the build).
- * Also SPY_TRACE_NICE (the writer thread's nice increment, default 5; 0:
- * the build's priority) and SPY_TRACE_PACK_INLINE (1: a SQL writer packs
- * payloads on its own thread, 0: on a packer thread; default: inline on
+ * SPY_TRACE_SPILL_FILE_BYTES, SPY_TRACE_LEND_BYTES, and
+ * SPY_TRACE_WRITER_DELAY_US (the writer sleeps this long after each action: a
+ * writer slower than the build). Also SPY_TRACE_NICE (the writer thread's nice
+ * increment, default 5; 0: the build's priority) and SPY_TRACE_PACK_INLINE (1:
+ * a SQL writer packs payloads on its own thread, 0: on a packer thread;
+ * default: inline on
  * <= 2 usable CPUs, so the trace holds one runnable thread beside the
  * build). */
 
@@ -466,6 +500,10 @@ typedef struct spy_trace_stats {
                              than a block gets one of its own): reused,
                              so this stays at most spill_bytes / 2 MiB
                              however much spills */
+  uint64_t lent_bytes;    /* bytes of payloads lent (not copied) */
+  uint64_t lent_copied;   /* emits whose lent payloads the session copied
+                             after all (lend_bytes reached, the spill
+                             file) */
 } spy_trace_stats;
 
 /* Creates a session. Enabled: resolves the defaults, creates the session

@@ -11,6 +11,11 @@
  * buffer it is given and returns the length the record needs, so the
  * emitter encodes straight into its queue's free space and encodes again
  * only in the rare case that the record did not fit.
+ *
+ * For the session's own queues a lent payload (spy_trace_text.release)
+ * may be encoded as a reference (SPY__TV_LENT: pointer, release, owner);
+ * the public decoder refuses that tag, and spy__trace_release_record
+ * releases the references of a record once the writer is done with it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,50 +30,118 @@
 #define HDR 32u
 #define MAX_DEPTH 16
 #define STR_MAX 0x7fffffffu
+#define LENT_SAME 0x80000000u
 
 typedef struct enc {
   uint8_t *p;
   size_t cap, len;
   int err;
-  int refs; /* write a hashed SRC as its SRCREF */
+  int refs;        /* write a hashed SRC as its SRCREF */
+  spy__lend *lend; /* lent payloads as SPY__TV_LENT (when lend->on) */
 } enc;
 
-static void put(enc *e, const void *s, size_t n) {
-  if (e->len + n <= e->cap)
+#if defined(__GNUC__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define LIKELY(x) (x)
+#endif
+
+/* Little-endian stores (one move on a little-endian host). */
+static inline void st32(uint8_t *w, uint32_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(w, &v, 4);
+#else
+  w[0] = (uint8_t)v, w[1] = (uint8_t)(v >> 8), w[2] = (uint8_t)(v >> 16),
+  w[3] = (uint8_t)(v >> 24);
+#endif
+}
+static inline void st64(uint8_t *w, uint64_t v) {
+  st32(w, (uint32_t)v);
+  st32(w + 4, (uint32_t)(v >> 32));
+}
+
+/* The emitter's hot path: each put writes only when the record still
+ * fits (the length counts on, so the caller learns the size it needs). */
+static inline void put(enc *e, const void *s, size_t n) {
+  if (LIKELY(e->len + n <= e->cap))
     memcpy(e->p + e->len, s, n);
   e->len += n;
 }
-static void put_u8(enc *e, uint8_t v) { put(e, &v, 1); }
-static void put_u32(enc *e, uint32_t v) {
-  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
-                  (uint8_t)(v >> 24)};
-  put(e, b, 4);
+static inline void put_u8(enc *e, uint8_t v) {
+  if (LIKELY(e->len < e->cap))
+    e->p[e->len] = v;
+  e->len++;
+}
+static inline void put_u32(enc *e, uint32_t v) {
+  if (LIKELY(e->len + 4 <= e->cap))
+    st32(e->p + e->len, v);
+  e->len += 4;
+}
+static inline void put_tag_u64(enc *e, uint8_t tag, uint64_t v) {
+  if (LIKELY(e->len + 9 <= e->cap)) {
+    e->p[e->len] = tag;
+    st64(e->p + e->len + 1, v);
+  }
+  e->len += 9;
 }
 static void put_u64(enc *e, uint64_t v) {
   put_u32(e, (uint32_t)v);
   put_u32(e, (uint32_t)(v >> 32));
 }
-static void put_str(enc *e, uint8_t tag, const char *s, size_t n) {
+static inline void put_str(enc *e, uint8_t tag, const char *s, size_t n) {
   if (n > STR_MAX) {
     e->err = SPY_EINVAL;
     return;
   }
-  put_u8(e, tag);
-  put_u32(e, (uint32_t)n);
-  put(e, s, n);
+  if (LIKELY(e->len + 5 + n <= e->cap)) {
+    uint8_t *w = e->p + e->len;
+    w[0] = tag;
+    st32(w + 1, (uint32_t)n);
+    memcpy(w + 5, s, n);
+  }
+  e->len += 5 + n;
+}
+
+/* A lent payload by reference: tag, u32 length, then its pointer,
+ * release and owner as this process's pointers (never leaves it). The
+ * length's top bit (LENT_SAME) marks a payload of the same owner as the
+ * queue's previous lent one (a hook's output lent again as the next
+ * hook's input): the bytes are held once, so counted once. */
+static void put_lent(enc *e, const spy_trace_text *t) {
+  if (t->len > STR_MAX) {
+    e->err = SPY_EINVAL;
+    return;
+  }
+  uint8_t b[5 + 3 * sizeof(void *)];
+  b[0] = SPY__TV_LENT;
+  uint32_t n = (uint32_t)t->len;
+  e->lend->bytes += t->len;
+  if (t->owner == e->lend->owner)
+    n |= LENT_SAME;
+  else
+    e->lend->held += t->len;
+  e->lend->owner = t->owner;
+  b[1] = (uint8_t)n, b[2] = (uint8_t)(n >> 8), b[3] = (uint8_t)(n >> 16),
+  b[4] = (uint8_t)(n >> 24);
+  memcpy(b + 5, &t->ptr, sizeof(void *));
+  memcpy(b + 5 + sizeof(void *), &t->release, sizeof(void *));
+  memcpy(b + 5 + 2 * sizeof(void *), &t->owner, sizeof(void *));
+  put(e, b, sizeof b);
 }
 
 static void enc_header(enc *e, const char *name, size_t nl, uint16_t id,
                        uint64_t seq, uint64_t ts, uint32_t build) {
-  put_u32(e, 0); /* patched at the end */
-  uint8_t b[4] = {(uint8_t)id, (uint8_t)(id >> 8), (uint8_t)nl,
-                  (uint8_t)(nl >> 8)};
-  put(e, b, 4);
-  put_u64(e, seq);
-  put_u64(e, ts);
-  put_u32(e, build);
-  put_u32(e, 0);
-  put(e, name, nl);
+  if (LIKELY(e->len + HDR + nl <= e->cap)) {
+    uint8_t *w = e->p + e->len;
+    st32(w, 0); /* patched at the end */
+    st32(w + 4, (uint32_t)id | (uint32_t)nl << 16);
+    st64(w + 8, seq);
+    st64(w + 16, ts);
+    st32(w + 24, build);
+    st32(w + 28, 0);
+    memcpy(w + HDR, name, nl);
+  }
+  e->len += HDR + nl;
 }
 
 static int64_t enc_finish(enc *e) {
@@ -111,7 +184,9 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
       if (f->type == SPY_TF_SRC)
         e->err = SPY_EINVAL;
       put_u8(e, SPY_TV_NULL);
-    } else
+    } else if (e->lend && e->lend->on && t.release)
+      put_lent(e, &t);
+    else
       put_str(e, SPY_TV_SRC, t.ptr, t.len);
     break;
   }
@@ -121,10 +196,8 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
     memcpy(&v, at, sizeof v);
     if (f->type == SPY_TF_OINT && v == SPY_TRACE_NULL_INT)
       put_u8(e, SPY_TV_NULL);
-    else {
-      put_u8(e, SPY_TV_INT);
-      put_u64(e, (uint64_t)v);
-    }
+    else
+      put_tag_u64(e, SPY_TV_INT, (uint64_t)v);
     break;
   }
   case SPY_TF_BOOL:
@@ -170,22 +243,135 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
 }
 
 static void enc_struct(enc *e, const spy_trace_kind *k, const char *base) {
-  put_u8(e, SPY_TV_REC);
-  put_u32(e, k->nfields);
+  if (LIKELY(e->len + 5 <= e->cap)) {
+    e->p[e->len] = SPY_TV_REC;
+    st32(e->p + e->len + 1, k->nfields);
+  }
+  e->len += 5;
   for (uint32_t i = 0; i < k->nfields && !e->err; i++)
     enc_field(e, &k->fields[i], base + k->fields[i].offset);
+}
+
+int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
+                               uint64_t seq, uint64_t ts_us, uint32_t build,
+                               void *buf, size_t cap, spy__lend *lend) {
+  if (!kind || (!act && kind->nfields) || strlen(kind->name) > 0xffff)
+    return SPY_EINVAL;
+  if (lend)
+    lend->bytes = lend->held = 0;
+  enc e = {buf, buf ? cap : 0, 0, 0, 0, lend};
+  enc_header(&e, kind->name, strlen(kind->name), kind->id, seq, ts_us, build);
+  static const char none = 0;
+  enc_struct(&e, kind, act ? (const char *)act : &none);
+  return enc_finish(&e);
 }
 
 int64_t spy_trace_encode(const spy_trace_kind *kind, const void *act,
                          uint64_t seq, uint64_t ts_us, uint32_t build,
                          void *buf, size_t cap) {
-  if (!kind || (!act && kind->nfields) || strlen(kind->name) > 0xffff)
-    return SPY_EINVAL;
-  enc e = {buf, buf ? cap : 0, 0, 0, 0};
-  enc_header(&e, kind->name, strlen(kind->name), kind->id, seq, ts_us, build);
-  static const char none = 0;
-  enc_struct(&e, kind, act ? (const char *)act : &none);
-  return enc_finish(&e);
+  return spy__trace_encode_lend(kind, act, seq, ts_us, build, buf, cap, NULL);
+}
+
+/* ---- lent payloads: released once -------------------------------------- */
+
+static int release_struct(const spy_trace_kind *k, const char *base);
+
+static int release_field(const spy_trace_field *f, const char *at) {
+  int n = 0;
+  if (f->type == SPY_TF_SRC || f->type == SPY_TF_OSRC) {
+    spy_trace_text t;
+    memcpy(&t, at, sizeof t);
+    if (t.ptr && t.release) {
+      t.release(t.owner);
+      n++;
+    }
+  } else if (f->type == SPY_TF_LIST || f->type == SPY_TF_OLIST) {
+    spy_trace_list l;
+    memcpy(&l.items, at, sizeof l.items);
+    memcpy(&l.n, at + offsetof(spy_trace_list, n), sizeof l.n);
+    for (uint32_t i = 0; l.items && i < l.n; i++)
+      n += release_struct(f->rec,
+                          (const char *)l.items + (size_t)i * f->rec->size);
+  }
+  return n;
+}
+
+static int release_struct(const spy_trace_kind *k, const char *base) {
+  int n = 0;
+  for (uint32_t i = 0; i < k->nfields; i++)
+    n += release_field(&k->fields[i], base + k->fields[i].offset);
+  return n;
+}
+
+int spy__trace_release_act(const spy_trace_kind *kind, const void *act) {
+  return kind && act ? release_struct(kind, act) : 0;
+}
+
+static uint32_t le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+
+/* Walks one value of a record the session encoded, releasing each lent
+ * payload; returns the bytes it spans, or 0 when the record is cut. */
+static size_t release_val(const uint8_t *p, const uint8_t *end, int depth,
+                          uint64_t *bytes) {
+  if (p >= end || depth > MAX_DEPTH)
+    return 0;
+  size_t left = (size_t)(end - p) - 1;
+  uint32_t n;
+  switch (p[0]) {
+  case SPY_TV_NULL:
+  case SPY_TV_FALSE:
+  case SPY_TV_TRUE: return 1;
+  case SPY_TV_INT: return left >= 8 ? 9 : 0;
+  case SPY_TV_SRCREF: return left >= 16 ? 17 : 0;
+  case SPY_TV_STR:
+  case SPY_TV_SRC:
+    if (left < 4)
+      return 0;
+    n = le32(p + 1);
+    return n <= left - 4 ? 5 + (size_t)n : 0;
+  case SPY__TV_LENT: {
+    spy_trace_text t;
+    if (left < 4 + 3 * sizeof(void *))
+      return 0;
+    n = le32(p + 1);
+    memcpy(&t.ptr, p + 5, sizeof(void *));
+    memcpy(&t.release, p + 5 + sizeof(void *), sizeof(void *));
+    memcpy(&t.owner, p + 5 + 2 * sizeof(void *), sizeof(void *));
+    t.release(t.owner);
+    if (!(n & LENT_SAME))
+      *bytes += n;
+    return 5 + 3 * sizeof(void *);
+  }
+  case SPY_TV_LIST:
+  case SPY_TV_REC: {
+    if (left < 4)
+      return 0;
+    n = le32(p + 1);
+    size_t off = 5;
+    for (uint32_t i = 0; i < n; i++) {
+      size_t k = release_val(p + off, end, depth + 1, bytes);
+      if (!k)
+        return 0;
+      off += k;
+    }
+    return off;
+  }
+  default: return 0;
+  }
+}
+
+uint64_t spy__trace_release_record(const void *rec, size_t n) {
+  const uint8_t *b = rec;
+  uint64_t bytes = 0;
+  if (n < HDR)
+    return 0;
+  size_t nl = (size_t)(b[6] | b[7] << 8);
+  if (HDR + nl <= n)
+    release_val(b + HDR + nl, b + n, 0, &bytes);
+  return bytes;
 }
 
 /* ---- from a tree ----------------------------------------------------------
@@ -224,7 +410,7 @@ static int64_t encode_action(const spy_trace_action *a, void *buf, size_t cap,
                              int refs) {
   if (!a || !a->name || a->name_len > 0xffff)
     return SPY_EINVAL;
-  enc e = {buf, buf ? cap : 0, 0, 0, refs};
+  enc e = {buf, buf ? cap : 0, 0, 0, refs, NULL};
   enc_header(&e, a->name, a->name_len, a->kind ? a->kind->id : 0, a->seq,
              a->ts_us, a->build);
   enc_val(&e, &a->fields);
@@ -309,6 +495,7 @@ void spy_trace_arena_free(spy_trace_arena *a) {
 typedef struct dec {
   const uint8_t *p, *end;
   spy_trace_arena *arena;
+  int lent_ok; /* the session's own record: SPY__TV_LENT is a payload */
 } dec;
 
 static uint32_t rd32(const uint8_t *p) {
@@ -348,6 +535,17 @@ static int dec_val(dec *d, spy_trace_val *v, int depth) {
     d->p += 4 + (size_t)n;
     return 0;
   }
+  case SPY__TV_LENT: {
+    if (!d->lent_ok) /* a pointer: never from outside the process */
+      return SPY_EBADVALUE;
+    if (left < 4 + 3 * sizeof(void *))
+      return SPY_ETRUNCATED;
+    v->type = SPY_TV_SRC;
+    v->n = rd32(d->p) & ~LENT_SAME;
+    memcpy(&v->u.s, d->p + 4, sizeof(void *));
+    d->p += 4 + 3 * sizeof(void *);
+    return 0;
+  }
   case SPY_TV_SRCREF:
     if (left < 16)
       return SPY_ETRUNCATED;
@@ -385,8 +583,8 @@ static int dec_val(dec *d, spy_trace_val *v, int depth) {
   }
 }
 
-int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
-                     spy_trace_action *out) {
+static int decode_rec(const void *p, size_t n, spy_trace_arena *arena,
+                      spy_trace_action *out, int lent_ok) {
   memset(out, 0, sizeof *out);
   const uint8_t *b = p;
   if (!p || n < HDR)
@@ -415,7 +613,7 @@ int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
     if (strlen(a.kind->name) != nl || memcmp(a.kind->name, a.name, nl) != 0)
       return SPY_EBADVALUE;
   }
-  dec d = {b + HDR + nl, b + bytes, arena};
+  dec d = {b + HDR + nl, b + bytes, arena, lent_ok};
   int rc = dec_val(&d, &a.fields, 0);
   if (rc < 0)
     return rc;
@@ -427,6 +625,16 @@ int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
     return rc;
   *out = a;
   return (int)bytes;
+}
+
+int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
+                     spy_trace_action *out) {
+  return decode_rec(p, n, arena, out, 0);
+}
+
+int spy__trace_decode_lent(const void *p, size_t n, spy_trace_arena *arena,
+                           spy_trace_action *out) {
+  return decode_rec(p, n, arena, out, 1);
 }
 
 int spy_trace_section_next(const void *data, size_t len, size_t *off,

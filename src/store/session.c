@@ -3,6 +3,17 @@
  * serialise once — JSON only for writers that want it — hand to the
  * writer, commit per batch).
  *
+ * Lent payloads. A payload the application lends (spy_trace_text.release)
+ * is queued as a reference (pointer, length, release, owner), not as its
+ * bytes: the emitter copies nothing large and the ring holds far more
+ * actions. The writer reads the bytes where they lie and releases them
+ * once the writer has stored the action (release_lent); what one thread
+ * has lent and the writer not yet released is bounded (lend_bytes), and
+ * beyond it, in the spill file (read back by another process after a
+ * crash) and on a failed emit, the payload is copied and released on the
+ * emitting thread. Only the session's own decoder takes the reference
+ * (spy__trace_decode_lent); records from a file never do.
+ *
  * Queues. Every emitting thread owns a single-producer byte ring of its
  * own (claimed on its first emit through a pthread key of the session, and
  * handed back when the thread exits so a later thread reuses it). An
@@ -133,6 +144,10 @@ typedef struct tq {
   sblk *sb_spare; /* blocks handed back, taken off sb_free */
   _Atomic uint64_t emitted, queued_bytes, waits, wait_ns, spilled;
   _Atomic uint64_t spilled_disk, spilled_bytes, spill_fail;
+  _Atomic uint64_t lent_bytes, lent_copied;
+  uint64_t lent_out;      /* bytes lent, ever */
+  const void *lent_owner; /* the owner of the last payload lent */
+  uint64_t lent_seen;     /* lent_back as last loaded */
   _Atomic uint32_t space_wait;
   /* the spill file, the producer's side: fd (-1 none; set before f_len
    * is first published), the end of what it appended (on disk or still
@@ -165,10 +180,11 @@ typedef struct tq {
   /* handed back by the writer every 64 records */
   _Alignas(LINE) _Atomic uint64_t head;
   _Atomic uint32_t space_word;
-  _Atomic uint64_t f_taken;  /* file bytes the writer has taken */
-  _Atomic(sblk *) sb_free;   /* memory spill blocks the writer has read */
-  _Atomic uint32_t sb_avail; /* … blocks there and in sb_spare */
-  int f_nbuf;                /* spill file buffers that exist (f_mu) */
+  _Atomic uint64_t f_taken;   /* file bytes the writer has taken */
+  _Atomic(sblk *) sb_free;    /* memory spill blocks the writer has read */
+  _Atomic uint64_t lent_back; /* lent bytes the writer has released */
+  _Atomic uint32_t sb_avail;  /* … blocks there and in sb_spare */
+  int f_nbuf;                 /* spill file buffers that exist (f_mu) */
   /* the writer's own head (records taken) and its memory spill block
    * (the oldest not handed back) */
   _Alignas(LINE) uint64_t chead;
@@ -176,6 +192,7 @@ typedef struct tq {
                      again only once it has taken everything up to it,
                      so the emitter's line stays in the emitter's cache */
   sblk *sb_head;  /* the oldest memory spill block not handed back */
+  int populated;  /* its ring's pages are faulted in (rings_populate) */
   /* the writer's side of the spill file: next record's offset, a read
    * buffer holding file bytes [rb_off, rb_off + rb_len), how far it is
    * committed (recorded in the header) and punched out */
@@ -224,7 +241,7 @@ struct spy_trace {
   const spy_trace_writer_ops *ops;
   void *ops_arg;
   uint32_t batch;
-  size_t qcap, retry_bytes, spill_cap;
+  size_t qcap, retry_bytes, spill_cap, lend_cap;
   uint64_t spill_file_cap;
   _Atomic size_t spill_bytes;    /* memory spill blocks held (reused) */
   _Atomic uint64_t spill_blocks; /* … allocated, ever */
@@ -387,13 +404,27 @@ static void wr64le(uint8_t *p, uint64_t v) {
     p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Writes one record (rec: its encoded bytes, in the ring or the heap). */
-static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
+/* Releases the payloads a record of q's memory queues (ring, heap,
+ * memory spill) borrowed; what the emitter may lend again. */
+static void release_lent(tq *q, const uint8_t *rec) {
+  uint32_t len;
+  memcpy(&len, rec, 4);
+  uint64_t n = spy__trace_release_record(rec, len);
+  if (n)
+    bump(&q->lent_back, n);
+}
+
+/* Writes one record (rec: its encoded bytes). lent_ok: a record of a
+ * memory queue, whose lent payloads are referenced (a spill file's
+ * record, from disk, never references memory). */
+static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
+                    int lent_ok) {
   uint32_t len;
   memcpy(&len, rec, 4);
   spy_trace_arena_reset(&t->arena);
   spy_trace_action a;
-  int rc = spy_trace_decode(rec, len, &t->arena, &a);
+  int rc = lent_ok ? spy__trace_decode_lent(rec, len, &t->arena, &a)
+                   : spy_trace_decode(rec, len, &t->arena, &a);
   if (rc >= 0 && !a.kind) { /* an application kind: find its descriptor */
     uint32_t n = atomic_load_explicit(&t->n_app, memory_order_acquire);
     for (uint32_t i = 0; i < n && !a.kind; i++)
@@ -964,12 +995,17 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
 
 /* Hands one record to the writer, or (SPY_TRACE_DISCARD, a bench knob
  * that isolates the emitting side's cost) only counts it. */
-static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st) {
+static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
+                     tq *q, int from_file) {
   if (SPY_TRACE_UNLIKELY(t->discard))
     st->written++;
   else
-    process(t, rec, st);
+    process(t, rec, st, !from_file);
+  if (!from_file) /* the writer is done with the lent bytes */
+    release_lent(q, rec);
 }
+
+static void rings_populate(spy_trace *t);
 
 /* The writer loop, on whichever thread runs it: returns when the session
  * closes and everything is written, when the thread is asked to hand the
@@ -1011,6 +1047,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     }
     spy_trace_stats st = {0};
     uint64_t busy0 = spy__mono_ns();
+    rings_populate(t);
     files_drain(t);
     uint32_t n = 0, gaps = 0;
     /* the numbers given so far, loaded again only when the writer has
@@ -1035,14 +1072,14 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         if (bad)
           report(t, SPY_EIO, "a spill file record is damaged; lost");
         else
-          take_one(t, slot, &st);
+          take_one(t, slot, &st, q, 1);
         q->f_rd += flen;
         atomic_store_explicit(&q->f_taken, q->f_rd, memory_order_release);
         atomic_fetch_sub(&t->file_pending, 1);
       } else if (spilled) { /* the record becomes the list's stub */
         uint32_t rn;
         memcpy(&rn, slot, 4);
-        take_one(t, slot, &st);
+        take_one(t, slot, &st, q, 0);
         q->sb_head->rd += ((size_t)rn + 7u) & ~(size_t)7u;
       } else {
         uint32_t m;
@@ -1053,7 +1090,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
           memcpy(&heap, slot + 8, sizeof heap);
           rec = heap;
         }
-        take_one(t, rec, &st);
+        take_one(t, rec, &st, q, 0);
         if (heap) {
           uint32_t hn;
           memcpy(&hn, heap, 4);
@@ -1139,6 +1176,8 @@ static int cpus_usable(void) {
   return n > 0 ? (int)n : 1;
 }
 
+int spy__trace_cpus(void) { return cpus_usable(); }
+
 int spy__trace_pack_inline(void) {
   const char *e = getenv("SPY_TRACE_PACK_INLINE");
   if (e && *e)
@@ -1209,9 +1248,26 @@ static tq *tq_new(size_t cap) {
     free(q);
     return NULL;
   }
-  /* touch every page now: no page fault on the emitting thread later */
-  memset(q->ring, 0xA5, cap); /* nonzero: not folded into calloc */
+  /* its pages are faulted in by the writer thread (ring_populate), not
+   * on the emitting thread */
   return q;
+}
+
+/* The writer faults a new ring's pages in, once, so the emitting thread
+ * does not (2,048 faults for the default 8 MiB: milliseconds on a VM).
+ * MADV_POPULATE_WRITE only maps the pages: bytes the emitter has already
+ * written stay. Without it (Linux < 5.14) the emitter faults them. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static void rings_populate(spy_trace *t) {
+  for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
+       q = q->next)
+    if (!q->populated) {
+      q->populated = 1;
+      if (q->cap >= BIG_MIN) /* mapped on its own: page-aligned */
+        madvise(q->ring, big_len(q->cap), MADV_POPULATE_WRITE);
+    }
 }
 
 /* pthread key destructor: the thread is gone, its ring is free to reuse. */
@@ -1401,9 +1457,16 @@ static int fq_room(tq *q, int k) {
  * bound reached, a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                      const void *act, uint64_t ts, uint32_t build, size_t need,
-                     int late) {
+                     int late, spy__lend *ld) {
   if (!t->spill_dir)
     return 1;
+  if (ld->on) { /* the file is read by another process (recovery): lent
+                  payloads go in as bytes, and are released by the caller */
+    int64_t n = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+    if (n < 0)
+      return (int)n;
+    need = (size_t)n;
+  }
   if (q->fd < 0) {
     if (q->f_nofile) /* the file could not be made */
       return 1;
@@ -1466,6 +1529,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   bump(&q->spilled_disk, 1);
   bump(&q->spilled_bytes, total);
   q->f_mode = 1;
+  ld->on = 0;
 out:
   pthread_mutex_unlock(&q->f_mu);
   if (rc)
@@ -1477,23 +1541,35 @@ out:
   return 0;
 }
 
+/* A record that references lent payloads is published. */
+static inline void lent_taken(tq *q, const spy__lend *ld) {
+  if (ld->on && ld->bytes) {
+    q->lent_owner = ld->owner;
+    q->lent_out += ld->held;
+    bump(&q->lent_bytes, ld->bytes);
+  }
+}
+
 /* The ring is full: encodes the action into q's memory spill block, or
  * beyond the memory bound into q's spill file. need: the record's size
  * when known, else 0. Returns 0, a negative code, or 1 when
  * both bounds are used up (the caller waits for ring space). */
 static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                       const void *act, uint64_t ts, uint32_t build, int late,
-                      int64_t need) {
+                      int64_t need, spy__lend *ld) {
+  ld->owner = q->lent_owner;
   if (!need) /* not encoded yet (an attempt in the ring knows it) */
-    need = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+    need = spy__trace_encode_lend(kind, act, 0, ts, build, NULL, 0, ld);
   if (need < 0)
     return (int)need;
   size_t slot = ((size_t)need + 7u) & ~(size_t)7u;
   sblk *b = q->sb_tail;
   if (q->f_mode || (b->cap - q->sb_w < slot && !(b = blk_next(t, q, slot))))
-    return file_emit(t, q, kind, act, ts, build, (size_t)need, late);
+    return file_emit(t, q, kind, act, ts, build, (size_t)need, late, ld);
   uint8_t *at = b->data + q->sb_w;
-  spy_trace_encode(kind, act, 0, ts, build, at, (size_t)need);
+  ld->owner = q->lent_owner;
+  spy__trace_encode_lend(kind, act, 0, ts, build, at, (size_t)need, ld);
+  lent_taken(q, ld);
   late_ts(at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   wr64le(at + 8, seq);
@@ -1506,21 +1582,49 @@ static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   return 0;
 }
 
+/* Room to lend more of the application's bytes: lend_cap bounds what
+ * the writer has not released yet (its count loaded again only when the
+ * bound seems reached, so the writer's line stays in its cache). */
+static int lend_room(spy_trace *t, tq *q) {
+  if (q->lent_out - q->lent_seen < t->lend_cap)
+    return 1;
+  q->lent_seen = atomic_load_explicit(&q->lent_back, memory_order_relaxed);
+  return q->lent_out - q->lent_seen < t->lend_cap;
+}
+
+static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
+                       const void *act, spy__lend *ld);
+
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (!t || !t->hot.enabled)
     return 0;
   if (!kind)
     return SPY_EINVAL;
-  if (atomic_load_explicit(&t->closing, memory_order_relaxed))
-    return SPY_ECLOSED;
-  tq *q = pthread_getspecific(t->key);
-  if (!q && !(q = claim_queue(t)))
-    return SPY_ENOMEM;
-  if (kind->id == 0) {
-    int rc = app_kind(t, kind);
-    if (rc < 0)
-      return rc;
+  int rc = SPY_ECLOSED;
+  spy__lend ld = {0, NULL, 0, 0};
+  tq *q = NULL;
+  if (!atomic_load_explicit(&t->closing, memory_order_relaxed)) {
+    q = pthread_getspecific(t->key);
+    rc = q || (q = claim_queue(t)) ? 0 : SPY_ENOMEM;
   }
+  if (rc == 0 && kind->id == 0)
+    rc = app_kind(t, kind);
+  if (rc == 0) {
+    ld.on = lend_room(t, q);
+    rc = emit_queued(t, q, kind, act, &ld);
+  }
+  /* lent payloads the queue does not reference (copied, or not queued)
+   * are the caller's again */
+  if ((rc < 0 || !ld.on) && spy__trace_release_act(kind, act) && rc == 0)
+    bump(&q->lent_copied, 1);
+  return rc;
+}
+
+/* Queues the action in q: its ring, else its memory spill, else its spill
+ * file, else waits for ring space. *lend: lent payloads may be referenced
+ * (cleared when they were copied). */
+static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
+                       const void *act, spy__lend *ld) {
   uint32_t build = atomic_load_explicit(&t->cur_build, memory_order_relaxed);
   /* a hook call's duration is End's time minus Start's: End's is taken
    * as the emit begins, Start's once the record is encoded (after any
@@ -1540,7 +1644,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
     if (atomic_load_explicit(&q->f_taken, memory_order_acquire) == q->f_wr)
       q->f_mode = 0;
     else {
-      int rc = spill_emit(t, q, kind, act, ts, build, late, 0);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, 0, ld);
       if (rc <= 0)
         return rc;
       q->f_mode = 0; /* the file takes no more: the ring, waiting */
@@ -1557,7 +1661,9 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
     size_t contig = q->cap - pos, space = q->cap - (size_t)(tail - head);
     size_t room = contig < space ? contig : space;
     if (!heap) {
-      need = spy_trace_encode(kind, act, 0, ts, build, q->ring + pos, room);
+      ld->owner = q->lent_owner;
+      need = spy__trace_encode_lend(kind, act, 0, ts, build, q->ring + pos,
+                                    room, ld);
       if (need < 0)
         return (int)need;
       slot = ((size_t)need + 3u) & ~(size_t)3u;
@@ -1566,7 +1672,8 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       if (slot > q->cap / 4) {
         if (!(heap = big_alloc((size_t)need)))
           return SPY_ENOMEM;
-        spy_trace_encode(kind, act, 0, ts, build, heap, (size_t)need);
+        ld->owner = q->lent_owner;
+        spy__trace_encode_lend(kind, act, 0, ts, build, heap, (size_t)need, ld);
         slot = HEAP_REC;
         continue;
       }
@@ -1580,7 +1687,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
       continue;
     }
     if (!w0) {
-      int rc = spill_emit(t, q, kind, act, ts, build, late, need);
+      int rc = spill_emit(t, q, kind, act, ts, build, late, need, ld);
       if (rc <= 0) {
         big_free(heap, (size_t)need);
         return rc;
@@ -1604,6 +1711,7 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   wr64le((heap ? heap : at) + 8, seq);
   q->ptail = tail + slot;
   atomic_store_explicit(&q->tail, q->ptail, memory_order_release);
+  lent_taken(q, ld);
   bump(&q->emitted, 1);
   bump(&q->queued_bytes, (uint64_t)need);
   /* wake the writer once when work appears, and once more when a
@@ -1619,6 +1727,12 @@ int spy_trace_set_tap(spy_trace *t, const spy_trace_tap *tap) {
   return 0;
 }
 
+/* Tells the writer a thread waits for the trace (on) or no longer does. */
+static void hurry(spy_trace *t, int on) {
+  if (t->ops->hurry && t->wstate)
+    t->ops->hurry(t->wstate, on);
+}
+
 int spy_trace_flush(spy_trace *t) {
   if (!t || !t->hot.enabled)
     return 0;
@@ -1632,7 +1746,9 @@ int spy_trace_flush(spy_trace *t) {
     if (behind && t->ever_started && !atomic_load(&t->closing)) {
       writer_stop(t);
       atomic_store(&t->flush_req, 1);
+      hurry(t, 1);
       writer_loop(t, want);
+      hurry(t, 0);
       if (writer_start(t) < 0)
         report(t, SPY_EAGAIN,
                "cannot restart the writer thread; the trace "
@@ -1742,6 +1858,7 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
   t->spill_cap = d.spill_bytes ? d.spill_bytes : (size_t)64 << 20;
   t->spill_file_cap =
       d.spill_file_bytes ? d.spill_file_bytes : (uint64_t)4 << 30;
+  t->lend_cap = d.lend_bytes ? d.lend_bytes : (size_t)256 << 20;
   /* test and debug knobs (trace.h) */
   const char *e;
   if ((e = getenv("SPY_TRACE_QUEUE_BYTES")) && *e)
@@ -1750,6 +1867,10 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->spill_cap = (size_t)strtoull(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_SPILL_FILE_BYTES")) && *e)
     t->spill_file_cap = strtoull(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_LEND_BYTES")) && *e)
+    t->lend_cap = (size_t)strtoull(e, NULL, 10);
+  if (t->lend_cap <= 1)
+    t->lend_cap = 0; /* lend nothing */
   if ((e = getenv("SPY_TRACE_WRITER_DELAY_US")) && *e)
     t->delay_us = (uint32_t)strtoul(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_DISCARD")) && *e)
@@ -1827,6 +1948,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
     pthread_mutex_lock(&t->run_mu);
     writer_stop(t);
     atomic_store(&t->closing, 1);
+    hurry(t, 1);
     writer_loop(t, 0);
     pthread_mutex_unlock(&t->run_mu);
   } else if (t->thread_started) {
@@ -1926,6 +2048,10 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
         atomic_load_explicit(&q->spilled_disk, memory_order_relaxed);
     out->spilled_bytes +=
         atomic_load_explicit(&q->spilled_bytes, memory_order_relaxed);
+    out->lent_bytes +=
+        atomic_load_explicit(&q->lent_bytes, memory_order_relaxed);
+    out->lent_copied +=
+        atomic_load_explicit(&q->lent_copied, memory_order_relaxed);
     out->spill_fails +=
         atomic_load_explicit(&q->spill_fail, memory_order_relaxed);
   }
@@ -2185,7 +2311,7 @@ int spy_trace_recover(const char *dir, const char *conninfo,
       rv.skipped++;
     else {
       rv.lost += m->seq - last - 1;
-      process(t, m->rec, &st);
+      process(t, m->rec, &st, 0);
       rv.recovered++;
       last = m->seq;
       if (++batch == 4096) {

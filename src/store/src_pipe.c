@@ -46,6 +46,7 @@ struct spy__src_pipe {
   job *out_head, *out_tail; /* packed, waiting for the writer */
   size_t in_bytes;
   int busy, stop, threaded;
+  int hurried; /* threaded for now only (spy__src_pipe_hurry) */
   pthread_t th;
   spy__src_packer *k;
   uint64_t busy_ns;
@@ -294,8 +295,30 @@ int spy__src_pipe_reset(spy__src_pipe *q) {
   return rc;
 }
 
+int spy__src_pipe_hurry(spy__src_pipe *q, int on) {
+  int rc = 0;
+  if (on && !q->threaded && spy__trace_cpus() > 1) {
+    rc = deliver_all(q, take_out(q, 0)); /* chain restarts queued inline */
+    q->stop = 0;
+    q->threaded = q->hurried =
+        pthread_create(&q->th, NULL, packer_main, q) == 0;
+    if (q->threaded)
+      pthread_setname_np(q->th, "spy-trace-pack");
+  } else if (!on && q->hurried) {
+    rc = spy__src_pipe_drain(q);
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_signal(&q->todo);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->th, NULL);
+    q->threaded = q->hurried = 0;
+    q->stop = 0;
+  }
+  return rc;
+}
+
 uint64_t spy__src_pipe_busy_ns(spy__src_pipe *q) {
-  if (!q || !q->threaded)
+  if (!q)
     return 0;
   pthread_mutex_lock(&q->mu);
   uint64_t v = q->busy_ns;

@@ -74,6 +74,35 @@ extern const spy__hook spy__hooks[];
 /* Reads a whole file into a NUL-terminated heap buffer (*n bytes), or NULL. */
 char *spy__slurp(const char *path, size_t *n);
 
+/* A lent payload (spy_trace_text.release) in a record of the session's
+ * own queues: u32 length, then its pointer, release and owner. Never on
+ * a wire or in a file; spy_trace_decode refuses it. */
+#define SPY__TV_LENT 0x40
+/* Lending in spy__trace_encode_lend: with on set a lent payload is written
+ * as SPY__TV_LENT, not copied. owner (in and out): the owner of the
+ * queue's last lent payload; a payload of the same owner is held once, so
+ * counted once. Out: bytes, what was lent; held, of it what is counted
+ * against lend_bytes. */
+typedef struct spy__lend {
+  int on;
+  const void *owner;
+  uint64_t bytes, held;
+} spy__lend;
+/* spy_trace_encode, lending as `lend` says (NULL: copies). */
+int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
+                               uint64_t seq, uint64_t ts_us, uint32_t build,
+                               void *buf, size_t cap, spy__lend *lend);
+/* spy_trace_decode that also takes SPY__TV_LENT (as a SRC pointing at the
+ * lent bytes): for records of the session's own memory queues only. */
+int spy__trace_decode_lent(const void *p, size_t n, spy_trace_arena *arena,
+                           spy_trace_action *out);
+/* Calls release once for each lent payload the record references (a
+ * record spy__trace_encode_lend wrote); returns their counted bytes. */
+uint64_t spy__trace_release_record(const void *rec, size_t n);
+/* Calls release once for each lent payload of an action struct (an emit
+ * that copied them, or failed); returns how many. */
+int spy__trace_release_act(const spy_trace_kind *kind, const void *act);
+
 /* Appends the action's binary record (docs/wire.md, TRACE) to b, every
  * hashed SRC written as its SRCREF: the form the SQL stores keep in
  * action_batches. Returns 0 or a negative code. */
@@ -352,6 +381,8 @@ typedef int (*spy__src_sink)(void *arg, const uint64_t hash[2],
  * thread of its own: on <= 2 usable CPUs (the build keeps one), or as
  * SPY_TRACE_PACK_INLINE says (1 / 0). session.c. */
 int spy__trace_pack_inline(void);
+/* CPUs this thread may run on. session.c. */
+int spy__trace_cpus(void);
 /* Starts the packer thread (packs inline when it cannot, or when
  * spy__trace_pack_inline says so). NULL: no memory. */
 spy__src_pipe *spy__src_pipe_new(spy__src_sink sink, void *arg);
@@ -369,6 +400,12 @@ int spy__src_pipe_drain(spy__src_pipe *q);
 int spy__src_pipe_reset(spy__src_pipe *q);
 /* Time the packer thread has spent packing (0 without a thread). */
 uint64_t spy__src_pipe_busy_ns(spy__src_pipe *q);
+/* A pipe that packs inline (spy__trace_pack_inline) gets a packer thread
+ * while `on` (a thread waits for the trace: the build's core is free) and
+ * packs inline again after (drained first). No-op for a pipe that always
+ * has its thread, or with one usable CPU. Returns 0 or the first sink
+ * error. */
+int spy__src_pipe_hurry(spy__src_pipe *q, int on);
 
 /* ---- writers
  * ------------------------------------------------------------------ */

@@ -1159,13 +1159,19 @@ static int64_t pg_close(void *state) {
   return (int64_t)lost;
 }
 
-const spy_trace_writer_ops spy__writer_pg = {
-    .name = "postgres",
-    .open = pg_open,
-    .source = pg_source,
-    .action = pg_action,
-    .commit = pg_commit,
-    .close = pg_close,
-    .lost = pg_lost,
-    .busy_ns = pg_busy,
-    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_CONNINFO};
+/* A thread waits for the trace: pack on a second core meanwhile. */
+static void pg_hurry(void *state, int on) {
+  spy__src_pipe_hurry(((pgw *)state)->pipe, on);
+}
+
+const spy_trace_writer_ops spy__writer_pg = {.name = "postgres",
+                                             .open = pg_open,
+                                             .source = pg_source,
+                                             .action = pg_action,
+                                             .commit = pg_commit,
+                                             .close = pg_close,
+                                             .lost = pg_lost,
+                                             .busy_ns = pg_busy,
+                                             .flags = SPY_TRACE_WRITER_RECORDS |
+                                                      SPY_TRACE_WRITER_CONNINFO,
+                                             .hurry = pg_hurry};

@@ -1533,6 +1533,11 @@ static int64_t sq_close(void *state) {
   return lost;
 }
 
+/* A thread waits for the trace: pack on a second core meanwhile. */
+static void sq_hurry(void *state, int on) {
+  spy__src_pipe_hurry(((sqlw *)state)->pipe, on);
+}
+
 const spy_trace_writer_ops spy__writer_sqlite = {
     .name = "sqlite",
     .open = sq_open,
@@ -1542,4 +1547,5 @@ const spy_trace_writer_ops spy__writer_sqlite = {
     .close = sq_close,
     .lost = sq_lost,
     .busy_ns = sq_busy,
-    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_MKDIR};
+    .flags = SPY_TRACE_WRITER_RECORDS | SPY_TRACE_WRITER_MKDIR,
+    .hurry = sq_hurry};

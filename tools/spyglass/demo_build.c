@@ -11,12 +11,20 @@
  * with its input and output source. The "naive" trace mode is the
  * reference's "before": each action serialised to JSON with its source
  * inline, parsed back and serialised again, and written on the build
- * thread. */
+ * thread.
+ *
+ * Module texts and chunks live in reference-counted blocks (shared
+ * texts), which the traced build lends to the trace instead of having
+ * each payload copied at its emit (spy_trace_text.release): a block is
+ * freed when the build and the trace are both done with it — how a
+ * bundler that keeps its sources in shared strings traces for free. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,7 +153,74 @@ static int tracing(const demo *d) {
 }
 
 static spy_trace_text TX(const char *p, size_t n) {
-  return (spy_trace_text){p, n};
+  return (spy_trace_text){p, n, NULL, NULL};
+}
+
+/* ---- shared texts ---------------------------------------------------------
+ * A text's bytes follow its reference count; text_new hands out the bytes
+ * (NUL-terminated) with one reference, the build's. */
+typedef struct shared_text {
+  _Atomic uint32_t refs;
+  uint32_t pad;
+  char bytes[];
+} shared_text;
+
+static shared_text *text_of(const char *p) {
+  return (shared_text *)(void *)(p - offsetof(shared_text, bytes));
+}
+
+static char *text_new(size_t n) {
+  shared_text *s = malloc(sizeof *s + n + 1);
+  if (!s)
+    return NULL;
+  atomic_init(&s->refs, 1);
+  s->bytes[n] = 0;
+  return s->bytes;
+}
+
+static void text_unref(void *owner) {
+  shared_text *s = owner;
+  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+    free(s);
+}
+
+/* Drops the build's reference (p NULL: nothing). */
+static void text_free(char *p) {
+  if (p)
+    text_unref(text_of(p));
+}
+
+/* A text lent to the trace: one more reference, dropped by the session
+ * (only call it when the session is on: a disabled one releases nothing). */
+static spy_trace_text LEND(const char *p, size_t n) {
+  shared_text *s = text_of(p);
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  return (spy_trace_text){p, n, text_unref, s};
+}
+
+/* A payload for an emit: lent to a session that records, else as is. */
+#define SRC(d, p, n) ((d)->naive ? TX((p), (n)) : LEND((p), (n)))
+
+/* A whole file as a shared text, or NULL (errno set). */
+static char *text_slurp(const char *path, size_t *n) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0)
+    return NULL;
+  char *p = NULL;
+  if (fstat(fd, &sb) == 0 && (p = text_new((size_t)sb.st_size))) {
+    size_t got = 0, want = (size_t)sb.st_size;
+    while (got < want) {
+      ssize_t k = read(fd, p + got, want - got);
+      if (k <= 0)
+        break;
+      got += (size_t)k;
+    }
+    p[got] = 0; /* a file that shrank meanwhile: what was read */
+    *n = got;
+  }
+  close(fd);
+  return p;
 }
 
 /* ---- scanning ----------------------------------------------------------- */
@@ -484,22 +559,22 @@ static int process_module(demo *d, uint32_t i) {
     EMIT(d, hook_load_call_start, .module_id = m->path,
          .plugin_name = plugins[0].name, .plugin_id = 0, .call_id = cid);
   size_t n = 0;
-  char *src = spy__slurp(path, &n);
-  if (!src) {
-    src = strdup("");
+  char *src = text_slurp(path, &n);
+  if (!src && (src = text_new(0)))
     n = 0;
-  }
+  if (!src)
+    return SPY_ENOMEM;
   if (d->o->watch) { /* kept to resolve its includes in later builds */
     m->raw = malloc(n + 1);
     if (!m->raw) {
-      free(src);
+      text_free(src);
       return SPY_ENOMEM;
     }
     memcpy(m->raw, src, n + 1);
     m->rawlen = n;
   }
   if (tracing(d))
-    EMIT(d, hook_load_call_end, .module_id = m->path, .content = TX(src, n),
+    EMIT(d, hook_load_call_end, .module_id = m->path, .content = SRC(d, src, n),
          .plugin_name = plugins[0].name, .plugin_id = 0, .call_id = cid);
   int rc = resolve_includes(d, i, src, n);
   spy__buf out = {0};
@@ -507,7 +582,7 @@ static int process_module(demo *d, uint32_t i) {
     call_id(d, cid);
     if (tracing(d))
       EMIT(d, hook_transform_call_start, .module_id = m->path,
-           .content = TX(src, n), .plugin_name = plugins[p].name,
+           .content = SRC(d, src, n), .plugin_name = plugins[p].name,
            .plugin_id = p, .call_id = cid);
     sleep_us(
         d->o->hook_delay_us +
@@ -521,20 +596,19 @@ static int process_module(demo *d, uint32_t i) {
     if (out.err)
       rc = out.err;
     if (changed) {
-      char *nsrc = malloc(out.len + 1);
+      char *nsrc = text_new(out.len);
       if (!nsrc) {
         rc = SPY_ENOMEM;
         break;
       }
       memcpy(nsrc, out.p, out.len);
-      nsrc[out.len] = 0;
-      free(src);
+      text_free(src);
       src = nsrc;
       n = out.len;
     }
     if (tracing(d))
       EMIT(d, hook_transform_call_end, .module_id = m->path,
-           .content = changed ? TX(src, n) : TX(NULL, 0),
+           .content = changed ? SRC(d, src, n) : TX(NULL, 0),
            .plugin_name = plugins[p].name, .plugin_id = p, .call_id = cid);
   }
   spy__buf_free(&out);
@@ -656,7 +730,7 @@ static void free_cache(demo *d) {
   for (uint32_t i = 0; i < d->ncache; i++) {
     free(d->cache[i].path);
     free(d->cache[i].raw);
-    free(d->cache[i].code);
+    text_free(d->cache[i].code);
     free(d->cache[i].importers);
   }
   free(d->cache);
@@ -770,7 +844,7 @@ static void free_modules(demo *d) {
     free(m->requests);
     free(m->imports);
     free(m->importers);
-    free(m->code);
+    text_free(m->code);
     free(m->raw);
     free(m->path);
   }
@@ -908,27 +982,36 @@ static int one_build(demo *d, demo_build_result *res,
 
   /* render */
   for (uint32_t c = 0; c < nc && rc == 0; c++) {
-    spy__buf b = {0};
+    size_t len = 0;
     for (uint32_t k = 0; k < cs[c].n; k++) {
       module *m = &d->mods[cs[c].mods[k]];
-      spy__buf_puts(&b, "/* ");
-      spy__buf_puts(&b, m->path);
-      spy__buf_puts(&b, " */\n");
-      spy__buf_put(&b, m->code, m->len);
+      len += 7 + strlen(m->path) + m->len; /* comment line + code */
+    }
+    char *code = text_new(len), *w = code;
+    if (!code) {
+      rc = SPY_ENOMEM;
+      break;
+    }
+    for (uint32_t k = 0; k < cs[c].n; k++) {
+      module *m = &d->mods[cs[c].mods[k]];
+      size_t pl = strlen(m->path);
+      memcpy(w, "/* ", 3);
+      memcpy(w + 3, m->path, pl);
+      memcpy(w + 3 + pl, " */\n", 4);
+      if (m->len)
+        memcpy(w + 7 + pl, m->code, m->len);
+      w += 7 + pl + m->len;
     }
     char cid[32];
     call_id(d, cid);
     if (tracing(d))
       EMIT(d, hook_render_chunk_start, .plugin_name = plugins[P_FOOTER].name,
-           .plugin_id = P_FOOTER, .call_id = cid,
-           .content = TX(b.p ? b.p : "", b.len));
+           .plugin_id = P_FOOTER, .call_id = cid, .content = SRC(d, code, len));
     if (tracing(d))
       EMIT(d, hook_render_chunk_end, .plugin_name = plugins[P_FOOTER].name,
            .plugin_id = P_FOOTER, .call_id = cid, .content = TX(NULL, 0));
-    if (b.err)
-      rc = b.err;
-    cs[c].code = b.p;
-    cs[c].len = b.len;
+    cs[c].code = code;
+    cs[c].len = len;
   }
 
   /* assets */
@@ -949,14 +1032,15 @@ static int one_build(demo *d, demo_build_result *res,
     if (dist[0])
       rc =
           write_asset(dist, fnames[c], cs[c].code ? cs[c].code : "", cs[c].len);
-    as[c] =
-        (spy_rec_asset){.chunk_id = c,
-                        .content = TX(cs[c].code ? cs[c].code : "", cs[c].len),
-                        .size = (int64_t)cs[c].len,
-                        .filename = fnames[c]};
   }
-  if (rc == 0 && tracing(d))
+  if (rc == 0 && tracing(d)) {
+    for (uint32_t c = 0; c < nc; c++) /* rendered: every chunk has code */
+      as[c] = (spy_rec_asset){.chunk_id = c,
+                              .content = SRC(d, cs[c].code, cs[c].len),
+                              .size = (int64_t)cs[c].len,
+                              .filename = fnames[c]};
     EMIT(d, assets_ready, .assets = {as, nc});
+  }
   if (d->naive) {
     d->actions++;
     naive_emit(d, &spy_kind_build_end, &(spy_act_build_end){0});
@@ -982,7 +1066,7 @@ static int one_build(demo *d, demo_build_result *res,
   for (uint32_t c = 0; c < nc; c++) {
     free(cs[c].name);
     free(cs[c].mods);
-    free(cs[c].code);
+    text_free(cs[c].code);
   }
   free(cs);
   free(as);
@@ -1393,6 +1477,12 @@ int cmd_demo_build(int argc, char **argv) {
            r.session_id, (unsigned long long)r.st.emitted,
            (unsigned long long)r.st.written, (long long)r.not_stored,
            (unsigned long long)r.st.waits);
+    if (r.st.lent_bytes)
+      printf("trace: %.1f MB of source lent to the trace, not copied; "
+             "%llu actions copied theirs (the lent bound or the spill "
+             "file)\n",
+             (double)r.st.lent_bytes / 1e6,
+             (unsigned long long)r.st.lent_copied);
     if (r.st.spilled)
       printf("trace: the writer fell behind: %llu actions spilled (%llu to "
              "memory, %llu to the spill file, %.1f MB); the build did not "
