@@ -238,14 +238,18 @@ typedef struct run {
   int old_layout; /* the trace threads as before issue 17: a packer thread
                      of its own, the writer at the build's priority */
   int discard;    /* the writer thread takes every record and drops it:
-                     what the emitting side alone costs the build */
+                   what the emitting side alone costs the build */
+  int copied;     /* payloads copied at the emit, not lent (as before
+                     lending: SPY_TRACE_LEND_BYTES=1) */
 } run;
 
 /* --runs: the only runs made (comma-separated names; untraced always) */
 static const char *runs_only;
 static int run_wanted(const char *name) {
-  if (!runs_only || strcmp(name, "untraced") == 0)
+  if (strcmp(name, "untraced") == 0)
     return 1;
+  if (!runs_only)
+    return !strstr(name, "-copied") && !strstr(name, "-old-layout");
   size_t n = strlen(name);
   for (const char *p = runs_only; *p;) {
     const char *e = strchr(p, ',');
@@ -277,6 +281,8 @@ static int one(const char *src, const char *scratch, run *x) {
   }
   if (x->discard)
     setenv("SPY_TRACE_DISCARD", "1", 1);
+  if (x->copied)
+    setenv("SPY_TRACE_LEND_BYTES", "1", 1);
   uint64_t t0 = bench_now_ns();
   int rc = demo_build_run(&o, &x->r);
   if (x->old_layout) {
@@ -285,6 +291,8 @@ static int one(const char *src, const char *scratch, run *x) {
   }
   if (x->discard)
     unsetenv("SPY_TRACE_DISCARD");
+  if (x->copied)
+    unsetenv("SPY_TRACE_LEND_BYTES");
   /* progress on stderr: the bench is long, and this says where it went */
   fprintf(stderr, "bench trace: %s %s: %.1f s\n", src, x->name,
           (double)(bench_now_ns() - t0) / 1e9);
@@ -436,7 +444,10 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
                 {"sqlite", "sqlite"},
                 {"postgres", pg},
                 {"sqlite-old-layout", "sqlite", .old_layout = 1},
-                {"discard", "jsonl", .discard = 1}};
+                {"discard", "jsonl", .discard = 1},
+                {"jsonl-copied", "jsonl", .copied = 1},
+                {"sqlite-copied", "sqlite", .copied = 1},
+                {"discard-copied", "jsonl", .discard = 1, .copied = 1}};
   int n = sizeof runs / sizeof runs[0];
   for (int i = 0; i < n; i++)
     if (!run_wanted(runs[i].name))
@@ -661,7 +672,8 @@ int bench_trace(int argc, char **argv) {
       "--gen-only: the generated tree only (no real tree, work build or "
       "emit rows); --emit-only: the emit rows only; --runs: only these runs "
       "(untraced, naive, jsonl, "
-      "sqlite, postgres, sqlite-old-layout, discard; untraced always)\n"
+      "sqlite, postgres, discard; untraced always; opt-in: "
+      "sqlite-old-layout, jsonl-copied, sqlite-copied, discard-copied)\n"
       "env: SPY_BENCH_PG=conninfo a PostgreSQL server to use (default: one "
       "started for the bench, skipped when PostgreSQL is not installed); "
       "SPY_BENCH_REAL=dir the real tree (default /usr/include); "
@@ -754,7 +766,9 @@ int bench_trace(int argc, char **argv) {
       "+ packer threads) per action and per MB of new (deduplicated) "
       "source; emit_ns: the emitting call alone; sqlite-old-layout: "
       "sqlite with the trace threads as before (a packer thread of its "
-      "own, the writer at the build's priority); discard: jsonl whose writer "
+      "own, the writer at the build's priority); *-copied: payloads copied at "
+      "the emit as before lending (SPY_TRACE_LEND_BYTES=1); discard: jsonl "
+      "whose writer "
       "thread takes every record and drops it (SPY_TRACE_DISCARD: the "
       "emitting side's cost alone); bthr_*: the build thread "
       "from session create to BuildEnd: its CPU time, the time it waited "

@@ -768,7 +768,7 @@ TEST(a_waiting_flush_packs_payloads_on_a_second_thread) {
   const char *dir = mktmp();
   CHECK(dir);
   setenv("SPY_TRACE_PACK_INLINE", "1", 1);
-  setenv("SPY_TRACE_WRITER_DELAY_US", "300", 1);
+  setenv("SPY_TRACE_WRITER_DELAY_US", "2000", 1); /* 0.8 s behind */
   unsetenv("SPY_TRACE_NICE");
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
@@ -777,8 +777,9 @@ TEST(a_waiting_flush_packs_payloads_on_a_second_thread) {
   enum { N = 400 };
   static char src[N][600];
   for (int i = 0; i < N; i++) {
-    for (int k = 0; k < 599; k++)
-      src[i][k] = (char)('a' + (i * 31 + k * k) % 26);
+    for (int k = 0; k < 599; k++) /* each one different */
+      src[i][k] = (char)('a' + (i * 31 + k * k + i / 26 * k) % 26);
+    memcpy(src[i], &i, sizeof i);
     CHECK_OK(spy_emit_hook_load_call_end(
         t, &(spy_act_hook_load_call_end){"m", {src[i], 599}, "p", i, "c", 0}));
   }
