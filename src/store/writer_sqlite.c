@@ -1234,19 +1234,8 @@ static int run_cached(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n,
 }
 
 static int run(sqlw *w, sqlite3_stmt *st, const spy__cell *c, int n) {
-  for (int i = 0; i < n; i++) {
-    switch (c[i].kind) {
-    case SPY__COL_INT: sqlite3_bind_int64(st, i + 1, c[i].i); break;
-    case SPY__COL_TEXT:
-    case COL_STEXT:
-      sqlite3_bind_text(st, i + 1, c[i].s, (int)c[i].n, SQLITE_STATIC);
-      break;
-    case SPY__COL_BLOB:
-      sqlite3_bind_blob(st, i + 1, c[i].s, (int)c[i].n, SQLITE_STATIC);
-      break;
-    default: sqlite3_bind_null(st, i + 1);
-    }
-  }
+  for (int i = 0; i < n; i++)
+    bind(st, i + 1, &c[i]);
   /* every parameter is bound on every row: no clear_bindings needed */
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
