@@ -1759,6 +1759,92 @@ static int check_tables(sqlite3 *db, const spy_trace_kind *k, const char *table,
   return 0;
 }
 
+/* The writer binds a multi-row INSERT's parameter again only when its
+ * value changed (a NULL, the same integer, the session id, a hook or
+ * plugin name kept): rows of different hooks and plugins at the same
+ * positions of successive statements, and calls left open across commits
+ * (their rows inserted by the one-row INSERT, then updated), must each
+ * keep their own values. */
+TEST(sqlite_rows_keep_their_own_values_across_reused_statements) {
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_EQ(spy_trace_create(&t, &d), 0);
+  spy_trace_build_begin(t);
+  enum { N = 301 };
+  char id[32], plugin[8], mod[32], open_id[32] = "";
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "c%d", i);
+    snprintf(plugin, sizeof plugin, "p%d", i % 3);
+    snprintf(mod, sizeof mod, "m%d.c", i);
+    if (i % 4) { /* a resolve_id call, its importer NULL every other one */
+      spy_emit_hook_resolve_id_call_start(t,
+                                          &(spy_act_hook_resolve_id_call_start){
+                                              .importer = i % 2 ? mod : NULL,
+                                              .module_request = mod,
+                                              .import_kind = "import-statement",
+                                              .plugin_name = plugin,
+                                              .plugin_id = i % 3,
+                                              .trigger = "automatic",
+                                              .call_id = id});
+      spy_emit_hook_resolve_id_call_end(
+          t, &(spy_act_hook_resolve_id_call_end){.resolved_id = mod,
+                                                 .is_external = i % 5 == 0,
+                                                 .plugin_name = plugin,
+                                                 .plugin_id = i % 3,
+                                                 .trigger = "automatic",
+                                                 .call_id = id});
+    } else { /* a load call; every 40th left open across a commit */
+      spy_emit_hook_load_call_start(
+          t, &(spy_act_hook_load_call_start){mod, plugin, i % 3, id, 0});
+      if (i % 40 == 0) {
+        if (open_id[0])
+          spy_emit_hook_load_call_end(
+              t, &(spy_act_hook_load_call_end){
+                     "x.c", {"out", 3}, "p0", 0, open_id, 0});
+        snprintf(open_id, sizeof open_id, "%s", id);
+        CHECK_EQ(spy_trace_flush(t), 0);
+        continue;
+      }
+      spy_emit_hook_load_call_end(t, &(spy_act_hook_load_call_end){
+                                         mod, {NULL, 0}, plugin, i % 3, id, 0});
+    }
+  }
+  spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){"x.c", {"out", 3}, "p0", 0, open_id, 0});
+  spy_trace_build_end(t);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  CHECK_STR(q1(db, "SELECT count(*) FROM hook_calls"), "301");
+  /* every row's values are its own call's */
+  CHECK_STR(q1(db, "SELECT count(*) FROM (SELECT *, CAST(substr(call_id, 2) "
+                   "AS INTEGER) AS i FROM hook_calls) WHERE plugin_name = "
+                   "'p' || (i % 3) AND plugin_id = i % 3 AND module_id = 'm' "
+                   "|| i || '.c' AND hook_type = CASE WHEN i % 4 THEN "
+                   "'resolve_id' ELSE 'load' END AND session_id = (SELECT "
+                   "session_id FROM sessions) AND build_id = 1"),
+            "301");
+  CHECK_STR(q1(db, "SELECT count(*) FROM (SELECT *, CAST(substr(call_id, 2) "
+                   "AS INTEGER) AS i FROM hook_calls WHERE hook_type = "
+                   "'resolve_id') WHERE start_importer IS (CASE WHEN i % 2 "
+                   "THEN module_id END) AND end_resolved_id = module_id AND "
+                   "end_is_external = (i % 5 = 0) AND output_source_id IS "
+                   "NULL"),
+            "225");
+  CHECK_STR(q1(db, "SELECT count(*) FROM (SELECT *, CAST(substr(call_id, 2) "
+                   "AS INTEGER) AS i FROM hook_calls WHERE hook_type = "
+                   "'load') WHERE start_importer IS NULL AND end_resolved_id "
+                   "IS NULL AND (output_source_id IS NOT NULL) = (i % 40 = "
+                   "0) AND ended_at >= started_at"),
+            "76");
+  sqlite3_close(db);
+  rmrf(dir);
+}
+
 TEST(sql_tables_are_derived_from_the_catalog) {
   const char *dir = mktmp();
   CHECK(dir);
@@ -2292,6 +2378,7 @@ TEST_MAIN(
     TEST_CASE(every_kind_round_trips_through_postgres),
     TEST_CASE(write_every_kind_for_rolldown),
     TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
+    TEST_CASE(sqlite_rows_keep_their_own_values_across_reused_statements),
     TEST_CASE(sql_tables_are_derived_from_the_catalog),
     TEST_CASE(same_source_emitted_n_times_is_stored_once),
     TEST_CASE(two_sessions_in_one_process_are_isolated),
