@@ -58,14 +58,16 @@ typedef struct pgw {
   PGconn *conn;
   char *conninfo, *session_id, *cwd;
   spy__schema schema;
-  spy__buf rec;             /* one action's binary record */
-  spy__buf sorted;          /* scratch for sort_sources */
-  int src_stage;            /* sources go through the staging table */
-  const char *pre;          /* statements the next COPY sends first */
-  spy__abatch ab;           /* records the tables cannot hold exactly */
-  spy__batch_mark mark;     /* the whole batch: its action_batches row */
-  int all_records;          /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
-  spy__src_pipe *pipe;      /* packs sources on its own thread */
+  spy__buf rec;         /* one action's binary record */
+  spy__buf sorted;      /* scratch for sort_sources */
+  int src_stage;        /* sources go through the staging table */
+  const char *pre;      /* statements the next COPY sends first */
+  spy__abatch ab;       /* records the tables cannot hold exactly */
+  spy__batch_mark mark; /* the whole batch: its action_batches row */
+  int all_records;      /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
+  spy__src_pipe *pipe;  /* packs sources on its own thread */
+  uint8_t *stats_set;   /* per table: stats_sql ran and committed */
+  int nstats_set;
   int dropped;              /* a batch was dropped since the last commit */
   spy__hset gone;           /* payloads of dropped batches */
   batch *cur, *head, *tail; /* pending list: head oldest */
@@ -345,6 +347,34 @@ static void c_collate(spy__buf *out, const char *ddl, size_t n) {
   spy__buf_put(out, p, (size_t)(end - p));
 }
 
+/* Statistics the server keeps of each column: its ANALYZE (autovacuum's,
+ * once or twice a build) samples 300 rows per unit of the largest target
+ * of a table's columns, then sorts the sample once per column. The
+ * default target (100: a 30,000-row sample, the hex ids and names
+ * compared byte by byte) cost the server ~0.6 s of CPU per pass over the
+ * 20,000-module build's tables; 10 is 1/4 of that, and plans over these
+ * tables (a session's rows, a plugin, a join by call) need no finer
+ * histograms. A payload (BLOB) gets none: nothing filters on its bytes,
+ * and sampling them reads the out-of-line ones. Appends one ALTER TABLE
+ * for table (cols: comma-separated, types: one SPY__COL_* each). */
+#define STATS_TARGET "10"
+static void stats_sql(spy__buf *b, const char *table, const char *cols,
+                      const char *types) {
+  spy__buf_puts(b, "ALTER TABLE ");
+  spy__buf_puts(b, table);
+  for (const char *c = cols; *c; types++) {
+    size_t n = strcspn(c, ",");
+    spy__buf_puts(b, c == cols ? " ALTER COLUMN " : ", ALTER COLUMN ");
+    spy__buf_put(b, c, n);
+    spy__buf_puts(b, *types == SPY__COL_BLOB ? " SET STATISTICS 0"
+                                             : " SET STATISTICS " STATS_TARGET);
+    c += n;
+    if (*c == ',')
+      c++;
+  }
+  spy__buf_puts(b, ";");
+}
+
 static int setup(pgw *w) {
   int rc = q(w,
              "BEGIN;" SCHEMA_LOCK
@@ -387,6 +417,12 @@ static int setup(pgw *w) {
     sql.err = tables.err;
   spy__buf_free(&tables);
   spy__views_sql(&sql, 1);
+  for (int t = 0; t < SPY__T_COUNT; t++)
+    stats_sql(&sql, spy__tables[t].name, spy__tables[t].cols,
+              spy__tables[t].types);
+  for (int t = 0; t < w->schema.n; t++)
+    stats_sql(&sql, w->schema.t[t].name, w->schema.t[t].cols,
+              w->schema.t[t].types);
   /* a payload is zstd or a delta already: past the TOAST threshold
    * (~2 KB) the server would try pglz on it for nothing, so large ones
    * go out of line as they are */
@@ -757,6 +793,22 @@ static int send_sources(pgw *w, batch *b) {
   return rc ? rc : stage_sources(w, b);
 }
 
+/* After a commit: the application kinds' tables the batch created have
+ * their statistics targets set (stats_sql) and need no ALTER again. */
+static void stats_committed(pgw *w, const batch *b) {
+  if (b->ngcopy > w->nstats_set) {
+    uint8_t *n = realloc(w->stats_set, (size_t)b->ngcopy);
+    if (!n)
+      return; /* set again with the next batch: harmless */
+    memset(n + w->nstats_set, 0, (size_t)(b->ngcopy - w->nstats_set));
+    w->stats_set = n;
+    w->nstats_set = b->ngcopy;
+  }
+  for (int t = w->schema.nbuiltin; t < b->ngcopy; t++)
+    if (b->gcopy[t].len)
+      w->stats_set[t] = 1;
+}
+
 static int send_batch(pgw *w, batch *b) {
   /* BEGIN goes with the first statement: one round trip less (each one
    * is two wake-ups on a machine the build keeps busy) */
@@ -775,6 +827,9 @@ static int send_batch(pgw *w, batch *b) {
       if (raw.err)
         ddl.err = raw.err;
       spy__buf_free(&raw);
+      if (t >= w->nstats_set || !w->stats_set[t])
+        stats_sql(&ddl, w->schema.t[t].name, w->schema.t[t].cols,
+                  w->schema.t[t].types);
       spy__buf_putc(&ddl, 0);
       if (*w->pre)
         rc = q(w, w->pre, NULL);
@@ -805,6 +860,7 @@ static int send_batch(pgw *w, batch *b) {
       return 0;
     return rc;
   }
+  stats_committed(w, b);
   return 0;
 }
 
@@ -1019,6 +1075,25 @@ static void *index_helper(void *arg) {
   return NULL;
 }
 
+/* Whether the index named name (nlen bytes) is one this writer does not
+ * make: a hook Start table's by module (session, build_id, <subject>). A
+ * question about one module scans the Start tables instead (as in the
+ * SQLite store, schema 6), and the readers read a session's rows through
+ * the Start tables' by-plugin index, which starts with the session too:
+ * its sort of 100,000 text keys per hook cost the server as much as the
+ * by-plugin one's at close. A store that has one keeps it. */
+static int index_skipped(const char *name, size_t nlen) {
+  static const char sfx[] = "_module";
+  size_t k = sizeof sfx - 1;
+  if (nlen <= k || memcmp(name + nlen - k, sfx, k) != 0)
+    return 0;
+  for (const spy__hook *h = spy__hooks; h->hook; h++)
+    if (strcmp(h->subject, "_") != 0 && strlen(h->start->snake) == nlen - k &&
+        memcmp(h->start->snake, name, nlen - k) == 0)
+      return 1;
+  return 0;
+}
+
 /* Creates the indexes the database does not have yet (an existing one is
  * not touched: CREATE INDEX would lock its table against other sessions'
  * writes even when it only finds the name taken), each in a transaction
@@ -1051,7 +1126,7 @@ static int create_missing_indexes(pgw *w) {
     for (int i = 0; i < PQntuples(have) && !found; i++)
       found = strlen(PQgetvalue(have, i, 0)) == nlen &&
               memcmp(PQgetvalue(have, i, 0), name, nlen) == 0;
-    if (found)
+    if (found || index_skipped(name, nlen))
       continue;
     one.len = 0;
     /* the trace is durable already; an index a crash loses is made
@@ -1152,6 +1227,7 @@ static int64_t pg_close(void *state) {
   spy__abatch_free(&w->ab);
   spy__src_pipe_free(w->pipe);
   spy__hset_free(&w->gone);
+  free(w->stats_set);
   free(w->conninfo);
   free(w->session_id);
   free(w->cwd);
