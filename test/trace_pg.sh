@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # trace_pg.sh TOOL TEST_TRACE — the store against a real PostgreSQL server
-# started here: every action kind round-trips; a traced build lands in it;
+# started here: every action kind round-trips, and so does text with tabs,
+# line ends, backslashes and bytes that are not UTF-8; a traced build lands
+# in it;
 # the server goes away mid-build and comes back in time (nothing lost); it
 # stays away too long for the retry budget (the summary counts exactly what
 # was not stored); no stored delta ever names a base that is not stored; a
@@ -19,6 +21,9 @@ echo "postgres up on 127.0.0.1:$PG_PORT"
 
 echo "== every action kind round-trips"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" every_kind_round_trips_through_postgres
+
+echo "== text with tabs, line ends, backslashes and \\N round-trips"
+SPY_TEST_PG="$PG_CONNINFO" "$test_trace" escaped_text_round_trips_through_postgres
 
 echo "== a dropped batch's payload is sent again when named again"
 for verb in down up; do
