@@ -325,6 +325,85 @@ TEST(every_kind_round_trips_through_postgres) {
   CHECK_EQ(compare_store(pg), 0); /* the latest session */
 }
 
+/* Text that COPY's text form and SQL literals treat specially — tabs,
+ * line ends, backslashes, "\N", "\.", a byte that is not UTF-8 (the
+ * store keeps the exact bytes in action_batches), an empty string — in
+ * every text column of a hook Start and End. */
+static void emit_escapes(spy_trace *t) {
+  static const char *odd[] = {"a\tb", "c\nd\re",      "back\\slash\\", "\\N",
+                              "\\.",  "caf\xe9\t\\N", "plain",         ""};
+  enum { N = sizeof odd / sizeof *odd };
+  spy_trace_build_begin(t);
+  for (int i = 0; i < N; i++) {
+    spy_emit_hook_resolve_id_call_start(t,
+                                        &(spy_act_hook_resolve_id_call_start){
+                                            .importer = i == 6 ? NULL : odd[i],
+                                            .module_request = odd[(i + 1) % N],
+                                            .import_kind = odd[(i + 2) % N],
+                                            .plugin_name = odd[(i + 3) % N],
+                                            .plugin_id = i,
+                                            .trigger = "automatic",
+                                            .call_id = odd[(i + 4) % N]});
+    spy_emit_hook_resolve_id_call_end(
+        t, &(spy_act_hook_resolve_id_call_end){.resolved_id = odd[i],
+                                               .is_external = i & 1,
+                                               .plugin_name = odd[(i + 3) % N],
+                                               .plugin_id = i,
+                                               .trigger = odd[(i + 5) % N],
+                                               .call_id = odd[(i + 4) % N]});
+  }
+  spy_trace_build_end(t);
+}
+
+/* Every action of the store's latest session, encoded (ts_us 0). */
+static int read_encoded(const char *store, capture *k) {
+  memset(k, 0, sizeof *k);
+  spy_trace_reader *r;
+  int rc = spy_trace_reader_open(store, NULL, &r);
+  if (rc < 0) {
+    fprintf(stderr, "open %s: %s\n", store, spy_trace_reader_error(r));
+    spy_trace_reader_close(r);
+    return rc;
+  }
+  spy_trace_action a;
+  while (k->n < 64 && (rc = spy_trace_reader_next(r, &a)) == 1) {
+    a.ts_us = 0;
+    int64_t n = spy_trace_encode_action(&a, NULL, 0);
+    k->rec[k->n] = malloc((size_t)n);
+    spy_trace_encode_action(&a, k->rec[k->n], (size_t)n);
+    k->len[k->n++] = (size_t)n;
+  }
+  spy_trace_reader_close(r);
+  return rc < 0 ? rc : k->n;
+}
+
+TEST(escaped_text_round_trips_through_postgres) {
+  const char *pg = pg_conninfo();
+  if (!pg)
+    SKIP(PG_SKIP);
+  const char *dir = mktmp();
+  CHECK(dir);
+  const char *stores[2] = {dir, pg}; /* SQLite keeps every byte */
+  capture got[2];
+  for (int s = 0; s < 2; s++) {
+    spy_trace *t;
+    spy_trace_desc d = {.enabled = 1,
+                        .writer = s ? "postgres" : "sqlite",
+                        .dir = s ? NULL : dir,
+                        .conninfo = s ? pg : NULL};
+    CHECK_EQ(spy_trace_create(&t, &d), 0);
+    emit_escapes(t);
+    CHECK_EQ(spy_trace_destroy(t), 0);
+    CHECK_EQ(read_encoded(stores[s], &got[s]), 18);
+  }
+  for (int i = 0; i < got[0].n; i++)
+    CHECK(got[0].len[i] == got[1].len[i] &&
+          memcmp(got[0].rec[i], got[1].rec[i], got[0].len[i]) == 0);
+  capture_free(&got[0]);
+  capture_free(&got[1]);
+  rmrf(dir);
+}
+
 /* Writes every kind as JSON-lines into $SPY_TEST_JSONL_DIR for the
  * trace_rolldown test, which checks it with @rolldown/debug. */
 TEST(write_every_kind_for_rolldown) {
@@ -2376,6 +2455,7 @@ TEST_MAIN(
     TEST_CASE(every_kind_round_trips_through_jsonl),
     TEST_CASE(every_kind_round_trips_through_sqlite),
     TEST_CASE(every_kind_round_trips_through_postgres),
+    TEST_CASE(escaped_text_round_trips_through_postgres),
     TEST_CASE(write_every_kind_for_rolldown),
     TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
     TEST_CASE(sqlite_rows_keep_their_own_values_across_reused_statements),

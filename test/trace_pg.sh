@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # trace_pg.sh TOOL TEST_TRACE — the store against a real PostgreSQL server
-# started here: every action kind round-trips; a traced build lands in it;
+# started here: every action kind round-trips, and so does text with tabs,
+# line ends, backslashes and bytes that are not UTF-8; a traced build lands
+# in it;
 # the server goes away mid-build and comes back in time (nothing lost); it
 # stays away too long for the retry budget (the summary counts exactly what
 # was not stored); no stored delta ever names a base that is not stored; a
 # schema 4 store is migrated in place, an older one refused; a newer schema
-# is refused.
+# is refused; the tables' statistics targets are small and the hook Start
+# tables have no by-module index.
 set -euo pipefail
 tool=$1
 test_trace=$2
@@ -18,6 +21,9 @@ echo "postgres up on 127.0.0.1:$PG_PORT"
 
 echo "== every action kind round-trips"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" every_kind_round_trips_through_postgres
+
+echo "== text with tabs, line ends, backslashes and \\N round-trips"
+SPY_TEST_PG="$PG_CONNINFO" "$test_trace" escaped_text_round_trips_through_postgres
 
 echo "== a dropped batch's payload is sent again when named again"
 for verb in down up; do
@@ -35,6 +41,8 @@ SPY_TEST_PG="$PG_CONNINFO" "$test_trace" application_kind_into_postgres
   fail "frame_stats row"
 [ "$(pg_sql "select string_agg(name || ':' || plugin_id, ',' order by i0) from frame_stats__plugins")" = "shader-cache:3,lod:4" ] ||
   fail "frame_stats__plugins rows"
+[ "$(pg_sql "select string_agg(distinct attstattarget::text, ',') from pg_attribute where attrelid='frame_stats__plugins'::regclass and attnum > 0")" = 10 ] ||
+  fail "an application kind's statistics targets"
 
 echo "== a chain of similar payloads round-trips as deltas"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" delta_chain_round_trips_through_postgres
@@ -56,6 +64,18 @@ sid=$(sed -n 's/.*session \([^,]*\),.*/\1/p' "$work/b1.txt")
   fail "hook_transform_call_end rows"
 [ "$(pg_sql "select count(*) from module_imports where session_id='$sid'")" -eq 370 ] ||
   fail "module_imports"
+
+echo "== the store's statistics targets and indexes"
+# ANALYZE samples 300 rows per unit of a table's largest target: 10 on
+# every column (0 on a payload's bytes), not the server's default 100
+[ "$(pg_sql "select string_agg(distinct attstattarget::text, ',') from pg_attribute where attrelid='hook_transform_call_start'::regclass and attnum > 0")" = 10 ] ||
+  fail "hook_transform_call_start's statistics targets"
+[ "$(pg_sql "select attname || '=' || attstattarget from pg_attribute where attrelid='sources'::regclass and attstattarget <> 10 and attnum > 0")" = "content=0" ] ||
+  fail "sources' statistics targets"
+[ "$(pg_sql "select count(*) from pg_indexes where indexname in ('hook_transform_call_end_call', 'hook_transform_call_start_plugin', 'module_graph_ready__modules__imports_parent')")" -eq 3 ] ||
+  fail "the by-call, by-plugin and parent indexes"
+[ "$(pg_sql "select count(*) from pg_indexes where indexname like 'hook\_%\_module'")" -eq 0 ] ||
+  fail "a hook Start table indexed by module"
 
 echo "== two builds start at once on an empty team database"
 pg_sql "create database team" >/dev/null

@@ -1,8 +1,9 @@
 /* writer_pg.c — the PostgreSQL writer (libpq): the same schema as SQLite
  * (derived from the catalog; an application kind's tables are created with
  * the first batch that holds its rows), one transaction per batch, rows
- * sent with COPY (sources through a staging table so a payload already
- * stored is skipped), one action_batches row per batch (its seq range
+ * sent with COPY, at most COPY_ROWS a COPY, a batch's COPYs in one query
+ * (sources through a staging table so a payload already stored is
+ * skipped), one action_batches row per batch (its seq range
  * and count — how a batch whose COMMIT answer was lost is found — and
  * the binary records of the actions the tables cannot give back exactly:
  * application kinds, text that is not UTF-8), indexes created at close
@@ -58,14 +59,16 @@ typedef struct pgw {
   PGconn *conn;
   char *conninfo, *session_id, *cwd;
   spy__schema schema;
-  spy__buf rec;             /* one action's binary record */
-  spy__buf sorted;          /* scratch for sort_sources */
-  int src_stage;            /* sources go through the staging table */
-  const char *pre;          /* statements the next COPY sends first */
-  spy__abatch ab;           /* records the tables cannot hold exactly */
-  spy__batch_mark mark;     /* the whole batch: its action_batches row */
-  int all_records;          /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
-  spy__src_pipe *pipe;      /* packs sources on its own thread */
+  spy__buf rec;         /* one action's binary record */
+  spy__buf sorted;      /* scratch for sort_sources */
+  int src_stage;        /* sources go through the staging table */
+  const char *pre;      /* statements the next COPY sends first */
+  spy__abatch ab;       /* records the tables cannot hold exactly */
+  spy__batch_mark mark; /* the whole batch: its action_batches row */
+  int all_records;      /* SPY_TRACE_SQL_RECORDS=all: as schema 3 */
+  spy__src_pipe *pipe;  /* packs sources on its own thread */
+  uint8_t *stats_set;   /* per table: stats_sql ran and committed */
+  int nstats_set;
   int dropped;              /* a batch was dropped since the last commit */
   spy__hset gone;           /* payloads of dropped batches */
   batch *cur, *head, *tail; /* pending list: head oldest */
@@ -345,6 +348,34 @@ static void c_collate(spy__buf *out, const char *ddl, size_t n) {
   spy__buf_put(out, p, (size_t)(end - p));
 }
 
+/* Statistics the server keeps of each column: its ANALYZE (autovacuum's,
+ * once or twice a build) samples 300 rows per unit of the largest target
+ * of a table's columns, then sorts the sample once per column. The
+ * default target (100: a 30,000-row sample, the hex ids and names
+ * compared byte by byte) cost the server ~0.6 s of CPU per pass over the
+ * 20,000-module build's tables; 10 is 1/4 of that, and plans over these
+ * tables (a session's rows, a plugin, a join by call) need no finer
+ * histograms. A payload (BLOB) gets none: nothing filters on its bytes,
+ * and sampling them reads the out-of-line ones. Appends one ALTER TABLE
+ * for table (cols: comma-separated, types: one SPY__COL_* each). */
+#define STATS_TARGET "10"
+static void stats_sql(spy__buf *b, const char *table, const char *cols,
+                      const char *types) {
+  spy__buf_puts(b, "ALTER TABLE ");
+  spy__buf_puts(b, table);
+  for (const char *c = cols; *c; types++) {
+    size_t n = strcspn(c, ",");
+    spy__buf_puts(b, c == cols ? " ALTER COLUMN " : ", ALTER COLUMN ");
+    spy__buf_put(b, c, n);
+    spy__buf_puts(b, *types == SPY__COL_BLOB ? " SET STATISTICS 0"
+                                             : " SET STATISTICS " STATS_TARGET);
+    c += n;
+    if (*c == ',')
+      c++;
+  }
+  spy__buf_puts(b, ";");
+}
+
 static int setup(pgw *w) {
   int rc = q(w,
              "BEGIN;" SCHEMA_LOCK
@@ -387,6 +418,12 @@ static int setup(pgw *w) {
     sql.err = tables.err;
   spy__buf_free(&tables);
   spy__views_sql(&sql, 1);
+  for (int t = 0; t < SPY__T_COUNT; t++)
+    stats_sql(&sql, spy__tables[t].name, spy__tables[t].cols,
+              spy__tables[t].types);
+  for (int t = 0; t < w->schema.n; t++)
+    stats_sql(&sql, w->schema.t[t].name, w->schema.t[t].cols,
+              w->schema.t[t].types);
   /* a payload is zstd or a delta already: past the TOAST threshold
    * (~2 KB) the server would try pglz on it for nothing, so large ones
    * go out of line as they are */
@@ -625,51 +662,128 @@ static int pg_action(void *state, const spy_trace_record *r) {
   return rc;
 }
 
-/* COPY of data into table, after the statements in w->pre (sent in the
- * same round trip, then forgotten). */
-static int copy_in(pgw *w, const char *table, const char *cols,
-                   const spy__buf *data) {
-  spy__buf sql = {0};
-  spy__buf_puts(&sql, w->pre);
-  spy__buf_puts(&sql, "COPY ");
-  spy__buf_puts(&sql, table);
-  spy__buf_putc(&sql, '(');
-  spy__buf_puts(&sql, cols);
-  spy__buf_puts(&sql, ") FROM STDIN (FORMAT binary)");
-  spy__buf_putc(&sql, 0);
-  w->pre = "";
-  if (sql.err)
-    return sql.err;
-  PGresult *r = PQexec(w->conn, sql.p);
-  spy__buf_free(&sql);
-  int ok = PQresultStatus(r) == PGRES_COPY_IN;
-  int fail_rc = ok ? 0 : sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
-  PQclear(r);
-  if (!ok)
-    return fail_rc;
+/* ---- COPY ------------------------------------------------------------------
+ * A table's rows of a batch go in COPYs of at most COPY_ROWS rows. The
+ * server buffers a COPY's rows up to 1,000 at a time (a binary row's
+ * bytes are not counted toward its other limit), each in a slot that
+ * holds a reference to the table's descriptor, and PostgreSQL 15 keeps
+ * those references in a hash where equal values pile up in one run, so
+ * each slot made or dropped searches the run: a COPY's cost grew with the
+ * square of its rows up to 1,000. A batch's 1,140 rows of
+ * hook_transform_call_start cost the server 29 % of its instructions that
+ * way; at 128 rows per COPY the search is short, and the COPY's own
+ * start (a statement, the table opened) is paid ~9 times instead of once.
+ * All the COPYs of a batch, and the statements before them, go as one
+ * query: each COPY after the first costs the round trip of its rows only
+ * (the server's answer to one COPY and its request for the next data come
+ * together). */
+#define COPY_ROWS 128
+
+typedef struct copy_part {
+  const char *table, *cols;
+  const spy__buf *data; /* binary rows, without the header and trailer */
+  const char *ddl;      /* statements run before its first COPY, or NULL */
+} copy_part;
+
+/* The offset after up to `rows` binary rows of d from off. */
+static size_t rows_end(const spy__buf *d, size_t off, int rows) {
+  const unsigned char *p = (const unsigned char *)d->p;
+  for (; off < d->len && rows > 0; rows--) {
+    if (off + 2 > d->len) /* not a row: the rest goes as it is */
+      return d->len;
+    unsigned nf = (unsigned)p[off] << 8 | p[off + 1];
+    off += 2;
+    for (unsigned i = 0; i < nf && off + 4 <= d->len; i++) {
+      uint32_t l = (uint32_t)p[off] << 24 | (uint32_t)p[off + 1] << 16 |
+                   (uint32_t)p[off + 2] << 8 | p[off + 3];
+      off += 4;
+      if (l != 0xffffffffu)
+        off += l;
+    }
+  }
+  return off < d->len ? off : d->len;
+}
+
+/* One COPY's data: the header, n bytes of rows, the trailer, its end. */
+static int send_rows(pgw *w, const char *rows, size_t n) {
   /* signature, flags, header extension length; the rows; the trailer */
   static const char head[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
   if (PQputCopyData(w->conn, head, sizeof head) != 1)
     return SPY_EIO;
-  size_t off = 0;
-  while (off < data->len) {
-    size_t n = data->len - off > (1u << 20) ? (1u << 20) : data->len - off;
-    if (PQputCopyData(w->conn, data->p + off, (int)n) != 1)
+  for (size_t off = 0; off < n;) {
+    size_t k = n - off > (1u << 20) ? (1u << 20) : n - off;
+    if (PQputCopyData(w->conn, rows + off, (int)k) != 1)
       return SPY_EIO;
-    off += n;
+    off += k;
   }
   if (PQputCopyData(w->conn, "\377\377", 2) != 1 ||
       PQputCopyEnd(w->conn, NULL) != 1)
     return SPY_EIO;
-  int rc = 0;
-  while ((r = PQgetResult(w->conn))) {
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-      const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-      rc = sqlstate_code(st);
+  return 0;
+}
+
+/* The statements in w->pre (then forgotten), then the parts' rows, each
+ * part after its ddl, in COPYs of COPY_ROWS rows: one query. Returns 0 or
+ * the first failure's code; the server runs nothing after a failure. */
+static int copy_parts(pgw *w, const copy_part *part, int n) {
+  spy__buf sql = {0};
+  spy__buf_puts(&sql, w->pre);
+  w->pre = "";
+  int ncopy = 0;
+  for (int i = 0; i < n; i++) {
+    if (part[i].ddl)
+      spy__buf_puts(&sql, part[i].ddl);
+    const spy__buf *d = part[i].data;
+    for (size_t off = 0; off < d->len; off = rows_end(d, off, COPY_ROWS)) {
+      spy__buf_puts(&sql, "COPY ");
+      spy__buf_puts(&sql, part[i].table);
+      spy__buf_putc(&sql, '(');
+      spy__buf_puts(&sql, part[i].cols);
+      spy__buf_puts(&sql, ") FROM STDIN (FORMAT binary);");
+      ncopy++;
     }
+  }
+  spy__buf_putc(&sql, 0);
+  if (sql.err) {
+    spy__buf_free(&sql);
+    return SPY_ENOMEM;
+  }
+  int sent = sql.len > 1 ? PQsendQuery(w->conn, sql.p) : -1;
+  spy__buf_free(&sql);
+  if (sent <= 0)
+    return sent ? 0 : SPY_EIO; /* nothing to send, or it was not sent */
+  int rc = 0, i = 0, asked = 0;
+  size_t off = 0;
+  PGresult *r;
+  while ((r = PQgetResult(w->conn))) {
+    ExecStatusType s = PQresultStatus(r);
+    if (s == PGRES_COPY_IN) { /* the next COPY's rows */
+      PQclear(r);
+      while (i < n && off >= part[i].data->len)
+        i++, off = 0;
+      if (i == n || ++asked > ncopy) { /* cannot be: end it, failed */
+        PQputCopyEnd(w->conn, "spyglass: no rows for this COPY");
+        continue;
+      }
+      size_t end = rows_end(part[i].data, off, COPY_ROWS);
+      int src = send_rows(w, part[i].data->p + off, end - off);
+      if (src && !rc)
+        rc = src;
+      off = end;
+      continue;
+    }
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK && !rc)
+      rc = sqlstate_code(PQresultErrorField(r, PG_DIAG_SQLSTATE));
     PQclear(r);
   }
   return rc;
+}
+
+/* COPY of data into table, after the statements in w->pre. */
+static int copy_in(pgw *w, const char *table, const char *cols,
+                   const spy__buf *data) {
+  copy_part p = {table, cols, data, NULL};
+  return copy_parts(w, &p, 1);
 }
 
 /* A sources row: its bytes in copy[SPY__T_SOURCES]; the source_id text
@@ -757,39 +871,65 @@ static int send_sources(pgw *w, batch *b) {
   return rc ? rc : stage_sources(w, b);
 }
 
+/* After a commit: the application kinds' tables the batch created have
+ * their statistics targets set (stats_sql) and need no ALTER again. */
+static void stats_committed(pgw *w, const batch *b) {
+  if (b->ngcopy > w->nstats_set) {
+    uint8_t *n = realloc(w->stats_set, (size_t)b->ngcopy);
+    if (!n)
+      return; /* set again with the next batch: harmless */
+    memset(n + w->nstats_set, 0, (size_t)(b->ngcopy - w->nstats_set));
+    w->stats_set = n;
+    w->nstats_set = b->ngcopy;
+  }
+  for (int t = w->schema.nbuiltin; t < b->ngcopy; t++)
+    if (b->gcopy[t].len)
+      w->stats_set[t] = 1;
+}
+
 static int send_batch(pgw *w, batch *b) {
   /* BEGIN goes with the first statement: one round trip less (each one
    * is two wake-ups on a machine the build keeps busy) */
   w->pre = "BEGIN;";
-  int rc = 0;
+  int rc = 0, np = 0;
+  copy_part *parts = malloc((size_t)(SPY__T_COUNT + b->ngcopy) * sizeof *parts);
+  spy__buf *ddls = calloc((size_t)b->ngcopy + 1, sizeof *ddls);
+  if (!parts || !ddls)
+    rc = SPY_ENOMEM;
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)
     if (t != SPY__T_SOURCES && b->copy[t].len)
-      rc = copy_in(w, spy__tables[t].name, spy__tables[t].cols, &b->copy[t]);
+      parts[np++] = (copy_part){spy__tables[t].name, spy__tables[t].cols,
+                                &b->copy[t], NULL};
   for (int t = 0; t < b->ngcopy && !rc; t++) {
     if (!b->gcopy[t].len)
       continue;
+    const char *ddl = NULL;
     if (t >= w->schema.nbuiltin) { /* an application kind's table */
-      spy__buf ddl = {0}, raw = {0};
+      spy__buf raw = {0};
       spy__schema_table_sql(&w->schema, t, &raw, 1);
-      c_collate(&ddl, raw.p ? raw.p : "", raw.len);
+      c_collate(&ddls[t], raw.p ? raw.p : "", raw.len);
       if (raw.err)
-        ddl.err = raw.err;
+        ddls[t].err = raw.err;
       spy__buf_free(&raw);
-      spy__buf_putc(&ddl, 0);
-      if (*w->pre)
-        rc = q(w, w->pre, NULL);
-      w->pre = "";
-      if (!rc)
-        rc = ddl.err ? ddl.err : q(w, ddl.p, NULL);
-      spy__buf_free(&ddl);
+      if (t >= w->nstats_set || !w->stats_set[t])
+        stats_sql(&ddls[t], w->schema.t[t].name, w->schema.t[t].cols,
+                  w->schema.t[t].types);
+      spy__buf_putc(&ddls[t], 0);
+      if (ddls[t].err)
+        rc = ddls[t].err;
+      ddl = ddls[t].p;
     }
-    if (!rc)
-      rc = copy_in(w, w->schema.t[t].name, w->schema.t[t].cols, &b->gcopy[t]);
+    parts[np++] = (copy_part){w->schema.t[t].name, w->schema.t[t].cols,
+                              &b->gcopy[t], ddl};
   }
+  if (!rc)
+    rc = copy_parts(w, parts, np); /* BEGIN alone when nothing is copied */
+  for (int t = 0; ddls && t < b->ngcopy; t++)
+    spy__buf_free(&ddls[t]);
+  free(ddls);
+  free(parts);
   if (!rc && b->copy[SPY__T_SOURCES].len)
     rc = send_sources(w, b);
-  if (!rc && *w->pre) /* nothing was copied */
-    rc = q(w, w->pre, NULL);
   w->pre = "";
   b->uncertain = 0;
   if (!rc) {
@@ -805,6 +945,7 @@ static int send_batch(pgw *w, batch *b) {
       return 0;
     return rc;
   }
+  stats_committed(w, b);
   return 0;
 }
 
@@ -1019,6 +1160,25 @@ static void *index_helper(void *arg) {
   return NULL;
 }
 
+/* Whether the index named name (nlen bytes) is one this writer does not
+ * make: a hook Start table's by module (session, build_id, <subject>). A
+ * question about one module scans the Start tables instead (as in the
+ * SQLite store, schema 6), and the readers read a session's rows through
+ * the Start tables' by-plugin index, which starts with the session too:
+ * its sort of 100,000 text keys per hook cost the server as much as the
+ * by-plugin one's at close. A store that has one keeps it. */
+static int index_skipped(const char *name, size_t nlen) {
+  static const char sfx[] = "_module";
+  size_t k = sizeof sfx - 1;
+  if (nlen <= k || memcmp(name + nlen - k, sfx, k) != 0)
+    return 0;
+  for (const spy__hook *h = spy__hooks; h->hook; h++)
+    if (strcmp(h->subject, "_") != 0 && strlen(h->start->snake) == nlen - k &&
+        memcmp(h->start->snake, name, nlen - k) == 0)
+      return 1;
+  return 0;
+}
+
 /* Creates the indexes the database does not have yet (an existing one is
  * not touched: CREATE INDEX would lock its table against other sessions'
  * writes even when it only finds the name taken), each in a transaction
@@ -1051,7 +1211,7 @@ static int create_missing_indexes(pgw *w) {
     for (int i = 0; i < PQntuples(have) && !found; i++)
       found = strlen(PQgetvalue(have, i, 0)) == nlen &&
               memcmp(PQgetvalue(have, i, 0), name, nlen) == 0;
-    if (found)
+    if (found || index_skipped(name, nlen))
       continue;
     one.len = 0;
     /* the trace is durable already; an index a crash loses is made
@@ -1152,6 +1312,7 @@ static int64_t pg_close(void *state) {
   spy__abatch_free(&w->ab);
   spy__src_pipe_free(w->pipe);
   spy__hset_free(&w->gone);
+  free(w->stats_set);
   free(w->conninfo);
   free(w->session_id);
   free(w->cwd);
