@@ -461,11 +461,11 @@ typedef struct spy_trace_desc {
 
 /* Environment knobs read by spy_trace_create (tests, debugging), each
  * overriding the desc: SPY_TRACE_QUEUE_BYTES, SPY_TRACE_SPILL_BYTES,
- * SPY_TRACE_SPILL_FILE_BYTES, SPY_TRACE_LEND_BYTES, and
- * SPY_TRACE_WRITER_DELAY_US (the writer sleeps this long after each action: a
- * writer slower than the build). Also SPY_TRACE_NICE (the writer thread's nice
- * increment, default 5; 0: the build's priority) and SPY_TRACE_PACK_INLINE (1:
- * a SQL writer packs payloads on its own thread, 0: on a packer thread;
+ * SPY_TRACE_SPILL_FILE_BYTES, SPY_TRACE_LEND_BYTES, SPY_TRACE_BATCH_ACTIONS,
+ * and SPY_TRACE_WRITER_DELAY_US (the writer sleeps this long after each action:
+ * a writer slower than the build). Also SPY_TRACE_NICE (the writer thread's
+ * nice increment, default 5; 0: the build's priority) and SPY_TRACE_PACK_INLINE
+ * (1: a SQL writer packs payloads on its own thread, 0: on a packer thread;
  * default: inline on
  * <= 2 usable CPUs, so the trace holds one runnable thread beside the
  * build). */

@@ -289,6 +289,7 @@ struct spy_trace {
   _Atomic int handoff; /* the thread is asked to leave the loop */
   pthread_mutex_t run_mu;
   uint32_t uncommitted; /* actions taken since the last commit */
+  int hurried;          /* a waiting thread runs the loop (hurry) */
   uint64_t last_commit;
   void *wstate;
   uint64_t wseq; /* last sequence number handed to the writer */
@@ -1053,7 +1054,11 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     /* the numbers given so far, loaded again only when the writer has
      * taken them all (the counter's line is the emitters') */
     uint64_t given = atomic_load(&t->seq);
-    while (n < t->batch &&
+    /* a thread waiting for the trace commits in larger batches: each
+     * commit of an SQL store writes every page it dirtied (the sources
+     * key's pages are all over), and nothing else runs meanwhile */
+    uint32_t batch = t->hurried ? t->batch * 4 : t->batch;
+    while (n < batch &&
            (t->wseq < given || (given = atomic_load(&t->seq)) > t->wseq)) {
       const uint8_t *slot;
       tq *q;
@@ -1125,7 +1130,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
      * behind commits per batch_actions, not per round */
     uncommitted += n;
     if (uncommitted &&
-        (uncommitted >= t->batch || now - last_commit >= COMMIT_NS ||
+        (uncommitted >= batch || now - last_commit >= COMMIT_NS ||
          atomic_load(&t->flush_req) || atomic_load(&t->closing))) {
       int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
       if (rc < 0)
@@ -1729,6 +1734,7 @@ int spy_trace_set_tap(spy_trace *t, const spy_trace_tap *tap) {
 
 /* Tells the writer a thread waits for the trace (on) or no longer does. */
 static void hurry(spy_trace *t, int on) {
+  t->hurried = on;
   if (t->ops->hurry && t->wstate)
     t->ops->hurry(t->wstate, on);
 }
@@ -1867,6 +1873,8 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->spill_cap = (size_t)strtoull(e, NULL, 10);
   if ((e = getenv("SPY_TRACE_SPILL_FILE_BYTES")) && *e)
     t->spill_file_cap = strtoull(e, NULL, 10);
+  if ((e = getenv("SPY_TRACE_BATCH_ACTIONS")) && *e && atoi(e) > 0)
+    t->batch = (uint32_t)atoi(e);
   if ((e = getenv("SPY_TRACE_LEND_BYTES")) && *e)
     t->lend_cap = (size_t)strtoull(e, NULL, 10);
   if (t->lend_cap <= 1)
