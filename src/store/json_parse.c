@@ -2,7 +2,12 @@
  * the catalog, and the StringRef lines that carry payloads. The parsing is
  * jansson's (Debian's libjansson): it is strict (one value per line, UTF-8
  * checked, \u0000 kept with JSON_ALLOW_NUL) and length-aware, which a
- * reader of files from outside needs; only this file knows it.
+ * reader of files from outside needs; only this file knows it. Lines in
+ * the exact form this project's writer gives them (a StringRef, an event
+ * of a built-in kind) are read first by quick scans that build the same
+ * answer without a tree of JSON values; whatever they do not take as it
+ * is goes to the library, which stays the reference (fuzz_jsonl and
+ * test_reader check that both read every line alike).
  *
  * The tree it builds lives in the caller's arena (strings copied), so the
  * jansson value is freed before returning. A line holding bytes that are
