@@ -34,10 +34,29 @@ void spy__buf_put(spy__buf *b, const void *p, size_t n) {
   b->len += n;
 }
 
+/* n bytes from s to d: under 32 (names, digits) with overlapping moves
+ * that read and write only those bytes, inline; a call to memcpy else. */
+static inline void copy_short(char *d, const char *s, size_t n) {
+  if (n >= 32)
+    memcpy(d, s, n);
+  else if (n >= 16) {
+    memcpy(d, s, 16);
+    memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
+    memcpy(d, s, 8);
+    memcpy(d + n - 8, s + n - 8, 8);
+  } else if (n >= 4) {
+    memcpy(d, s, 4);
+    memcpy(d + n - 4, s + n - 4, 4);
+  } else
+    for (size_t k = 0; k < n; k++)
+      d[k] = s[k];
+}
+
 /* The appends below, inlined for the common case of room left. */
 static inline void put_fast(spy__buf *b, const void *p, size_t n) {
   if (!b->err && b->cap - b->len >= n) {
-    memcpy(b->p + b->len, p, n);
+    copy_short(b->p + b->len, p, n);
     b->len += n;
   } else
     spy__buf_put(b, p, n);
@@ -149,7 +168,7 @@ static void put_name(spy__buf *b, const char *name, int builtin) {
   if (!b->err && b->cap - b->len >= n + 3) {
     char *d = b->p + b->len;
     d[0] = '"';
-    memcpy(d + 1, name, n);
+    copy_short(d + 1, name, n);
     d[n + 1] = '"';
     d[n + 2] = ':';
     b->len += n + 3;
