@@ -6,9 +6,10 @@
  * the summary, builds and hook calls. Whatever the bytes: an error or an
  * answer, never a crash, an overread or an unbounded allocation. Each
  * line of logs.json is also parsed twice on its own, once as the reader's
- * iteration does (a StringRef in the writer's form read by the quick scan
- * of json_parse.c) and once with its content asked for (always the JSON
- * library): both must agree on what the line is, its id and its size. */
+ * iteration does (a StringRef or an event in the writer's form read by
+ * the quick scans of json_parse.c) and once with its content asked for
+ * (always the JSON library): both must agree on what the line is, its id
+ * and its size, and for an event on the decoded action, field by field. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,41 @@ static void lookups(spy_trace_reader *r, const spy_trace_val *v, int depth) {
       lookups(r, &v->u.items[i], depth + 1);
 }
 
-/* The quick StringRef scan and the JSON library agree on one line. */
+/* Two decoded values are the same tree (the members each type uses). */
+static int same_val(const spy_trace_val *a, const spy_trace_val *b) {
+  if (a->type != b->type)
+    return 0;
+  switch (a->type) {
+  case SPY_TV_INT: return a->u.i == b->u.i;
+  case SPY_TV_STR:
+  case SPY_TV_SRC:
+    return a->n == b->n && memcmp(a->u.s, b->u.s, a->n) == 0 &&
+           a->u.s[a->n] == 0 && b->u.s[b->n] == 0;
+  case SPY_TV_SRCREF:
+    return a->has_hash == b->has_hash && a->hash[0] == b->hash[0] &&
+           a->hash[1] == b->hash[1];
+  case SPY_TV_LIST:
+  case SPY_TV_REC:
+    if (a->n != b->n)
+      return 0;
+    for (uint32_t i = 0; i < a->n; i++)
+      if (!same_val(&a->u.items[i], &b->u.items[i]))
+        return 0;
+    return 1;
+  default: return 1;
+  }
+}
+
+static int same_action(const spy_trace_action *a, const spy_trace_action *b) {
+  return a->kind == b->kind && a->seq == b->seq && a->ts_us == b->ts_us &&
+         a->build == b->build && a->name_len == b->name_len &&
+         memcmp(a->name, b->name, a->name_len) == 0 &&
+         same_val(&a->fields, &b->fields);
+}
+
+/* The quick scans (a StringRef, an event in the writer's form) and the
+ * JSON library agree on one line: the same answer, the same id and
+ * size, the same decoded action. */
 static void same_line(const char *p, size_t n) {
   static spy_trace_arena a1, a2;
   static spy__buf content;
@@ -72,6 +107,9 @@ static void same_line(const char *p, size_t n) {
     abort();
   if (r1 == 1 && (l1.hash[0] != l2.hash[0] || l1.hash[1] != l2.hash[1] ||
                   l1.size != l2.size || content.len != l2.size))
+    abort();
+  if (r1 == 0 &&
+      (l1.replaced != l2.replaced || !same_action(&l1.action, &l2.action)))
     abort();
 }
 

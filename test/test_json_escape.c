@@ -4,7 +4,9 @@
  * and invalid UTF-8, at every output capacity from the minimum up (so "out
  * is full" lands on every position); for every kind of byte at every
  * position of every length 0..100 and at every alignment of the input;
- * for uniformly random bytes; and when the input is escaped in pieces.
+ * for uniformly random bytes; for source-like text (lines, mostly
+ * newlines to escape); and when the input is escaped in pieces. Each
+ * with the AVX2 loop on (where the CPU has AVX2) and off.
  * Inputs and outputs sit in buffers of exactly their size, so under ASan
  * a read or write past either end fails the test. Also: the catalog's
  * field names, which the JSON-lines form copies without escaping, are all
@@ -288,6 +290,67 @@ TEST(lengths_0_to_100_all_plain_and_all_escaped) {
     }
 }
 
+/* Source text as the bench's trees have it: lines of plain bytes, so
+ * most 32-byte blocks have newlines and nothing else to escape (the AVX2
+ * loop's own path), now and then a quote, a tab, a UTF-8 sequence or an
+ * invalid byte; long enough for many blocks, at every alignment, into
+ * outputs from too small to the worst case. */
+TEST(source_text_at_every_alignment_and_capacity) {
+  static const char *const odd_bits[] = {"\"",   "\\",           "\t",  "\r",
+                                         "\x01", "\xe2\x80\x94", "\xe9"};
+  char s[3000];
+  for (int round = 0; round < 200; round++) {
+    size_t n = 0, want = next() % sizeof s;
+    while (n < want) {
+      size_t line = next() % 40;
+      for (size_t k = 0; k < line && n < want; k++) {
+        char c = (char)(0x20 + next() % 0x5f);
+        s[n++] = c == '"' || c == '\\' ? 'x' : c;
+      }
+      if (n < want)
+        s[n++] = '\n';
+      if (next() % 16 == 0 && n + 3 <= want) {
+        const char *b = odd_bits[next() % (sizeof odd_bits / sizeof *odd_bits)];
+        memcpy(s + n, b, strlen(b));
+        n += strlen(b);
+      }
+    }
+    size_t align = next() % 64;
+    size_t caps[] = {
+        SPY__JSON_ESC_MAX * n, 2 * n, n + n / 8, n, n / 2, n / 3 + 7};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++)
+      if (!same_at(s, n, align, caps[c])) {
+        fprintf(stderr, "  round %d n %zu align %zu cap %zu\n", round, n, align,
+                caps[c]);
+        CHECK(!"source text differs");
+      }
+  }
+}
+
+TEST(avx2_loop_is_on_where_the_cpu_has_avx2) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2"))
+    CHECK(spy__json_escape_avx2(1) == 1);
+#endif
+}
+
+/* Every test of the escaper again with the AVX2 loop off (where the CPU
+ * has AVX2 the tests above ran with it on): both paths write the same. */
+#define WITHOUT_AVX2(name)                                                     \
+  TEST(name##_without_avx2) {                                                  \
+    int was = spy__json_escape_avx2(0);                                        \
+    name();                                                                    \
+    spy__json_escape_avx2(was);                                                \
+  }
+WITHOUT_AVX2(word_loop_writes_what_the_byte_loop_wrote_at_every_capacity)
+WITHOUT_AVX2(pieces_concatenate_to_the_whole)
+WITHOUT_AVX2(every_odd_byte_at_every_position_length_and_alignment)
+WITHOUT_AVX2(every_sequence_at_every_position_and_length)
+WITHOUT_AVX2(random_bytes_at_every_alignment)
+WITHOUT_AVX2(lengths_0_to_100_all_plain_and_all_escaped)
+WITHOUT_AVX2(source_text_at_every_alignment_and_capacity)
+
 /* json_form.c copies the catalog's names without the escaper. */
 static int plain_name(const char *s) {
   if (!*s)
@@ -326,4 +389,15 @@ TEST_MAIN(
     TEST_CASE(every_sequence_at_every_position_and_length),
     TEST_CASE(random_bytes_at_every_alignment),
     TEST_CASE(lengths_0_to_100_all_plain_and_all_escaped),
+    TEST_CASE(source_text_at_every_alignment_and_capacity),
+    TEST_CASE(avx2_loop_is_on_where_the_cpu_has_avx2),
+    TEST_CASE(
+        word_loop_writes_what_the_byte_loop_wrote_at_every_capacity_without_avx2),
+    TEST_CASE(pieces_concatenate_to_the_whole_without_avx2),
+    TEST_CASE(
+        every_odd_byte_at_every_position_length_and_alignment_without_avx2),
+    TEST_CASE(every_sequence_at_every_position_and_length_without_avx2),
+    TEST_CASE(random_bytes_at_every_alignment_without_avx2),
+    TEST_CASE(lengths_0_to_100_all_plain_and_all_escaped_without_avx2),
+    TEST_CASE(source_text_at_every_alignment_and_capacity_without_avx2),
     TEST_CASE(catalog_field_names_are_plain_identifiers))

@@ -13,9 +13,12 @@
  * mid-line is read up to its last complete line with a warning naming the
  * line and its byte offset, while a bad line in the middle is an error
  * naming both; the public JSON form round-trips 64-bit integers and NUL
- * bytes; a trace written before the escaper (raw Latin-1 bytes) still
- * reads, its bytes counted; one session of a SQLite store holding
- * several is read by its rows' rowid ranges, not by scanning the others.
+ * bytes; an event line in the writer's own form is read by the quick scan
+ * into the same action the JSON library gives, and lines in any other
+ * form get the same answer either way; a trace written before the escaper (raw
+ * Latin-1 bytes) still reads, its bytes counted; one session of a SQLite store
+ * holding several is read by its rows' rowid ranges, not by scanning the
+ * others.
  *
  * The PostgreSQL parts need SPY_TEST_PG (a conninfo; scripts/test.sh sets
  * it, and the reader_pg CTest, test/reader_pg.sh, starts a server of its
@@ -751,6 +754,193 @@ TEST(json_form_round_trips_64_bit_integers_and_nul_bytes) {
   spy_trace_arena_free(&arena);
 }
 
+/* Two decoded values are the same tree (the members each type uses). */
+static int same_tree(const spy_trace_val *a, const spy_trace_val *b) {
+  if (a->type != b->type)
+    return 0;
+  switch (a->type) {
+  case SPY_TV_INT: return a->u.i == b->u.i;
+  case SPY_TV_STR:
+  case SPY_TV_SRC:
+    return a->n == b->n && memcmp(a->u.s, b->u.s, a->n) == 0 &&
+           a->u.s[a->n] == 0 && b->u.s[b->n] == 0;
+  case SPY_TV_SRCREF:
+    return a->hash[0] == b->hash[0] && a->hash[1] == b->hash[1];
+  case SPY_TV_LIST:
+  case SPY_TV_REC:
+    if (a->n != b->n)
+      return 0;
+    for (uint32_t i = 0; i < a->n; i++)
+      if (!same_tree(&a->u.items[i], &b->u.items[i]))
+        return 0;
+    return 1;
+  default: return 1;
+  }
+}
+
+/* Reads `line` as the reader does (the quick scan of the writer's own
+ * form first) and with the JSON library alone (what asking for a
+ * StringRef's content does); returns the first's answer, -100 when the
+ * two differ in anything. */
+static int read_both(const char *line, spy_trace_action *out) {
+  static spy_trace_arena a1, a2;
+  spy__buf content = {0};
+  spy__jline l1, l2;
+  spy_trace_arena_reset(&a1);
+  spy_trace_arena_reset(&a2);
+  size_t n = strlen(line);
+  int r1 = spy__json_line(line, n, &a1, &l1, NULL, NULL, 0);
+  int r2 = spy__json_line(line, n, &a2, &l2, &content, NULL, 0);
+  spy__buf_free(&content);
+  if (r1 != r2 || l1.replaced != l2.replaced)
+    return -100;
+  if (r1 == 0) {
+    const spy_trace_action *a = &l1.action, *b = &l2.action;
+    if (a->kind != b->kind || a->seq != b->seq || a->ts_us != b->ts_us ||
+        a->build != b->build || a->name_len != b->name_len ||
+        memcmp(a->name, b->name, a->name_len) != 0 ||
+        !same_tree(&a->fields, &b->fields))
+      return -100;
+    *out = *a;
+  }
+  return r1;
+}
+
+TEST(jsonl_event_lines_read_alike_by_the_quick_scan_and_the_library) {
+  /* the writer's own form, as json_form.c writes it, of several kinds */
+  static const char *const good[] = {
+      "{\"timestamp\":\"1700000000123\",\"session_id\":\"s-1\",\"build_id\":"
+      "\"3\",\"seq\":42,\"ts_us\":1700000000123456,\"action\":"
+      "\"HookLoadCallEnd\",\"module_id\":\"m\\u00e9\\n\\\"x\\ud83d\\ude00.c\","
+      "\"content\":\"$ref:0123456789abcdef0123456789abcdef\",\"plugin_name\":"
+      "\"p\",\"plugin_id\":-7,\"call_id\":\"c1\"}",
+      "{\"timestamp\":\"0\",\"session_id\":\"s\",\"seq\":0,\"ts_us\":0,"
+      "\"action\":\"HookTransformCallEnd\",\"module_id\":\"a\\u0000b\","
+      "\"content\":null,\"plugin_name\":\"\xe2\x82\xac\",\"plugin_id\":0,"
+      "\"call_id\":\"c\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"build_id\":\"1\",\"seq\":5,"
+      "\"ts_us\":1000,\"action\":\"HookResolveIdCallEnd\",\"resolved_id\":"
+      "null,\"is_external\":true,\"plugin_name\":\"r\",\"plugin_id\":0,"
+      "\"trigger\":\"automatic\",\"call_id\":\"c2\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"build_id\":\"1\",\"seq\":6,"
+      "\"ts_us\":1000,\"action\":\"HookTransformCallStart\",\"module_id\":"
+      "\"m.c\",\"content\":\"inline source, not a ref\",\"plugin_name\":"
+      "\"b\",\"plugin_id\":1,\"call_id\":\"c3\"}",
+      "{\"timestamp\":\"2\",\"session_id\":\"s\",\"build_id\":\"1\",\"seq\":7,"
+      "\"ts_us\":2000,\"action\":\"ModuleGraphReady\",\"modules\":[{\"id\":"
+      "\"a.c\",\"is_external\":false,\"imports\":[],\"importers\":[]},{\"id\":"
+      "\"b.c\",\"is_external\":false,\"imports\":[{\"module_id\":\"a.c\","
+      "\"kind\":\"import-statement\",\"module_request\":\"a.h\"}],"
+      "\"importers\":[\"a.c\",\"z.c\"]}]}",
+  };
+  /* and lines the scan leaves to the library (which reads some, refuses
+   * others): both answers must still be the same */
+  static const char *const other[] = {
+      "{\"timestamp\":\"1\", \"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"BuildEnd\"}",
+      "{\"session_id\":\"s\",\"timestamp\":\"1\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"BuildStart\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1234567890123456789,"
+      "\"ts_us\":1,\"action\":\"BuildStart\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":01,\"ts_us\":1,"
+      "\"action\":\"BuildStart\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1.5,\"ts_us\":1,"
+      "\"action\":\"BuildStart\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"BuildStart\",\"extra\":1}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"HookLoadCallStart\",\"module_id\":\"\\ud800\","
+      "\"plugin_name\":\"p\",\"plugin_id\":0,\"call_id\":\"c\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"HookLoadCallStart\",\"module_id\":\"\xe9\","
+      "\"plugin_name\":\"p\",\"plugin_id\":0,\"call_id\":\"c\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"HookLoadCallStart\",\"module_id\":7,"
+      "\"plugin_name\":\"p\",\"plugin_id\":0,\"call_id\":\"c\"}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"NoSuchKind\",\"x\":[1,{\"y\":2}]}",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"BuildStart\"} ",
+      "{\"timestamp\":\"1\",\"session_id\":\"s\",\"seq\":1,\"ts_us\":1,"
+      "\"action\":\"BuildStart\"",
+  };
+  spy_trace_action a;
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    int rc = read_both(good[i], &a);
+    if (rc != 0)
+      fprintf(stderr, "  good line %zu: %d\n", i, rc);
+    CHECK_EQ(rc, 0);
+  }
+  /* what the first one says, field by field */
+  CHECK_EQ(read_both(good[0], &a), 0);
+  CHECK(a.kind == &spy_kind_hook_load_call_end);
+  CHECK(a.seq == 42 && a.ts_us == 1700000000123456ull && a.build == 3);
+  const spy_trace_val *m = spy_trace_get(&a, "module_id");
+  CHECK(m->type == SPY_TV_STR && m->n == 12);
+  CHECK(memcmp(m->u.s, "m\xc3\xa9\n\"x\xf0\x9f\x98\x80.c", 12) == 0);
+  const spy_trace_val *c = spy_trace_get(&a, "content");
+  CHECK(c->type == SPY_TV_SRCREF && c->hash[0] == 0x0123456789abcdefull);
+  CHECK_EQ(spy_trace_get(&a, "plugin_id")->u.i, -7);
+  CHECK_EQ(read_both(good[4], &a), 0);
+  const spy_trace_val *mods = spy_trace_get(&a, "modules");
+  CHECK(mods->type == SPY_TV_LIST && mods->n == 2);
+  CHECK(mods->u.items[1].type == SPY_TV_REC);
+  for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+    int rc = read_both(other[i], &a);
+    if (rc == -100)
+      fprintf(stderr, "  other line %zu: the two reads differ\n", i);
+    CHECK(rc != -100);
+  }
+  /* a line as the writer itself formats it */
+  static const char src[] = "int x;\n";
+  spy_act_hook_load_call_end act = {"m.c", {src, sizeof src - 1}, "p", 1, "c1",
+                                    0};
+  uint8_t rec[512];
+  int64_t len = spy_trace_encode(&spy_kind_hook_load_call_end, &act, 9,
+                                 1700000000000001ull, 2, rec, sizeof rec);
+  CHECK(len > 0);
+  spy_trace_arena arena = {0};
+  spy_trace_action d;
+  CHECK(spy_trace_decode(rec, (size_t)len, &arena, &d) > 0);
+  char line[1024];
+  int64_t ln = spy_trace_json_format(&d, "sess", line, sizeof line - 1);
+  CHECK(ln > 0 && ln < (int64_t)sizeof line);
+  line[ln] = 0;
+  CHECK_EQ(read_both(line, &a), 0);
+  CHECK(a.kind == &spy_kind_hook_load_call_end && a.seq == 9 && a.build == 2);
+  spy_trace_arena_free(&arena);
+}
+
+/* The quick scan reads a built-in kind's fields in the catalog's order
+ * and takes the envelope's members for the envelope: no field of a
+ * built-in kind may be named like one, and no record may name a field
+ * twice (the library would read one member for both). */
+static int names_unlike(const spy_trace_kind *k, int top, int depth) {
+  static const char *const env[] = {"timestamp", "session_id", "build_id",
+                                    "seq",       "ts_us",      "action"};
+  if (!k || depth > 8)
+    return 1;
+  for (uint32_t i = 0; i < k->nfields; i++) {
+    for (uint32_t j = 0; j < i; j++)
+      if (strcmp(k->fields[i].name, k->fields[j].name) == 0)
+        return 0;
+    for (size_t e = 0; top && e < sizeof env / sizeof *env; e++)
+      if (strcmp(k->fields[i].name, env[e]) == 0)
+        return 0;
+    if (!names_unlike(k->fields[i].rec, 0, depth + 1))
+      return 0;
+  }
+  return 1;
+}
+
+TEST(catalog_field_names_leave_the_envelope_alone) {
+  for (int i = 1; i <= SPY_TRACE_KIND_COUNT; i++) {
+    if (!names_unlike(spy_trace_kinds[i], 1, 0))
+      fprintf(stderr, "  %s\n", spy_trace_kinds[i]->name);
+    CHECK(names_unlike(spy_trace_kinds[i], 1, 0));
+  }
+}
+
 /* ---- every action back byte for byte from the SQL tables ----------------- */
 
 /* An application kind: kept in action_batches, and in its own table. */
@@ -1366,4 +1556,6 @@ TEST_MAIN(
     TEST_CASE(reading_a_large_session_holds_a_bounded_amount_of_memory),
     TEST_CASE(cut_last_line_is_read_up_to_the_line_before_with_a_warning),
     TEST_CASE(bad_line_in_the_middle_is_an_error_naming_line_and_offset),
-    TEST_CASE(json_form_round_trips_64_bit_integers_and_nul_bytes))
+    TEST_CASE(json_form_round_trips_64_bit_integers_and_nul_bytes),
+    TEST_CASE(jsonl_event_lines_read_alike_by_the_quick_scan_and_the_library),
+    TEST_CASE(catalog_field_names_leave_the_envelope_alone))

@@ -14,7 +14,14 @@
  * left and the block's worst case fits in out; the last bytes (and a
  * nearly full out) go through a byte loop that stops exactly where the
  * next piece does not fit. Whatever path a byte takes, the output is the
- * same (test_json_escape checks it against a plain byte loop). */
+ * same (test_json_escape checks it against a plain byte loop).
+ *
+ * Where the CPU has AVX2 (x86-64, checked once at load) a loop of 32-byte
+ * blocks runs first, with its own path for the commonest block of source
+ * text: one whose only bytes to escape are newlines, escaped by table
+ * shuffles with no branch per newline (below). 150 M instructions went to
+ * the 40 MB of the 2,000-module bench tree's payloads before it, 86 M
+ * with it. */
 #include "json_escape.h"
 
 #include <string.h>
@@ -260,13 +267,10 @@ static inline void small_copy(char *d, const unsigned char *s, size_t n) {
 
 /* Everything but a short plain string (kept out of line so that one pays
  * for no more than a call). */
-__attribute__((noinline)) static size_t escape(char *out, size_t cap,
-                                               const unsigned char *p, size_t n,
-                                               size_t *used,
-                                               uint64_t *replaced) {
-  size_t i = 0, o = 0;
+__attribute__((noinline)) static size_t
+escape(char *out, size_t cap, const unsigned char *p, size_t n, size_t i,
+       size_t o, uint64_t bad, size_t *used, uint64_t *replaced) {
   const unsigned char *next;
-  uint64_t bad = 0;
   /* 64 bytes at a time while 128 can be read */
   while (n - i >= 128 && cap - o >= ROOM(64)) {
     uint64_t m = mask64(p + i);
@@ -331,6 +335,118 @@ __attribute__((noinline)) static size_t escape(char *out, size_t cap,
   return o;
 }
 
+/* ---- the AVX2 loop ------------------------------------------------------
+ * In source text nearly every byte to escape is a newline (2.95 M of the
+ * 2.98 M escapes in the 2,000-module bench tree's 40 MB). So a 32-byte
+ * block whose only bytes to escape are newlines (most blocks of text) is
+ * escaped without a branch per newline: each newline becomes 'n', and each
+ * 8 bytes are spread out to their places, a backslash before each 'n',
+ * by one byte shuffle from a table indexed by their 8 newline bits. Any
+ * other block goes through block() as above. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(SPY_NO_AVX2)
+#include <immintrin.h>
+#define HAVE_AVX2_LOOP 1
+
+/* For 8 bytes whose newlines are the bits of m: where each output byte
+ * comes from (0-7 the input, 8 the backslash), and how many there are. */
+static unsigned char nl_shuf[256][16] __attribute__((aligned(16)));
+static unsigned char nl_len[256];
+static int avx2_ok, avx2_on;
+
+__attribute__((constructor)) static void escape_init(void) {
+  for (unsigned m = 0; m < 256; m++) {
+    unsigned j = 0;
+    for (unsigned k = 0; k < 8; k++) {
+      if (m >> k & 1)
+        nl_shuf[m][j++] = 8;
+      nl_shuf[m][j++] = (unsigned char)k;
+    }
+    nl_len[m] = (unsigned char)j;
+    while (j < 16)
+      nl_shuf[m][j++] = 8;
+  }
+  __builtin_cpu_init();
+  avx2_ok = avx2_on = !!__builtin_cpu_supports("avx2");
+}
+
+/* The 8 bytes in the low half of x (its high half all backslashes),
+ * newlines bits m, to d; returns the end of what counts (16 are
+ * written). */
+__attribute__((target("avx2"))) static inline char *spread8(char *d, __m128i x,
+                                                            unsigned m) {
+  __m128i sh = _mm_load_si128((const __m128i *)(const void *)nl_shuf[m]);
+  _mm_storeu_si128((__m128i *)(void *)d, _mm_shuffle_epi8(x, sh));
+  return d + nl_len[m];
+}
+
+/* One block of 32 that has other bytes to escape than newlines (kept
+ * out of the loop: the loop keeps its registers). */
+__attribute__((noinline)) static char *
+block32(char *d, const unsigned char *p, const unsigned char *end, uint32_t m,
+        const unsigned char **next, uint64_t *bad) {
+  return block(d, p, 32, end, m, next, bad);
+}
+
+__attribute__((target("avx2"))) static size_t
+escape_avx2(char *out, size_t cap, const unsigned char *p, size_t n,
+            size_t *used, uint64_t *replaced) {
+  uint64_t bad = 0;
+  const unsigned char *s = p, *end = p + n;
+  char *d = out;
+  if (n < 64 || cap < ROOM(32))
+    return escape(out, cap, p, n, 0, 0, 0, used, replaced);
+  /* 32 bytes at a time while 64 can be read (block() reads that far) */
+  const unsigned char *last = end - 64;
+  char *dlast = out + cap - ROOM(32);
+  const __m256i sp = _mm256_set1_epi8(0x20), qu = _mm256_set1_epi8('"'),
+                bs = _mm256_set1_epi8('\\'), nl = _mm256_set1_epi8('\n'),
+                to_n = _mm256_set1_epi8('n' - '\n');
+  const __m128i bs16 = _mm_set1_epi8('\\');
+  while (s <= last && d <= dlast) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)s);
+    /* signed: the control bytes and those from 0x80 up */
+    __m256i e = _mm256_or_si256(
+        _mm256_cmpgt_epi8(sp, x),
+        _mm256_or_si256(_mm256_cmpeq_epi8(x, qu), _mm256_cmpeq_epi8(x, bs)));
+    uint32_t m = (uint32_t)_mm256_movemask_epi8(e);
+    if (!m) {
+      _mm256_storeu_si256((__m256i *)(void *)d, x);
+      s += 32;
+      d += 32;
+      continue;
+    }
+    __m256i isnl = _mm256_cmpeq_epi8(x, nl);
+    if ((uint32_t)_mm256_movemask_epi8(isnl) == m) {
+      __m256i y = _mm256_add_epi8(x, _mm256_and_si256(isnl, to_n));
+      __m128i lo = _mm256_castsi256_si128(y);
+      __m128i hi = _mm256_extracti128_si256(y, 1);
+      d = spread8(d, _mm_unpacklo_epi64(lo, bs16), m & 0xff);
+      d = spread8(d, _mm_unpackhi_epi64(lo, bs16), m >> 8 & 0xff);
+      d = spread8(d, _mm_unpacklo_epi64(hi, bs16), m >> 16 & 0xff);
+      d = spread8(d, _mm_unpackhi_epi64(hi, bs16), m >> 24);
+      s += 32;
+      continue;
+    }
+    const unsigned char *next;
+    d = block32(d, s, end, m, &next, &bad);
+    s = next;
+  }
+  return escape(out, cap, p, n, (size_t)(s - p), (size_t)(d - out), bad, used,
+                replaced);
+}
+#endif
+
+int spy__json_escape_avx2(int on) {
+#ifdef HAVE_AVX2_LOOP
+  int was = avx2_on;
+  avx2_on = on && avx2_ok;
+  return was;
+#else
+  (void)on;
+  return 0;
+#endif
+}
+
 size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
                         size_t *used, uint64_t *replaced) {
   const unsigned char *p = (const unsigned char *)s;
@@ -339,7 +455,11 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
     *used = n;
     return n;
   }
-  return escape(out, cap, p, n, used, replaced);
+#ifdef HAVE_AVX2_LOOP
+  if (avx2_on && n >= 64)
+    return escape_avx2(out, cap, p, n, used, replaced);
+#endif
+  return escape(out, cap, p, n, 0, 0, 0, used, replaced);
 }
 
 size_t spy__json_plain_len(const char *s, size_t n) {

@@ -37,4 +37,8 @@ size_t spy__json_plain_len(const char *s, size_t n);
 size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
                         size_t *used, uint64_t *replaced);
 
+/* Tests: turns the AVX2 loop (used where the CPU has AVX2) off (0) or
+ * back on; returns whether it was on. Not while other threads escape. */
+int spy__json_escape_avx2(int on);
+
 #endif

@@ -34,10 +34,29 @@ void spy__buf_put(spy__buf *b, const void *p, size_t n) {
   b->len += n;
 }
 
+/* n bytes from s to d: under 32 (names, digits) with overlapping moves
+ * that read and write only those bytes, inline; a call to memcpy else. */
+static inline void copy_short(char *d, const char *s, size_t n) {
+  if (n >= 32)
+    memcpy(d, s, n);
+  else if (n >= 16) {
+    memcpy(d, s, 16);
+    memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
+    memcpy(d, s, 8);
+    memcpy(d + n - 8, s + n - 8, 8);
+  } else if (n >= 4) {
+    memcpy(d, s, 4);
+    memcpy(d + n - 4, s + n - 4, 4);
+  } else
+    for (size_t k = 0; k < n; k++)
+      d[k] = s[k];
+}
+
 /* The appends below, inlined for the common case of room left. */
 static inline void put_fast(spy__buf *b, const void *p, size_t n) {
   if (!b->err && b->cap - b->len >= n) {
-    memcpy(b->p + b->len, p, n);
+    copy_short(b->p + b->len, p, n);
     b->len += n;
   } else
     spy__buf_put(b, p, n);
@@ -61,29 +80,42 @@ void spy__buf_putc(spy__buf *b, char c) {
     b->p[b->len++] = c;
 }
 
-/* The decimal digits of v, written backwards from end, two at a time;
- * returns where they begin (at most 20 bytes before end). */
+/* The decimal digits of v, written backwards from end, two at a time
+ * (eight at a time in 32-bit arithmetic while more than eight are left:
+ * a timestamp in microseconds has 16); returns where they begin (at most
+ * 20 bytes before end). */
+static const char pairs[] = "00010203040506070809"
+                            "10111213141516171819"
+                            "20212223242526272829"
+                            "30313233343536373839"
+                            "40414243444546474849"
+                            "50515253545556575859"
+                            "60616263646566676869"
+                            "70717273747576777879"
+                            "80818283848586878889"
+                            "90919293949596979899";
+
 static char *u64_digits(char *end, uint64_t v) {
-  static const char pairs[] = "00010203040506070809"
-                              "10111213141516171819"
-                              "20212223242526272829"
-                              "30313233343536373839"
-                              "40414243444546474849"
-                              "50515253545556575859"
-                              "60616263646566676869"
-                              "70717273747576777879"
-                              "80818283848586878889"
-                              "90919293949596979899";
-  while (v >= 100) {
-    end -= 2;
-    memcpy(end, pairs + 2 * (v % 100), 2);
-    v /= 100;
+  while (v >= 100000000) {
+    uint32_t lo = (uint32_t)(v % 100000000), hi4 = lo / 10000, lo4 = lo % 10000;
+    v /= 100000000;
+    end -= 8;
+    memcpy(end, pairs + 2 * (hi4 / 100), 2);
+    memcpy(end + 2, pairs + 2 * (hi4 % 100), 2);
+    memcpy(end + 4, pairs + 2 * (lo4 / 100), 2);
+    memcpy(end + 6, pairs + 2 * (lo4 % 100), 2);
   }
-  if (v >= 10) {
+  uint32_t w = (uint32_t)v;
+  while (w >= 100) {
     end -= 2;
-    memcpy(end, pairs + 2 * v, 2);
+    memcpy(end, pairs + 2 * (w % 100), 2);
+    w /= 100;
+  }
+  if (w >= 10) {
+    end -= 2;
+    memcpy(end, pairs + 2 * w, 2);
   } else
-    *--end = (char)('0' + v);
+    *--end = (char)('0' + w);
   return end;
 }
 
@@ -136,7 +168,7 @@ static void put_name(spy__buf *b, const char *name, int builtin) {
   if (!b->err && b->cap - b->len >= n + 3) {
     char *d = b->p + b->len;
     d[0] = '"';
-    memcpy(d + 1, name, n);
+    copy_short(d + 1, name, n);
     d[n + 1] = '"';
     d[n + 2] = ':';
     b->len += n + 3;
@@ -157,10 +189,14 @@ static void put_val(spy__buf *b, const spy_trace_kind *rec,
   case SPY_TV_STR: spy__json_str(b, v->u.s, v->n); break;
   case SPY_TV_SRC:
   case SPY_TV_SRCREF:
-    if (v->has_hash) {
-      char id[40] = "$ref:";
-      spy_trace_hash_hex(v->hash, id + 5);
-      spy__json_str(b, id, 37);
+    if (v->has_hash) { /* "$ref:<32 hex digits>": nothing to escape */
+      if (spy__buf_reserve(b, 39) == 0) {
+        char *d = b->p + b->len;
+        memcpy(d, "\"$ref:", 6);
+        spy_trace_hash_hex(v->hash, d + 6); /* and a NUL, made the quote */
+        d[38] = '"';
+        b->len += 39;
+      }
     } else
       spy__json_str(b, v->u.s, v->n);
     break;

@@ -5,8 +5,11 @@
  * spyglass.json with the schema version and the final counts (among
  * them the bytes that were not UTF-8 and became U+FFFD).
  *
- * Lines are gathered per batch in memory and written with write(2) at
- * commit (a large batch is written as it grows). A batch is kept whole or
+ * Lines are gathered in memory and written with write(2) at commit, or
+ * as soon as 256 KiB have gathered: a buffer that stays in the L2 cache
+ * makes the kernel's copy into the page cache several times cheaper than
+ * 4 MiB pieces did (550 MB written from a fresh buffer: 0.12 s of CPU in
+ * 256 KiB writes, 0.28-0.58 s in 4 MiB ones). A batch is kept whole or
  * not at all: when a write fails (a full disk: SPY_ENOSPC) both files are
  * truncated back to where the batch began and its actions are counted as
  * lost, so the files hold only complete lines and the counts in
@@ -23,8 +26,8 @@
 
 #include "store.h"
 
-#define SPILL_BYTES ((size_t)4 << 20) /* a batch's lines kept in memory */
-#define STATUS_BYTES 128              /* room for spyglass.json's counts */
+#define SPILL_BYTES ((size_t)256 << 10) /* lines gathered before a write */
+#define STATUS_BYTES 128                /* room for spyglass.json's counts */
 
 typedef struct jfile {
   int fd;
@@ -128,7 +131,12 @@ static int jl_source(void *state, const uint64_t hash[2], const char *p,
   j->line.replaced += b->replaced - replaced;
   b->replaced = replaced;
   spy__lost_src_note(&j->lostsrc, hash);
-  return b->len >= SPILL_BYTES ? spill(j, &j->logs) : 0;
+  /* a failed write sticks to the batch and is reported at its commit:
+   * the action that names this payload must still reach jl_action, or it
+   * would be counted neither stored nor lost */
+  if (b->len >= SPILL_BYTES)
+    spill(j, &j->logs);
+  return 0;
 }
 
 static int jl_action(void *state, const spy_trace_record *r) {
