@@ -88,8 +88,11 @@ for writer in sqlite jsonl; do
   mount -t tmpfs -o size=2m,mode=0700 tmpfs "$mnt"
   # the build's own outputs stay on the disk; only the trace is on the tmpfs
   ln -s "$mnt" "$work/out-$writer/.spyglass"
-  rc=0
-  "$tool" demo build "$work/src" --trace "$writer" --out "$work/out-$writer" \
+    rc=0
+  # small batches: the failure must repeat (several commits fail) to be
+  # reported once with its count
+  SPY_TRACE_BATCH_ACTIONS=1024 \
+    "$tool" demo build "$work/src" --trace "$writer" --out "$work/out-$writer" \
     >"$work/b.txt" 2>"$work/e.txt" || rc=$?
   check_store repeats
   umount "$mnt"
