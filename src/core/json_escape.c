@@ -249,22 +249,6 @@ static inline char *block(char *d, const unsigned char *p, size_t len,
  * overrun. */
 #define ROOM(len) ((SPY__JSON_ESC_MAX + 1) * (len))
 
-/* n < 32 bytes from s to d, exactly (overlapping moves, no call). */
-static inline void small_copy(char *d, const unsigned char *s, size_t n) {
-  if (n >= 16) {
-    memcpy(d, s, 16);
-    memcpy(d + n - 16, s + n - 16, 16);
-  } else if (n >= 8) {
-    memcpy(d, s, 8);
-    memcpy(d + n - 8, s + n - 8, 8);
-  } else if (n >= 4) {
-    memcpy(d, s, 4);
-    memcpy(d + n - 4, s + n - 4, 4);
-  } else
-    for (size_t k = 0; k < n; k++)
-      d[k] = (char)s[k];
-}
-
 /* Everything but a short plain string (kept out of line so that one pays
  * for no more than a call). */
 __attribute__((noinline)) static size_t
@@ -291,7 +275,7 @@ escape(char *out, size_t cap, const unsigned char *p, size_t n, size_t i,
   }
   /* the rest (short strings are often all plain), byte by byte */
   if (i < n && cap - o >= n - i && n - i < 32 && all_plain(p + i, n - i)) {
-    small_copy(out + o, p + i, n - i);
+    spy__small_copy(out + o, p + i, n - i);
     o += n - i;
     i = n;
   }
@@ -451,7 +435,7 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
                         size_t *used, uint64_t *replaced) {
   const unsigned char *p = (const unsigned char *)s;
   if (n < 32 && cap >= n && all_plain(p, n)) { /* names, ids, paths */
-    small_copy(out, p, n);
+    spy__small_copy(out, p, n);
     *used = n;
     return n;
   }

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The most output bytes one input byte can produce (\u00XX, \ufffd). */
 #define SPY__JSON_ESC_MAX 6
@@ -40,5 +41,23 @@ size_t spy__json_escape(char *out, size_t cap, const char *s, size_t n,
 /* Tests: turns the AVX2 loop (used where the CPU has AVX2) off (0) or
  * back on; returns whether it was on. Not while other threads escape. */
 int spy__json_escape_avx2(int on);
+
+/* n < 32 bytes from s to d, exactly: overlapping moves that read and
+ * write only those bytes, inline (no call for a name or a few digits). */
+static inline void spy__small_copy(char *d, const void *src, size_t n) {
+  const unsigned char *s = src;
+  if (n >= 16) {
+    memcpy(d, s, 16);
+    memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
+    memcpy(d, s, 8);
+    memcpy(d + n - 8, s + n - 8, 8);
+  } else if (n >= 4) {
+    memcpy(d, s, 4);
+    memcpy(d + n - 4, s + n - 4, 4);
+  } else
+    for (size_t k = 0; k < n; k++)
+      d[k] = (char)s[k];
+}
 
 #endif

@@ -39,18 +39,8 @@ void spy__buf_put(spy__buf *b, const void *p, size_t n) {
 static inline void copy_short(char *d, const char *s, size_t n) {
   if (n >= 32)
     memcpy(d, s, n);
-  else if (n >= 16) {
-    memcpy(d, s, 16);
-    memcpy(d + n - 16, s + n - 16, 16);
-  } else if (n >= 8) {
-    memcpy(d, s, 8);
-    memcpy(d + n - 8, s + n - 8, 8);
-  } else if (n >= 4) {
-    memcpy(d, s, 4);
-    memcpy(d + n - 4, s + n - 4, 4);
-  } else
-    for (size_t k = 0; k < n; k++)
-      d[k] = s[k];
+  else
+    spy__small_copy(d, s, n);
 }
 
 /* The appends below, inlined for the common case of room left. */

@@ -259,6 +259,61 @@ static int hex4(const unsigned char *s) {
   return v;
 }
 
+/* Scans a JSON string's body from s (after its opening quote) to its
+ * closing quote: returns the quote, or NULL when the string is cut,
+ * holds a control byte, a bad escape, a lone surrogate or bytes that are
+ * not UTF-8. *size: its decoded bytes; *plain: no escape in it. */
+static const unsigned char *str_scan(const unsigned char *s,
+                                     const unsigned char *end, size_t *size,
+                                     int *plain) {
+  *size = 0;
+  *plain = 1;
+  for (;;) {
+    size_t k = spy__json_plain_len((const char *)s, (size_t)(end - s));
+    s += k;
+    *size += k;
+    if (s == end)
+      return NULL;
+    unsigned c = *s;
+    if (c == '"')
+      return s;
+    *plain = 0;
+    if (c == '\\') {
+      if (end - s < 2)
+        return NULL;
+      if (s[1] && strchr("\"\\/bfnrt", s[1])) {
+        ++*size;
+        s += 2;
+        continue;
+      }
+      if (s[1] != 'u')
+        return NULL;
+      int u = end - s >= 6 ? hex4(s + 2) : -1;
+      if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF))
+        return NULL;
+      if (u >= 0xD800 && u <= 0xDBFF) { /* a pair: one 4-byte sequence */
+        int lo =
+            end - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4(s + 8) : -1;
+        if (lo < 0xDC00 || lo > 0xDFFF)
+          return NULL;
+        *size += 4;
+        s += 12;
+        continue;
+      }
+      *size += u < 0x80 ? 1 : u < 0x800 ? 2 : 3;
+      s += 6;
+      continue;
+    }
+    if (c < 0x20)
+      return NULL;
+    size_t l = spy__utf8_seq(s, (size_t)(end - s));
+    if (!l)
+      return NULL;
+    s += l;
+    *size += l;
+  }
+}
+
 /* A StringRef line in the exact form this project's writer gives it,
  * {"action":"StringRef","id":"<32 hex>","content":"<string>"}, read
  * without building a tree (payloads are most of a store's bytes): the id,
@@ -278,58 +333,10 @@ static int quick_ref(const char *line, size_t n, spy__jline *out) {
     return 0;
   const unsigned char *s = (const unsigned char *)line + hl + 32 + ml;
   const unsigned char *end = (const unsigned char *)line + n;
-  size_t size = 0;
-  for (;;) {
-    size_t k = spy__json_plain_len((const char *)s, (size_t)(end - s));
-    s += k;
-    size += k;
-    if (s == end)
-      return 0;
-    unsigned c = *s;
-    if (c == '"')
-      break;
-    if (c == '\\') {
-      if (end - s < 2)
-        return 0;
-      switch (s[1]) {
-      case '"':
-      case '\\':
-      case '/':
-      case 'b':
-      case 'f':
-      case 'n':
-      case 'r':
-      case 't':
-        size++;
-        s += 2;
-        continue;
-      case 'u': break;
-      default: return 0;
-      }
-      int u = end - s >= 6 ? hex4(s + 2) : -1;
-      if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF))
-        return 0;
-      if (u >= 0xD800 && u <= 0xDBFF) { /* a pair: one 4-byte sequence */
-        int lo =
-            end - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4(s + 8) : -1;
-        if (lo < 0xDC00 || lo > 0xDFFF)
-          return 0;
-        size += 4;
-        s += 12;
-        continue;
-      }
-      size += u < 0x80 ? 1 : u < 0x800 ? 2 : 3;
-      s += 6;
-      continue;
-    }
-    if (c < 0x20)
-      return 0;
-    size_t l = spy__utf8_seq(s, (size_t)(end - s));
-    if (!l)
-      return 0;
-    s += l;
-    size += l;
-  }
+  size_t size;
+  int plain;
+  if (!(s = str_scan(s, end, &size, &plain)))
+    return 0;
   if (end - s != 2 || s[1] != '}')
     return 0;
   out->is_ref = 1;
@@ -405,52 +412,10 @@ static int q_digits(qp *q, uint64_t *out, size_t max) {
  * (NUL-terminated, as copy_str does). */
 static int q_str(qp *q, const char **out, size_t *out_n) {
   const unsigned char *b = q->s, *s = b, *end = q->end;
-  size_t size = 0;
-  int plain = 1;
-  for (;;) { /* the closing quote and the decoded size */
-    size_t k = spy__json_plain_len((const char *)s, (size_t)(end - s));
-    s += k;
-    size += k;
-    if (s == end)
-      return 0;
-    unsigned c = *s;
-    if (c == '"')
-      break;
-    plain = 0;
-    if (c == '\\') {
-      if (end - s < 2)
-        return 0;
-      if (strchr("\"\\/bfnrt", s[1]) && s[1]) {
-        size++;
-        s += 2;
-        continue;
-      }
-      if (s[1] != 'u')
-        return 0;
-      int u = end - s >= 6 ? hex4(s + 2) : -1;
-      if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF))
-        return 0;
-      if (u >= 0xD800 && u <= 0xDBFF) {
-        int lo =
-            end - s >= 12 && s[6] == '\\' && s[7] == 'u' ? hex4(s + 8) : -1;
-        if (lo < 0xDC00 || lo > 0xDFFF)
-          return 0;
-        size += 4;
-        s += 12;
-        continue;
-      }
-      size += u < 0x80 ? 1 : u < 0x800 ? 2 : 3;
-      s += 6;
-      continue;
-    }
-    if (c < 0x20)
-      return 0;
-    size_t l = spy__utf8_seq(s, (size_t)(end - s));
-    if (!l)
-      return 0;
-    s += l;
-    size += l;
-  }
+  size_t size;
+  int plain;
+  if (!(s = str_scan(s, end, &size, &plain))) /* to the closing quote */
+    return 0;
   if (size > UINT32_MAX)
     return 0;
   char *o = spy_trace_arena_alloc(q->a, size + 1);
