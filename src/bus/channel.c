@@ -1309,11 +1309,13 @@ static void *watch(void *arg) {
     }
     if (pending)
       spy__ec_cancel(ch->ctl, st);
+    /* Checked and signalled under the lock: a receive that read the data
+     * and re-armed after our check must not then find the fd readable
+     * with nothing to read (the app would see a wake-up for nothing). */
     pthread_mutex_lock(&ch->lock);
-    pending = any_pending(ch);
-    pthread_mutex_unlock(&ch->lock);
-    if (pending && atomic_exchange(&ch->armed, 0))
+    if (any_pending(ch) && atomic_exchange(&ch->armed, 0))
       signal_self(ch);
+    pthread_mutex_unlock(&ch->lock);
   }
   return NULL;
 }
