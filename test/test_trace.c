@@ -1709,6 +1709,60 @@ TEST(a_failed_emit_releases_what_it_was_lent_a_disabled_one_nothing) {
   free(lent_blocks);
 }
 
+/* The writer keeps the last lent payloads referenced a little while and
+ * reuses the hash of one lent again meanwhile; once released (here: by
+ * the flush's commit), a buffer the application refills and lends again
+ * is hashed afresh: the store holds each version's own bytes. */
+TEST(a_lent_buffer_refilled_after_its_release_is_stored_with_its_bytes) {
+  lent_make();
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_OK(spy_trace_create(&t, &d));
+  lent_block *b = &lent_blocks[5];
+  for (int round = 0; round < 3; round++) {
+    memset(b->bytes, 'a' + round, b->n);
+    atomic_store(&b->refs, 1);
+    atomic_store(&b->releases, 0);
+    for (int twice = 0; twice < 2; twice++) /* the second one: held */
+      CHECK_OK(spy_emit_hook_load_call_end(
+          t, &(spy_act_hook_load_call_end){"m", lent_text(b), "p", round, "c",
+                                           0}));
+    atomic_fetch_sub(&b->refs, 1); /* the test's own, without the poison */
+    CHECK_OK(spy_trace_flush(t));
+    CHECK_EQ(atomic_load(&b->releases), 2); /* both released by now */
+    CHECK_EQ(atomic_load(&b->refs), 0);
+  }
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  spy_trace_action a;
+  int n = 0, bad = 0;
+  while (spy_trace_reader_next(r, &a) == 1) {
+    const spy_trace_val *c = spy_trace_get(&a, "content");
+    const spy_trace_val *id = spy_trace_get(&a, "plugin_id");
+    if (!c || !id)
+      continue;
+    const char *p;
+    size_t len;
+    if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 || len != b->n)
+      bad++;
+    else
+      for (size_t k = 0; k < len; k++)
+        if (p[k] != 'a' + id->u.i) {
+          bad++;
+          break;
+        }
+    n++;
+  }
+  spy_trace_reader_close(r);
+  CHECK_EQ(n, 6);
+  CHECK_EQ(bad, 0);
+  free(lent_blocks);
+  rmrf(dir);
+}
+
 /* A lent payload's reference is a pointer: the public decoder (records
  * from a wire or a file) never takes it. */
 TEST(decode_refuses_a_lent_payload_reference) {
@@ -2491,6 +2545,8 @@ TEST_MAIN(
     TEST_CASE(lent_payloads_going_to_the_spill_file_are_copied_and_released),
     TEST_CASE(beyond_lend_bytes_a_lent_payload_is_copied_and_released_at_once),
     TEST_CASE(a_failed_emit_releases_what_it_was_lent_a_disabled_one_nothing),
+    TEST_CASE(
+        a_lent_buffer_refilled_after_its_release_is_stored_with_its_bytes),
     TEST_CASE(decode_refuses_a_lent_payload_reference),
     TEST_CASE(create_rejects_bad_descs),
     TEST_CASE(application_kind_goes_through_the_same_path),

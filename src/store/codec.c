@@ -495,7 +495,8 @@ void spy_trace_arena_free(spy_trace_arena *a) {
 typedef struct dec {
   const uint8_t *p, *end;
   spy_trace_arena *arena;
-  int lent_ok; /* the session's own record: SPY__TV_LENT is a payload */
+  spy__lentv *lent; /* the session's own record: SPY__TV_LENT is a payload,
+                     listed here; NULL: refused */
 } dec;
 
 static uint32_t rd32(const uint8_t *p) {
@@ -536,13 +537,31 @@ static int dec_val(dec *d, spy_trace_val *v, int depth) {
     return 0;
   }
   case SPY__TV_LENT: {
-    if (!d->lent_ok) /* a pointer: never from outside the process */
+    if (!d->lent) /* a pointer: never from outside the process */
       return SPY_EBADVALUE;
     if (left < 4 + 3 * sizeof(void *))
       return SPY_ETRUNCATED;
+    uint32_t n = rd32(d->p);
     v->type = SPY_TV_SRC;
-    v->n = rd32(d->p) & ~LENT_SAME;
+    v->n = n & ~LENT_SAME;
     memcpy(&v->u.s, d->p + 4, sizeof(void *));
+    spy__lentv *lv = d->lent;
+    if (lv->n == lv->cap) {
+      uint32_t cap = lv->cap ? lv->cap * 2 : 16;
+      spy__lent *nv = realloc(lv->v, cap * sizeof *nv);
+      if (nv) {
+        lv->v = nv;
+        lv->cap = cap;
+      } else
+        lv->lost = 1;
+    }
+    if (lv->n < lv->cap) {
+      spy__lent *l = &lv->v[lv->n++];
+      l->val = v;
+      memcpy(&l->release, d->p + 4 + sizeof(void *), sizeof(void *));
+      memcpy(&l->owner, d->p + 4 + 2 * sizeof(void *), sizeof(void *));
+      l->held = n & LENT_SAME ? 0 : v->n;
+    }
     d->p += 4 + 3 * sizeof(void *);
     return 0;
   }
@@ -584,7 +603,7 @@ static int dec_val(dec *d, spy_trace_val *v, int depth) {
 }
 
 static int decode_rec(const void *p, size_t n, spy_trace_arena *arena,
-                      spy_trace_action *out, int lent_ok) {
+                      spy_trace_action *out, spy__lentv *lent) {
   memset(out, 0, sizeof *out);
   const uint8_t *b = p;
   if (!p || n < HDR)
@@ -613,7 +632,7 @@ static int decode_rec(const void *p, size_t n, spy_trace_arena *arena,
     if (strlen(a.kind->name) != nl || memcmp(a.kind->name, a.name, nl) != 0)
       return SPY_EBADVALUE;
   }
-  dec d = {b + HDR + nl, b + bytes, arena, lent_ok};
+  dec d = {b + HDR + nl, b + bytes, arena, lent};
   int rc = dec_val(&d, &a.fields, 0);
   if (rc < 0)
     return rc;
@@ -629,12 +648,14 @@ static int decode_rec(const void *p, size_t n, spy_trace_arena *arena,
 
 int spy_trace_decode(const void *p, size_t n, spy_trace_arena *arena,
                      spy_trace_action *out) {
-  return decode_rec(p, n, arena, out, 0);
+  return decode_rec(p, n, arena, out, NULL);
 }
 
 int spy__trace_decode_lent(const void *p, size_t n, spy_trace_arena *arena,
-                           spy_trace_action *out) {
-  return decode_rec(p, n, arena, out, 1);
+                           spy_trace_action *out, spy__lentv *lv) {
+  lv->n = 0;
+  lv->lost = 0;
+  return decode_rec(p, n, arena, out, lv);
 }
 
 int spy_trace_section_next(const void *data, size_t len, size_t *off,

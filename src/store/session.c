@@ -7,7 +7,10 @@
  * is queued as a reference (pointer, length, release, owner), not as its
  * bytes: the emitter copies nothing large and the ring holds far more
  * actions. The writer reads the bytes where they lie and releases them
- * once the writer has stored the action (release_lent); what one thread
+ * once it has stored the action — the last HELD of them a little later
+ * (at the next commit at the latest), so that a payload lent again
+ * meanwhile, a hook's output as the next hook's input, is known by its
+ * hash without hashing it again (held_put); what one thread
  * has lent and the writer not yet released is bounded (lend_bytes), and
  * beyond it, in the spill file (read back by another process after a
  * crash) and on a failed emit, the payload is copied and released on the
@@ -234,6 +237,11 @@ static void bump(_Atomic uint64_t *c, uint64_t by) {
                         memory_order_relaxed);
 }
 
+/* Lent payloads the writer keeps referenced a little after their action
+ * is written: a payload lent again while still held (a hook's output as
+ * the next hook's input) has the same bytes, so its hash is known. */
+#define HELD 16
+
 struct spy_trace {
   spy_trace_hot hot; /* first: read by the inline emitters */
   /* resolved desc */
@@ -297,6 +305,20 @@ struct spy_trace {
   spy_trace_arena arena;
   spy__buf json;
   spy__hset seen; /* content hashes of the payloads stored */
+  /* lent payloads: those of the record being written, and the last HELD
+   * ones written, still referenced (held_put) */
+  spy__lentv lentv;
+  struct held {
+    const char *p;
+    size_t n;
+    void *owner;
+    void (*release)(void *owner);
+    uint64_t hash[2];
+    int hashed;
+    tq *q;
+    uint64_t bytes;
+  } held[HELD];
+  uint32_t held_at;
 };
 
 static void default_report(void *arg, int err, const char *msg) {
@@ -359,10 +381,63 @@ static void report_repeats(spy_trace *t) {
  * compare the next with (a copy per new payload plus a compare per
  * repeated one: 28 M of 42 M instructions on the demo build of tree-2000
  * went to them). */
+/* The hash of a lent payload still held (same bytes, owner and length:
+ * referenced, so unchanged), else a fresh one. */
+static void hash_payload(spy_trace *t, spy_trace_val *v) {
+  for (uint32_t i = 0; i < t->lentv.n; i++)
+    if (t->lentv.v[i].val == v) {
+      void *owner = t->lentv.v[i].owner;
+      for (uint32_t k = 0; k < HELD; k++) {
+        const struct held *h = &t->held[k];
+        if (h->p == v->u.s && h->n == v->n && h->owner == owner && h->hashed) {
+          v->hash[0] = h->hash[0];
+          v->hash[1] = h->hash[1];
+          return;
+        }
+      }
+      break;
+    }
+  spy_trace_hash(v->u.s, v->n, v->hash);
+}
+
+/* Releases one held payload. */
+static void held_drop(struct held *h) {
+  if (h->release) {
+    h->release(h->owner);
+    if (h->bytes)
+      bump(&h->q->lent_back, h->bytes);
+    h->release = NULL;
+    h->p = NULL;
+  }
+}
+
+/* The lent payloads of the record just written (t->lentv) become held,
+ * each in place of the oldest held one, which is released. */
+static void held_put(spy_trace *t, tq *q) {
+  for (uint32_t i = 0; i < t->lentv.n; i++) {
+    const spy__lent *l = &t->lentv.v[i];
+    struct held *h = &t->held[t->held_at++ % HELD];
+    held_drop(h);
+    *h = (struct held){l->val->u.s, l->val->n,        l->owner, l->release,
+                       {0, 0},      l->val->has_hash, q,        l->held};
+    if (h->hashed) {
+      h->hash[0] = l->val->hash[0];
+      h->hash[1] = l->val->hash[1];
+    }
+  }
+  t->lentv.n = 0;
+}
+
+/* Releases every held payload (at a commit, at the end). */
+static void held_drop_all(spy_trace *t) {
+  for (uint32_t k = 0; k < HELD; k++)
+    held_drop(&t->held[k]);
+}
+
 static int dedup(spy_trace *t, spy_trace_val *v, spy_trace_stats *st) {
   if (v->type == SPY_TV_SRC) {
+    hash_payload(t, v);
     v->has_hash = 1;
-    spy_trace_hash(v->u.s, v->n, v->hash);
     int fresh = spy__hset_add(&t->seen, v->hash);
     if (fresh < 0)
       return fresh;
@@ -415,17 +490,25 @@ static void release_lent(tq *q, const uint8_t *rec) {
     bump(&q->lent_back, n);
 }
 
-/* Writes one record (rec: its encoded bytes). lent_ok: a record of a
- * memory queue, whose lent payloads are referenced (a spill file's
- * record, from disk, never references memory). */
-static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
-                    int lent_ok) {
+/* Writes one record (rec: its encoded bytes). q: the memory queue it
+ * comes from, whose lent payloads it may reference; NULL for a spill
+ * file's record (from disk: it never references memory). Returns 1 when
+ * the record's lent payloads are now held (released later), 0 when the
+ * caller must release them. */
+static int process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
+                   tq *q) {
   uint32_t len;
   memcpy(&len, rec, 4);
   spy_trace_arena_reset(&t->arena);
   spy_trace_action a;
-  int rc = lent_ok ? spy__trace_decode_lent(rec, len, &t->arena, &a)
-                   : spy_trace_decode(rec, len, &t->arena, &a);
+  t->lentv.n = 0;
+  int rc = q ? spy__trace_decode_lent(rec, len, &t->arena, &a, &t->lentv)
+             : spy_trace_decode(rec, len, &t->arena, &a);
+  /* a record that did not decode whole, or whose list is short, is
+   * released by a walk of its bytes instead */
+  int held = q && rc >= 0 && !t->lentv.lost;
+  if (!held)
+    t->lentv.n = 0;
   if (rc >= 0 && !a.kind) { /* an application kind: find its descriptor */
     uint32_t n = atomic_load_explicit(&t->n_app, memory_order_acquire);
     for (uint32_t i = 0; i < n && !a.kind; i++)
@@ -453,6 +536,9 @@ static void process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
   if (rc < 0)
     report(t, rc, "writing an action failed");
   st->written++;
+  if (held)
+    held_put(t, q);
+  return held;
 }
 
 /* ---- the writer's side of the rings ----------------------------------- */
@@ -998,11 +1084,12 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
  * that isolates the emitting side's cost) only counts it. */
 static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
                      tq *q, int from_file) {
+  int held = 0;
   if (SPY_TRACE_UNLIKELY(t->discard))
     st->written++;
   else
-    process(t, rec, st, !from_file);
-  if (!from_file) /* the writer is done with the lent bytes */
+    held = process(t, rec, st, from_file ? NULL : q);
+  if (!from_file && !held) /* the writer is done with the lent bytes */
     release_lent(q, rec);
 }
 
@@ -1137,6 +1224,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         report(t, rc, "committing a batch failed");
       else if (t->spill_dir)
         files_committed(t);
+      held_drop_all(t);
       uncommitted = 0;
       last_commit = spy__mono_ns();
       pthread_mutex_lock(&t->mu);
@@ -1151,6 +1239,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     }
   }
   t->uncommitted = 0;
+  held_drop_all(t);
   pthread_mutex_lock(&t->mu);
   t->committed_seq = t->wseq;
   pthread_cond_broadcast(&t->committed_cv);
@@ -1978,6 +2067,8 @@ int64_t spy_trace_destroy(spy_trace *t) {
   }
   if (t->key_made)
     pthread_key_delete(t->key);
+  held_drop_all(t); /* (the loop's end dropped them: a disabled session
+                       or a failed create never held any) */
   for (tq *q = atomic_load(&t->queues), *nx; q; q = nx) {
     nx = q->next;
     if (q->fd >= 0) { /* the writer has taken every record: not needed */
@@ -2020,6 +2111,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
   spy_trace_arena_free(&t->arena);
   spy__buf_free(&t->json);
   spy__hset_free(&t->seen);
+  free(t->lentv.v);
   free(t->session_id);
   free(t->cwd);
   free(t->dir);
@@ -2319,7 +2411,7 @@ int spy_trace_recover(const char *dir, const char *conninfo,
       rv.skipped++;
     else {
       rv.lost += m->seq - last - 1;
-      process(t, m->rec, &st, 0);
+      process(t, m->rec, &st, NULL);
       rv.recovered++;
       last = m->seq;
       if (++batch == 4096) {

@@ -92,10 +92,25 @@ typedef struct spy__lend {
 int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
                                uint64_t seq, uint64_t ts_us, uint32_t build,
                                void *buf, size_t cap, spy__lend *lend);
+/* A lent payload met while decoding one of the session's own records:
+ * the SRC value it became, its release and owner, and the bytes it counts
+ * against lend_bytes (0 for one of the same owner as the one before). */
+typedef struct spy__lent {
+  const spy_trace_val *val;
+  void (*release)(void *owner);
+  void *owner;
+  uint64_t held;
+} spy__lent;
+typedef struct spy__lentv {
+  spy__lent *v;
+  uint32_t n, cap;
+  int lost; /* an entry could not be kept (no memory): not all are here */
+} spy__lentv;
 /* spy_trace_decode that also takes SPY__TV_LENT (as a SRC pointing at the
- * lent bytes): for records of the session's own memory queues only. */
+ * lent bytes), listing each in *lv (reset first): for records of the
+ * session's own memory queues only. */
 int spy__trace_decode_lent(const void *p, size_t n, spy_trace_arena *arena,
-                           spy_trace_action *out);
+                           spy_trace_action *out, spy__lentv *lv);
 /* Calls release once for each lent payload the record references (a
  * record spy__trace_encode_lend wrote); returns their counted bytes. */
 uint64_t spy__trace_release_record(const void *rec, size_t n);
