@@ -220,7 +220,11 @@ void spy__own_tables_sql(spy__buf *b, int pg) {
                         "INTEGER,actions INTEGER,actions_lost INTEGER);\n");
   for (int t = 0; t < SPY__T_COUNT; t++) {
     const spy__table *tb = &spy__tables[t];
-    spy__create_table_sql(b, tb->name, tb->cols, tb->types, tb->key, pg);
+    /* SQLite (schema 7): sources' key is the unique index sources_id,
+     * which the writer builds at close of a store it created, not row
+     * by row (writer_sqlite.c) */
+    spy__create_table_sql(b, tb->name, tb->cols, tb->types,
+                          pg || t != SPY__T_SOURCES ? tb->key : NULL, pg);
   }
 }
 
