@@ -2379,6 +2379,68 @@ TEST(delta_chain_round_trips_through_sqlite) {
   free(v);
 }
 
+#define SOURCES_KEYS                                                           \
+  "SELECT count(*) FROM pragma_index_list('sources') WHERE \"unique\""
+
+/* A store the session creates gets its sources key at close, not row by
+ * row; a store killed before then still reads (the reader maps ids to
+ * rows in one scan), and a later writer keys it before adding to it, so
+ * the same payloads are not stored twice. */
+TEST(sqlite_sources_key_is_built_at_close_and_an_unkeyed_store_reads) {
+  size_t len[NVER];
+  char *v = make_versions(len);
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 4; i++)
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m.c", {v + (size_t)i * 12000, len[i]}, "p", 0, "c", 0});
+  CHECK_OK(spy_trace_flush(t));
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM sources"), 4);
+  CHECK_EQ(db_int(dir, SOURCES_KEYS), 0); /* committed, not keyed yet */
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(db_int(dir, SOURCES_KEYS), 1);
+  rmrf(dir);
+
+  dir = mktmp();
+  CHECK(dir);
+  CHECK_EQ(record_versions("sqlite", dir, NULL, v, len), 0);
+  CHECK_EQ(db_int(dir, SOURCES_KEYS), 1);
+  CHECK_EQ(db_int(dir, "PRAGMA user_version"), 7);
+  /* as a writer killed before its close leaves it */
+  CHECK_EQ(db_exec(dir, "DROP INDEX sources_id"), 0);
+  CHECK_EQ(db_int(dir, SOURCES_KEYS), 0);
+  CHECK_EQ(read_versions(dir, v, len), 0);
+  /* a payload the store does not hold is not found */
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  uint64_t h[2] = {1, 2};
+  const char *p;
+  size_t n;
+  CHECK(spy_trace_reader_source(r, h, &p, &n) < 0);
+  spy_trace_reader_close(r);
+  /* a second session of the same payloads: the key first, no copies */
+  CHECK_EQ(record_versions("sqlite", dir, NULL, v, len), 0);
+  CHECK_EQ(db_int(dir, SOURCES_KEYS), 1);
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM sources"), NVER);
+  CHECK_EQ(read_versions(dir, v, len), 0);
+  /* copies left by two sessions that filled an unkeyed store at once go
+   * when the key is built */
+  CHECK_EQ(db_exec(dir, "DROP INDEX sources_id; INSERT INTO sources SELECT "
+                        "* FROM sources WHERE rowid <= 3"),
+           0);
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM sources"), NVER + 3);
+  CHECK_EQ(record_versions("sqlite", dir, NULL, v, len), 0);
+  CHECK_EQ(db_int(dir, "SELECT count(*) FROM sources"), NVER);
+  CHECK_EQ(db_int(dir, SOURCES_KEYS), 1);
+  CHECK_EQ(read_versions(dir, v, len), 0);
+  rmrf(dir);
+  free(v);
+}
+
 TEST(delta_chain_round_trips_through_postgres) {
   const char *pg = pg_conninfo();
   if (!pg)
@@ -2555,6 +2617,7 @@ TEST_MAIN(
     TEST_CASE(newer_sqlite_schema_is_refused),
     TEST_CASE(newer_jsonl_schema_is_refused),
     TEST_CASE(delta_chain_round_trips_through_sqlite),
+    TEST_CASE(sqlite_sources_key_is_built_at_close_and_an_unkeyed_store_reads),
     TEST_CASE(delta_chain_round_trips_through_postgres),
     TEST_CASE(missing_or_cyclic_delta_base_is_an_error),
     TEST_CASE(schema_2_sqlite_store_still_reads_and_is_not_appended_to),

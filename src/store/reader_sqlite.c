@@ -4,7 +4,9 @@
  * built-in kind's table, each stepped in rowid order (the order the
  * writer inserted them: seq, then element order) with a statement of its
  * own, over the rowid range session_rows gives for the session; payload blobs
- * by id from the sources table, and the summary's payload sizes in one query.
+ * by id from the sources table (a store whose writer was killed before it
+ * built the sources key, schema 7: by rowid, from a map of the ids loaded
+ * in one scan at open), and the summary's payload sizes in one query.
  * Opened read-only. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,17 @@ typedef struct sq {
   int schema;
   sqlite3_int64 key;    /* the session's key, -1: unknown session */
   sqlite3_stmt *ranges; /* its session_rows; NULL: the store has none */
+  struct srcrow *map;   /* an unkeyed sources table's ids, by hash */
+  size_t nmap;
 } sq;
+
+/* A sources row of a store whose sources have no key (schema 7, a writer
+ * killed before its close built it): found by rowid from a map loaded in
+ * one scan, not by scanning the table per payload. */
+typedef struct srcrow {
+  uint64_t hash[2];
+  sqlite3_int64 rowid;
+} srcrow;
 
 static void sq_close(spy_trace_reader *r) {
   sq *s = r->st;
@@ -34,6 +46,7 @@ static void sq_close(spy_trace_reader *r) {
   sqlite3_finalize(s->ranges);
   sqlite3_finalize(s->iter);
   sqlite3_finalize(s->src);
+  free(s->map);
   if (s->db)
     sqlite3_close(s->db);
   free(s);
@@ -203,6 +216,55 @@ static int open_tables(spy_trace_reader *r, const char *path) {
   return rc;
 }
 
+static int cmp_srcrow(const void *a, const void *b) {
+  const srcrow *x = a, *y = b;
+  if (x->hash[0] != y->hash[0])
+    return x->hash[0] < y->hash[0] ? -1 : 1;
+  return x->hash[1] < y->hash[1] ? -1 : x->hash[1] > y->hash[1];
+}
+
+/* 1 when the sources table has no unique key (then s->map holds its ids),
+ * 0 when it has, or an SPY_E* code. */
+static int load_map(spy_trace_reader *r, sq *s) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT count(*) FROM pragma_index_list('sources') "
+                         "WHERE \"unique\"",
+                         -1, &st, NULL) != SQLITE_OK)
+    return spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  int keyed = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+  sqlite3_finalize(st);
+  if (keyed)
+    return 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT rowid, source_id FROM sources", -1, &st,
+                         NULL) != SQLITE_OK)
+    return spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  size_t cap = 0;
+  int step, rc = 1;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *id = (const char *)sqlite3_column_text(st, 1);
+    uint64_t h[2];
+    if (!id || spy__hash_parse(id, (size_t)sqlite3_column_bytes(st, 1), h) < 0)
+      continue; /* not an id a payload can name */
+    if (s->nmap == cap) {
+      cap = cap ? cap * 2 : 4096;
+      srcrow *m = realloc(s->map, cap * sizeof *m);
+      if (!m) {
+        rc = spy__reader_err(r, SPY_ENOMEM, "out of memory");
+        break;
+      }
+      s->map = m;
+    }
+    s->map[s->nmap++] = (srcrow){{h[0], h[1]}, sqlite3_column_int64(st, 0)};
+  }
+  if (rc == 1 && step != SQLITE_DONE)
+    rc = spy__reader_err(r, SPY_EIO, "sqlite: %s", sqlite3_errmsg(s->db));
+  sqlite3_finalize(st);
+  if (rc == 1 && s->nmap)
+    qsort(s->map, s->nmap, sizeof *s->map, cmp_srcrow);
+  return rc;
+}
+
 static int sq_open(spy_trace_reader *r, const char *path) {
   sq *s = calloc(1, sizeof *s);
   if (!s)
@@ -234,15 +296,22 @@ static int sq_open(spy_trace_reader *r, const char *path) {
     if (!r->session_id)
       return spy__reader_err(r, SPY_ENOENT, "%s: no session", path);
   }
+  int unkeyed = v >= 7 ? load_map(r, s) : 0;
+  if (unkeyed < 0)
+    return unkeyed;
   if (sqlite3_prepare_v2(s->db,
                          "SELECT codec, size, data FROM action_batches WHERE "
                          "session_id=?1 ORDER BY first_seq",
                          -1, &s->iter, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(s->db,
-                         v >= 3 ? "SELECT size, codec, content, base_source_id "
-                                  "FROM sources WHERE source_id=?1"
-                                : "SELECT size, codec, content, NULL FROM "
-                                  "sources WHERE source_id=?1",
+                         unkeyed
+                             ? "SELECT size, codec, content, base_source_id "
+                               "FROM sources WHERE rowid=?1"
+                         : v >= 3 ? "SELECT size, codec, content, "
+                                    "base_source_id FROM sources WHERE "
+                                    "source_id=?1"
+                                  : "SELECT size, codec, content, NULL FROM "
+                                    "sources WHERE source_id=?1",
                          -1, &s->src, NULL) != SQLITE_OK)
     return spy__reader_err(r, SPY_EIO, "%s", sqlite3_errmsg(s->db));
   sqlite3_bind_text(s->iter, 1, r->session_id, -1, SQLITE_STATIC);
@@ -319,7 +388,15 @@ static int sq_fetch(spy_trace_reader *r, const char *id, spy__blob *b) {
   b->id[32] = 0;
   b->base[0] = 0;
   b->z.len = 0;
-  sqlite3_bind_text(s->src, 1, b->id, 32, SQLITE_STATIC);
+  if (s->map) {
+    srcrow key = {{0, 0}, 0}, *m = NULL;
+    if (spy__hash_parse(b->id, 32, key.hash) == 0)
+      m = bsearch(&key, s->map, s->nmap, sizeof *m, cmp_srcrow);
+    if (!m)
+      return SPY_ENOENT;
+    sqlite3_bind_int64(s->src, 1, m->rowid);
+  } else
+    sqlite3_bind_text(s->src, 1, b->id, 32, SQLITE_STATIC);
   int step = sqlite3_step(s->src), rc = 0;
   if (step == SQLITE_ROW) {
     b->size = (size_t)sqlite3_column_int64(s->src, 0);

@@ -282,7 +282,7 @@ enum {
   SPY__CALL_SRC,
   SPY__CALL_EXTRA
 };
-#define SPY__SQLITE_SCHEMA 6 /* PRAGMA user_version of a SQLite store */
+#define SPY__SQLITE_SCHEMA 7 /* PRAGMA user_version of a SQLite store */
 int spy__call_role(const spy__hook *h, int end, uint32_t i);
 int spy__hook_calls_extra(int k, char *name, size_t cap, char *type);
 void spy__hook_calls_names(spy__buf *b);

@@ -19,8 +19,11 @@
  * before them (src_codec.c); a row that may not have reached the database (a
  * failed insert or commit) is never used as a base. A process killed mid-build
  * leaves a database that opens cleanly and holds every batch committed
- * before the kill. A database written by another schema version is
- * refused (PRAGMA user_version), but for schema 4 and 5 stores, which are
+ * before the kill. The sources key (schema 7: a unique index,
+ * sources_id) is built at close of a store this writer creates, not
+ * updated per commit (key_sources()); a store that already holds sources
+ * keeps it. A database written by another schema version is refused
+ * (PRAGMA user_version), but for schema 4, 5 and 6 stores, which are
  * migrated in place.
  *
  * Loss accounting: a batch is one transaction, stored whole or not at
@@ -164,6 +167,7 @@ typedef struct sqlw {
   spy__lost_src lostsrc; /* payloads of failed transactions */
   int in_txn;
   int reopened;     /* by spy_trace_recover: no session_rows (see there) */
+  int unkeyed;      /* sources has no key yet: built at close */
   int txn_failed;   /* a statement of the open transaction failed */
   uint32_t txn_n;   /* actions in the open transaction */
   uint64_t actions; /* actions committed */
@@ -216,6 +220,44 @@ static int prepare(sqlw *w, const char *sql, sqlite3_stmt **st) {
       SQLITE_OK)
     return fail(w, sql);
   return 0;
+}
+
+/* The first column of a one-row query as an integer: 0 without a row, or
+ * an SPY_E* code. */
+static int64_t query_int(sqlw *w, const char *sql) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return fail(w, sql);
+  int step = sqlite3_step(st);
+  int64_t v = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  return step == SQLITE_ROW || step == SQLITE_DONE ? v : fail(w, sql);
+}
+
+/* The sources table's key by content id: its primary key up to schema 6
+ * (sqlite_autoindex_sources_1), the unique index sources_id from 7. A
+ * store this writer creates gets it at close, not row by row: its keys
+ * are content hashes, so every commit's new payloads dirtied leaves all
+ * over the index (87 k -> 60 k pwrite64 for the 20,000-module tree's
+ * build, writer instructions on the 2,000-module tree 507 -> 467 M with
+ * the key built at close); the session stores each payload once (its own dedup
+ * set), so nothing needs the key before then. A store that already holds
+ * sources keeps it while written (INSERT OR IGNORE needs it: another session's
+ * payloads are not in this one's set). Two sessions that filled an
+ * unkeyed store at once may have stored a payload twice: the copies are
+ * the same bytes under the same id, and all but the first go. */
+#define SOURCES_KEYED_SQL                                                      \
+  "SELECT count(*) FROM pragma_index_list('sources') WHERE \"unique\""
+#define SOURCES_KEY_SQL                                                        \
+  "CREATE UNIQUE INDEX IF NOT EXISTS sources_id ON sources(source_id)"
+static int key_sources(sqlw *w) {
+  if (sqlite3_exec(w->db, SOURCES_KEY_SQL, NULL, NULL, NULL) == SQLITE_OK)
+    return 0;
+  if (sqlite3_errcode(w->db) != SQLITE_CONSTRAINT)
+    return fail(w, SOURCES_KEY_SQL);
+  int rc = exec(w, "DELETE FROM sources WHERE rowid NOT IN (SELECT "
+                   "min(rowid) FROM sources GROUP BY source_id)");
+  return rc ? rc : exec(w, SOURCES_KEY_SQL);
 }
 
 /* BEGIN (0) or COMMIT (1), by its prepared statement. */
@@ -1041,14 +1083,15 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       w->report(w->report_ctx, v, "sqlite: the store has a newer schema");
     return v;
   }
-  /* 5 only added a codec of sources rows (copy deltas) to 4, and 6 moved
-   * the hook Ends into hook_calls rows (migrate()): a schema 4 or 5
-   * store is migrated in place (with the setup below, which sets
+  /* 5 only added a codec of sources rows (copy deltas) to 4, 6 moved
+   * the hook Ends into hook_calls rows (migrate()), and 7 may leave a
+   * store's sources unkeyed while written (key_sources()): a schema 4, 5
+   * or 6 store is migrated in place (with the setup below, which sets
    * user_version with its CREATE … IF NOT EXISTS, in one transaction);
    * older builds then refuse it as newer, as they must once it may hold
    * rows they cannot read. Older stores' tables differ
    * (test/test_store_v4.c) */
-  if (v > 0 && v != SPY__SQLITE_SCHEMA && v != 4 && v != 5) {
+  if (v > 0 && v != SPY__SQLITE_SCHEMA && (v < 4 || v > 6)) {
     if (w->report) {
       char msg[256];
       snprintf(msg, sizeof msg,
@@ -1069,11 +1112,9 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
    * the WAL without bound. 4 KiB pages, not 16: each commit writes the
    * partly filled last page of every table it added to again, and the
    * WAL checksums all of it (90 -> 58 M instructions of 180 commits on
-   * the 2,000-module tree). Most frames on the 20,000-module tree are the
-   * sources primary key's leaves: its keys are content hashes, so a
-   * commit's new payloads dirty leaves all over it (113 k pwrite64 for the
-   * build, 60 k with no key; the key is what INSERT OR IGNORE and the
-   * readers' lookups by id need). */
+   * the 2,000-module tree). The sources key, whose leaves were
+   * most frames on the 20,000-module tree, is built at close of a store
+   * this writer creates (key_sources()). */
   if ((rc = exec(w,
                  "PRAGMA page_size=4096; "
                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; "
@@ -1092,6 +1133,13 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   if ((rc = w->sql.err ? w->sql.err : exec(w, w->sql.p)) ||
       (rc = add_tables(w, 0)))
     return rc;
+  int64_t keyed = query_int(w, SOURCES_KEYED_SQL), filled = 0;
+  if (keyed < 0 ||
+      (!keyed && (filled = query_int(w, "SELECT 1 FROM sources LIMIT 1")) < 0))
+    return (int)(keyed < 0 ? keyed : filled);
+  if (!keyed && filled && (rc = key_sources(w))) /* a killed session's */
+    return rc;
+  w->unkeyed = !keyed && !filled;
   w->sql.len = 0;
   spy__call_views_sql(&w->sql);
   spy__views_sql(&w->sql, 0);
@@ -1591,6 +1639,8 @@ static int64_t sq_close(void *state) {
     run(w, w->finish, c, 3);
     open_calls(w); /* before the indexes: no index update per row */
     save_ranges(w);
+    if (w->unkeyed && key_sources(w) < 0 && !sqlite3_get_autocommit(w->db))
+      sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
     /* indexes are built once at the end, not updated per insert */
     w->sql.len = 0;
     spy__index_sql(&w->schema, &w->sql, 0);
