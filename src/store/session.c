@@ -237,9 +237,11 @@ static void bump(_Atomic uint64_t *c, uint64_t by) {
                         memory_order_relaxed);
 }
 
-/* Lent payloads the writer keeps referenced a little after their action
- * is written: a payload lent again while still held (a hook's output as
- * the next hook's input) has the same bytes, so its hash is known. */
+/* Lent payloads are released at the commit after their action, all at
+ * once (not one by one right behind the emitter, whose reference counts
+ * and allocator the releases would contend with); a payload lent again
+ * while one of the last HELD is still held (a hook's output as the next
+ * hook's input) has the same bytes, so its hash is known. */
 #define HELD 16
 
 struct spy_trace {
@@ -317,8 +319,8 @@ struct spy_trace {
     int hashed;
     tq *q;
     uint64_t bytes;
-  } held[HELD];
-  uint32_t held_at;
+  } * held;
+  uint32_t nheld, capheld;
 };
 
 static void default_report(void *arg, int err, const char *msg) {
@@ -387,7 +389,8 @@ static void hash_payload(spy_trace *t, spy_trace_val *v) {
   for (uint32_t i = 0; i < t->lentv.n; i++)
     if (t->lentv.v[i].val == v) {
       void *owner = t->lentv.v[i].owner;
-      for (uint32_t k = 0; k < HELD; k++) {
+      for (uint32_t k = t->nheld > HELD ? t->nheld - HELD : 0; k < t->nheld;
+           k++) {
         const struct held *h = &t->held[k];
         if (h->p == v->u.s && h->n == v->n && h->owner == owner && h->hashed) {
           v->hash[0] = h->hash[0];
@@ -411,27 +414,37 @@ static void held_drop(struct held *h) {
   }
 }
 
-/* The lent payloads of the record just written (t->lentv) become held,
- * each in place of the oldest held one, which is released. */
+/* The lent payloads of the record just written (t->lentv) are held until
+ * the commit (released at once when the list cannot grow). */
 static void held_put(spy_trace *t, tq *q) {
   for (uint32_t i = 0; i < t->lentv.n; i++) {
     const spy__lent *l = &t->lentv.v[i];
-    struct held *h = &t->held[t->held_at++ % HELD];
-    held_drop(h);
+    if (t->nheld == t->capheld) {
+      uint32_t cap = t->capheld ? t->capheld * 2 : 1024;
+      struct held *nh = realloc(t->held, cap * sizeof *nh);
+      if (nh) {
+        t->held = nh;
+        t->capheld = cap;
+      }
+    }
+    struct held tmp, *h = t->nheld < t->capheld ? &t->held[t->nheld++] : &tmp;
     *h = (struct held){l->val->u.s, l->val->n,        l->owner, l->release,
                        {0, 0},      l->val->has_hash, q,        l->held};
     if (h->hashed) {
       h->hash[0] = l->val->hash[0];
       h->hash[1] = l->val->hash[1];
     }
+    if (h == &tmp)
+      held_drop(h);
   }
   t->lentv.n = 0;
 }
 
 /* Releases every held payload (at a commit, at the end). */
 static void held_drop_all(spy_trace *t) {
-  for (uint32_t k = 0; k < HELD; k++)
+  for (uint32_t k = 0; k < t->nheld; k++)
     held_drop(&t->held[k]);
+  t->nheld = 0;
 }
 
 static int dedup(spy_trace *t, spy_trace_val *v, spy_trace_stats *st) {
@@ -1085,9 +1098,19 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
 static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
                      tq *q, int from_file) {
   int held = 0;
-  if (SPY_TRACE_UNLIKELY(t->discard))
+  if (SPY_TRACE_UNLIKELY(t->discard)) { /* releases as a writer does */
     st->written++;
-  else
+    if (!from_file) {
+      uint32_t len;
+      memcpy(&len, rec, 4);
+      spy_trace_action a;
+      spy_trace_arena_reset(&t->arena);
+      if ((held = spy__trace_decode_lent(rec, len, &t->arena, &a, &t->lentv) >=
+                      0 &&
+                  !t->lentv.lost))
+        held_put(t, q);
+    }
+  } else
     held = process(t, rec, st, from_file ? NULL : q);
   if (!from_file && !held) /* the writer is done with the lent bytes */
     release_lent(q, rec);
@@ -2112,6 +2135,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
   spy__buf_free(&t->json);
   spy__hset_free(&t->seen);
   free(t->lentv.v);
+  free(t->held);
   free(t->session_id);
   free(t->cwd);
   free(t->dir);
