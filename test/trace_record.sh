@@ -78,18 +78,20 @@ PY
 [ "$(sqlite3 "$work/base.db" 'select count(*) from hook_call')" -gt 0 ] ||
   fail "no slowest hook calls recorded"
 
-# Judged at a 50 % threshold, not the default 5 %: on a shared machine a
+# Judged at a 150 % threshold, not the default 5 %: on a shared machine a
 # load change between two recordings made seconds apart moves the
 # plugins' wall-clock medians unevenly (in a clean-clone run beside a
 # second test suite, three 600 us plugins read +21..+53 % while the
-# run-wide median moved +42 %), more than 5 % after the diff divides the
-# common change out. The slowed plugin is 5x slower (+400 %), so the test
-# still fails when the diff misses it or blames another one; what it
-# cannot prove on a shared machine is the 5 % resolution itself.
+# run-wide median moved +42 %; beside two `yes` loops one plugin alone
+# read +52.6 % over five builds), more than 5 % after the diff divides the
+# common change out. The slowed plugin is 5x slower (+400..+510 %), so
+# the test still fails when the diff misses it or blames another one;
+# what it cannot prove on a shared machine is the 5 % resolution itself
+# (judging hooks on their thread CPU time would).
 set +e
-"$tool" diff "$work/base.db" "$work/same.db" --threshold 50 >"$work/d-same.txt"
+"$tool" diff "$work/base.db" "$work/same.db" --threshold 150 >"$work/d-same.txt"
 rc_same=$?
-"$tool" diff "$work/base.db" "$work/slow.db" --threshold 50 >"$work/d-slow.txt"
+"$tool" diff "$work/base.db" "$work/slow.db" --threshold 150 >"$work/d-slow.txt"
 rc_slow=$?
 set -e
 cat "$work/d-slow.txt"
