@@ -23,7 +23,11 @@ trap cleanup EXIT
 
 # Starts `spyglass serve ARGS…` in the background; sets srv_pid, srv_port.
 serve() {
-  local log=$work/serve.$RANDOM.log
+    local log=$work/serve.$RANDOM.log
+  # made here: the background shell may not have opened them yet when the
+  # loop first reads the log (sed failing under pipefail ended the test)
+  : >"$log"
+  : >"$log.err"
   "$tool" serve "$@" >"$log" 2>"$log.err" &
   srv_pid=$!
   pids+=("$srv_pid")
