@@ -834,11 +834,46 @@ TEST(a_flush_runs_the_lagging_writers_work_on_the_waiting_thread) {
   spy_trace_destroy(t);
 }
 
+/* Reads a store back: each load End's payload (by its hash) is handed to
+ * ok() with the action's plugin_id; returns how many there were and
+ * counts in *bad those that did not read or that ok() refused. */
+static int read_back(const char *dir,
+                     int (*ok)(const void *arg, int64_t id, const char *p,
+                               size_t len),
+                     const void *arg, int *bad) {
+  spy_trace_reader *r;
+  *bad = 0;
+  if (spy_trace_reader_open(dir, NULL, &r) != 0)
+    return -1;
+  spy_trace_action a;
+  int n = 0;
+  while (spy_trace_reader_next(r, &a) == 1) {
+    const spy_trace_val *c = spy_trace_get(&a, "content");
+    const spy_trace_val *id = spy_trace_get(&a, "plugin_id");
+    if (!c || !id)
+      continue;
+    const char *p;
+    size_t len;
+    if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 ||
+        !ok(arg, id->u.i, p, len))
+      (*bad)++;
+    n++;
+  }
+  spy_trace_reader_close(r);
+  return n;
+}
+
 /* A flush that finds the SQL writer behind runs its work on the waiting
  * thread and, the build's core being free then, packs payloads on a
  * second thread meanwhile (spy_trace_writer_ops.hurry), even where the
  * packer otherwise runs inline; every payload still reads back whole. */
 int spy__trace_cpus(void);
+enum { HURRY_N = 400 };
+/* Payload `id` is src[id] (599 bytes). */
+static int same_as_src(const void *arg, int64_t id, const char *p, size_t len) {
+  const char(*src)[600] = arg;
+  return len == 599 && id >= 0 && id < HURRY_N && memcmp(p, src[id], 599) == 0;
+}
 TEST(a_waiting_flush_packs_payloads_on_a_second_thread) {
   if (spy__trace_cpus() < 2) {
     printf("  skipped: one usable CPU (nothing to hurry onto)\n");
@@ -853,7 +888,7 @@ TEST(a_waiting_flush_packs_payloads_on_a_second_thread) {
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
   CHECK_OK(spy_trace_create(&t, &d));
   unsetenv("SPY_TRACE_WRITER_DELAY_US");
-  enum { N = 400 };
+  enum { N = HURRY_N };
   static char src[N][600];
   for (int i = 0; i < N; i++) {
     for (int k = 0; k < 599; k++) /* each one different */
@@ -870,24 +905,8 @@ TEST(a_waiting_flush_packs_payloads_on_a_second_thread) {
   CHECK(st.packer_ns > 0); /* the waiting flush packed on a thread */
   CHECK_EQ(spy_trace_destroy(t), 0);
   unsetenv("SPY_TRACE_PACK_INLINE");
-  spy_trace_reader *r;
-  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
-  spy_trace_action a;
-  int n = 0, bad = 0;
-  while (spy_trace_reader_next(r, &a) == 1) {
-    const spy_trace_val *c = spy_trace_get(&a, "content");
-    const spy_trace_val *id = spy_trace_get(&a, "plugin_id");
-    if (!c || !id)
-      continue;
-    const char *p;
-    size_t len;
-    if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 || len != 599 ||
-        id->u.i < 0 || id->u.i >= N || memcmp(p, src[id->u.i], 599) != 0)
-      bad++;
-    n++;
-  }
-  spy_trace_reader_close(r);
-  CHECK_EQ(n, N);
+  int bad;
+  CHECK_EQ(read_back(dir, same_as_src, src, &bad), N);
   CHECK_EQ(bad, 0);
   rmrf(dir);
 }
@@ -1713,6 +1732,17 @@ TEST(a_failed_emit_releases_what_it_was_lent_a_disabled_one_nothing) {
  * reuses the hash of one lent again meanwhile; once released (here: by
  * the flush's commit), a buffer the application refills and lends again
  * is hashed afresh: the store holds each version's own bytes. */
+/* Round `id`'s payload: the block's length in letter 'a' + id. */
+static int round_letters(const void *arg, int64_t id, const char *p,
+                         size_t len) {
+  const lent_block *b = arg;
+  if (len != b->n)
+    return 0;
+  for (size_t k = 0; k < len; k++)
+    if (p[k] != 'a' + id)
+      return 0;
+  return 1;
+}
 TEST(a_lent_buffer_refilled_after_its_release_is_stored_with_its_bytes) {
   lent_make();
   const char *dir = mktmp();
@@ -1735,29 +1765,8 @@ TEST(a_lent_buffer_refilled_after_its_release_is_stored_with_its_bytes) {
     CHECK_EQ(atomic_load(&b->refs), 0);
   }
   CHECK_EQ(spy_trace_destroy(t), 0);
-  spy_trace_reader *r;
-  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
-  spy_trace_action a;
-  int n = 0, bad = 0;
-  while (spy_trace_reader_next(r, &a) == 1) {
-    const spy_trace_val *c = spy_trace_get(&a, "content");
-    const spy_trace_val *id = spy_trace_get(&a, "plugin_id");
-    if (!c || !id)
-      continue;
-    const char *p;
-    size_t len;
-    if (spy_trace_reader_source(r, c->hash, &p, &len) != 0 || len != b->n)
-      bad++;
-    else
-      for (size_t k = 0; k < len; k++)
-        if (p[k] != 'a' + id->u.i) {
-          bad++;
-          break;
-        }
-    n++;
-  }
-  spy_trace_reader_close(r);
-  CHECK_EQ(n, 6);
+  int bad;
+  CHECK_EQ(read_back(dir, round_letters, b, &bad), 6);
   CHECK_EQ(bad, 0);
   free(lent_blocks);
   rmrf(dir);
