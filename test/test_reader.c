@@ -150,6 +150,123 @@ static char *slurp(const char *path, size_t *n) {
   return p;
 }
 
+/* ---- the generated encoders --------------------------------------------- */
+
+/* Fills the struct of kind k at base from its descriptor: strings, texts,
+ * numbers and lists of two items, with a null for every optional field
+ * when `nulls` (pool: where list items live). */
+static void fill_struct(const spy_trace_kind *k, char *base, int nulls,
+                        char **pool, int depth) {
+  static const char *const strs[] = {"alpha", "b", "", "module/dir/x.c"};
+  static const int64_t ints[] = {-7, INT64_MAX, 0};
+  for (uint32_t i = 0; i < k->nfields; i++) {
+    const spy_trace_field *f = &k->fields[i];
+    char *at = base + f->offset;
+    int opt = f->type == SPY_TF_OSTR || f->type == SPY_TF_OSRC ||
+              f->type == SPY_TF_OINT || f->type == SPY_TF_OBOOL ||
+              f->type == SPY_TF_OLIST || f->type == SPY_TF_OSTRS;
+    int null = nulls && opt;
+    switch (f->type) {
+    case SPY_TF_STR:
+    case SPY_TF_OSTR: {
+      const char *v = null ? NULL : strs[(i + (uint32_t)depth) % 4];
+      memcpy(at, &v, sizeof v);
+      break;
+    }
+    case SPY_TF_SRC:
+    case SPY_TF_OSRC: {
+      spy_trace_text t = {null ? NULL : "int x;\n\0bin", null ? 0 : 11, NULL,
+                          NULL};
+      memcpy(at, &t, sizeof t);
+      break;
+    }
+    case SPY_TF_INT:
+    case SPY_TF_OINT: {
+      int64_t v = null ? SPY_TRACE_NULL_INT : (int64_t)i * 1000 - 3;
+      memcpy(at, &v, sizeof v);
+      break;
+    }
+    case SPY_TF_BOOL:
+    case SPY_TF_OBOOL: *at = (char)(null ? -1 : (int)(i & 1)); break;
+    default: { /* lists */
+      spy_trace_list l = {NULL, 0};
+      if (!null) {
+        l.n = 2;
+        if (f->type == SPY_TF_STRS || f->type == SPY_TF_OSTRS)
+          l.items = strs;
+        else if (f->type == SPY_TF_INTS)
+          l.items = ints;
+        else {
+          char *items = *pool;
+          *pool += 2 * ((f->rec->size + 15) & ~(size_t)15);
+          memset(items, 0, 2 * f->rec->size);
+          for (int j = 0; j < 2; j++)
+            fill_struct(f->rec, items + (size_t)j * f->rec->size, j == 1, pool,
+                        depth + 1);
+          l.items = items;
+        }
+      }
+      memcpy(at, &l.items, sizeof l.items);
+      memcpy(at + offsetof(spy_trace_list, n), &l.n, sizeof l.n);
+    }
+    }
+  }
+}
+
+/* Every built-in kind's generated encoder writes the bytes the descriptor
+ * walk writes, with and without nulls; in the session's own queues (lend)
+ * it leaves the name out, which the public decoder refuses and the
+ * session's decoder puts back. */
+TEST(generated_encoders_write_what_the_descriptor_walk_writes) {
+  static _Alignas(16) char act[4096], pool[1 << 16];
+  static uint8_t fast[8192], slow[8192];
+  spy_trace_arena ar = {0};
+  spy__lentv lv = {0};
+  for (int id = 1; id <= SPY_TRACE_KIND_COUNT; id++) {
+    const spy_trace_kind *k = spy_trace_kinds[id];
+    for (int nulls = 0; nulls < 2; nulls++) {
+      char *p = pool;
+      memset(act, 0, sizeof act);
+      CHECK(k->size <= sizeof act);
+      fill_struct(k, act, nulls, &p, 0);
+      int64_t a = spy_trace_encode(k, act, 9, 77, 3, fast, sizeof fast);
+      int64_t b =
+          spy__trace_encode_generic(k, act, 9, 77, 3, slow, sizeof slow, NULL);
+      CHECK(a > 32 && (size_t)a < sizeof fast);
+      if (a != b || memcmp(fast, slow, (size_t)a) != 0)
+        fprintf(stderr, "  kind %s, nulls %d: %lld vs %lld bytes\n", k->name,
+                nulls, (long long)a, (long long)b);
+      CHECK_EQ(a, b);
+      CHECK(memcmp(fast, slow, (size_t)a) == 0);
+      /* a lending encode: the same record but for the name */
+      spy__lend ld = {1, NULL, 0, 0};
+      int64_t c =
+          spy__trace_encode_lend(k, act, 9, 77, 3, fast, sizeof fast, &ld);
+      size_t nl = strlen(k->name);
+      CHECK_EQ(c, a - (int64_t)nl);
+      CHECK(fast[6] == 0 && fast[7] == 0 && fast[4] == (uint8_t)id);
+      CHECK(memcmp(fast + 8, slow + 8, 24) == 0);
+      CHECK(memcmp(fast + 32, slow + 32 + nl, (size_t)c - 32) == 0);
+      spy_trace_action x;
+      CHECK_EQ(spy_trace_decode(fast, (size_t)c, &ar, &x), SPY_EBADVALUE);
+      CHECK_EQ(spy__trace_decode_lent(fast, (size_t)c, &ar, &x, &lv), (int)c);
+      CHECK(x.kind == k && x.name_len == nl &&
+            memcmp(x.name, k->name, nl) == 0);
+    }
+  }
+  /* a required string left NULL is refused by both */
+  spy_act_hook_load_call_start s = {
+      .module_id = NULL, .plugin_name = "p", .call_id = "c"};
+  CHECK_EQ(spy_trace_encode(&spy_kind_hook_load_call_start, &s, 1, 1, 0, fast,
+                            sizeof fast),
+           SPY_EINVAL);
+  CHECK_EQ(spy__trace_encode_generic(&spy_kind_hook_load_call_start, &s, 1, 1,
+                                     0, slow, sizeof slow, NULL),
+           SPY_EINVAL);
+  free(lv.v);
+  spy_trace_arena_free(&ar);
+}
+
 /* ---- the escaper --------------------------------------------------------- */
 
 TEST(escaper_replaces_every_invalid_byte_and_never_splits_a_sequence) {
@@ -1558,4 +1675,5 @@ TEST_MAIN(
     TEST_CASE(bad_line_in_the_middle_is_an_error_naming_line_and_offset),
     TEST_CASE(json_form_round_trips_64_bit_integers_and_nul_bytes),
     TEST_CASE(jsonl_event_lines_read_alike_by_the_quick_scan_and_the_library),
-    TEST_CASE(catalog_field_names_leave_the_envelope_alone))
+    TEST_CASE(catalog_field_names_leave_the_envelope_alone),
+    TEST_CASE(generated_encoders_write_what_the_descriptor_walk_writes))

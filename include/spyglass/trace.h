@@ -431,7 +431,8 @@ typedef struct spy_trace_desc {
   const spy_trace_writer_ops *ops; /* custom writer: overrides `writer` */
   void *ops_arg;                   /* passed to ops->open in cfg.arg */
   const char *session_id; /* default: generated, unique per process + time */
-  size_t queue_bytes;     /* per emitting thread; default 8 MiB; min 64 KiB */
+  size_t queue_bytes;     /* per emitting thread; default 8 MiB; min 64 KiB;
+                            rounded down to a power of two */
   uint32_t batch_actions; /* actions per commit at most; default 4096 */
   size_t retry_bytes;     /* postgres buffering while away; default 64 MiB */
   uint32_t retry_ms;      /* postgres retry on close; default 10000 */

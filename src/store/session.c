@@ -481,16 +481,26 @@ static void sleep_us(uint32_t us) {
   nanosleep(&ts, NULL);
 }
 
-static uint64_t rd64le(const uint8_t *p) {
+static inline uint64_t rd64le(const uint8_t *p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+#else
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--)
     v = v << 8 | p[i];
   return v;
+#endif
 }
 
-static void wr64le(uint8_t *p, uint64_t v) {
+static inline void wr64le(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(p, &v, 8);
+#else
   for (int i = 0; i < 8; i++)
     p[i] = (uint8_t)(v >> (8 * i));
+#endif
 }
 
 /* Releases the payloads a record of q's memory queues (ring, heap,
@@ -568,7 +578,7 @@ static uint64_t ring_tail(tq *q) {
  * NULL when q holds nothing more. *seq receives its number. */
 static const uint8_t *peek(tq *q, uint64_t tail, uint64_t *seq) {
   while (q->chead < tail) {
-    size_t pos = (size_t)(q->chead % q->cap);
+    size_t pos = (size_t)(q->chead & (q->cap - 1));
     uint32_t m;
     memcpy(&m, q->ring + pos, 4);
     if (m == MARK_WRAP) {
@@ -1774,7 +1784,7 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
   size_t slot = 0, pos;
   uint64_t w0 = 0;
   for (;;) {
-    pos = (size_t)(tail % q->cap);
+    pos = (size_t)(tail & (q->cap - 1));
     size_t contig = q->cap - pos, space = q->cap - (size_t)(tail - head);
     size_t room = contig < space ? contig : space;
     if (!heap) {
@@ -2000,6 +2010,8 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     t->nice = atoi(e);
   if (t->qcap < 65536)
     t->qcap = 65536;
+  /* a power of two: a ring offset is a mask, not a division */
+  t->qcap = (size_t)1 << (63 - __builtin_clzll((unsigned long long)t->qcap));
   /* memory spill blocks: 2 MiB, or all of a smaller bound in one */
   t->sb_bytes = t->spill_cap >= SB_BYTES ? SB_BYTES
                 : t->spill_cap >= 16384  ? t->spill_cap & ~(size_t)7u

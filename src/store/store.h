@@ -92,6 +92,11 @@ typedef struct spy__lend {
 int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
                                uint64_t seq, uint64_t ts_us, uint32_t build,
                                void *buf, size_t cap, spy__lend *lend);
+/* The same through the descriptor walk every kind can take (built-in kinds
+ * have generated encoders; tests check both write the same bytes). */
+int64_t spy__trace_encode_generic(const spy_trace_kind *kind, const void *act,
+                                  uint64_t seq, uint64_t ts_us, uint32_t build,
+                                  void *buf, size_t cap, spy__lend *lend);
 /* A lent payload met while decoding one of the session's own records:
  * the SRC value it became, its release and owner, and the bytes it counts
  * against lend_bytes (0 for one of the same owner as the one before). */
