@@ -116,30 +116,30 @@ void bench_row(bench_table *t, const char *name, const double *values) {
 void bench_print(const bench_table *t, const bench_opts *o) {
   if (o->json) {
     json_out j;
-    json_init(&j, stdout);
-    json_obj_begin(&j);
-    json_key(&j, "bench");
-    json_str(&j, t->title);
-    json_key(&j, "rows");
-    json_arr_begin(&j);
+    jw_init(&j, stdout);
+    jw_obj_begin(&j);
+    jw_key(&j, "bench");
+    jw_str(&j, t->title);
+    jw_key(&j, "rows");
+    jw_arr_begin(&j);
     for (int r = 0; r < t->nrows; r++) {
-      json_obj_begin(&j);
-      json_key(&j, t->cols[0]);
-      json_str(&j, t->rows[r].name);
+      jw_obj_begin(&j);
+      jw_key(&j, t->cols[0]);
+      jw_str(&j, t->rows[r].name);
       for (int c = 1; c < t->ncols; c++) {
-        json_key(&j, t->cols[c]);
-        json_num(&j, t->rows[r].v[c]);
+        jw_key(&j, t->cols[c]);
+        jw_num(&j, t->rows[r].v[c]);
       }
-      json_obj_end(&j);
+      jw_obj_end(&j);
     }
-    json_arr_end(&j);
-    json_key(&j, "notes");
-    json_arr_begin(&j);
+    jw_arr_end(&j);
+    jw_key(&j, "notes");
+    jw_arr_begin(&j);
     for (int i = 0; i < t->nnotes; i++)
-      json_str(&j, t->notes[i]);
-    json_arr_end(&j);
-    json_obj_end(&j);
-    json_newline(&j);
+      jw_str(&j, t->notes[i]);
+    jw_arr_end(&j);
+    jw_obj_end(&j);
+    jw_newline(&j);
     return;
   }
   printf("%s\n\n", t->title);

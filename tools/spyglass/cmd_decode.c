@@ -111,7 +111,7 @@ int cmd_decode(int argc, char **argv) {
       rc = EXIT_FAIL;
       break;
     }
-    json_init(&j, mem);
+    jw_init(&j, mem);
     err = frame_to_json(&j, &f, off, &bad);
     fclose(mem);
     if (err < 0) {

@@ -75,33 +75,33 @@ int cmd_ls(int argc, char **argv) {
   uint64_t now = tool_wall_ms();
   if (as_json) {
     json_out j;
-    json_init(&j, stdout);
-    json_obj_begin(&j);
-    json_key(&j, "providers");
-    json_arr_begin(&j);
+    jw_init(&j, stdout);
+    jw_obj_begin(&j);
+    jw_key(&j, "providers");
+    jw_arr_begin(&j);
     for (int i = 0; i < n; i++) {
       char id[17];
       snprintf(id, sizeof id, "%016llx", (unsigned long long)ps[i].info.id);
-      json_obj_begin(&j);
-      json_key(&j, "id");
-      json_str(&j, id);
-      json_key(&j, "name");
-      json_str(&j, ps[i].name);
-      json_key(&j, "kind");
-      json_str(&j, kind_name(ps[i].info.kind));
-      json_key(&j, "pid");
-      json_uint(&j, ps[i].info.pid);
-      json_key(&j, "start_ms");
-      json_uint(&j, ps[i].info.start_ms);
-      json_key(&j, "uptime_ms");
-      json_uint(&j, now > ps[i].info.start_ms ? now - ps[i].info.start_ms : 0);
-      json_key(&j, "subscribers");
-      json_uint(&j, ps[i].info.subscribers);
-      json_obj_end(&j);
+      jw_obj_begin(&j);
+      jw_key(&j, "id");
+      jw_str(&j, id);
+      jw_key(&j, "name");
+      jw_str(&j, ps[i].name);
+      jw_key(&j, "kind");
+      jw_str(&j, kind_name(ps[i].info.kind));
+      jw_key(&j, "pid");
+      jw_uint(&j, ps[i].info.pid);
+      jw_key(&j, "start_ms");
+      jw_uint(&j, ps[i].info.start_ms);
+      jw_key(&j, "uptime_ms");
+      jw_uint(&j, now > ps[i].info.start_ms ? now - ps[i].info.start_ms : 0);
+      jw_key(&j, "subscribers");
+      jw_uint(&j, ps[i].info.subscribers);
+      jw_obj_end(&j);
     }
-    json_arr_end(&j);
-    json_obj_end(&j);
-    json_newline(&j);
+    jw_arr_end(&j);
+    jw_obj_end(&j);
+    jw_newline(&j);
   } else if (n == 0) {
     printf("no providers (waited %d ms)\n", wait_ms);
   } else {

@@ -192,9 +192,9 @@ static void print_snapshot(const session *s, int as_json) {
   const spy_state *st = spy_consumer_state(s->c);
   if (as_json) {
     json_out j;
-    json_init(&j, stdout);
+    jw_init(&j, stdout);
     state_to_json(&j, s->c);
-    json_newline(&j);
+    jw_newline(&j);
   } else if (st->conn == SPY_CONN_CONNECTED) {
     char line[1024];
     if (top_build_seen(st) && !st->samples)

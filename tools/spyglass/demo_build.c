@@ -77,7 +77,7 @@ typedef struct demo {
   spy__buf nbuf;
   spy_trace_arena narena;
   thread_use use0; /* the build thread's use when the build began */
-  uint64_t nseq, naive_ns;
+  uint64_t nseq, naive_ns, naive_failed;
   module *mods;
   uint32_t nmods, cap_mods;
   uint32_t *table; /* path hash table of module index + 1 */
@@ -130,8 +130,10 @@ static void naive_emit(demo *d, const spy_trace_kind *k, const void *act) {
       naive_json(d, &b) == 0) {
     fwrite(d->nbuf.p, 1, d->nbuf.len, d->naive);
     fputc('\n', d->naive);
-    fflush(d->naive);
-  }
+    if (fflush(d->naive) != 0)
+      d->naive_failed++;
+  } else
+    d->naive_failed++;
   if (p != stackbuf)
     free(p);
   clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -1326,6 +1328,7 @@ int demo_build_run(const demo_build_opts *o, demo_build_result *res) {
   res->wall_ms = ms_since(&t0);
   res->actions = d.actions;
   res->naive_ns = d.naive_ns;
+  res->naive_failed = d.naive_failed;
   free_modules(&d);
   free_cache(&d);
   spy__buf_free(&d.nbuf);
@@ -1472,6 +1475,11 @@ int cmd_demo_build(int argc, char **argv) {
            "thread's CPU %.1f ms)\n",
            r.modules, r.edges, r.chunks, r.wall_ms, r.build_ms,
            r.wall_ms - r.build_ms, (double)r.build_cpu_ns / 1e6);
+  if (r.naive_ns)
+    printf("naive trace: %llu actions, %llu not written, %.1f ms serialising "
+           "and writing them on the build thread: %s\n",
+           (unsigned long long)r.actions, (unsigned long long)r.naive_failed,
+           (double)r.naive_ns / 1e6, r.trace_dir);
   if (r.session_id[0]) {
     printf("trace: session %s, %llu actions, %llu written, %lld not stored, "
            "%llu queue waits\n",

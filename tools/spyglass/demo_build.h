@@ -39,13 +39,14 @@ typedef struct demo_build_result {
   uint32_t builds;                 /* builds run (watch mode: more than one) */
   uint32_t retransformed; /* modules the last build loaded and transformed */
   uint64_t source_bytes, actions;
-  double wall_ms;     /* build + trace drain */
-  double build_ms;    /* the build alone (emitting included) */
-  spy_trace_stats st; /* traced runs */
-  int64_t not_stored; /* actions the store did not get */
-  uint64_t naive_ns;  /* naive mode: time spent serialising and writing */
-  uint64_t bus_taken; /* actions the provider's build feed collected */
-  uint64_t bus_sent;  /* BUILD sections it posted */
+  double wall_ms;        /* build + trace drain */
+  double build_ms;       /* the build alone (emitting included) */
+  spy_trace_stats st;    /* traced runs */
+  int64_t not_stored;    /* actions the store did not get */
+  uint64_t naive_ns;     /* naive mode: time spent serialising and writing */
+  uint64_t naive_failed; /* naive mode: actions it could not write */
+  uint64_t bus_taken;    /* actions the provider's build feed collected */
+  uint64_t bus_sent;     /* BUILD sections it posted */
   /* the build thread over the build (session create to BuildEnd): where
    * its wall time went (bench trace) */
   uint64_t build_cpu_ns; /* its CPU time (CLOCK_THREAD_CPUTIME_ID) */

@@ -12,35 +12,35 @@
 static void kv_hex(json_out *j, const char *key, uint64_t v) {
   char id[17];
   snprintf(id, sizeof id, "%016llx", (unsigned long long)v);
-  json_key(j, key);
-  json_str(j, id);
+  jw_key(j, key);
+  jw_str(j, id);
 }
 
 static void value_json(json_out *j, const spy_value *v) {
   switch (v->kind) {
-  case SPY_VAL_FLOAT: json_num(j, v->v.f[0]); break;
+  case SPY_VAL_FLOAT: jw_num(j, v->v.f[0]); break;
   case SPY_VAL_UINT:
-  case SPY_VAL_BITS: json_uint(j, v->v.u); break;
-  case SPY_VAL_INT: json_int(j, v->v.i); break;
+  case SPY_VAL_BITS: jw_uint(j, v->v.u); break;
+  case SPY_VAL_INT: jw_int(j, v->v.i); break;
   case SPY_VAL_FLOAT2:
   case SPY_VAL_FLOAT3:
   case SPY_VAL_FLOAT4: {
     int n = spy_value_kind_size(v->kind) / 8;
-    json_arr_begin(j);
+    jw_arr_begin(j);
     for (int i = 0; i < n; i++)
-      json_num(j, v->v.f[i]);
-    json_arr_end(j);
+      jw_num(j, v->v.f[i]);
+    jw_arr_end(j);
     break;
   }
-  case SPY_VAL_BOOL: json_bool(j, v->v.b); break;
-  case SPY_VAL_STRING: json_strn(j, v->v.s.ptr, v->v.s.len); break;
+  case SPY_VAL_BOOL: jw_bool(j, v->v.b); break;
+  case SPY_VAL_STRING: jw_strn(j, v->v.s.ptr, v->v.s.len); break;
   case SPY_VAL_BLOB:
-    json_obj_begin(j);
-    json_key(j, "blob_bytes");
-    json_uint(j, v->v.s.len);
-    json_obj_end(j);
+    jw_obj_begin(j);
+    jw_key(j, "blob_bytes");
+    jw_uint(j, v->v.s.len);
+    jw_obj_end(j);
     break;
-  default: json_null(j);
+  default: jw_null(j);
   }
 }
 
@@ -49,39 +49,39 @@ static int stats_json(json_out *j, const spy_section *s) {
   int rc = spy_get_stats(s, &b);
   if (rc < 0)
     return rc;
-  json_key(j, "start_frame");
-  json_uint(j, b.start_frame);
-  json_key(j, "count");
-  json_uint(j, b.count);
-  json_key(j, "fps");
-  json_arr_begin(j);
+  jw_key(j, "start_frame");
+  jw_uint(j, b.start_frame);
+  jw_key(j, "count");
+  jw_uint(j, b.count);
+  jw_key(j, "fps");
+  jw_arr_begin(j);
   for (uint32_t i = 0; i < b.count; i++)
-    json_num(j, spy_stats_fps_x10(&b, i) / 10.0);
-  json_arr_end(j);
-  json_key(j, "cpu_ms");
-  json_arr_begin(j);
+    jw_num(j, spy_stats_fps_x10(&b, i) / 10.0);
+  jw_arr_end(j);
+  jw_key(j, "cpu_ms");
+  jw_arr_begin(j);
   for (uint32_t i = 0; i < b.count; i++)
-    json_num(j, spy_stats_cpu_x100(&b, i) / 100.0);
-  json_arr_end(j);
-  json_key(j, "gpu_ms");
-  json_arr_begin(j);
+    jw_num(j, spy_stats_cpu_x100(&b, i) / 100.0);
+  jw_arr_end(j);
+  jw_key(j, "gpu_ms");
+  jw_arr_begin(j);
   for (uint32_t i = 0; i < b.count; i++) {
     uint16_t g = spy_stats_gpu_x100(&b, i);
     if (g == SPY_GPU_NONE)
-      json_null(j);
+      jw_null(j);
     else
-      json_num(j, g / 100.0);
+      jw_num(j, g / 100.0);
   }
-  json_arr_end(j);
-  json_key(j, "counters");
-  json_arr_begin(j);
+  jw_arr_end(j);
+  jw_key(j, "counters");
+  jw_arr_begin(j);
   for (uint32_t c = 0; c < b.n_counters; c++) {
-    json_arr_begin(j);
+    jw_arr_begin(j);
     for (uint32_t i = 0; i < b.count; i++)
-      json_uint(j, spy_stats_counter(&b, c, i));
-    json_arr_end(j);
+      jw_uint(j, spy_stats_counter(&b, c, i));
+    jw_arr_end(j);
   }
-  json_arr_end(j);
+  jw_arr_end(j);
   return 0;
 }
 
@@ -90,32 +90,32 @@ static int delta_json(json_out *j, const spy_section *s) {
   int rc = spy_get_delta(s, &it);
   if (rc < 0)
     return rc;
-  json_key(j, "full");
-  json_bool(j, it.flags & SPY_DELTA_FULL);
-  json_key(j, "entries");
-  json_arr_begin(j);
+  jw_key(j, "full");
+  jw_bool(j, it.flags & SPY_DELTA_FULL);
+  jw_key(j, "entries");
+  jw_arr_begin(j);
   spy_delta_entry e;
   while (spy_delta_next(&it, &e)) {
-    json_obj_begin(j);
-    json_key(j, "key");
-    json_strn(j, e.key, e.key_len);
-    json_key(j, "state");
-    json_str(j, e.state == SPY_DELTA_SET    ? "set"
-                : e.state == SPY_DELTA_META ? "meta"
-                                            : "cleared");
+    jw_obj_begin(j);
+    jw_key(j, "key");
+    jw_strn(j, e.key, e.key_len);
+    jw_key(j, "state");
+    jw_str(j, e.state == SPY_DELTA_SET    ? "set"
+              : e.state == SPY_DELTA_META ? "meta"
+                                          : "cleared");
     if (e.state == SPY_DELTA_META) {
-      json_key(j, "kind");
-      json_str(j, spy_value_kind_name(e.value.kind));
+      jw_key(j, "kind");
+      jw_str(j, spy_value_kind_name(e.value.kind));
     }
     if (e.state == SPY_DELTA_SET) {
-      json_key(j, "kind");
-      json_str(j, spy_value_kind_name(e.value.kind));
-      json_key(j, "value");
+      jw_key(j, "kind");
+      jw_str(j, spy_value_kind_name(e.value.kind));
+      jw_key(j, "value");
       value_json(j, &e.value);
     }
-    json_obj_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
+  jw_arr_end(j);
   return 0;
 }
 
@@ -126,11 +126,11 @@ static int names_json(json_out *j, const spy_section *s) {
     return rc;
   const char *n;
   uint32_t len;
-  json_key(j, "names");
-  json_arr_begin(j);
+  jw_key(j, "names");
+  jw_arr_begin(j);
   while (spy_name_next(&it, &n, &len))
-    json_strn(j, n, len);
-  json_arr_end(j);
+    jw_strn(j, n, len);
+  jw_arr_end(j);
   return 0;
 }
 
@@ -144,8 +144,8 @@ static int health_json(json_out *j, const spy_section *s) {
   if (rc < 0)
     return rc;
   for (int i = 0; i < SPY_HEALTH_FIELD_COUNT && i < rc; i++) {
-    json_key(j, names[i]);
-    json_uint(j, v[i]);
+    jw_key(j, names[i]);
+    jw_uint(j, v[i]);
   }
   return 0;
 }
@@ -156,16 +156,16 @@ static int provider_json(json_out *j, const spy_section *s) {
   if (rc < 0)
     return rc;
   kv_hex(j, "id", p.id);
-  json_key(j, "name");
-  json_strn(j, p.name, p.name_len);
-  json_key(j, "kind");
-  json_str(j, p.kind == SPY_PROVIDER_SYSTEM ? "system" : "user");
-  json_key(j, "pid");
-  json_uint(j, p.pid);
-  json_key(j, "start_ms");
-  json_uint(j, p.start_ms);
-  json_key(j, "subscribers");
-  json_uint(j, p.subscribers);
+  jw_key(j, "name");
+  jw_strn(j, p.name, p.name_len);
+  jw_key(j, "kind");
+  jw_str(j, p.kind == SPY_PROVIDER_SYSTEM ? "system" : "user");
+  jw_key(j, "pid");
+  jw_uint(j, p.pid);
+  jw_key(j, "start_ms");
+  jw_uint(j, p.start_ms);
+  jw_key(j, "subscribers");
+  jw_uint(j, p.subscribers);
   return 0;
 }
 
@@ -175,8 +175,8 @@ static int peer_json(json_out *j, const spy_section *s) {
   if (rc < 0)
     return rc;
   kv_hex(j, "id", p.id);
-  json_key(j, "features");
-  json_uint(j, p.features);
+  jw_key(j, "features");
+  jw_uint(j, p.features);
   return 0;
 }
 
@@ -186,37 +186,37 @@ static int subscription_json(json_out *j, const spy_section *s) {
   if (rc < 0)
     return rc;
   kv_hex(j, "consumer", sub.consumer);
-  json_key(j, "features");
-  json_uint(j, sub.features);
-  json_key(j, "registry");
+  jw_key(j, "features");
+  jw_uint(j, sub.features);
+  jw_key(j, "registry");
   if (!(sub.flags & SPY_SUB_REGISTRY_FILTER)) {
-    json_null(j); /* no filter: every entry */
+    jw_null(j); /* no filter: every entry */
   } else {
-    json_arr_begin(j);
+    jw_arr_begin(j);
     const uint8_t *cur = NULL;
     const char *n;
     uint32_t len;
     while (spy_subscription_next_registry(&sub, &cur, &n, &len))
-      json_strn(j, n, len);
-    json_arr_end(j);
+      jw_strn(j, n, len);
+    jw_arr_end(j);
   }
-  json_key(j, "buffers");
-  json_obj_begin(j);
+  jw_key(j, "buffers");
+  jw_obj_begin(j);
   const uint8_t *cur = NULL;
   spy_buffer_request b;
   while (spy_subscription_next_buffer(&sub, &cur, &b)) {
     char name[SPY_KEY_MAX + 1];
     memcpy(name, b.name, b.name_len);
     name[b.name_len] = 0;
-    json_key(j, name);
-    json_obj_begin(j);
-    json_key(j, "mode");
-    json_str(j, b.mode == SPY_BUFFER_STREAM ? "stream" : "thumbnail");
-    json_key(j, "long_edge");
-    json_uint(j, b.long_edge ? b.long_edge : 256);
-    json_obj_end(j);
+    jw_key(j, name);
+    jw_obj_begin(j);
+    jw_key(j, "mode");
+    jw_str(j, b.mode == SPY_BUFFER_STREAM ? "stream" : "thumbnail");
+    jw_key(j, "long_edge");
+    jw_uint(j, b.long_edge ? b.long_edge : 256);
+    jw_obj_end(j);
   }
-  json_obj_end(j);
+  jw_obj_end(j);
   return 0;
 }
 
@@ -225,41 +225,41 @@ static int pixels_json(json_out *j, const spy_section *s) {
   int rc = spy_get_pixels(s, &p);
   if (rc < 0)
     return rc;
-  json_key(j, "buffer");
-  json_strn(j, p.name, p.name_len);
-  json_key(j, "frame");
-  json_uint(j, p.frame);
-  json_key(j, "captured_ms");
-  json_uint(j, p.captured_ms);
-  json_key(j, "width");
-  json_uint(j, p.width);
-  json_key(j, "height");
-  json_uint(j, p.height);
-  json_key(j, "codec");
-  json_str(j, p.codec == SPY_CODEC_VP9 ? "vp9" : "rgba8");
-  json_key(j, "key_frame");
-  json_bool(j, p.key_frame);
-  json_key(j, "data_bytes");
-  json_uint(j, p.data_len);
+  jw_key(j, "buffer");
+  jw_strn(j, p.name, p.name_len);
+  jw_key(j, "frame");
+  jw_uint(j, p.frame);
+  jw_key(j, "captured_ms");
+  jw_uint(j, p.captured_ms);
+  jw_key(j, "width");
+  jw_uint(j, p.width);
+  jw_key(j, "height");
+  jw_uint(j, p.height);
+  jw_key(j, "codec");
+  jw_str(j, p.codec == SPY_CODEC_VP9 ? "vp9" : "rgba8");
+  jw_key(j, "key_frame");
+  jw_bool(j, p.key_frame);
+  jw_key(j, "data_bytes");
+  jw_uint(j, p.data_len);
   return 0;
 }
 
 /* key: unsigned value, the common case of the sections below. */
 static void kv_uint(json_out *j, const char *key, uint64_t v) {
-  json_key(j, key);
-  json_uint(j, v);
+  jw_key(j, key);
+  jw_uint(j, v);
 }
 
 /* key: a 64-bit id as 16 hex digits, as ids are printed everywhere. */
 
 static void cost_json(json_out *j, const char *key, const spy_msgprof_ns *n) {
-  json_key(j, key);
-  json_obj_begin(j);
+  jw_key(j, key);
+  jw_obj_begin(j);
   kv_uint(j, "mean_ns", n->mean_ns);
   kv_uint(j, "p50_ns", n->p50_ns);
   kv_uint(j, "p99_ns", n->p99_ns);
   kv_uint(j, "max_ns", n->max_ns);
-  json_obj_end(j);
+  jw_obj_end(j);
 }
 
 static int msgprof_json(json_out *j, const spy_section *s) {
@@ -270,25 +270,25 @@ static int msgprof_json(json_out *j, const spy_section *s) {
   kv_uint(j, "messages", m.messages);
   kv_uint(j, "errors", m.errors);
   kv_uint(j, "elapsed_ns", m.elapsed_ns);
-  json_key(j, "size_accounting");
-  json_bool(j, !(m.flags & SPY_MSGPROF_NO_SIZE));
-  json_key(j, "types");
-  json_arr_begin(j);
+  jw_key(j, "size_accounting");
+  jw_bool(j, !(m.flags & SPY_MSGPROF_NO_SIZE));
+  jw_key(j, "types");
+  jw_arr_begin(j);
   for (uint32_t i = 0; i < m.n_types; i++) {
     const spy_msgprof_type *t = &m.types[i];
     const char *tn = spy_msg_type_name(t->type);
-    json_obj_begin(j);
-    json_key(j, "type");
-    json_str(j, tn ? tn : "unknown");
+    jw_obj_begin(j);
+    jw_key(j, "type");
+    jw_str(j, tn ? tn : "unknown");
     kv_uint(j, "type_id", t->type);
     kv_uint(j, "count", t->count);
     kv_uint(j, "errors", t->errors);
     kv_uint(j, "bytes", t->bytes);
     cost_json(j, "encode", &t->encode);
     cost_json(j, "post", &t->post);
-    json_obj_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
+  jw_arr_end(j);
   return 0;
 }
 
@@ -298,15 +298,15 @@ static int clock_json(json_out *j, const spy_section *s) {
   int rc = spy_get_clock(s, &c);
   if (rc < 0)
     return rc;
-  json_key(j, "op");
-  json_str(j, ops[c.op]);
+  jw_key(j, "op");
+  jw_str(j, ops[c.op]);
   kv_uint(j, "rounds", c.rounds);
   kv_hex(j, "provider", c.provider);
   kv_hex(j, "consumer", c.consumer);
-  json_key(j, "offset_ns");
-  json_int(j, c.offset_ns);
-  json_key(j, "rtt_ns");
-  json_int(j, c.rtt_ns);
+  jw_key(j, "offset_ns");
+  jw_int(j, c.offset_ns);
+  jw_key(j, "rtt_ns");
+  jw_int(j, c.rtt_ns);
   return 0;
 }
 
@@ -318,63 +318,63 @@ static int zones_json(json_out *j, const spy_section *s) {
   int rc = spy_get_zones(s, &it);
   if (rc < 0)
     return rc;
-  json_key(j, "full");
-  json_bool(j, it.flags & SPY_ZONES_FULL);
+  jw_key(j, "full");
+  jw_bool(j, it.flags & SPY_ZONES_FULL);
   kv_uint(j, "base_ns", it.base_ns);
-  json_key(j, "locations");
-  json_arr_begin(j);
+  jw_key(j, "locations");
+  jw_arr_begin(j);
   spy_zone_loc_info l;
   while (spy_zones_next_loc(&it, &l)) {
-    json_obj_begin(j);
+    jw_obj_begin(j);
     kv_uint(j, "id", l.id);
-    json_key(j, "name");
-    json_strn(j, l.name, l.name_len);
-    json_key(j, "function");
-    json_strn(j, l.function, l.function_len);
-    json_key(j, "file");
-    json_strn(j, l.file, l.file_len);
+    jw_key(j, "name");
+    jw_strn(j, l.name, l.name_len);
+    jw_key(j, "function");
+    jw_strn(j, l.function, l.function_len);
+    jw_key(j, "file");
+    jw_strn(j, l.file, l.file_len);
     kv_uint(j, "line", l.line);
     kv_uint(j, "color", l.color);
-    json_obj_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
-  json_key(j, "threads");
-  json_arr_begin(j);
+  jw_arr_end(j);
+  jw_key(j, "threads");
+  jw_arr_begin(j);
   spy_zone_thread_info t;
   spy_zone_event_iter ev;
   while (spy_zones_next_thread(&it, &t, &ev)) {
-    json_obj_begin(j);
+    jw_obj_begin(j);
     kv_uint(j, "thread", t.thread);
     kv_uint(j, "os_tid", t.os_tid);
     if (t.flags & SPY_ZONES_THREAD_NAMED) {
-      json_key(j, "name");
-      json_strn(j, t.name, t.name_len);
+      jw_key(j, "name");
+      jw_strn(j, t.name, t.name_len);
     }
-    json_key(j, "reset");
-    json_bool(j, t.flags & SPY_ZONES_THREAD_RESET);
-    json_key(j, "gone");
-    json_bool(j, t.flags & SPY_ZONES_THREAD_GONE);
+    jw_key(j, "reset");
+    jw_bool(j, t.flags & SPY_ZONES_THREAD_RESET);
+    jw_key(j, "gone");
+    jw_bool(j, t.flags & SPY_ZONES_THREAD_GONE);
     kv_uint(j, "dropped", t.dropped);
-    json_key(j, "events");
-    json_arr_begin(j);
+    jw_key(j, "events");
+    jw_arr_begin(j);
     spy_zone_event e;
     while ((rc = spy_zone_event_next(&ev, &e)) > 0) {
-      json_obj_begin(j);
-      json_key(j, "kind");
-      json_str(j, e.kind < 3 ? kinds[e.kind] : "unknown");
+      jw_obj_begin(j);
+      jw_key(j, "kind");
+      jw_str(j, e.kind < 3 ? kinds[e.kind] : "unknown");
       kv_uint(j, "t_ns", e.t_ns);
       if (e.kind == SPY_ZONE_EV_BEGIN)
         kv_uint(j, "loc", e.value);
       else if (e.kind == SPY_ZONE_EV_FRAME)
         kv_uint(j, "frame", e.value);
-      json_obj_end(j);
+      jw_obj_end(j);
     }
     if (rc < 0)
       return rc;
-    json_arr_end(j);
-    json_obj_end(j);
+    jw_arr_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
+  jw_arr_end(j);
   return 0;
 }
 
@@ -400,47 +400,47 @@ static int section_json(json_out *j, const spy_section *s) {
 int frame_to_json(json_out *j, const spy_frame *f, size_t offset,
                   size_t *bad_off) {
   const char *tn = spy_msg_type_name(f->type);
-  json_obj_begin(j);
-  json_key(j, "offset");
-  json_uint(j, offset);
-  json_key(j, "type");
-  json_str(j, tn ? tn : "unknown");
-  json_key(j, "type_id");
-  json_uint(j, f->type);
-  json_key(j, "ts_ms");
-  json_uint(j, f->ts_ms);
-  json_key(j, "seq");
-  json_uint(j, f->seq);
-  json_key(j, "version");
-  json_uint(j, f->version);
-  json_key(j, "snapshot");
-  json_bool(j, f->flags & SPY_FRAME_SNAPSHOT);
-  json_key(j, "checkpoint");
-  json_bool(j, f->flags & SPY_FRAME_CHECKPOINT);
-  json_key(j, "bytes");
-  json_uint(j, f->len);
-  json_key(j, "sections");
-  json_arr_begin(j);
+  jw_obj_begin(j);
+  jw_key(j, "offset");
+  jw_uint(j, offset);
+  jw_key(j, "type");
+  jw_str(j, tn ? tn : "unknown");
+  jw_key(j, "type_id");
+  jw_uint(j, f->type);
+  jw_key(j, "ts_ms");
+  jw_uint(j, f->ts_ms);
+  jw_key(j, "seq");
+  jw_uint(j, f->seq);
+  jw_key(j, "version");
+  jw_uint(j, f->version);
+  jw_key(j, "snapshot");
+  jw_bool(j, f->flags & SPY_FRAME_SNAPSHOT);
+  jw_key(j, "checkpoint");
+  jw_bool(j, f->flags & SPY_FRAME_CHECKPOINT);
+  jw_key(j, "bytes");
+  jw_uint(j, f->len);
+  jw_key(j, "sections");
+  jw_arr_begin(j);
   size_t cur = 0;
   spy_section s;
   while (spy_frame_next_section(f, &cur, &s)) {
     const char *sn = spy_section_name(s.id);
-    json_obj_begin(j);
-    json_key(j, "id");
-    json_uint(j, s.id);
-    json_key(j, "name");
-    json_str(j, sn ? sn : "unknown");
-    json_key(j, "bytes");
-    json_uint(j, s.len);
+    jw_obj_begin(j);
+    jw_key(j, "id");
+    jw_uint(j, s.id);
+    jw_key(j, "name");
+    jw_str(j, sn ? sn : "unknown");
+    jw_key(j, "bytes");
+    jw_uint(j, s.len);
     int rc = section_json(j, &s);
     if (rc < 0) {
       if (bad_off)
         *bad_off = (size_t)(s.data - f->bytes) - SPY_SECTION_HEADER_BYTES;
       return rc;
     }
-    json_obj_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
-  json_obj_end(j);
+  jw_arr_end(j);
+  jw_obj_end(j);
   return 0;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void json_init(json_out *j, FILE *f) {
+void jw_init(json_out *j, FILE *f) {
   memset(j, 0, sizeof *j);
   j->f = f;
 }
@@ -35,13 +35,13 @@ static void pop(json_out *j, char c) {
     j->depth--;
 }
 
-void json_obj_begin(json_out *j) { push(j, '{'); }
-void json_obj_end(json_out *j) { pop(j, '}'); }
-void json_arr_begin(json_out *j) { push(j, '['); }
-void json_arr_end(json_out *j) { pop(j, ']'); }
+void jw_obj_begin(json_out *j) { push(j, '{'); }
+void jw_obj_end(json_out *j) { pop(j, '}'); }
+void jw_arr_begin(json_out *j) { push(j, '['); }
+void jw_arr_end(json_out *j) { pop(j, ']'); }
 
-void json_key(json_out *j, const char *key) {
-  json_str(j, key);
+void jw_key(json_out *j, const char *key) {
+  jw_str(j, key);
   fputc(':', j->f);
   /* The value that follows must not write another comma. */
   j->need_comma[j->depth] = 0;
@@ -49,7 +49,7 @@ void json_key(json_out *j, const char *key) {
 
 /* The project's one escaper (core/json_escape.c), through a stack buffer:
  * invalid UTF-8 becomes U+FFFD, and nothing is allocated. */
-void json_strn(json_out *j, const char *s, size_t n) {
+void jw_strn(json_out *j, const char *s, size_t n) {
   sep(j);
   char tmp[1536];
   fputc('"', j->f);
@@ -63,16 +63,16 @@ void json_strn(json_out *j, const char *s, size_t n) {
   fputc('"', j->f);
 }
 
-void json_str(json_out *j, const char *s) { json_strn(j, s, strlen(s)); }
-void json_int(json_out *j, int64_t v) {
+void jw_str(json_out *j, const char *s) { jw_strn(j, s, strlen(s)); }
+void jw_int(json_out *j, int64_t v) {
   sep(j);
   fprintf(j->f, "%lld", (long long)v);
 }
-void json_uint(json_out *j, uint64_t v) {
+void jw_uint(json_out *j, uint64_t v) {
   sep(j);
   fprintf(j->f, "%llu", (unsigned long long)v);
 }
-void json_num(json_out *j, double v) {
+void jw_num(json_out *j, double v) {
   sep(j);
   char tmp[40];
   if (isfinite(v)) {
@@ -83,12 +83,12 @@ void json_num(json_out *j, double v) {
   } else
     fputs("null", j->f);
 }
-void json_bool(json_out *j, int v) {
+void jw_bool(json_out *j, int v) {
   sep(j);
   fputs(v ? "true" : "false", j->f);
 }
-void json_null(json_out *j) {
+void jw_null(json_out *j) {
   sep(j);
   fputs("null", j->f);
 }
-void json_newline(json_out *j) { fputc('\n', j->f); }
+void jw_newline(json_out *j) { fputc('\n', j->f); }

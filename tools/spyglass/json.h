@@ -1,4 +1,5 @@
-/* json.h — tiny JSON emitter for the CLI's --json output: strings are
+/* json.h — tiny JSON emitter for the CLI's --json output (jw_*: apart from
+ * jansson's json_* names, which the tool also links): strings are
  * escaped (invalid UTF-8 becomes U+FFFD), numbers printed so they round
  * trip, commas placed by a depth stack. Writes to a FILE; no allocation. */
 #ifndef SPY_TOOL_JSON_H
@@ -13,21 +14,21 @@ typedef struct json_out {
   uint8_t need_comma[64];
 } json_out;
 
-void json_init(json_out *j, FILE *f);
-void json_obj_begin(json_out *j);
-void json_obj_end(json_out *j);
-void json_arr_begin(json_out *j);
-void json_arr_end(json_out *j);
+void jw_init(json_out *j, FILE *f);
+void jw_obj_begin(json_out *j);
+void jw_obj_end(json_out *j);
+void jw_arr_begin(json_out *j);
+void jw_arr_end(json_out *j);
 /* A key inside an object; the next value call supplies its value. */
-void json_key(json_out *j, const char *key);
-void json_str(json_out *j, const char *s);
-void json_strn(json_out *j, const char *s, size_t n);
-void json_int(json_out *j, int64_t v);
-void json_uint(json_out *j, uint64_t v);
-void json_num(json_out *j, double v); /* NaN/inf print as null */
-void json_bool(json_out *j, int v);
-void json_null(json_out *j);
+void jw_key(json_out *j, const char *key);
+void jw_str(json_out *j, const char *s);
+void jw_strn(json_out *j, const char *s, size_t n);
+void jw_int(json_out *j, int64_t v);
+void jw_uint(json_out *j, uint64_t v);
+void jw_num(json_out *j, double v); /* NaN/inf print as null */
+void jw_bool(json_out *j, int v);
+void jw_null(json_out *j);
 /* Ends a top-level value with a newline. */
-void json_newline(json_out *j);
+void jw_newline(json_out *j);
 
 #endif

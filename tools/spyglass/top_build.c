@@ -94,24 +94,24 @@ void top_build_draw(int y0, int y1, const spy_state *s) {
 }
 
 static void ufield(json_out *j, const char *k, uint64_t v) {
-  json_key(j, k);
-  json_uint(j, v);
+  jw_key(j, k);
+  jw_uint(j, v);
 }
 
 void top_build_json(json_out *j, const spy_state *s) {
-  json_key(j, "build");
+  jw_key(j, "build");
   if (!top_build_seen(s)) {
-    json_null(j);
+    jw_null(j);
     return;
   }
   const spy_build_progress *b = &s->builds.cur;
-  json_obj_begin(j);
+  jw_obj_begin(j);
   ufield(j, "build", b->build);
-  json_key(j, "ended");
-  json_bool(j, (b->flags & SPY_BUILD_ENDED) != 0);
+  jw_key(j, "ended");
+  jw_bool(j, (b->flags & SPY_BUILD_ENDED) != 0);
   /* true: a watch began after the build did; counts from started_us on */
-  json_key(j, "partial");
-  json_bool(j, (b->flags & SPY_BUILD_PARTIAL) != 0);
+  jw_key(j, "partial");
+  jw_bool(j, (b->flags & SPY_BUILD_PARTIAL) != 0);
   ufield(j, "started_us", b->started_us);
   ufield(j, "ended_us", b->ended_us);
   ufield(j, "modules_done", b->modules_done);
@@ -120,60 +120,60 @@ void top_build_json(json_out *j, const spy_state *s) {
   ufield(j, "hook_us", b->hook_us);
   ufield(j, "actions", b->actions);
   ufield(j, "sections", s->builds.sections);
-  json_key(j, "plugins");
-  json_arr_begin(j);
+  jw_key(j, "plugins");
+  jw_arr_begin(j);
   for (uint32_t i = 0; i < b->n_plugins; i++) {
     const spy_build_plugin *p = &b->plugins[i];
-    json_obj_begin(j);
-    json_key(j, "name");
-    json_str(j, p->name);
+    jw_obj_begin(j);
+    jw_key(j, "name");
+    jw_str(j, p->name);
     ufield(j, "calls", plugin_calls(p));
     ufield(j, "total_us", plugin_us(p));
     ufield(j, "max_us", p->max_us);
     ufield(j, "p50_us", p->p50_us);
-    json_key(j, "hooks");
-    json_obj_begin(j);
+    jw_key(j, "hooks");
+    jw_obj_begin(j);
     for (uint32_t h = 0; h < SPY_BUILD_HOOKS; h++) {
       if (!p->calls[h])
         continue;
-      json_key(j, spy_build_hook_name(h));
-      json_obj_begin(j);
+      jw_key(j, spy_build_hook_name(h));
+      jw_obj_begin(j);
       ufield(j, "calls", p->calls[h]);
       ufield(j, "total_us", p->total_us[h]);
-      json_obj_end(j);
+      jw_obj_end(j);
     }
-    json_obj_end(j);
-    json_obj_end(j);
+    jw_obj_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
-  json_key(j, "slowest");
-  json_arr_begin(j);
+  jw_arr_end(j);
+  jw_key(j, "slowest");
+  jw_arr_begin(j);
   for (uint32_t i = 0; i < b->n_slow; i++) {
     const spy_build_slow *sl = &b->slow[i];
-    json_obj_begin(j);
-    json_key(j, "hook");
-    json_str(j, spy_build_hook_name(sl->hook));
-    json_key(j, "plugin");
-    json_str(j, b->plugins[sl->plugin].name);
-    json_key(j, "module");
-    json_str(j, sl->module);
+    jw_obj_begin(j);
+    jw_key(j, "hook");
+    jw_str(j, spy_build_hook_name(sl->hook));
+    jw_key(j, "plugin");
+    jw_str(j, b->plugins[sl->plugin].name);
+    jw_key(j, "module");
+    jw_str(j, sl->module);
     ufield(j, "dur_us", sl->dur_us);
-    json_obj_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
-  json_key(j, "done");
-  json_arr_begin(j);
+  jw_arr_end(j);
+  jw_key(j, "done");
+  jw_arr_begin(j);
   for (uint32_t i = 0; i < s->builds.n_done; i++) {
     const spy_build_done *d = &s->builds.done[i];
-    json_obj_begin(j);
+    jw_obj_begin(j);
     ufield(j, "build", d->build);
     ufield(j, "modules", d->modules);
     ufield(j, "hook_calls", d->hook_calls);
     ufield(j, "hook_us", d->hook_us);
     ufield(j, "started_us", d->started_us);
     ufield(j, "ended_us", d->ended_us);
-    json_obj_end(j);
+    jw_obj_end(j);
   }
-  json_arr_end(j);
-  json_obj_end(j);
+  jw_arr_end(j);
+  jw_obj_end(j);
 }

@@ -162,24 +162,24 @@ static int collect(spy_trace_reader *r, calls *cs) {
 
 static void json_hash(json_out *j, const char *key, int has,
                       const uint64_t h[2]) {
-  json_key(j, key);
+  jw_key(j, key);
   if (!has) {
-    json_null(j);
+    jw_null(j);
     return;
   }
   char hex[33];
   spy_trace_hash_hex(h, hex);
-  json_str(j, hex);
+  jw_str(j, hex);
 }
 
 /* The fields `hooks` and `module` both print for a call, in this order. */
 static void put_call_timing(json_out *j, const call *c) {
-  json_key(j, "call_id");
-  json_str(j, c->call_id);
-  json_key(j, "started_us");
-  json_uint(j, c->started_us);
-  json_key(j, "duration_us");
-  json_uint(j, dur(c));
+  jw_key(j, "call_id");
+  jw_str(j, c->call_id);
+  jw_key(j, "started_us");
+  jw_uint(j, c->started_us);
+  jw_key(j, "duration_us");
+  jw_uint(j, dur(c));
   json_hash(j, "input_source_id", c->has_input, c->input);
 }
 
@@ -260,10 +260,10 @@ int trace_builds(int argc, char **argv) {
   warn_past(r);
   json_out j;
   if (as_json) {
-    json_init(&j, stdout);
-    json_obj_begin(&j);
-    json_key(&j, "builds");
-    json_arr_begin(&j);
+    jw_init(&j, stdout);
+    jw_obj_begin(&j);
+    jw_key(&j, "builds");
+    jw_arr_begin(&j);
   } else
     printf("%-6s %-23s %12s %8s %10s %8s\n", "build", "started (UTC)",
            "duration ms", "modules", "hook calls", "actions");
@@ -272,23 +272,23 @@ int trace_builds(int argc, char **argv) {
     if (!b->seen)
       continue;
     if (as_json) {
-      json_obj_begin(&j);
-      json_key(&j, "build");
-      json_uint(&j, i + 1);
-      json_key(&j, "started_us");
-      json_uint(&j, b->started);
-      json_key(&j, "ended_us");
+      jw_obj_begin(&j);
+      jw_key(&j, "build");
+      jw_uint(&j, i + 1);
+      jw_key(&j, "started_us");
+      jw_uint(&j, b->started);
+      jw_key(&j, "ended_us");
       if (b->ended)
-        json_uint(&j, b->ended);
+        jw_uint(&j, b->ended);
       else
-        json_null(&j);
-      json_key(&j, "modules");
-      json_uint(&j, b->modules);
-      json_key(&j, "hook_calls");
-      json_uint(&j, b->hook_calls);
-      json_key(&j, "actions");
-      json_uint(&j, b->actions);
-      json_obj_end(&j);
+        jw_null(&j);
+      jw_key(&j, "modules");
+      jw_uint(&j, b->modules);
+      jw_key(&j, "hook_calls");
+      jw_uint(&j, b->hook_calls);
+      jw_key(&j, "actions");
+      jw_uint(&j, b->actions);
+      jw_obj_end(&j);
     } else {
       char t[64], d[32] = "unfinished";
       fmt_time(t, sizeof t, b->started);
@@ -302,9 +302,9 @@ int trace_builds(int argc, char **argv) {
     }
   }
   if (as_json) {
-    json_arr_end(&j);
-    json_obj_end(&j);
-    json_newline(&j);
+    jw_arr_end(&j);
+    jw_obj_end(&j);
+    jw_newline(&j);
   }
   free(bs);
   spy_trace_reader_close(r);
@@ -356,36 +356,36 @@ int trace_hooks(int argc, char **argv) {
   size_t n = slowest && (size_t)slowest < cs.n ? (size_t)slowest : cs.n;
   json_out j;
   if (as_json) {
-    json_init(&j, stdout);
-    json_obj_begin(&j);
-    json_key(&j, "hook_calls");
-    json_arr_begin(&j);
+    jw_init(&j, stdout);
+    jw_obj_begin(&j);
+    jw_key(&j, "hook_calls");
+    jw_arr_begin(&j);
   } else
     printf("%-6s %-13s %-28s %10s  %s\n", "build", "hook", "plugin", "µs",
            "module");
   for (size_t i = 0; i < n; i++) {
     const call *c = &cs.v[i];
     if (as_json) {
-      json_obj_begin(&j);
-      json_key(&j, "build");
-      json_uint(&j, c->build);
-      json_key(&j, "hook");
-      json_str(&j, c->hook);
-      json_key(&j, "plugin");
-      json_str(&j, c->plugin);
-      json_key(&j, "module");
-      json_str(&j, c->module);
+      jw_obj_begin(&j);
+      jw_key(&j, "build");
+      jw_uint(&j, c->build);
+      jw_key(&j, "hook");
+      jw_str(&j, c->hook);
+      jw_key(&j, "plugin");
+      jw_str(&j, c->plugin);
+      jw_key(&j, "module");
+      jw_str(&j, c->module);
       put_call_timing(&j, c);
       json_hash(&j, "output_source_id", c->has_output, c->output);
-      json_obj_end(&j);
+      jw_obj_end(&j);
     } else
       printf("%-6u %-13s %-28s %10llu  %s\n", c->build, c->hook, c->plugin,
              (unsigned long long)dur(c), c->module);
   }
   if (as_json) {
-    json_arr_end(&j);
-    json_obj_end(&j);
-    json_newline(&j);
+    jw_arr_end(&j);
+    jw_obj_end(&j);
+    jw_newline(&j);
   }
   calls_free(&cs);
   spy_trace_reader_close(r);
@@ -541,38 +541,38 @@ int trace_module(int argc, char **argv) {
     qsort(cs.v, cs.n, sizeof *cs.v, by_start);
     json_out j;
     if (as_json) {
-      json_init(&j, stdout);
-      json_obj_begin(&j);
-      json_key(&j, "module");
-      json_str(&j, module);
-      json_key(&j, "build");
-      json_uint(&j, b);
-      json_key(&j, "imports");
-      json_arr_begin(&j);
+      jw_init(&j, stdout);
+      jw_obj_begin(&j);
+      jw_key(&j, "module");
+      jw_str(&j, module);
+      jw_key(&j, "build");
+      jw_uint(&j, b);
+      jw_key(&j, "imports");
+      jw_arr_begin(&j);
       for (size_t i = 0; i < es.n; i++)
         if (es.v[i].out) {
-          json_obj_begin(&j);
-          json_key(&j, "module");
-          json_str(&j, es.v[i].other);
-          json_key(&j, "kind");
-          json_str(&j, es.v[i].kind);
-          json_obj_end(&j);
+          jw_obj_begin(&j);
+          jw_key(&j, "module");
+          jw_str(&j, es.v[i].other);
+          jw_key(&j, "kind");
+          jw_str(&j, es.v[i].kind);
+          jw_obj_end(&j);
         }
-      json_arr_end(&j);
-      json_key(&j, "importers");
-      json_arr_begin(&j);
+      jw_arr_end(&j);
+      jw_key(&j, "importers");
+      jw_arr_begin(&j);
       for (size_t i = 0; i < es.n; i++)
         if (!es.v[i].out) {
-          json_obj_begin(&j);
-          json_key(&j, "module");
-          json_str(&j, es.v[i].other);
-          json_key(&j, "kind");
-          json_str(&j, es.v[i].kind);
-          json_obj_end(&j);
+          jw_obj_begin(&j);
+          jw_key(&j, "module");
+          jw_str(&j, es.v[i].other);
+          jw_key(&j, "kind");
+          jw_str(&j, es.v[i].kind);
+          jw_obj_end(&j);
         }
-      json_arr_end(&j);
-      json_key(&j, "hook_calls");
-      json_arr_begin(&j);
+      jw_arr_end(&j);
+      jw_key(&j, "hook_calls");
+      jw_arr_begin(&j);
     } else {
       printf("module %s (build %u)\n\nimports:\n", module, b);
       for (size_t i = 0; i < es.n; i++)
@@ -597,27 +597,27 @@ int trace_module(int argc, char **argv) {
         break;
       }
       if (as_json) {
-        json_obj_begin(&j);
-        json_key(&j, "hook");
-        json_str(&j, c->hook);
-        json_key(&j, "plugin");
-        json_str(&j, c->plugin);
+        jw_obj_begin(&j);
+        jw_key(&j, "hook");
+        jw_str(&j, c->hook);
+        jw_key(&j, "plugin");
+        jw_str(&j, c->plugin);
         put_call_timing(&j, c);
-        json_key(&j, "bytes_in");
+        jw_key(&j, "bytes_in");
         if (c->has_input)
-          json_uint(&j, nin);
+          jw_uint(&j, nin);
         else
-          json_null(&j);
+          jw_null(&j);
         json_hash(&j, "output_source_id", c->has_output, c->output);
-        json_key(&j, "bytes_out");
+        jw_key(&j, "bytes_out");
         if (c->has_output)
-          json_uint(&j, nout);
+          jw_uint(&j, nout);
         else
-          json_null(&j);
-        json_key(&j, "changed");
-        json_bool(&j, c->has_input && c->has_output &&
-                          (nin != nout || memcmp(in, out, nin) != 0));
-        json_obj_end(&j);
+          jw_null(&j);
+        jw_key(&j, "changed");
+        jw_bool(&j, c->has_input && c->has_output &&
+                        (nin != nout || memcmp(in, out, nin) != 0));
+        jw_obj_end(&j);
       } else {
         char bi[32] = "-", bo[32] = "-";
         if (c->has_input)
@@ -642,9 +642,9 @@ int trace_module(int argc, char **argv) {
       fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(r),
               spy_err_name(rc));
     else if (as_json) {
-      json_arr_end(&j);
-      json_obj_end(&j);
-      json_newline(&j);
+      jw_arr_end(&j);
+      jw_obj_end(&j);
+      jw_newline(&j);
     }
   } else if (rc < 0)
     fprintf(stderr, "spyglass trace: %s (%s)\n", spy_trace_reader_error(r),
@@ -759,18 +759,18 @@ int trace_source(int argc, char **argv) {
     char hex[33];
     spy_trace_hash_hex(h, hex);
     json_out j;
-    json_init(&j, stdout);
-    json_obj_begin(&j);
-    json_key(&j, "id");
-    json_str(&j, hex);
-    json_key(&j, "size");
-    json_uint(&j, n);
-    json_key(&j, "utf8");
-    json_bool(&j, is_utf8((const unsigned char *)p, n));
-    json_key(&j, "text");
-    json_strn(&j, p, n);
-    json_obj_end(&j);
-    json_newline(&j);
+    jw_init(&j, stdout);
+    jw_obj_begin(&j);
+    jw_key(&j, "id");
+    jw_str(&j, hex);
+    jw_key(&j, "size");
+    jw_uint(&j, n);
+    jw_key(&j, "utf8");
+    jw_bool(&j, is_utf8((const unsigned char *)p, n));
+    jw_key(&j, "text");
+    jw_strn(&j, p, n);
+    jw_obj_end(&j);
+    jw_newline(&j);
   } else if (fwrite(p, 1, n, stdout) != n || fflush(stdout) != 0) {
     fprintf(stderr, "spyglass trace: writing the source failed\n");
     spy_trace_reader_close(r);
