@@ -152,6 +152,9 @@ static char *slurp(const char *path, size_t *n) {
 
 /* ---- the generated encoders --------------------------------------------- */
 
+static void (*fill_release)(void *owner); /* texts lent with it when set */
+static void no_release(void *owner) { (void)owner; }
+
 /* Fills the struct of kind k at base from its descriptor: strings, texts,
  * numbers and lists of two items, with a null for every optional field
  * when `nulls` (pool: where list items live). */
@@ -175,8 +178,8 @@ static void fill_struct(const spy_trace_kind *k, char *base, int nulls,
     }
     case SPY_TF_SRC:
     case SPY_TF_OSRC: {
-      spy_trace_text t = {null ? NULL : "int x;\n\0bin", null ? 0 : 11, NULL,
-                          NULL};
+      spy_trace_text t = {null ? NULL : "int x;\n\0bin", null ? 0 : 11,
+                          fill_release, fill_release ? (void *)base : NULL};
       memcpy(at, &t, sizeof t);
       break;
     }
@@ -244,6 +247,24 @@ TEST(generated_encoders_write_what_the_descriptor_walk_writes) {
           spy__trace_encode_lend(k, act, 9, 77, 3, fast, sizeof fast, &ld);
       size_t nl = strlen(k->name);
       CHECK_EQ(c, a - (int64_t)nl);
+      /* with the texts lent: references, counted alike by both encoders */
+      fill_release = no_release;
+      p = pool;
+      fill_struct(k, act, nulls, &p, 0);
+      fill_release = NULL;
+      spy__lend l1 = {1, NULL, 0, 0}, l2 = {1, NULL, 0, 0};
+      int64_t c2 =
+          spy__trace_encode_lend(k, act, 9, 77, 3, fast, sizeof fast, &l1);
+      int64_t b2 =
+          spy__trace_encode_generic(k, act, 9, 77, 3, slow, sizeof slow, &l2);
+      CHECK_EQ(c2, b2 - (int64_t)nl);
+      CHECK(memcmp(fast + 32, slow + 32 + nl, (size_t)c2 - 32) == 0);
+      CHECK(l1.bytes == l2.bytes && l1.held == l2.held && l1.owner == l2.owner);
+      /* back to the copied form for the checks below */
+      p = pool;
+      fill_struct(k, act, nulls, &p, 0);
+      c = spy__trace_encode_lend(k, act, 9, 77, 3, fast, sizeof fast, &ld);
+      spy__trace_encode_generic(k, act, 9, 77, 3, slow, sizeof slow, NULL);
       CHECK(fast[6] == 0 && fast[7] == 0 && fast[4] == (uint8_t)id);
       CHECK(memcmp(fast + 8, slow + 8, 24) == 0);
       CHECK(memcmp(fast + 32, slow + 32 + nl, (size_t)c - 32) == 0);
