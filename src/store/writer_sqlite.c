@@ -33,8 +33,10 @@
  * counts must reach the sessions row even then: the writer holds a small
  * reserve file (trace.db-reserve, allocated at open) and deletes it just
  * before writing them. A clean close checkpoints the WAL and lets SQLite
- * remove trace.db-wal and -shm. */
+ * remove trace.db-wal and -shm (most of the WAL copied by a second
+ * connection on a thread of its own while the indexes are built). */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1624,10 +1626,65 @@ static void pend_free(pend *p) {
   spy__buf_free(&p->text);
 }
 
+/* At close, while this connection builds the indexes (CPU: sorting) the
+ * build is over and the other core is free: a second connection copies
+ * the WAL's frames committed so far into trace.db (a PASSIVE checkpoint:
+ * a checkpointer may run beside the one writer), so the checkpoint of the
+ * last close has only the index pages left to copy (the close on the
+ * 20,000-module tree: 264 -> 229 ms, medians of 5). Best effort: when it
+ * cannot open or start, that last checkpoint copies everything as
+ * before. The sorts themselves stay on this connection: PRAGMA threads=2
+ * (Debian's SQLite has up to 8 worker threads) sorts in workers only once
+ * the keys outgrow the cache, and with a smaller cache to make it do so
+ * hook_calls_plugin took 128 -> 155-180 ms, not less. */
+typedef struct ckpt {
+  pthread_t th;
+  char *path;
+  int started;
+} ckpt;
+
+static void *ckpt_main(void *arg) {
+  ckpt *c = arg;
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(c->path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+    /* not the last connection, but never a checkpoint of its own at close */
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    /* a connection knows the file is in WAL mode once it has read it */
+    if (sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL) ==
+        SQLITE_OK)
+      sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
+                                NULL);
+  }
+  sqlite3_close(db);
+  return NULL;
+}
+
+static void ckpt_start(sqlw *w, ckpt *c) {
+  const char *f = sqlite3_db_filename(w->db, "main");
+  c->started = 0;
+  if (!f || !*f || !(c->path = strdup(f)))
+    return;
+  if (pthread_create(&c->th, NULL, ckpt_main, c) == 0)
+    c->started = 1;
+  else {
+    free(c->path);
+    c->path = NULL;
+  }
+}
+
+static void ckpt_join(ckpt *c) {
+  if (c->started)
+    pthread_join(c->th, NULL);
+  free(c->path);
+  c->started = 0;
+  c->path = NULL;
+}
+
 static int64_t sq_close(void *state) {
   sqlw *w = state;
   if (!w)
     return 0;
+  ckpt ck = {0};
   if (w->db && w->finish) {
     sq_commit(w);
     /* the counts first, in the room the reserve held */
@@ -1639,6 +1696,7 @@ static int64_t sq_close(void *state) {
     run(w, w->finish, c, 3);
     open_calls(w); /* before the indexes: no index update per row */
     save_ranges(w);
+    ckpt_start(w, &ck);
     if (w->unkeyed && key_sources(w) < 0 && !sqlite3_get_autocommit(w->db))
       sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
     /* indexes are built once at the end, not updated per insert */
@@ -1651,6 +1709,7 @@ static int64_t sq_close(void *state) {
     /* the last connection to close checkpoints and removes the WAL and
      * shared-memory files (unless another connection still reads) */
     sqlite3_db_config(w->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+    ckpt_join(&ck);
   }
   for (int t = 0; t < SPY__T_COUNT; t++)
     sqlite3_finalize(w->ins[t]);
