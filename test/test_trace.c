@@ -5,7 +5,8 @@
  * store every action once, each thread's in its order; a failed batch is
  * counted lost and its payloads come back with their next use; a writer
  * failure is reported once with its count; a clean SQLite close leaves no
- * -wal/-shm; a newer schema is refused;
+ * -wal/-shm, and beside another open connection a whole store and none of
+ * its own; a newer schema is refused;
  * similar payloads are stored as bounded delta chains that read back
  * byte-identical, a broken chain is an error, a version 2 store still
  * reads but is not appended to; the SQL tables follow the catalog; the
@@ -2388,6 +2389,60 @@ TEST(delta_chain_round_trips_through_sqlite) {
   free(v);
 }
 
+/* The close checkpoints most of the WAL on a second connection while it
+ * builds the indexes. With another connection open on the store all the
+ * while (a reader of the live store), the file it then sees is whole and
+ * keyed, and when that last connection closes it checkpoints the rest and
+ * SQLite removes the WAL: the close left no connection of its own open. */
+TEST(sqlite_close_beside_an_open_connection_leaves_a_whole_store) {
+  size_t len[NVER];
+  char *v = make_versions(len);
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
+  CHECK_EQ(spy_trace_create(&t, &d), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/trace.db", dir);
+  sqlite3 *db;
+  CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+  CHECK_EQ(strcmp(q1(db, "SELECT count(*) FROM sessions"), "1"), 0);
+  for (int i = 0; i < NVER; i++) {
+    char cid[16];
+    snprintf(cid, sizeof cid, "t%d", i);
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m.c", {v + (size_t)i * 12000, len[i]}, "p", 0, cid, 0});
+    spy_emit_hook_transform_call_end(
+        t, &(spy_act_hook_transform_call_end){
+               "m.c", {v + (size_t)i * 12000, len[i]}, "p", 0, cid, 0});
+  }
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/trace.db-wal", dir);
+  CHECK(stat(path, &sb) == 0); /* this connection still has it open */
+  CHECK_EQ(strcmp(q1(db, "PRAGMA integrity_check"), "ok"), 0);
+  CHECK_EQ(strcmp(q1(db, "SELECT count(*) FROM sqlite_schema WHERE name IN "
+                         "('sources_id', 'hook_calls_plugin')"),
+                  "2"),
+           0);
+  CHECK_EQ(strcmp(q1(db, "SELECT count(*) FROM hook_calls WHERE ended_at "
+                         "IS NOT NULL"),
+                  "12"),
+           0);
+  CHECK_EQ(strcmp(q1(db, "SELECT actions >= 24 AND actions_lost = 0 FROM "
+                         "sessions"),
+                  "1"),
+           0);
+  CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+  CHECK(stat(path, &sb) != 0);
+  snprintf(path, sizeof path, "%s/trace.db-shm", dir);
+  CHECK(stat(path, &sb) != 0);
+  CHECK_EQ(read_versions(dir, v, len), 0);
+  rmrf(dir);
+  free(v);
+}
+
 #define SOURCES_KEYS                                                           \
   "SELECT count(*) FROM pragma_index_list('sources') WHERE \"unique\""
 
@@ -2627,6 +2682,7 @@ TEST_MAIN(
     TEST_CASE(newer_jsonl_schema_is_refused),
     TEST_CASE(delta_chain_round_trips_through_sqlite),
     TEST_CASE(sqlite_sources_key_is_built_at_close_and_an_unkeyed_store_reads),
+    TEST_CASE(sqlite_close_beside_an_open_connection_leaves_a_whole_store),
     TEST_CASE(delta_chain_round_trips_through_postgres),
     TEST_CASE(missing_or_cyclic_delta_base_is_an_error),
     TEST_CASE(schema_2_sqlite_store_still_reads_and_is_not_appended_to),
