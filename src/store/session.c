@@ -1587,13 +1587,15 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
                      int late, spy__lend *ld) {
   if (!t->spill_dir)
     return 1;
-  if (ld->on) { /* the file is read by another process (recovery): lent
-                  payloads go in as bytes, and are released by the caller */
-    int64_t n = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
-    if (n < 0)
-      return (int)n;
-    need = (size_t)n;
-  }
+  /* the file is read by another process (recovery): its records are the
+   * public form, measured again here — the queues' form may be smaller
+   * (no kind name) or larger; lent payloads go in as bytes, released by
+   * the caller */
+  (void)need;
+  int64_t n = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
+  if (n < 0)
+    return (int)n;
+  need = (size_t)n;
   if (q->fd < 0) {
     if (q->f_nofile) /* the file could not be made */
       return 1;
