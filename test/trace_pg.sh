@@ -47,6 +47,9 @@ SPY_TEST_PG="$PG_CONNINFO" "$test_trace" application_kind_into_postgres
 echo "== a chain of similar payloads round-trips as deltas"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" delta_chain_round_trips_through_postgres
 
+echo "== a batch of many COPYs per table round-trips"
+SPY_TEST_PG="$PG_CONNINFO" "$test_trace" many_copies_a_batch_round_trip_through_postgres
+
 echo "== a traced build"
 gen_tree "$work/src" 20 10
 "$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/out1" >"$work/b1.txt"
