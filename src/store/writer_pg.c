@@ -7,8 +7,7 @@
  * and count — how a batch whose COMMIT answer was lost is found — and
  * the binary records of the actions the tables cannot give back exactly:
  * application kinds, text that is not UTF-8), indexes created at close
- * if missing (a hook table's by-call and by-plugin ones only once the
- * store holds a second session).
+ * if missing, once the store holds a second session.
  *
  * A server that goes away: the failed batch and the ones after it are kept
  * in memory, up to retry_bytes; over that the oldest batch is dropped and
@@ -1213,34 +1212,17 @@ static int index_skipped(const char *name, size_t nlen) {
   return 0;
 }
 
-/* Whether the index named name (nlen bytes) is one of a hook's tables'
- * own — an End table's by call (session, build_id, call_id), a Start
- * table's by plugin (session, plugin_name) — which this writer makes only
- * once the store holds another session. In a store of one session every
- * row has its session, so these indexes narrow a question by their second
- * column alone, and on the 20,000-module build the server answers those
- * (the slowest calls of a plugin, a module's calls, one call, the
- * per-plugin totals: 35-180 ms, and the readers, which read a session's
- * tables whole) as fast by scanning; their sorts at close were ~1/4 of the
- * server's CPU for the trace, all of it after the build. The next
- * session's close builds them over both sessions' rows, and later
- * sessions keep them up row by row. */
-static int index_with_company(const char *name, size_t nlen) {
-  for (const spy__hook *h = spy__hooks; h->hook; h++) {
-    const char *tbl[2] = {h->end->snake, h->start->snake};
-    const char *sfx[2] = {"_call", "_plugin"};
-    for (int i = 0; i < 2; i++) {
-      size_t tl = strlen(tbl[i]), sl = strlen(sfx[i]);
-      if (tl + sl == nlen && memcmp(name, tbl[i], tl) == 0 &&
-          memcmp(name + tl, sfx[i], sl) == 0)
-        return 1;
-    }
-  }
-  return 0;
-}
-
 /* Whether the store holds no session but this writer's; -1 when the
- * server cannot say. */
+ * server cannot say. Such a store gets no index at close: every row has
+ * its session, so an index (all of them lead with it) narrows a question
+ * by its later columns alone, and on the 20,000-module build the server
+ * answers those questions as fast by scanning (psql on the views: the
+ * slowest calls of a plugin 48-56 -> 61-63 ms, one module's calls 22 ->
+ * 49 ms, one call 26 -> 34 ms, the per-plugin totals 407 -> 183 ms, a
+ * module's imports 8-10 -> 10-12 ms; the readers read a session's tables
+ * whole), while the sorts at close were ~1/4 of the server's CPU for the
+ * trace, all of it after the build. The next session's close builds them
+ * over both sessions' rows; later sessions keep them up row by row. */
 static int store_alone(pgw *w) {
   PGresult *r = NULL;
   if (q(w, "SELECT count(*) FROM sessions", &r))
@@ -1259,6 +1241,8 @@ static int store_alone(pgw *w) {
  * changing the schema waits for it, and it for that writer) and a lock of
  * the index's name (two sessions closing at once make each index once). */
 static int create_missing_indexes(pgw *w) {
+  if (store_alone(w) == 1)
+    return 0;
   PGresult *have = NULL;
   int rc = q(w,
              "SELECT indexname FROM pg_indexes WHERE schemaname = "
@@ -1266,7 +1250,6 @@ static int create_missing_indexes(pgw *w) {
              &have);
   if (rc)
     return rc;
-  int alone = store_alone(w);
   spy__buf all = {0}, one = {0};
   spy__index_sql(&w->schema, &all, 1);
   spy__buf_putc(&all, 0);
@@ -1283,8 +1266,7 @@ static int create_missing_indexes(pgw *w) {
     for (int i = 0; i < PQntuples(have) && !found; i++)
       found = strlen(PQgetvalue(have, i, 0)) == nlen &&
               memcmp(PQgetvalue(have, i, 0), name, nlen) == 0;
-    if (found || index_skipped(name, nlen) ||
-        (alone == 1 && index_with_company(name, nlen)))
+    if (found || index_skipped(name, nlen))
       continue;
     one.len = 0;
     /* the trace is durable already; an index a crash loses is made
@@ -1370,8 +1352,9 @@ static int64_t pg_close(void *state) {
       nanosleep(&ts, NULL);
     }
   }
-  /* indexes: built in one pass over the first session's rows (smaller and
-   * cheaper than growing them row by row), kept up by later sessions */
+  /* indexes: none in a store of one session (store_alone), built in one
+   * pass over the first two sessions' rows by the second's close (smaller
+   * and cheaper than growing them row by row), kept up by later sessions */
   if (w->opened && w->conn && PQstatus(w->conn) == CONNECTION_OK &&
       create_missing_indexes(w) != 0)
     say(w, SPY_EIO, "creating the indexes");
