@@ -1,6 +1,8 @@
-/* writer_pg.c — the PostgreSQL writer (libpq): the same schema as SQLite
- * (derived from the catalog; an application kind's tables are created with
- * the first batch that holds its rows), one transaction per batch, rows
+/* writer_pg.c — the PostgreSQL writer (libpq): store schema 5, the tables
+ * derived from the catalog (a table per hook Start and End kind: SQLite's
+ * store has since merged a hook call into one hook_calls row; an
+ * application kind's tables are created with the first batch that holds
+ * its rows), one transaction per batch, rows
  * sent with COPY, at most COPY_ROWS a COPY, a batch's COPYs in one query
  * (sources through a staging table so a payload already stored is
  * skipped), one action_batches row per batch (its seq range
