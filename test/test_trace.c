@@ -2528,6 +2528,70 @@ TEST(delta_chain_round_trips_through_postgres) {
   free(v);
 }
 
+/* Thousands of hook calls, each with payloads of its own: a batch holds
+ * far more than one COPY's rows (128) of each hook table and of sources
+ * (whose rows are sorted by id before they are sent), so rows are cut
+ * into many COPYs; every action and payload reads back, in order. */
+TEST(many_copies_a_batch_round_trip_through_postgres) {
+  const char *pg = pg_conninfo();
+  if (!pg)
+    SKIP(PG_SKIP);
+  enum { CALLS = 3000 };
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "postgres", .conninfo = pg};
+  CHECK_OK(spy_trace_create(&t, &d));
+  char sid[128];
+  snprintf(sid, sizeof sid, "%s", spy_trace_session_id(t));
+  for (int i = 0; i < CALLS; i++) {
+    char cid[16], in[64], out[64];
+    snprintf(cid, sizeof cid, "k%d", i);
+    int nin =
+        snprintf(in, sizeof in, "int f%d(void) { return %d; }\n", i, i * 7);
+    int nout = snprintf(out, sizeof out, "int f%d(void){return %d;}", i, i * 7);
+    CHECK_OK(spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){
+               "m.c", {in, (size_t)nin}, "p", 0, cid, 0}));
+    CHECK_OK(spy_emit_hook_transform_call_end(
+        t, &(spy_act_hook_transform_call_end){
+               "m.c", {out, (size_t)nout}, "p", 0, cid, 0}));
+  }
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(pg, sid, &r));
+  spy_trace_action a;
+  spy_trace_arena ar = {0};
+  int n = 0, bad = 0, rc;
+  while (!bad && (rc = spy_trace_reader_next(r, &a)) == 1) {
+    int i = n / 2, end = n % 2;
+    char cid[16], want[64];
+    snprintf(cid, sizeof cid, "k%d", i);
+    int nwant =
+        end ? snprintf(want, sizeof want, "int f%d(void){return %d;}", i, i * 7)
+            : snprintf(want, sizeof want, "int f%d(void) { return %d; }\n", i,
+                       i * 7);
+    const char *kind = end ? "HookTransformCallEnd" : "HookTransformCallStart";
+    const spy_trace_val *c = spy_trace_get(&a, "call_id");
+    spy_trace_val v = {0};
+    const spy_trace_val *src = spy_trace_get(&a, "content");
+    if (src)
+      v = *src;
+    spy_trace_arena_reset(&ar);
+    if (a.name_len != strlen(kind) || memcmp(a.name, kind, a.name_len) || !c ||
+        c->n != strlen(cid) || memcmp(c->u.s, cid, c->n) || !src ||
+        resolve(r, &v, &ar) < 0 || v.n != (uint32_t)nwant ||
+        memcmp(v.u.s, want, v.n)) {
+      fprintf(stderr, "action %d (%.*s) differs after the round trip\n", n,
+              (int)a.name_len, a.name);
+      bad = 1;
+    }
+    n++;
+  }
+  spy_trace_arena_free(&ar);
+  spy_trace_reader_close(r);
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(n, 2 * CALLS);
+}
+
 TEST(missing_or_cyclic_delta_base_is_an_error) {
   size_t len[NVER];
   char *v = make_versions(len);
@@ -2697,6 +2761,7 @@ TEST_MAIN(
     TEST_CASE(sqlite_sources_key_is_built_at_close_and_an_unkeyed_store_reads),
     TEST_CASE(sqlite_close_beside_an_open_connection_leaves_a_whole_store),
     TEST_CASE(delta_chain_round_trips_through_postgres),
+    TEST_CASE(many_copies_a_batch_round_trip_through_postgres),
     TEST_CASE(missing_or_cyclic_delta_base_is_an_error),
     TEST_CASE(schema_2_sqlite_store_still_reads_and_is_not_appended_to),
     TEST_CASE(decode_rejects_truncated_and_corrupt_records))

@@ -47,6 +47,9 @@ SPY_TEST_PG="$PG_CONNINFO" "$test_trace" application_kind_into_postgres
 echo "== a chain of similar payloads round-trips as deltas"
 SPY_TEST_PG="$PG_CONNINFO" "$test_trace" delta_chain_round_trips_through_postgres
 
+echo "== a batch of many COPYs per table round-trips"
+SPY_TEST_PG="$PG_CONNINFO" "$test_trace" many_copies_a_batch_round_trip_through_postgres
+
 echo "== a traced build"
 gen_tree "$work/src" 20 10
 "$tool" demo build "$work/src" --trace "$PG_URI" --out "$work/out1" >"$work/b1.txt"
@@ -94,6 +97,27 @@ team_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d tea
   fail "team hook_calls"
 [ "$(team_sql "select count(*) from pg_indexes where indexname='hook_transform_call_end_call'")" -eq 1 ] ||
   fail "team indexes"
+
+echo "== a store of one session: its indexes come with the second session"
+pg_sql "create database solo" >/dev/null
+solo_uri=${PG_URI/\/postgres?/\/solo?}
+solo_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d solo -c "$1"; }
+hook_idx="select count(*) from pg_indexes where indexname ~ '^hook_.*_(call|plugin)$'"
+all_idx="select count(*) from pg_indexes where indexname ~ '^(hook_.*_(call|plugin)|.*_parent|build_end_build)$'"
+"$tool" demo build "$work/src" --trace "$solo_uri" --out "$work/solo1" >"$work/solo1.txt" 2>&1 ||
+  { cat "$work/solo1.txt"; fail "first solo build"; }
+[ "$(solo_sql "$all_idx")" -eq 0 ] || fail "a store of one session got indexes at close"
+[ "$(solo_sql "select count(*) from hook_calls where hook_type='transform' and ended_at is not null")" -eq 1000 ] ||
+  fail "solo hook_calls"
+"$tool" trace hooks "$solo_uri" --plugin demo:banner --slowest 3 >"$work/solo_hooks.txt" ||
+  fail "trace hooks on a store of one session"
+[ "$(grep -c demo:banner "$work/solo_hooks.txt")" -ge 3 ] || { cat "$work/solo_hooks.txt"; fail "solo slowest hooks"; }
+"$tool" demo build "$work/src" --trace "$solo_uri" --out "$work/solo2" >"$work/solo2.txt" 2>&1 ||
+  { cat "$work/solo2.txt"; fail "second solo build"; }
+[ "$(solo_sql "$hook_idx")" -eq 8 ] || fail "the second session did not make the hook tables' indexes"
+[ "$(solo_sql "select count(*) from pg_indexes where indexname in ('module_graph_ready__modules__imports_parent', 'build_end_build')")" -eq 2 ] ||
+  fail "the second session did not make the parent and build indexes"
+[ "$(solo_sql "select count(*) from module_imports")" -eq 740 ] || fail "solo module_imports"
 
 # The server goes away mid-build; the build keeps going (buffered).
 slow_build() { # out_dir extra-args… ; runs in the background, sets pid

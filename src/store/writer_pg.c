@@ -1,13 +1,15 @@
-/* writer_pg.c — the PostgreSQL writer (libpq): the same schema as SQLite
- * (derived from the catalog; an application kind's tables are created with
- * the first batch that holds its rows), one transaction per batch, rows
+/* writer_pg.c — the PostgreSQL writer (libpq): store schema 5, the tables
+ * derived from the catalog (a table per hook Start and End kind: SQLite's
+ * store has since merged a hook call into one hook_calls row; an
+ * application kind's tables are created with the first batch that holds
+ * its rows), one transaction per batch, rows
  * sent with COPY, at most COPY_ROWS a COPY, a batch's COPYs in one query
  * (sources through a staging table so a payload already stored is
  * skipped), one action_batches row per batch (its seq range
  * and count — how a batch whose COMMIT answer was lost is found — and
  * the binary records of the actions the tables cannot give back exactly:
  * application kinds, text that is not UTF-8), indexes created at close
- * if missing.
+ * if missing, once the store holds a second session.
  *
  * A server that goes away: the failed batch and the ones after it are kept
  * in memory, up to retry_bytes; over that the oldest batch is dropped and
@@ -40,9 +42,24 @@
 #include "core/json_escape.h"
 #include "store.h"
 
+/* Rows per COPY: see "---- COPY ----" below. */
+#define COPY_ROWS 128
+
+/* Where a buffer of binary rows is cut into COPYs: at[k] is the offset of
+ * row (k + 1) * COPY_ROWS, noted as the rows are appended (walking the
+ * rows' fields at send time to find the cuts cost the writer thread ~5 %
+ * of its instructions). */
+typedef struct cuts {
+  size_t *at;
+  size_t n, cap;
+  uint64_t rows;
+} cuts;
+
 typedef struct batch {
   spy__buf copy[SPY__T_COUNT]; /* own tables */
+  cuts cut[SPY__T_COUNT];      /* copy[t]'s */
   spy__buf *gcopy;             /* per derived table */
+  cuts *gcut;                  /* gcopy[t]'s */
   int ngcopy;
   uint64_t actions;
   uint64_t *src;  /* content hashes of the payloads it carries, 2 each */
@@ -488,11 +505,16 @@ static batch *new_batch(void) { return calloc(1, sizeof(batch)); }
 static void free_batch(batch *b) {
   if (!b)
     return;
-  for (int t = 0; t < SPY__T_COUNT; t++)
+  for (int t = 0; t < SPY__T_COUNT; t++) {
     spy__buf_free(&b->copy[t]);
-  for (int t = 0; t < b->ngcopy; t++)
+    free(b->cut[t].at);
+  }
+  for (int t = 0; t < b->ngcopy; t++) {
     spy__buf_free(&b->gcopy[t]);
+    free(b->gcut[t].at);
+  }
   free(b->gcopy);
+  free(b->gcut);
   free(b->src);
   free(b->srcoff);
   free(b);
@@ -542,9 +564,27 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   return rc;
 }
 
-/* Appends one binary COPY row; types: one SPY__COL_* per column. */
-static int put_row(batch *b, spy__buf *o, const char *types, const spy__cell *c,
-                   int n) {
+/* Notes that a row starts at off in the buffer k cuts. */
+static int cut_row(cuts *k, size_t off) {
+  if (k->rows && k->rows % COPY_ROWS == 0) {
+    if (k->n == k->cap) {
+      size_t ncap = k->cap ? k->cap * 2 : 16;
+      size_t *a = realloc(k->at, ncap * sizeof *a);
+      if (!a)
+        return SPY_ENOMEM;
+      k->at = a;
+      k->cap = ncap;
+    }
+    k->at[k->n++] = off;
+  }
+  k->rows++;
+  return 0;
+}
+
+/* Appends one binary COPY row to o (cut by k); types: one SPY__COL_* per
+ * column. */
+static int put_row(batch *b, spy__buf *o, cuts *k, const char *types,
+                   const spy__cell *c, int n) {
   size_t need = 2;
   for (int i = 0; i < n; i++) {
     size_t m = cell_max(&c[i]);
@@ -554,6 +594,8 @@ static int put_row(batch *b, spy__buf *o, const char *types, const spy__cell *c,
   }
   if (spy__buf_reserve(o, need) < 0)
     return o->err;
+  if (cut_row(k, o->len) < 0)
+    return o->err = SPY_ENOMEM;
   char *p = o->p + o->len;
   be16(p, (uint16_t)n);
   size_t len = 2;
@@ -570,13 +612,18 @@ static int sink(void *arg, int table, const spy__cell *c, int n) {
   if (table >= b->ngcopy) {
     int nn = w->schema.n;
     spy__buf *g = realloc(b->gcopy, (size_t)nn * sizeof *g);
-    if (!g)
+    if (g)
+      b->gcopy = g;
+    cuts *k = g ? realloc(b->gcut, (size_t)nn * sizeof *k) : NULL;
+    if (!k)
       return SPY_ENOMEM;
+    b->gcut = k;
     memset(g + b->ngcopy, 0, (size_t)(nn - b->ngcopy) * sizeof *g);
-    b->gcopy = g;
+    memset(k + b->ngcopy, 0, (size_t)(nn - b->ngcopy) * sizeof *k);
     b->ngcopy = nn;
   }
-  return put_row(b, &b->gcopy[table], w->schema.t[table].types, c, n);
+  return put_row(b, &b->gcopy[table], &b->gcut[table], w->schema.t[table].types,
+                 c, n);
 }
 
 /* A packed sources row, on the writer thread: into the current batch. */
@@ -596,7 +643,7 @@ static int source_sink(void *arg, const uint64_t hash[2],
     b->capsrc = ncap;
   }
   size_t at = b->copy[SPY__T_SOURCES].len;
-  int rc = put_row(b, &b->copy[SPY__T_SOURCES],
+  int rc = put_row(b, &b->copy[SPY__T_SOURCES], &b->cut[SPY__T_SOURCES],
                    spy__tables[SPY__T_SOURCES].types, c, 5);
   if (rc == 0) {
     b->src[2 * b->nsrc] = hash[0];
@@ -677,31 +724,16 @@ static int pg_action(void *state, const spy_trace_record *r) {
  * query: each COPY after the first costs the round trip of its rows only
  * (the server's answer to one COPY and its request for the next data come
  * together). */
-#define COPY_ROWS 128
-
 typedef struct copy_part {
   const char *table, *cols;
   const spy__buf *data; /* binary rows, without the header and trailer */
+  const cuts *cut;      /* data's */
   const char *ddl;      /* statements run before its first COPY, or NULL */
 } copy_part;
 
-/* The offset after up to `rows` binary rows of d from off. */
-static size_t rows_end(const spy__buf *d, size_t off, int rows) {
-  const unsigned char *p = (const unsigned char *)d->p;
-  for (; off < d->len && rows > 0; rows--) {
-    if (off + 2 > d->len) /* not a row: the rest goes as it is */
-      return d->len;
-    unsigned nf = (unsigned)p[off] << 8 | p[off + 1];
-    off += 2;
-    for (unsigned i = 0; i < nf && off + 4 <= d->len; i++) {
-      uint32_t l = (uint32_t)p[off] << 24 | (uint32_t)p[off + 1] << 16 |
-                   (uint32_t)p[off + 2] << 8 | p[off + 3];
-      off += 4;
-      if (l != 0xffffffffu)
-        off += l;
-    }
-  }
-  return off < d->len ? off : d->len;
+/* The offset where part p's COPY number k (from 0) ends. */
+static size_t copy_end(const copy_part *p, size_t k) {
+  return k < p->cut->n ? p->cut->at[k] : p->data->len;
 }
 
 /* One COPY's data: the header, n bytes of rows, the trailer, its end. */
@@ -733,8 +765,7 @@ static int copy_parts(pgw *w, const copy_part *part, int n) {
   for (int i = 0; i < n; i++) {
     if (part[i].ddl)
       spy__buf_puts(&sql, part[i].ddl);
-    const spy__buf *d = part[i].data;
-    for (size_t off = 0; off < d->len; off = rows_end(d, off, COPY_ROWS)) {
+    for (size_t k = 0; part[i].data->len && k <= part[i].cut->n; k++) {
       spy__buf_puts(&sql, "COPY ");
       spy__buf_puts(&sql, part[i].table);
       spy__buf_putc(&sql, '(');
@@ -753,19 +784,19 @@ static int copy_parts(pgw *w, const copy_part *part, int n) {
   if (sent <= 0)
     return sent ? 0 : SPY_EIO; /* nothing to send, or it was not sent */
   int rc = 0, i = 0, asked = 0;
-  size_t off = 0;
+  size_t off = 0, k = 0; /* part i's COPY k starts at off */
   PGresult *r;
   while ((r = PQgetResult(w->conn))) {
     ExecStatusType s = PQresultStatus(r);
     if (s == PGRES_COPY_IN) { /* the next COPY's rows */
       PQclear(r);
       while (i < n && off >= part[i].data->len)
-        i++, off = 0;
+        i++, off = 0, k = 0;
       if (i == n || ++asked > ncopy) { /* cannot be: end it, failed */
         PQputCopyEnd(w->conn, "spyglass: no rows for this COPY");
         continue;
       }
-      size_t end = rows_end(part[i].data, off, COPY_ROWS);
+      size_t end = copy_end(&part[i], k++);
       int src = send_rows(w, part[i].data->p + off, end - off);
       if (src && !rc)
         rc = src;
@@ -781,8 +812,8 @@ static int copy_parts(pgw *w, const copy_part *part, int n) {
 
 /* COPY of data into table, after the statements in w->pre. */
 static int copy_in(pgw *w, const char *table, const char *cols,
-                   const spy__buf *data) {
-  copy_part p = {table, cols, data, NULL};
+                   const spy__buf *data, const cuts *cut) {
+  copy_part p = {table, cols, data, cut, NULL};
   return copy_parts(w, &p, 1);
 }
 
@@ -817,7 +848,11 @@ static int sort_sources(pgw *w, batch *b) {
     r[i] = (srow){in->p + b->srcoff[i], end - b->srcoff[i]};
   }
   qsort(r, b->nsrc, sizeof *r, srow_cmp);
+  cuts *k = &b->cut[SPY__T_SOURCES];
+  k->n = 0; /* the same count of rows: the same count of cuts */
+  k->rows = 0;
   for (size_t i = 0; i < b->nsrc; i++) {
+    cut_row(k, w->sorted.len); /* cannot fail: room for them all */
     memcpy(w->sorted.p + w->sorted.len, r[i].p, r[i].n);
     w->sorted.len += r[i].n;
   }
@@ -842,7 +877,7 @@ static int stage_sources(pgw *w, const batch *b) {
            w->pre);
   w->pre = pre;
   int rc = copy_in(w, "src_stage", spy__tables[SPY__T_SOURCES].cols,
-                   &b->copy[SPY__T_SOURCES]);
+                   &b->copy[SPY__T_SOURCES], &b->cut[SPY__T_SOURCES]);
   if (!rc)
     rc = q(w,
            "INSERT INTO sources SELECT * FROM src_stage ORDER BY source_id "
@@ -863,7 +898,7 @@ static int send_sources(pgw *w, batch *b) {
   snprintf(pre, sizeof pre, "%sSAVEPOINT src;", w->pre);
   w->pre = pre;
   rc = copy_in(w, "sources", spy__tables[SPY__T_SOURCES].cols,
-               &b->copy[SPY__T_SOURCES]);
+               &b->copy[SPY__T_SOURCES], &b->cut[SPY__T_SOURCES]);
   if (rc != SPY_EEXIST)
     return rc;
   w->src_stage = 1;
@@ -899,7 +934,7 @@ static int send_batch(pgw *w, batch *b) {
   for (int t = 0; t < SPY__T_COUNT && !rc; t++)
     if (t != SPY__T_SOURCES && b->copy[t].len)
       parts[np++] = (copy_part){spy__tables[t].name, spy__tables[t].cols,
-                                &b->copy[t], NULL};
+                                &b->copy[t], &b->cut[t], NULL};
   for (int t = 0; t < b->ngcopy && !rc; t++) {
     if (!b->gcopy[t].len)
       continue;
@@ -920,7 +955,7 @@ static int send_batch(pgw *w, batch *b) {
       ddl = ddls[t].p;
     }
     parts[np++] = (copy_part){w->schema.t[t].name, w->schema.t[t].cols,
-                              &b->gcopy[t], ddl};
+                              &b->gcopy[t], &b->gcut[t], ddl};
   }
   if (!rc)
     rc = copy_parts(w, parts, np); /* BEGIN alone when nothing is copied */
@@ -1040,7 +1075,7 @@ static int pg_commit(void *state) {
     int rc = spy__abatch_row(&w->ab, w->session_id, c);
     spy__batch_mark_cells(&w->mark, c);
     if (rc == 0)
-      rc = put_row(b, &b->copy[SPY__T_BATCHES],
+      rc = put_row(b, &b->copy[SPY__T_BATCHES], &b->cut[SPY__T_BATCHES],
                    spy__tables[SPY__T_BATCHES].types, c, 7);
     spy__abatch_clear(&w->ab);
     w->mark = (spy__batch_mark){0};
@@ -1179,6 +1214,26 @@ static int index_skipped(const char *name, size_t nlen) {
   return 0;
 }
 
+/* Whether the store holds no session but this writer's; -1 when the
+ * server cannot say. Such a store gets no index at close: every row has
+ * its session, so an index (all of them lead with it) narrows a question
+ * by its later columns alone, and on the 20,000-module build the server
+ * answers those questions as fast by scanning (psql on the views: the
+ * slowest calls of a plugin 48-56 -> 61-63 ms, one module's calls 22 ->
+ * 49 ms, one call 26 -> 34 ms, the per-plugin totals 407 -> 183 ms, a
+ * module's imports 8-10 -> 10-12 ms; the readers read a session's tables
+ * whole), while the sorts at close were ~1/4 of the server's CPU for the
+ * trace, all of it after the build. The next session's close builds them
+ * over both sessions' rows; later sessions keep them up row by row. */
+static int store_alone(pgw *w) {
+  PGresult *r = NULL;
+  if (q(w, "SELECT count(*) FROM sessions", &r))
+    return -1;
+  int alone = PQntuples(r) == 1 && atoll(PQgetvalue(r, 0, 0)) <= 1;
+  PQclear(r);
+  return alone;
+}
+
 /* Creates the indexes the database does not have yet (an existing one is
  * not touched: CREATE INDEX would lock its table against other sessions'
  * writes even when it only finds the name taken), each in a transaction
@@ -1188,6 +1243,8 @@ static int index_skipped(const char *name, size_t nlen) {
  * changing the schema waits for it, and it for that writer) and a lock of
  * the index's name (two sessions closing at once make each index once). */
 static int create_missing_indexes(pgw *w) {
+  if (store_alone(w) == 1)
+    return 0;
   PGresult *have = NULL;
   int rc = q(w,
              "SELECT indexname FROM pg_indexes WHERE schemaname = "
@@ -1297,8 +1354,9 @@ static int64_t pg_close(void *state) {
       nanosleep(&ts, NULL);
     }
   }
-  /* indexes: built in one pass over the first session's rows (smaller and
-   * cheaper than growing them row by row), kept up by later sessions */
+  /* indexes: none in a store of one session (store_alone), built in one
+   * pass over the first two sessions' rows by the second's close (smaller
+   * and cheaper than growing them row by row), kept up by later sessions */
   if (w->opened && w->conn && PQstatus(w->conn) == CONNECTION_OK &&
       create_missing_indexes(w) != 0)
     say(w, SPY_EIO, "creating the indexes");
