@@ -279,13 +279,6 @@ static inline void enc_src(enc *e, const spy_trace_text *t, int nullable) {
     put_str(e, SPY_TV_SRC, t->ptr, t->len);
 }
 
-static inline void enc_oint(enc *e, int64_t v) {
-  if (v == SPY_TRACE_NULL_INT)
-    put_u8(e, SPY_TV_NULL);
-  else
-    put_tag_u64(e, SPY_TV_INT, (uint64_t)v);
-}
-
 /* A list field goes through the generic encoder. */
 #define ENC_LISTF(e, v, type, r)                                               \
   enc_field(e, &(const spy_trace_field){NULL, type, 0, &spy_rec_kind_##r},     \
@@ -296,7 +289,9 @@ static inline void enc_oint(enc *e, int64_t v) {
 #define ENC_SRC(e, v, r) enc_src(e, &(v), 0)
 #define ENC_OSRC(e, v, r) enc_src(e, &(v), 1)
 #define ENC_INT(e, v, r) put_tag_u64(e, SPY_TV_INT, (uint64_t)(v))
-#define ENC_OINT(e, v, r) enc_oint(e, v)
+#define ENC_OINT(e, v, r)                                                      \
+  ((v) == SPY_TRACE_NULL_INT ? put_u8(e, SPY_TV_NULL)                          \
+                             : put_tag_u64(e, SPY_TV_INT, (uint64_t)(v)))
 #define ENC_BOOL(e, v, r) put_u8(e, (v) ? SPY_TV_TRUE : SPY_TV_FALSE)
 #define ENC_OBOOL(e, v, r)                                                     \
   put_u8(e, (v) < 0 ? SPY_TV_NULL : (v) ? SPY_TV_TRUE : SPY_TV_FALSE)
