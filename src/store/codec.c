@@ -162,6 +162,28 @@ static int64_t enc_finish(enc *e) {
 
 /* ---- from a catalog struct ---------------------------------------------- */
 
+/* A string or source field, or null (an error where it is required). */
+static inline void enc_str(enc *e, const char *s, int nullable) {
+  if (s)
+    put_str(e, SPY_TV_STR, s, strlen(s));
+  else {
+    if (!nullable)
+      e->err = SPY_EINVAL;
+    put_u8(e, SPY_TV_NULL);
+  }
+}
+
+static inline void enc_src(enc *e, const spy_trace_text *t, int nullable) {
+  if (!t->ptr) {
+    if (!nullable)
+      e->err = SPY_EINVAL;
+    put_u8(e, SPY_TV_NULL);
+  } else if (e->lend && e->lend->on && t->release)
+    put_lent(e, t);
+  else
+    put_str(e, SPY_TV_SRC, t->ptr, t->len);
+}
+
 static void enc_struct(enc *e, const spy_trace_kind *k, const char *base);
 
 static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
@@ -170,26 +192,14 @@ static void enc_field(enc *e, const spy_trace_field *f, const char *at) {
   case SPY_TF_OSTR: {
     const char *s;
     memcpy(&s, at, sizeof s);
-    if (!s) {
-      if (f->type == SPY_TF_STR)
-        e->err = SPY_EINVAL;
-      put_u8(e, SPY_TV_NULL);
-    } else
-      put_str(e, SPY_TV_STR, s, strlen(s));
+    enc_str(e, s, f->type == SPY_TF_OSTR);
     break;
   }
   case SPY_TF_SRC:
   case SPY_TF_OSRC: {
     spy_trace_text t;
     memcpy(&t, at, sizeof t);
-    if (!t.ptr) {
-      if (f->type == SPY_TF_SRC)
-        e->err = SPY_EINVAL;
-      put_u8(e, SPY_TV_NULL);
-    } else if (e->lend && e->lend->on && t.release)
-      put_lent(e, &t);
-    else
-      put_str(e, SPY_TV_SRC, t.ptr, t.len);
+    enc_src(e, &t, f->type == SPY_TF_OSRC);
     break;
   }
   case SPY_TF_INT:
@@ -258,27 +268,6 @@ static void enc_struct(enc *e, const spy_trace_kind *k, const char *base) {
  * The same bytes as enc_struct, written field by field in straight-line
  * code (no descriptor walk, no switch): the emitter's hot path. */
 
-static inline void enc_str(enc *e, const char *s, int nullable) {
-  if (s)
-    put_str(e, SPY_TV_STR, s, strlen(s));
-  else {
-    if (!nullable)
-      e->err = SPY_EINVAL;
-    put_u8(e, SPY_TV_NULL);
-  }
-}
-
-static inline void enc_src(enc *e, const spy_trace_text *t, int nullable) {
-  if (!t->ptr) {
-    if (!nullable)
-      e->err = SPY_EINVAL;
-    put_u8(e, SPY_TV_NULL);
-  } else if (e->lend && e->lend->on && t->release)
-    put_lent(e, t);
-  else
-    put_str(e, SPY_TV_SRC, t->ptr, t->len);
-}
-
 /* A list field goes through the generic encoder. */
 #define ENC_LISTF(e, v, type, r)                                               \
   enc_field(e, &(const spy_trace_field){NULL, type, 0, &spy_rec_kind_##r},     \
@@ -342,16 +331,12 @@ int64_t spy__trace_encode_lend(const spy_trace_kind *kind, const void *act,
     kind_encs[id].fn(&e, act);
     return enc_finish(&e);
   }
-  size_t nl = strlen(kind->name);
-  if (nl > 0xffff)
-    return SPY_EINVAL;
-  enc_header(&e, kind->name, nl, kind->id, seq, ts_us, build);
-  static const char none = 0;
-  enc_struct(&e, kind, act ? (const char *)act : &none);
-  return enc_finish(&e);
+  return spy__trace_encode_generic(kind, act, seq, ts_us, build, buf, cap,
+                                   lend);
 }
 
-/* The generic encoder (tests compare it with the generated ones). */
+/* The descriptor walk: application kinds (tests compare it with the
+ * generated encoders). */
 int64_t spy__trace_encode_generic(const spy_trace_kind *kind, const void *act,
                                   uint64_t seq, uint64_t ts_us, uint32_t build,
                                   void *buf, size_t cap, spy__lend *lend) {

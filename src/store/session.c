@@ -91,6 +91,7 @@
 #include <unistd.h>
 
 #include "platform/platform.h"
+#include "spyglass/wire.h" /* spy_rd64, spy_wr64 */
 #include "store.h"
 
 #define MARK_WRAP 0u
@@ -481,28 +482,6 @@ static void sleep_us(uint32_t us) {
   nanosleep(&ts, NULL);
 }
 
-static inline uint64_t rd64le(const uint8_t *p) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return v;
-#else
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-#endif
-}
-
-static inline void wr64le(uint8_t *p, uint64_t v) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  memcpy(p, &v, 8);
-#else
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-#endif
-}
-
 /* Releases the payloads a record of q's memory queues (ring, heap,
  * memory spill) borrowed; what the emitter may lend again. */
 static void release_lent(tq *q, const uint8_t *rec) {
@@ -588,7 +567,7 @@ static const uint8_t *peek(tq *q, uint64_t tail, uint64_t *seq) {
     const uint8_t *rec = q->ring + pos;
     if (m == MARK_HEAP)
       memcpy(&rec, q->ring + pos + 8, sizeof rec);
-    *seq = rd64le(rec + 8);
+    *seq = spy_rd64(rec + 8);
     return q->ring + pos;
   }
   return NULL;
@@ -956,7 +935,7 @@ static const uint8_t *file_peek(tq *q, uint64_t *seq, size_t *len, int *bad) {
          * may not be summed yet (it is when it is written out) */
         (void)sum;
         *bad = n < 16 || rn != n;
-        *seq = *bad ? 0 : rd64le(rec + 8);
+        *seq = *bad ? 0 : spy_rd64(rec + 8);
         return rec;
       }
       if (8 + (size_t)n > q->rb_cap) {
@@ -1034,7 +1013,7 @@ static void files_committed(spy_trace *t) {
     if (q->f_rd <= q->f_resume)
       continue;
     uint8_t b[8];
-    wr64le(b, q->f_rd);
+    spy_wr64(b, q->f_rd);
     if (pwrite(q->fd, b, 8, SF_RESUME) == 8)
       q->f_resume = q->f_rd;
     uint64_t upto = q->f_resume & ~(uint64_t)(SF_DATA - 1);
@@ -1070,7 +1049,7 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
     for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
          q = q->next) {
       const uint8_t *r = blk_peek(t, q);
-      if (r && rd64le(r + 8) == want) {
+      if (r && spy_rd64(r + 8) == want) {
         *slot = r;
         *from = q;
         *spilled = 1;
@@ -1478,7 +1457,7 @@ static void wait_space(spy_trace *t, tq *q, uint64_t head) {
  * header's time, after length, id and seq). */
 static inline void late_ts(uint8_t *rec, int late) {
   if (late)
-    wr64le(rec + 16, spy__wall_us());
+    spy_wr64(rec + 16, spy__wall_us());
 }
 
 /* A block for a spilled record of `slot` bytes (a block handed back, a
@@ -1545,8 +1524,8 @@ static int file_open(spy_trace *t, tq *q) {
   uint32_t ver = 1, sl = (uint32_t)strlen(t->session_id);
   memcpy(h + 8, &ver, 4);
   memcpy(h + 12, &q->id, 4);
-  wr64le(h + SF_RESUME, SF_DATA);
-  wr64le(h + 24, spy__wall_us());
+  spy_wr64(h + SF_RESUME, SF_DATA);
+  spy_wr64(h + 24, spy__wall_us());
   if (sl > 200)
     sl = 200;
   memcpy(h + 32, &sl, 4);
@@ -1583,19 +1562,18 @@ static int fq_room(tq *q, int k) {
  * 0, a negative code, or 1 when the file cannot take it (no file, its
  * bound reached, a write failed): the caller waits for ring space. */
 static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
-                     const void *act, uint64_t ts, uint32_t build, size_t need,
-                     int late, spy__lend *ld) {
+                     const void *act, uint64_t ts, uint32_t build, int late,
+                     spy__lend *ld) {
   if (!t->spill_dir)
     return 1;
   /* the file is read by another process (recovery): its records are the
-   * public form, measured again here — the queues' form may be smaller
-   * (no kind name) or larger; lent payloads go in as bytes, released by
-   * the caller */
-  (void)need;
+   * public form, measured here — the queues' form may be smaller (no kind
+   * name) or larger; lent payloads go in as bytes, released by the
+   * caller */
   int64_t n = spy_trace_encode(kind, act, 0, ts, build, NULL, 0);
   if (n < 0)
     return (int)n;
-  need = (size_t)n;
+  size_t need = (size_t)n;
   if (q->fd < 0) {
     if (q->f_nofile) /* the file could not be made */
       return 1;
@@ -1644,7 +1622,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   spy_trace_encode(kind, act, 0, ts, build, at + 8, need);
   late_ts(at + 8, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
-  wr64le(at + 16, seq);
+  spy_wr64(at + 16, seq);
   uint32_t hdr[2] = {(uint32_t)need, 0}; /* summed when written out */
   memcpy(at, hdr, 8);
   if (total > SF_BUF)
@@ -1694,14 +1672,14 @@ static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   size_t slot = ((size_t)need + 7u) & ~(size_t)7u;
   sblk *b = q->sb_tail;
   if (q->f_mode || (b->cap - q->sb_w < slot && !(b = blk_next(t, q, slot))))
-    return file_emit(t, q, kind, act, ts, build, (size_t)need, late, ld);
+    return file_emit(t, q, kind, act, ts, build, late, ld);
   uint8_t *at = b->data + q->sb_w;
   ld->owner = q->lent_owner;
   spy__trace_encode_lend(kind, act, 0, ts, build, at, (size_t)need, ld);
   lent_taken(q, ld);
   late_ts(at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
-  wr64le(at + 8, seq);
+  spy_wr64(at + 8, seq);
   q->sb_w += slot;
   atomic_store_explicit(&b->pub, q->sb_w, memory_order_release);
   bump(&q->emitted, 1);
@@ -1837,7 +1815,7 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
   }
   late_ts(heap ? heap : at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
-  wr64le((heap ? heap : at) + 8, seq);
+  spy_wr64((heap ? heap : at) + 8, seq);
   q->ptail = tail + slot;
   atomic_store_explicit(&q->tail, q->ptail, memory_order_release);
   lent_taken(q, ld);
@@ -2239,7 +2217,7 @@ static int rcur_next(rcur *c, uint64_t *torn) {
     (*torn)++;
     return 0;
   }
-  c->seq = rd64le(c->rec + 8);
+  c->seq = spy_rd64(c->rec + 8);
   c->off += 8 + (uint64_t)h[0];
   c->live = 1;
   return 1;
@@ -2350,7 +2328,7 @@ int spy_trace_recover(const char *dir, const char *conninfo,
     }
     cur = nb;
     cur[nc] = (rcur){
-        .fd = fd, .off = rd64le(h + SF_RESUME), .size = (uint64_t)sb.st_size};
+        .fd = fd, .off = spy_rd64(h + SF_RESUME), .size = (uint64_t)sb.st_size};
     if (cur[nc].off < SF_DATA)
       cur[nc].off = SF_DATA;
     nc++;
