@@ -16,6 +16,7 @@
  * The PostgreSQL case needs SPY_TEST_PG (a conninfo): the trace_pg CTest
  * (test/trace_pg.sh) starts a real server, sets it and runs that case;
  * here, without it, the case says so and does nothing. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1143,6 +1144,97 @@ TEST(beyond_the_memory_bound_actions_spill_to_a_file_in_order) {
 
 TEST(with_lending_off_actions_spill_to_a_file_whole) {
   spill_to_file_in_order(1);
+}
+
+/* A spill file record that cannot be read back (here: damaged on disk
+ * while the writer was held) is lost, counted and reported; the records
+ * older than it, still in the ring, and every one after it are written
+ * in order, and the final flush returns: the writer gives the lost
+ * record's number up instead of waiting for it forever. The file is read
+ * before the ring, so the damaged record is seen while the number the
+ * writer wants next is in the ring. */
+typedef struct gated {
+  _Atomic int open, held;
+  uint64_t n, last_seq, unordered;
+} gated;
+static int gated_action(void *st, const spy_trace_record *r) {
+  gated *g = st;
+  atomic_store(&g->held, 1);
+  while (!atomic_load(&g->open))
+    usleep(1000);
+  if (r->action->seq <= g->last_seq)
+    g->unordered++;
+  g->last_seq = r->action->seq;
+  g->n++;
+  return 0;
+}
+static const spy_trace_writer_ops gated_ops = {
+    "gated", oc_open, NULL, gated_action, NULL, oc_close, NULL};
+typedef struct error_log {
+  int damaged, gave_up;
+} error_log;
+static void log_errors(void *arg, int err, const char *msg) {
+  error_log *e = arg;
+  (void)err;
+  e->damaged += strstr(msg, "spill file record is damaged") != NULL;
+  e->gave_up += strstr(msg, "numbered but never queued") != NULL;
+}
+TEST(a_damaged_spill_record_is_counted_lost_and_the_rest_written_in_order) {
+  gated g = {0};
+  error_log e = {0};
+  const char *dir = mktmp();
+  CHECK(dir);
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &gated_ops,
+                      .ops_arg = &g,
+                      .dir = dir,
+                      .queue_bytes = 65536,
+                      .spill_bytes = 1,
+                      .lend_bytes = 1,
+                      .on_error = log_errors,
+                      .on_error_arg = &e};
+  CHECK_OK(spy_trace_create(&t, &d));
+  static char payload[3000];
+  memset(payload, 'p', sizeof payload);
+  /* past the ring, into the spill file, and past the full buffers the
+   * emitter leaves for the writer (8 of 2 MiB): it writes them itself */
+  enum { N = 8000 };
+  /* the writer holds the first action before anything spills, so it has
+   * read none of the file when it is damaged */
+  CHECK_OK(spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){
+             "m", {payload, sizeof payload}, "p", 0, "c", 0}));
+  while (!atomic_load(&g.held))
+    usleep(1000);
+  for (int i = 1; i < N; i++)
+    CHECK_OK(spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){
+               "m", {payload, sizeof payload}, "p", i, "c", 0}));
+  char path[600];
+  snprintf(path, sizeof path, "%s/spill-0.bin", dir);
+  int fd = open(path, O_WRONLY);
+  CHECK(fd >= 0);
+  struct stat sb;
+  CHECK(fstat(fd, &sb) == 0);
+  CHECK(sb.st_size > (4096 + (2 << 20))); /* its first buffer is on disk */
+  /* the first record's own length (after the file's 4 KiB header and the
+   * record's 8-byte frame) no longer matches its frame's */
+  uint32_t junk = 0xdeadbeef;
+  CHECK(pwrite(fd, &junk, 4, 4096 + 8) == 4);
+  close(fd);
+  atomic_store(&g.open, 1);
+  CHECK_OK(spy_trace_flush(t));
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.lost, 1);
+  CHECK_EQ(spy_trace_destroy(t), 1);
+  CHECK_EQ(g.n, N - 1);
+  CHECK_EQ(g.unordered, 0);
+  CHECK_EQ(g.last_seq, N);
+  CHECK_EQ(e.damaged, 1);
+  CHECK_EQ(e.gave_up, 1);
+  rmrf(dir);
 }
 
 /* Payloads larger than the writer's read-ahead (1 MiB) come back whole
@@ -2728,6 +2820,8 @@ TEST_MAIN(
     TEST_CASE(the_memory_spill_reuses_its_blocks),
     TEST_CASE(beyond_the_memory_bound_actions_spill_to_a_file_in_order),
     TEST_CASE(with_lending_off_actions_spill_to_a_file_whole),
+    TEST_CASE(
+        a_damaged_spill_record_is_counted_lost_and_the_rest_written_in_order),
     TEST_CASE(
         with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost),
     TEST_CASE(large_payloads_come_back_whole_from_the_spill_file),

@@ -474,7 +474,9 @@ typedef struct spy_trace_desc {
 typedef struct spy_trace_stats {
   uint64_t emitted;       /* actions accepted by emit */
   uint64_t written;       /* actions handed to the writer */
-  uint64_t lost;          /* actions the writer could not store */
+  uint64_t lost;          /* actions not stored: the writer could not, or
+                             the session gave up waiting for (a damaged
+                             spill file record; see on_error) */
   uint64_t waits;         /* emits that found their queue full and waited */
   uint64_t wait_ns;       /* total time spent waiting */
   uint64_t queued_bytes;  /* bytes that went through the queue */

@@ -32,8 +32,11 @@
  * The writer thread merges the rings in sequence order (the store keeps one
  * order per session): it takes the record numbered next from whichever
  * ring holds it; a number taken but not yet published (its emitter is
- * between the increment and the store) is waited for briefly. Space is
- * handed back to each ring every 64 records. Emitters wake the writer
+ * between the increment and the store) is waited for briefly. A number
+ * that never comes (a spill file record found damaged) is given up after
+ * a bounded wait, counted lost and reported, so it cannot hold the trace
+ * or a flush; a record given up on that comes after all is written late. Space
+ * is handed back to each ring every 64 records. Emitters wake the writer
  * (futex) only when work appears after idleness or a gathering batch grows
  * large; a woken writer lets a batch gather for up to 2 ms, so a wake is
  * paid per batch, not per action. A batch is committed when it holds
@@ -100,9 +103,12 @@
 #define WAIT_IDLE 1u
 #define WAIT_GATHER 2u
 #define WAIT_GAP 3u
-#define GATHER_NS 2000000   /* a batch gathers for at most 2 ms */
-#define COMMIT_NS 100000000 /* a batch stays open at most 100 ms */
-#define MAX_FAULTS 16       /* distinct failures counted separately */
+#define GATHER_NS 2000000    /* a batch gathers for at most 2 ms */
+#define COMMIT_NS 100000000  /* a batch stays open at most 100 ms */
+#define GAP_NS 2000000000ull /* a number unpublished this long is given up */
+#define GAP_DAMAGED_NS 1000000ull /* … once a spill record was unreadable */
+#define GAP_WAITS 5   /* and the writer waited for it at least this often */
+#define MAX_FAULTS 16 /* distinct failures counted separately */
 /* spill file: a 4 KiB header block, then records (spill_hdr + record) */
 #define SF_MAGIC "SPYSPIL1"
 #define SF_DATA 4096u
@@ -305,6 +311,12 @@ struct spy_trace {
   void *wstate;
   uint64_t wseq; /* last sequence number handed to the writer */
   tq *last;      /* ring the previous record came from */
+  /* numbers given up on (gap_skip), less those that came late after all;
+   * damaged: a spill file record was unreadable (its number is then given
+   * up on without the wait) */
+  _Atomic uint64_t dropped;
+  int damaged;
+  uint64_t gap_since; /* when the writer began waiting for wseq + 1 */
   spy_trace_arena arena;
   spy__buf json;
   spy__hset seen; /* content hashes of the payloads stored */
@@ -1027,21 +1039,24 @@ static void files_committed(spy_trace *t) {
   }
 }
 
-/* Takes the record numbered t->wseq + 1 into *out: 1, or 0 when it is not
- * published yet; *spilled is set when it comes from a spill block (1) or a
- * spill file (2; *flen its bytes there, *bad when damaged). */
+/* Takes the record numbered t->wseq + 1 into *slot: 1, or 0 when it is
+ * not published yet. A record numbered lower is taken too (one the writer
+ * gave up on that came late after all: *late is set). *spilled is set
+ * when it comes from a spill block (1) or a spill file (2; *flen its bytes
+ * there, *bad when damaged: its number is not known). */
 static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
-                     int *spilled, size_t *flen, int *bad) {
+                     int *spilled, size_t *flen, int *bad, int *late) {
   uint64_t want = t->wseq + 1, seq;
   *spilled = 0;
   if (atomic_load(&t->file_pending))
     for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
          q = q->next) {
       const uint8_t *rec = file_peek(q, &seq, flen, bad);
-      if (rec && (seq == want || *bad)) {
+      if (rec && (*bad || seq <= want)) {
         *slot = rec;
         *from = q;
         *spilled = 2;
+        *late = !*bad && seq < want;
         return 1;
       }
     }
@@ -1049,10 +1064,11 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
     for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
          q = q->next) {
       const uint8_t *r = blk_peek(t, q);
-      if (r && spy_rd64(r + 8) == want) {
+      if (r && (seq = spy_rd64(r + 8)) <= want) {
         *slot = r;
         *from = q;
         *spilled = 1;
+        *late = seq < want;
         return 1;
       }
     }
@@ -1060,9 +1076,10 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
   if (q) { /* threads emit in runs: try the last ring first */
     uint64_t tail = ring_tail(q);
     const uint8_t *p = peek(q, tail, &seq);
-    if (p && seq == want) {
+    if (p && seq <= want) {
       *slot = p;
       *from = q;
+      *late = seq < want;
       return 1;
     }
   }
@@ -1072,14 +1089,49 @@ static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
       continue;
     uint64_t tail = ring_tail(q);
     const uint8_t *p = peek(q, tail, &seq);
-    if (p && seq == want) {
+    if (p && seq <= want) {
       *slot = p;
       *from = q;
       t->last = q;
+      *late = seq < want;
       return 1;
     }
   }
   return 0;
+}
+
+/* The number t->wseq + 1 was given to an emitter and is not published.
+ * Normally its emitter is between the increment and the store, or was
+ * preempted there: the writer waits. After GAP_NS (GAP_DAMAGED_NS once a
+ * spill file record was unreadable, until the writer catches up: the
+ * numbers were likely the lost records') it gives the
+ * number up, counted in dropped and reported, so a record that never
+ * comes cannot hold the trace and the flushes waiting for it; if it comes
+ * after all it is written late (take_next) and counted back. Returns 1
+ * when the number was given up on. */
+static int gap_skip(spy_trace *t, uint32_t *gaps) {
+  uint32_t n = ++*gaps;
+  if (n < 64) {
+    sched_yield();
+    return 0;
+  }
+  /* a wait may end early (a wake, a flush), and one long wait may be a
+   * process stopped (^Z) and continued: both a time and a count */
+  uint64_t now = spy__mono_ns();
+  if (n == 64)
+    t->gap_since = now;
+  if (n < 64 + GAP_WAITS ||
+      now - t->gap_since < (t->damaged ? GAP_DAMAGED_NS : GAP_NS)) {
+    writer_sleep(t, WAIT_GAP, 200000);
+    return 0;
+  }
+  report(t, SPY_EIO,
+         "an action was numbered but never queued; counted lost (written "
+         "late if it comes)");
+  atomic_fetch_add(&t->dropped, 1);
+  t->wseq++;
+  *gaps = 0;
+  return 1;
 }
 
 /* Hands one record to the writer, or (SPY_TRACE_DISCARD, a bench knob
@@ -1107,6 +1159,17 @@ static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
 
 static void rings_populate(spy_trace *t);
 
+/* A record given up on may have come late (only looked for then). */
+static int late_waiting(spy_trace *t) {
+  if (!atomic_load_explicit(&t->dropped, memory_order_relaxed))
+    return 0;
+  const uint8_t *slot;
+  tq *q;
+  int spilled, bad = 0, late = 0;
+  size_t flen;
+  return take_next(t, &slot, &q, &spilled, &flen, &bad, &late) && (late || bad);
+}
+
 /* The writer loop, on whichever thread runs it: returns when the session
  * closes and everything is written, when the thread is asked to hand the
  * loop over (t->handoff), or (until > 0) once every action up to `until`
@@ -1119,7 +1182,8 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     t->last_commit = last_commit;
     if (atomic_load(&t->handoff) || (until && t->committed_seq >= until))
       return;
-    if (atomic_load(&t->seq) == t->wseq) { /* caught up */
+    if (atomic_load(&t->seq) == t->wseq && !late_waiting(t)) { /* caught up */
+      t->damaged = 0; /* every number is accounted for */
       if (uncommitted == 0 && atomic_exchange(&t->flush_req, 0)) {
         pthread_mutex_lock(&t->mu);
         pthread_cond_broadcast(&t->committed_cv);
@@ -1158,28 +1222,31 @@ static void writer_loop(spy_trace *t, uint64_t until) {
      * key's pages are all over), and nothing else runs meanwhile */
     uint32_t batch = t->hurried ? t->batch * 4 : t->batch;
     while (n < batch &&
-           (t->wseq < given || (given = atomic_load(&t->seq)) > t->wseq)) {
+           (t->wseq < given || (given = atomic_load(&t->seq)) > t->wseq ||
+            late_waiting(t))) {
       const uint8_t *slot;
       tq *q;
-      int spilled, bad = 0;
+      int spilled, bad = 0, late = 0;
       size_t flen = 0;
-      if (!take_next(t, &slot, &q, &spilled, &flen, &bad)) {
-        /* numbered but not yet published: its emitter is between the
-         * increment and the store (or was preempted there) */
-        if (++gaps < 64)
-          sched_yield();
-        else
-          writer_sleep(t, WAIT_GAP, 200000);
+      if (!take_next(t, &slot, &q, &spilled, &flen, &bad, &late)) {
+        if (t->wseq < atomic_load(&t->seq))
+          gap_skip(t, &gaps);
+        else /* only a late record was looked for */
+          break;
         continue;
       }
+      gaps = 0;
       if (spilled == 2) { /* from the spill file */
-        if (bad)
+        if (bad) {
           report(t, SPY_EIO, "a spill file record is damaged; lost");
-        else
+          t->damaged = 1;
+        } else
           take_one(t, slot, &st, q, 1);
         q->f_rd += flen;
         atomic_store_explicit(&q->f_taken, q->f_rd, memory_order_release);
         atomic_fetch_sub(&t->file_pending, 1);
+        if (bad)
+          continue;         /* its number, not known, is waited for as a gap */
       } else if (spilled) { /* the record becomes the list's stub */
         uint32_t rn;
         memcpy(&rn, slot, 4);
@@ -1202,7 +1269,10 @@ static void writer_loop(spy_trace *t, uint64_t until) {
         }
         q->chead += m == MARK_HEAP ? HEAP_REC : ((size_t)m + 3u) & ~(size_t)3u;
       }
-      t->wseq++;
+      if (SPY_TRACE_UNLIKELY(late)) /* given up on, and here after all */
+        atomic_fetch_sub(&t->dropped, 1);
+      else
+        t->wseq++;
       n++;
       if (t->delay_us)
         sleep_us(t->delay_us);
@@ -2073,6 +2143,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
     if (lost < 0)
       lost = 0;
   }
+  lost += (int64_t)atomic_load(&t->dropped);
   if (t->sync_made) {
     report_repeats(t);
     pthread_mutex_destroy(&t->mu);
@@ -2175,6 +2246,7 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
   out->spill_blocks = atomic_load(&t->spill_blocks);
   if (t->ops->lost && t->wstate)
     out->lost = t->ops->lost(t->wstate); /* read-only counter of the writer */
+  out->lost += atomic_load(&t->dropped); /* and the numbers given up on */
   if (t->ops->busy_ns && t->wstate)
     out->packer_ns = t->ops->busy_ns(t->wstate); /* thread-safe */
 }
