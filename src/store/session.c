@@ -1046,7 +1046,7 @@ static void files_committed(spy_trace *t) {
  * there, *bad when damaged: its number is not known). */
 static int take_next(spy_trace *t, const uint8_t **slot, tq **from,
                      int *spilled, size_t *flen, int *bad, int *late) {
-  uint64_t want = t->wseq + 1, seq;
+  uint64_t want = t->wseq + 1, seq = 0;
   *spilled = 0;
   if (atomic_load(&t->file_pending))
     for (tq *q = atomic_load_explicit(&t->queues, memory_order_acquire); q;
