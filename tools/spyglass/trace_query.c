@@ -312,14 +312,32 @@ static void help_hooks(FILE *f) {
 }
 
 typedef struct hooks_out {
-  json_out *j; /* NULL: text */
+  int as_json, begun;
+  json_out j;
 } hooks_out;
+
+/* The header or the JSON's opening, before the first call (none when the
+ * store fails before it). */
+static void hooks_begin(hooks_out *o) {
+  if (o->begun)
+    return;
+  o->begun = 1;
+  if (o->as_json) {
+    jw_init(&o->j, stdout);
+    jw_obj_begin(&o->j);
+    jw_key(&o->j, "hook_calls");
+    jw_arr_begin(&o->j);
+  } else
+    printf("%-6s %-13s %-28s %10s  %s\n", "build", "hook", "plugin", "µs",
+           "module");
+}
 
 /* Prints one call as the reader gives it (nothing is held). */
 static int put_hook(void *arg, const spy_trace_hook_call *c) {
   hooks_out *o = arg;
-  json_out *j = o->j;
-  if (!j) {
+  json_out *j = &o->j;
+  hooks_begin(o);
+  if (!o->as_json) {
     printf("%-6u %-13s %-28s %10llu  %s\n", c->build, c->hook, c->plugin,
            (unsigned long long)dur(c), c->module);
     return 0;
@@ -366,27 +384,18 @@ int trace_hooks(int argc, char **argv) {
                             .order = slowest ? SPY_TRACE_CALLS_SLOWEST
                                              : SPY_TRACE_CALLS_STARTED,
                             .limit = (uint64_t)slowest};
-  json_out j;
-  hooks_out o = {NULL};
-  if (as_json) {
-    jw_init(&j, stdout);
-    jw_obj_begin(&j);
-    jw_key(&j, "hook_calls");
-    jw_arr_begin(&j);
-    o.j = &j;
-  } else
-    printf("%-6s %-13s %-28s %10s  %s\n", "build", "hook", "plugin", "µs",
-           "module");
+  hooks_out o = {.as_json = as_json};
   int rc = spy_trace_reader_hook_calls_query(r, &q, put_hook, &o);
   if (rc < 0) {
     fflush(stdout);
     return read_failed(r, rc);
   }
   warn_past(r);
+  hooks_begin(&o);
   if (as_json) {
-    jw_arr_end(&j);
-    jw_obj_end(&j);
-    jw_newline(&j);
+    jw_arr_end(&o.j);
+    jw_obj_end(&o.j);
+    jw_newline(&o.j);
   }
   spy_trace_reader_close(r);
   return EXIT_OK;
