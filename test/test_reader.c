@@ -18,7 +18,12 @@
  * form get the same answer either way; a trace written before the escaper (raw
  * Latin-1 bytes) still reads, its bytes counted; one session of a SQLite store
  * holding several is read by its rows' rowid ranges, not by scanning the
- * others.
+ * others; a hook-call query (build, plugin, module, start order or the
+ * slowest, a limit) gives exactly the calls and the order worked out from
+ * the full list, equal durations in start order, from each store and from
+ * the replay of a SQLite store's actions alike (its odd calls, which
+ * hook_calls rows cannot hold alone, too), and the replay holds the
+ * limit's calls, not the session's.
  *
  * The PostgreSQL parts need SPY_TEST_PG (a conninfo; scripts/test.sh sets
  * it, and the reader_pg CTest, test/reader_pg.sh, starts a server of its
@@ -38,6 +43,8 @@
 
 #include "core/json_escape.h"
 #include "spyglass/trace.h"
+#include "spyglass/trace_reader.h"
+#include "store/reader.h"
 #include "store/store.h"
 #include "testlib.h"
 
@@ -747,6 +754,352 @@ TEST(reading_a_large_session_holds_a_bounded_amount_of_memory) {
 #endif
 }
 
+/* ---- hook call queries --------------------------------------------------
+ */
+
+/* Two builds of calls over three plugins and seven modules, every hook
+ * type; most calls take no time (their durations tie), some sleep, some
+ * overlap (their End order is not their Start order), the call ids of
+ * build 1 come again in build 2, one call never ends. */
+#define QCALLS 150
+static const char *const qplugins[] = {"pa", "pb", "pc"};
+
+static void q_start(spy_trace *t, int i, const char *pl, const char *mod,
+                    const char *id) {
+  switch (i % 4) {
+  case 0:
+    spy_emit_hook_load_call_start(
+        t, &(spy_act_hook_load_call_start){mod, pl, 0, id, 0});
+    break;
+  case 1:
+    spy_emit_hook_transform_call_start(
+        t, &(spy_act_hook_transform_call_start){mod, {"x", 1}, pl, 0, id, 0});
+    break;
+  case 2:
+    spy_emit_hook_resolve_id_call_start(
+        t, &(spy_act_hook_resolve_id_call_start){.module_request = mod,
+                                                 .import_kind = "import",
+                                                 .plugin_name = pl,
+                                                 .trigger = "automatic",
+                                                 .call_id = id});
+    break;
+  default:
+    spy_emit_hook_render_chunk_start(
+        t, &(spy_act_hook_render_chunk_start){pl, 0, id, {"y", 1}});
+  }
+}
+
+static void q_end(spy_trace *t, int i, const char *pl, const char *mod,
+                  const char *id) {
+  switch (i % 4) {
+  case 0:
+    spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){mod, {NULL, 0}, pl, 0, id, 0});
+    break;
+  case 1:
+    spy_emit_hook_transform_call_end(
+        t, &(spy_act_hook_transform_call_end){mod, {NULL, 0}, pl, 0, id, 0});
+    break;
+  case 2:
+    spy_emit_hook_resolve_id_call_end(
+        t, &(spy_act_hook_resolve_id_call_end){.resolved_id = mod,
+                                               .is_external = -1,
+                                               .plugin_name = pl,
+                                               .trigger = "automatic",
+                                               .call_id = id});
+    break;
+  default:
+    spy_emit_hook_render_chunk_end(
+        t, &(spy_act_hook_render_chunk_end){pl, 0, id, {NULL, 0}});
+  }
+}
+
+static int write_query_calls(store *s) {
+  spy_trace *t = session(s);
+  if (!t)
+    return -1;
+  for (int b = 0; b < 2; b++) {
+    spy_trace_build_begin(t);
+    for (int i = 0; i < QCALLS; i += 2) {
+      char id[2][16], mod[2][16];
+      for (int k = 0; k < 2; k++) {
+        snprintf(id[k], sizeof id[k], "c%d", i + k);
+        snprintf(mod[k], sizeof mod[k], "m%d.c", (i + k) % 7);
+      }
+      const char *pl[2] = {qplugins[i % 3], qplugins[(i + 1) % 3]};
+      q_start(t, i, pl[0], mod[0], id[0]);
+      if (i % 6 == 0) { /* i+1 runs inside i */
+        q_start(t, i + 1, pl[1], mod[1], id[1]);
+        if (i % 12 == 0)
+          usleep(100 + (unsigned)(i % 5) * 40);
+        q_end(t, i + 1, pl[1], mod[1], id[1]);
+        q_end(t, i, pl[0], mod[0], id[0]);
+        continue;
+      }
+      if (i % 10 == 4)
+        usleep(60 + (unsigned)(i % 3) * 50);
+      q_end(t, i, pl[0], mod[0], id[0]);
+      q_start(t, i + 1, pl[1], mod[1], id[1]);
+      q_end(t, i + 1, pl[1], mod[1], id[1]);
+    }
+    if (b == 1)
+      q_start(t, 0, "pa", "open.c", "never");
+    spy_trace_build_end(t);
+  }
+  return (int)spy_trace_destroy(t);
+}
+
+/* A call as the test keeps it; sseq: its Start's seq, found by the test
+ * itself from the action stream. */
+typedef struct qc {
+  uint32_t build;
+  char hook[16], plugin[8], module[16], call_id[16];
+  uint64_t started, ended, sseq;
+} qc;
+
+typedef struct qcs {
+  qc v[2 * QCALLS + 8];
+  size_t n;
+  int over; /* more calls than v holds */
+} qcs;
+
+static int q_keep(void *arg, const spy_trace_hook_call *h) {
+  qcs *l = arg;
+  if (l->n == sizeof l->v / sizeof l->v[0]) {
+    l->over = 1;
+    return 1;
+  }
+  qc *c = &l->v[l->n++];
+  memset(c, 0, sizeof *c);
+  c->build = h->build;
+  snprintf(c->hook, sizeof c->hook, "%s", h->hook);
+  snprintf(c->plugin, sizeof c->plugin, "%s", h->plugin);
+  snprintf(c->module, sizeof c->module, "%s", h->module);
+  snprintf(c->call_id, sizeof c->call_id, "%s", h->call_id);
+  c->started = h->started_us;
+  c->ended = h->ended_us;
+  return 0;
+}
+
+static uint64_t qdur(const qc *c) {
+  return c->ended > c->started ? c->ended - c->started : 0;
+}
+
+static int q_by_start(const void *x, const void *y) {
+  const qc *a = x, *b = y;
+  if (a->started != b->started)
+    return a->started < b->started ? -1 : 1;
+  return a->sseq < b->sseq ? -1 : a->sseq > b->sseq;
+}
+
+static int q_by_slowest(const void *x, const void *y) {
+  uint64_t a = qdur(x), b = qdur(y);
+  if (a != b)
+    return a > b ? -1 : 1;
+  return q_by_start(x, y);
+}
+
+/* What q must answer, worked out from every call in end order (all, each
+ * with its Start's seq): the ones that match, sorted, the first limit. */
+static void q_expect(const qcs *all, const spy_trace_call_query *q, qcs *out) {
+  out->n = 0;
+  for (size_t i = 0; i < all->n; i++) {
+    const qc *c = &all->v[i];
+    if ((q->build && c->build != q->build) ||
+        (q->plugin && strcmp(q->plugin, c->plugin) != 0) ||
+        (q->module && strcmp(q->module, c->module) != 0))
+      continue;
+    out->v[out->n++] = *c;
+  }
+  if (q->order != SPY_TRACE_CALLS_ENDED)
+    qsort(out->v, out->n, sizeof out->v[0],
+          q->order == SPY_TRACE_CALLS_SLOWEST ? q_by_slowest : q_by_start);
+  if (q->limit && out->n > q->limit)
+    out->n = (size_t)q->limit;
+}
+
+static int q_same(const qcs *got, const qcs *want) {
+  if (got->over || got->n != want->n)
+    return 0;
+  for (size_t i = 0; i < got->n; i++) {
+    const qc *a = &got->v[i], *b = &want->v[i];
+    if (a->build != b->build || strcmp(a->call_id, b->call_id) ||
+        strcmp(a->hook, b->hook) || strcmp(a->plugin, b->plugin) ||
+        strcmp(a->module, b->module) || a->started != b->started ||
+        a->ended != b->ended)
+      return 0;
+  }
+  return 1;
+}
+
+static void q_print(const char *what, const qcs *l) {
+  fprintf(stderr, "    %s (%zu):", what, l->n);
+  for (size_t i = 0; i < l->n && i < 12; i++)
+    fprintf(stderr, " %u/%s/%llu", l->v[i].build, l->v[i].call_id,
+            (unsigned long long)qdur(&l->v[i]));
+  fprintf(stderr, "\n");
+}
+
+static qcs q_all, q_want, q_got; /* large: not on the stack */
+
+/* Every query over the store, checked against what the test works out
+ * itself; `how` names the path (the store's own or the replay). */
+static void query_matrix(spy_trace_reader *r, const char *how) {
+  static const uint32_t builds[] = {0, 1, 2, 7};
+  static const char *const plugins[] = {NULL, "pa", "pc", "nosuch"};
+  static const char *const modules[] = {NULL, "m3.c", ""};
+  static const uint64_t limits[] = {0, 1, 3, 10, 1000};
+  int bad = 0;
+  for (int o = 0; o < 3; o++)
+    for (size_t b = 0; b < 4; b++)
+      for (size_t p = 0; p < 4; p++)
+        for (size_t m = 0; m < 3; m++)
+          for (size_t l = 0; l < 5; l++) {
+            spy_trace_call_query q = {builds[b], plugins[p], modules[m],
+                                      (spy_trace_call_order)o, limits[l]};
+            q_expect(&q_all, &q, &q_want);
+            q_got.n = 0;
+            q_got.over = 0;
+            int rc = spy_trace_reader_hook_calls_query(r, &q, q_keep, &q_got);
+            if (rc == 0 && q_same(&q_got, &q_want))
+              continue;
+            if (bad++ < 3) {
+              fprintf(stderr,
+                      "  %s: order %d build %u plugin %s module %s limit "
+                      "%llu: rc %d\n",
+                      how, o, q.build, q.plugin ? q.plugin : "(any)",
+                      q.module ? q.module : "(any)",
+                      (unsigned long long)q.limit, rc);
+              q_print("got ", &q_got);
+              q_print("want", &q_want);
+            }
+          }
+  CHECK_EQ(bad, 0);
+}
+
+static void query_case(store *s) {
+  CHECK_EQ(write_query_calls(s), 0);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  /* every call in end order, then each one's Start seq from the actions */
+  q_all.n = 0;
+  q_all.over = 0;
+  CHECK_OK(spy_trace_reader_hook_calls(r, q_keep, &q_all));
+  CHECK_EQ(q_all.n, 2 * QCALLS);
+  spy_trace_action a;
+  int rc;
+  CHECK_OK(spy_trace_reader_rewind(r));
+  while ((rc = spy_trace_reader_next(r, &a)) == 1) {
+    if (!a.kind || a.kind->role != SPY_ROLE_HOOK_START)
+      continue;
+    const spy_trace_val *cid = spy_trace_get(&a, "call_id");
+    for (size_t i = 0; i < q_all.n; i++) {
+      qc *c = &q_all.v[i];
+      if (c->build == a.build && strlen(c->call_id) == cid->n &&
+          memcmp(c->call_id, cid->u.s, cid->n) == 0)
+        c->sseq = a.seq;
+    }
+  }
+  CHECK_EQ(rc, 0);
+  size_t ties = 0;
+  for (size_t i = 0; i < q_all.n; i++) {
+    CHECK(q_all.v[i].sseq != 0);
+    for (size_t k = i + 1; k < q_all.n && k < i + 4; k++)
+      ties += qdur(&q_all.v[i]) == qdur(&q_all.v[k]);
+  }
+  CHECK(ties > 0); /* the order of equal durations is tested */
+  query_matrix(r, s->writer);
+  /* the same answers from the replay of the store's actions */
+  const spy__reader_ops *own = r->ops;
+  spy__reader_ops replay = *own;
+  if (own->calls) {
+    replay.calls = NULL;
+    r->ops = &replay;
+    query_matrix(r, "replay");
+    r->ops = own;
+  }
+  /* an order that does not exist */
+  spy_trace_call_query q = {.order = (spy_trace_call_order)7};
+  CHECK_EQ(spy_trace_reader_hook_calls_query(r, &q, q_keep, &q_got),
+           SPY_EINVAL);
+  spy_trace_reader_close(r);
+}
+
+TEST(hook_call_queries_filter_order_and_limit_alike_in_every_store) {
+  FOR_STORES(query_case);
+}
+
+#ifndef SANITIZED
+static size_t q_peak;
+
+static int q_heap(void *arg, const spy_trace_hook_call *h) {
+  (void)h;
+  size_t now = heap_now();
+  if (now > q_peak)
+    q_peak = now;
+  ++*(int *)arg;
+  return 0;
+}
+
+/* 20,000 calls; the 5 slowest by replay (SQLite's own query made to step
+ * aside): the heap holds the 5 and the calls in flight, not the 20,000. */
+static void query_memory_case(store *s) {
+  spy_trace *t = session(s);
+  CHECK(t);
+  spy_trace_build_begin(t);
+  char id[64];
+  int ncalls = 20000;
+  for (int i = 0; i < ncalls; i++) {
+    snprintf(id, sizeof id, "call/number/%d/of/a/long/build", i * 7919);
+    spy_emit_hook_load_call_start(
+        t, &(spy_act_hook_load_call_start){id, "p", 0, id, 0});
+    spy_emit_hook_load_call_end(
+        t, &(spy_act_hook_load_call_end){id, {NULL, 0}, "p", 0, id, 0});
+  }
+  spy_trace_build_end(t);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  spy__reader_ops replay = *r->ops;
+  replay.calls = NULL;
+  const spy__reader_ops *own = r->ops;
+  r->ops = &replay;
+  spy_trace_call_query q = {.order = SPY_TRACE_CALLS_SLOWEST, .limit = 5};
+  int n = 0;
+  /* a first pass warms the reader's buffers, the second is measured */
+  CHECK_OK(spy_trace_reader_hook_calls_query(r, &q, q_heap, &n));
+  size_t base = heap_now();
+  q_peak = 0;
+  n = 0;
+  CHECK_OK(spy_trace_reader_hook_calls_query(r, &q, q_heap, &n));
+  CHECK_EQ(n, 5);
+  size_t grew = q_peak > base ? q_peak - base : 0;
+  fprintf(stderr, "  heap grew by %zu bytes holding the 5 slowest\n", grew);
+  /* every call held would be > 20,000 * (a call + its strings) */
+  CHECK(grew < 64u << 10);
+  /* and the limit ignored would hold them all: the full list grows it */
+  q.limit = 0;
+  base = heap_now();
+  q_peak = 0;
+  n = 0;
+  CHECK_OK(spy_trace_reader_hook_calls_query(r, &q, q_heap, &n));
+  CHECK_EQ(n, ncalls);
+  fprintf(stderr, "  and by %zu bytes holding all %d\n",
+          q_peak > base ? q_peak - base : 0, ncalls);
+  CHECK(q_peak > base + ((size_t)ncalls * 64));
+  r->ops = own;
+  spy_trace_reader_close(r);
+}
+#endif
+
+TEST(hook_call_query_by_replay_holds_its_limit_not_the_session) {
+#ifdef SANITIZED
+  fprintf(stderr, "  sanitizer build: its allocator hides the heap size\n");
+#else
+  FOR_STORES(query_memory_case);
+#endif
+}
+
 /* ---- a cut last line ----------------------------------------------------- */
 
 /* Offset and number of the last line of a file (which ends in '\n'). */
@@ -1317,6 +1670,38 @@ static void odd_calls_case(store *s) {
     return; /* the capturing writer wraps the SQL ones */
   capture c = {0};
   exact_round_trip(s, &c, emit_odd_calls, 1); /* a commit per action */
+  /* the store's answers to hook call queries are the replay's: the
+   * Start's plugin and module count, an End without a Start is no call */
+  spy_trace_reader *r;
+  CHECK_OK(open_reader(s, &r));
+  static const char *const plugins[] = {NULL, "q", "r", "p"};
+  static const char *const modules[] = {NULL, "x.c", "y.c", "b.h"};
+  const spy__reader_ops *own = r->ops;
+  spy__reader_ops replay = *own;
+  replay.calls = NULL;
+  for (int o = 0; o < 3; o++)
+    for (size_t k = 0; k < 4; k++)
+      for (int by = 0; by < 2; by++) {
+        spy_trace_call_query q = {0, by ? NULL : plugins[k],
+                                  by ? modules[k] : NULL,
+                                  (spy_trace_call_order)o, 0};
+        q_got.n = q_want.n = 0;
+        q_got.over = q_want.over = 0;
+        CHECK_OK(spy_trace_reader_hook_calls_query(r, &q, q_keep, &q_got));
+        r->ops = &replay;
+        CHECK_OK(spy_trace_reader_hook_calls_query(r, &q, q_keep, &q_want));
+        r->ops = own;
+        if (!q.plugin && !q.module)
+          CHECK_EQ(q_got.n, 3); /* t1, t3, r1 */
+        if (!q_same(&q_got, &q_want)) {
+          fprintf(stderr, "  order %d plugin %s module %s:\n", o,
+                  q.plugin ? q.plugin : "(any)", q.module ? q.module : "(any)");
+          q_print("store ", &q_got);
+          q_print("replay", &q_want);
+          CHECK(0);
+        }
+      }
+  spy_trace_reader_close(r);
   if (!c.pg && strcmp(s->writer, "sqlite") == 0) {
     char path[512];
     snprintf(path, sizeof path, "%s/trace.db", s->dir);
@@ -1690,6 +2075,8 @@ TEST_MAIN(
     TEST_CASE(old_trace_with_raw_latin1_bytes_still_reads),
     TEST_CASE(jsonl_lines_read_in_any_key_order_and_spacing),
     TEST_CASE(actions_stream_in_seq_order_and_rewind_repeats_them),
+    TEST_CASE(hook_call_queries_filter_order_and_limit_alike_in_every_store),
+    TEST_CASE(hook_call_query_by_replay_holds_its_limit_not_the_session),
     TEST_CASE(payload_is_found_before_the_iteration_reaches_it),
     TEST_CASE(reading_a_large_session_holds_a_bounded_amount_of_memory),
     TEST_CASE(cut_last_line_is_read_up_to_the_line_before_with_a_warning),

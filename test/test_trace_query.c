@@ -7,7 +7,10 @@
  * included. Proves: every command's --json answer (and module --diff's
  * text) is byte for byte the same from each store; builds lists each
  * build of the session with its own counts; hooks filters by build and
- * plugin and --slowest N gives the N longest calls of the full list;
+ * plugin and --slowest N gives the N longest calls of the full list,
+ * longest first, equal durations in start order (calls given equal times
+ * by the tee), for every --build/--plugin combination, N past the count,
+ * a plugin and a build that made no call;
  * module gives the import edges both ways and the module's hook calls in
  * order with bytes in → out, and --diff the lines each transform removed
  * and added; source gives back exactly the bytes emitted (NUL bytes
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "spyglass/trace.h"
+#include "store/store.h"
 #include "testlib.h"
 #include "testutil.h"
 
@@ -40,6 +44,8 @@ typedef struct tee {
   const spy_trace_writer_ops *ops[NW];
   void *st[NW];
   int n;
+  char sid[128];
+  spy__buf json; /* a record whose time the tee set */
 } tee;
 
 static char g_dir[256], g_pg[1024];
@@ -49,6 +55,7 @@ static int tee_open(void **state, const spy_trace_writer_cfg *cfg) {
   if (!t)
     return SPY_ENOMEM;
   *state = t;
+  snprintf(t->sid, sizeof t->sid, "%s", cfg->session_id);
   for (int i = 0; i < NW; i++) {
     if (i == 2 && !g_pg[0])
       break;
@@ -80,8 +87,50 @@ static int tee_source(void *state, const uint64_t hash[2], const char *p,
   return rc;
 }
 
+/* The calls of plugin "tie" get set times (µs after TIE_BASE, far from
+ * the clock's) by call id, so that durations and start times tie exactly:
+ * {call id, start, end}. t6 ends before it starts (duration 0). */
+#define TIE_BASE 4000000000000000ull
+static const struct {
+  const char *id;
+  uint64_t start, end;
+} tie_times[] = {
+    {"t1", 1000, 1100}, {"t2", 1000, 1100}, {"t3", 990, 1090},
+    {"t4", 1200, 1250}, {"t5", 1300, 1350}, {"t6", 1400, 1390},
+};
+#define NTIE (sizeof tie_times / sizeof tie_times[0])
+
+/* r itself, or (a "tie" call's Start or End) r with its set time. */
+static const spy_trace_record *tie_time(tee *t, const spy_trace_record *r,
+                                        spy_trace_action *a,
+                                        spy_trace_record *out) {
+  const spy_trace_val *cid = spy_trace_get(r->action, "call_id");
+  const spy_trace_val *pl = spy_trace_get(r->action, "plugin_name");
+  if (!cid || !pl || pl->n != 3 || memcmp(pl->u.s, "tie", 3) != 0)
+    return r;
+  for (size_t i = 0; i < NTIE; i++)
+    if (strlen(tie_times[i].id) == cid->n &&
+        memcmp(tie_times[i].id, cid->u.s, cid->n) == 0) {
+      *a = *r->action;
+      a->ts_us =
+          TIE_BASE + (a->kind->role == SPY_ROLE_HOOK_START ? tie_times[i].start
+                                                           : tie_times[i].end);
+      t->json.len = 0;
+      spy__trace_json(&t->json, t->sid, a);
+      *out = *r;
+      out->action = a;
+      out->json = t->json.p;
+      out->json_len = t->json.len;
+      return t->json.err ? r : out;
+    }
+  return r;
+}
+
 static int tee_action(void *state, const spy_trace_record *r) {
   tee *t = state;
+  spy_trace_action a;
+  spy_trace_record timed;
+  r = tie_time(t, r, &a, &timed);
   int rc = 0;
   for (int i = 0; i < t->n; i++) {
     int x = t->ops[i]->action(t->st[i], r);
@@ -105,6 +154,8 @@ static int64_t tee_close(void *state) {
   int64_t lost = 0;
   for (int i = 0; t && i < t->n; i++)
     lost += t->ops[i]->close(t->st[i]);
+  if (t)
+    spy__buf_free(&t->json);
   free(t);
   return lost;
 }
@@ -195,6 +246,18 @@ static int record(void) {
   hook_load(t, "a.c", a_src2, sizeof a_src2 - 1, &cid);
   hook_transform(t, "strip", 2, "a.c", a_src2, sizeof a_src2 - 1, a_out,
                  sizeof a_out - 1, &cid);
+  /* plugin "tie": set times (tie_time) whose durations and starts tie */
+  for (size_t i = 0; i < NTIE; i++) {
+    spy_act_hook_transform_call_start s = {"t.c", {"t", 1},        "tie",
+                                           4,     tie_times[i].id, 0};
+    spy_emit_hook_transform_call_start(t, &s);
+    spy_act_hook_transform_call_end e = {"t.c", {NULL, 0},       "tie",
+                                         4,     tie_times[i].id, 0};
+    spy_emit_hook_transform_call_end(t, &e);
+  }
+  /* a call that never ends is not reported */
+  spy_act_hook_load_call_start open = {"t.c", "tie", 4, "t7", 0};
+  spy_emit_hook_load_call_start(t, &open);
   graph(t);
   spy_trace_build_end(t);
   return spy_trace_destroy(t) == 0 ? 0 : -1;
@@ -319,6 +382,108 @@ static void hex_of(const char *p, size_t n, char hex[33]) {
   spy_trace_hash_hex(h, hex);
 }
 
+/* The call ids of a `hooks --json` answer, joined by ',' into out. */
+static json_t *ids_of(const out *o, char *ids, size_t cap) {
+  json_error_t je;
+  json_t *j = o->p ? json_loads(o->p, 0, &je) : NULL;
+  json_t *hs = json_object_get(j, "hook_calls");
+  ids[0] = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < json_array_size(hs); i++)
+    n += (size_t)snprintf(
+        ids + n, n < cap ? cap - n : 0, "%s%s", i ? "," : "",
+        json_string_value(json_object_get(json_array_get(hs, i), "call_id")));
+  return j;
+}
+
+/* `hooks --slowest N` with --build and --plugin: the same from every store,
+ * exactly the first N of the whole ordered list (fewer when fewer match),
+ * longest first, equal durations in start order (start time, then the
+ * Start's seq). 1 when every check held. */
+static int slowest_cases(void) {
+  int ok = 1;
+  char ids[4096], args[256];
+  /* the tie calls: t3 started first of the three 100 µs ones, t1 and t2
+   * started together (t1's Start came first); t4, t5 50 µs; t6 0 */
+  static const struct {
+    const char *args, *ids;
+  } want[] = {
+      {"hooks --plugin tie --json", "t3,t1,t2,t4,t5,t6"},
+      {"hooks --plugin tie --slowest 1 --json", "t3"},
+      {"hooks --plugin tie --slowest 2 --json", "t3,t1"},
+      {"hooks --plugin tie --slowest 3 --json", "t3,t1,t2"},
+      {"hooks --plugin tie --slowest 4 --json", "t3,t1,t2,t4"},
+      {"hooks --plugin tie --slowest 6 --json", "t3,t1,t2,t4,t5,t6"},
+      {"hooks --plugin tie --slowest 1000 --json", "t3,t1,t2,t4,t5,t6"},
+      {"hooks --plugin tie --build 2 --slowest 5 --json", "t3,t1,t2,t4,t5"},
+      {"hooks --plugin tie --build 1 --slowest 5 --json", ""},
+      {"hooks --plugin nosuch --slowest 5 --json", ""},
+      {"hooks --build 9 --slowest 5 --json", ""},
+      {"hooks --plugin nosuch --json", ""},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    out o = same_everywhere(want[i].args);
+    json_t *j = ids_of(&o, ids, sizeof ids);
+    if (o.rc != 0 || !j || strcmp(ids, want[i].ids) != 0) {
+      fprintf(stderr, "  `trace %s`: rc %d, calls %s, want %s\n", want[i].args,
+              o.rc, ids, want[i].ids);
+      ok = 0;
+    }
+    json_decref(j);
+    free(o.p);
+  }
+  /* every combination: the first N of the unlimited answer */
+  static const char *const builds[] = {"", " --build 1", " --build 2",
+                                       " --build 9"};
+  static const char *const plugins[] = {"", " --plugin strip", " --plugin tie",
+                                        " --plugin resolver",
+                                        " --plugin nosuch"};
+  static const int ns[] = {1, 2, 3, 5, 100};
+  for (size_t b = 0; b < 4; b++)
+    for (size_t p = 0; p < 5; p++) {
+      snprintf(args, sizeof args, "hooks --slowest 100000000%s%s --json",
+               builds[b], plugins[p]);
+      out all = same_everywhere(args);
+      char every[4096];
+      json_t *ja = ids_of(&all, every, sizeof every);
+      json_t *hs = json_object_get(ja, "hook_calls");
+      size_t n = json_array_size(hs);
+      ok &= all.rc == 0 && ja != NULL;
+      for (size_t i = 1; i < n; i++) /* longest first */
+        ok &= json_integer_value(
+                  json_object_get(json_array_get(hs, i - 1), "duration_us")) >=
+              json_integer_value(
+                  json_object_get(json_array_get(hs, i), "duration_us"));
+      for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        snprintf(args, sizeof args, "hooks --slowest %d%s%s --json", ns[k],
+                 builds[b], plugins[p]);
+        out o = same_everywhere(args);
+        json_t *j = ids_of(&o, ids, sizeof ids);
+        size_t m = json_array_size(json_object_get(j, "hook_calls"));
+        size_t len = strlen(ids);
+        int good = o.rc == 0 && j &&
+                   m == (n < (size_t)ns[k] ? n : (size_t)ns[k]) &&
+                   strncmp(every, ids, len) == 0 &&
+                   (every[len] == 0 || every[len] == ',');
+        if (!good)
+          fprintf(stderr, "  `trace %s`: rc %d, %zu calls %s; all: %s\n", args,
+                  o.rc, m, ids, every);
+        ok &= good;
+        json_decref(j);
+        free(o.p);
+      }
+      /* the text form too */
+      snprintf(args, sizeof args, "hooks --slowest 2%s%s", builds[b],
+               plugins[p]);
+      out t = same_everywhere(args);
+      ok &= t.rc == 0;
+      free(t.p);
+      json_decref(ja);
+      free(all.p);
+    }
+  return ok;
+}
+
 /* ---- the case -----------------------------------------------------------
  */
 
@@ -347,7 +512,7 @@ TEST(every_command_gives_the_same_answer_from_every_store) {
       5);
   CHECK_EQ(
       json_integer_value(json_object_get(json_array_get(bs, 1), "hook_calls")),
-      2);
+      2 + (json_int_t)NTIE);
   json_decref(j);
   free(o.p);
   o = same_everywhere("builds");
@@ -360,7 +525,7 @@ TEST(every_command_gives_the_same_answer_from_every_store) {
   j = json_loads(o.p, 0, &je);
   CHECK(j != NULL);
   json_t *hs = json_object_get(j, "hook_calls");
-  CHECK_EQ(json_array_size(hs), 7);
+  CHECK_EQ(json_array_size(hs), 7 + NTIE);
   json_int_t maxd = -1;
   for (size_t i = 0; i < json_array_size(hs); i++) {
     json_int_t d = json_integer_value(
@@ -391,6 +556,10 @@ TEST(every_command_gives_the_same_answer_from_every_store) {
             "a.c");
   json_decref(j);
   free(o.p);
+
+  /* the slowest of a build and a plugin, with ties, limits past the
+   * count, a plugin and a build with no call */
+  CHECK(slowest_cases());
 
   /* module: edges, calls in order with bytes, the diff */
   o = same_everywhere_pos("module", "a.c --build 1 --json");

@@ -3,8 +3,11 @@
  * function pointers each) streams the session's actions in seq order and
  * finds payloads by content id; everything else — builds, modules,
  * imports, hook calls, the summary — is derived here from the action
- * stream, the same way for all three. A store whose schema version is
- * newer than SPY_TRACE_SCHEMA_VERSION is refused.
+ * stream, the same way for all three, except the hook calls a backend's
+ * `calls` op answers from a table of its own (SQLite's hook_calls: the
+ * query's filter, order and limit in SQL; the replay here filters as it
+ * goes and keeps at most `limit` calls in a heap). A store whose schema
+ * version is newer than SPY_TRACE_SCHEMA_VERSION is refused.
  *
  * The SQL stores of schema version 4 keep each action in its kind's table
  * (and its lists' child tables): the backend steps every table of the
@@ -583,29 +586,165 @@ int spy_trace_reader_imports(spy_trace_reader *r, uint32_t build,
   return walk_modules(r, build, NULL, cb, arg);
 }
 
+/* ---- hook calls -----------------------------------------------------------
+ *
+ * A store whose backend has no `calls` op (or whose op says SPY_ENOTSUP)
+ * is replayed: each Start opens a call (its strings copied only when it
+ * passes the query's filter; the call id always, so that its End finds
+ * it and no other), each End closes the most recent open call of its
+ * call id. A call that passes is reported at once (end order), or held:
+ * with a limit, in a heap of at most `limit` calls whose root is the one
+ * that would be reported last, replaced when a better call ends; without
+ * one, every passing call (start order needs them all before the first is
+ * known). The held calls are sorted and reported at the end. */
+
 typedef struct open_call {
+  char *call_id, *plugin, *module; /* plugin, module: NULL when !want */
+  const char *hook;
+  uint32_t build;
+  uint64_t started, sseq;
+  int has_input, want;
+  uint64_t input[2];
+} open_call;
+
+/* A call that passed the filter, its strings owned. */
+typedef struct held_call {
   char *call_id, *plugin, *module;
   const char *hook;
   uint32_t build;
-  uint64_t started;
-  int has_input;
-  uint64_t input[2];
-} open_call;
+  uint64_t started, ended, sseq;
+  int has_input, has_output;
+  uint64_t input[2], output[2];
+} held_call;
+
+static void held_free(held_call *h) {
+  free(h->call_id);
+  free(h->plugin);
+  free(h->module);
+}
+
+static uint64_t held_dur(const held_call *h) {
+  return h->ended > h->started ? h->ended - h->started : 0;
+}
+
+/* Start order: started_us, then the Start's seq (unique). */
+static int by_started(const void *x, const void *y) {
+  const held_call *a = x, *b = y;
+  if (a->started != b->started)
+    return a->started < b->started ? -1 : 1;
+  return a->sseq < b->sseq ? -1 : a->sseq > b->sseq;
+}
+
+/* Longest first, then start order. */
+static int by_slowest(const void *x, const void *y) {
+  uint64_t da = held_dur(x), db = held_dur(y);
+  if (da != db)
+    return da > db ? -1 : 1;
+  return by_started(x, y);
+}
+
+typedef struct held_set {
+  held_call *v;
+  size_t n, cap;
+  uint64_t limit; /* 0: keep every call */
+  int (*cmp)(const void *, const void *);
+} held_set;
+
+static void heap_swap(held_call *a, held_call *b) {
+  held_call t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* The heap's root is its worst call (the one reported last). */
+static void heap_down(held_set *hs, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, w = i;
+    if (l < hs->n && hs->cmp(&hs->v[l], &hs->v[w]) > 0)
+      w = l;
+    if (l + 1 < hs->n && hs->cmp(&hs->v[l + 1], &hs->v[w]) > 0)
+      w = l + 1;
+    if (w == i)
+      return;
+    heap_swap(&hs->v[i], &hs->v[w]);
+    i = w;
+  }
+}
+
+static void heap_up(held_set *hs, size_t i) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (hs->cmp(&hs->v[i], &hs->v[p]) <= 0)
+      return;
+    heap_swap(&hs->v[i], &hs->v[p]);
+    i = p;
+  }
+}
+
+/* Takes c (its strings) into the set, or frees it when the set is full of
+ * better calls. Returns 0 or SPY_ENOMEM (c freed). */
+static int held_add(held_set *hs, held_call *c) {
+  if (hs->limit && hs->n == hs->limit) {
+    if (hs->cmp(c, &hs->v[0]) >= 0) {
+      held_free(c);
+      return 0;
+    }
+    held_free(&hs->v[0]);
+    hs->v[0] = *c;
+    heap_down(hs, 0);
+    return 0;
+  }
+  if (hs->n == hs->cap) {
+    size_t cap = hs->cap ? 2 * hs->cap : 64;
+    if (hs->limit && cap > hs->limit)
+      cap = (size_t)hs->limit;
+    held_call *g = realloc(hs->v, cap * sizeof *g);
+    if (!g) {
+      held_free(c);
+      return SPY_ENOMEM;
+    }
+    hs->v = g;
+    hs->cap = cap;
+  }
+  hs->v[hs->n++] = *c;
+  if (hs->limit)
+    heap_up(hs, hs->n - 1);
+  return 0;
+}
+
+static spy_trace_hook_call as_call(const held_call *c) {
+  return (spy_trace_hook_call){c->build,
+                               c->hook,
+                               c->plugin,
+                               c->module,
+                               c->call_id,
+                               c->started,
+                               c->ended,
+                               c->has_input,
+                               c->has_output,
+                               {c->input[0], c->input[1]},
+                               {c->output[0], c->output[1]}};
+}
 
 static char *dupv(const spy_trace_val *v) {
   return v && v->type == SPY_TV_STR ? strndup(v->u.s, v->n) : strdup("");
 }
 
-int spy_trace_reader_hook_calls(spy_trace_reader *r,
-                                int (*cb)(void *, const spy_trace_hook_call *),
-                                void *arg) {
-  if (r->ops->calls) { /* a table of them: no replay of every action */
-    int qrc = r->ops->calls(r, cb, arg);
-    if (qrc != SPY_ENOTSUP)
-      return qrc;
-  }
+/* v's string equals s (a missing or non-string v reads as ""). */
+static int val_is(const spy_trace_val *v, const char *s) {
+  size_t n = v && v->type == SPY_TV_STR ? v->n : 0;
+  return strlen(s) == n && (n == 0 || memcmp(v->u.s, s, n) == 0);
+}
+
+static int replay_calls(spy_trace_reader *r, const spy_trace_call_query *q,
+                        int (*cb)(void *, const spy_trace_hook_call *),
+                        void *arg) {
   open_call *open = NULL;
   size_t nopen = 0, cap = 0;
+  held_set hs = {NULL, 0, 0, q->limit,
+                 q->order == SPY_TRACE_CALLS_SLOWEST ? by_slowest : by_started};
+  int hold = q->order != SPY_TRACE_CALLS_ENDED;
+  uint64_t told = 0;
   spy_trace_action a;
   int rc, stop = 0;
   spy_trace_reader_rewind(r);
@@ -625,14 +764,32 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
         }
         open = g;
       }
-      open_call *o = &open[nopen++];
+      const spy_trace_val *plugin = spy_trace_get(&a, "plugin_name");
       const spy_trace_val *mod = spy_trace_get(&a, "module_id");
       if (!mod)
         mod = spy_trace_get(&a, "module_request");
-      *o = (open_call){dupv(cid), dupv(spy_trace_get(&a, "plugin_name")),
-                       dupv(mod), spy__hook_type(a.kind),
-                       a.build,   a.ts_us,
-                       0,         {0, 0}};
+      int want = (!q->build || a.build == q->build) &&
+                 (!q->plugin || val_is(plugin, q->plugin)) &&
+                 (!q->module || val_is(mod, q->module));
+      open_call *o = &open[nopen];
+      *o = (open_call){dupv(cid),
+                       want ? dupv(plugin) : NULL,
+                       want ? dupv(mod) : NULL,
+                       spy__hook_type(a.kind),
+                       a.build,
+                       a.ts_us,
+                       a.seq,
+                       0,
+                       want,
+                       {0, 0}};
+      if (!o->call_id || (want && (!o->plugin || !o->module))) {
+        free(o->call_id);
+        free(o->plugin);
+        free(o->module);
+        rc = SPY_ENOMEM;
+        break;
+      }
+      nopen++;
       if (src && src->has_hash) {
         o->has_input = 1;
         o->input[0] = src->hash[0];
@@ -642,24 +799,37 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
     }
     for (size_t i = nopen; i-- > 0;) {
       open_call *o = &open[i];
-      if (strlen(o->call_id) != cid->n || memcmp(o->call_id, cid->u.s, cid->n))
+      if (!val_is(cid, o->call_id))
         continue;
-      spy_trace_hook_call h = {o->build,   o->hook,
-                               o->plugin,  o->module,
-                               o->call_id, o->started,
-                               a.ts_us,    o->has_input,
-                               0,          {o->input[0], o->input[1]},
-                               {0, 0}};
+      held_call c = {o->call_id,
+                     o->plugin,
+                     o->module,
+                     o->hook,
+                     o->build,
+                     o->started,
+                     a.ts_us,
+                     o->sseq,
+                     o->has_input,
+                     0,
+                     {o->input[0], o->input[1]},
+                     {0, 0}};
+      int want = o->want;
+      open[i] = open[--nopen]; /* c holds o's strings now */
       if (src && src->has_hash) {
-        h.has_output = 1;
-        h.output[0] = src->hash[0];
-        h.output[1] = src->hash[1];
+        c.has_output = 1;
+        c.output[0] = src->hash[0];
+        c.output[1] = src->hash[1];
       }
-      stop = cb(arg, &h);
-      free(o->call_id);
-      free(o->plugin);
-      free(o->module);
-      open[i] = open[--nopen];
+      if (!want)
+        held_free(&c);
+      else if (!hold) {
+        spy_trace_hook_call h = as_call(&c);
+        stop = cb(arg, &h) || (q->limit && ++told == q->limit);
+        held_free(&c);
+      } else if (held_add(&hs, &c) < 0) {
+        rc = SPY_ENOMEM;
+        stop = 1;
+      }
       break;
     }
   }
@@ -669,7 +839,45 @@ int spy_trace_reader_hook_calls(spy_trace_reader *r,
     free(open[i].module);
   }
   free(open);
+  if (rc == SPY_ENOMEM)
+    spy__reader_err(r, rc, "out of memory gathering hook calls");
+  if (rc >= 0 && hs.n) {
+    qsort(hs.v, hs.n, sizeof *hs.v, hs.cmp);
+    for (size_t i = 0; i < hs.n; i++) {
+      spy_trace_hook_call h = as_call(&hs.v[i]);
+      if (cb(arg, &h))
+        break;
+    }
+  }
+  for (size_t i = 0; i < hs.n; i++)
+    held_free(&hs.v[i]);
+  free(hs.v);
   return rc < 0 ? rc : 0;
+}
+
+int spy_trace_reader_hook_calls_query(
+    spy_trace_reader *r, const spy_trace_call_query *q,
+    int (*cb)(void *, const spy_trace_hook_call *), void *arg) {
+  static const spy_trace_call_query every;
+  if (!r || !cb)
+    return SPY_EINVAL;
+  if (!q)
+    q = &every;
+  if ((unsigned)q->order > SPY_TRACE_CALLS_SLOWEST)
+    return spy__reader_err(r, SPY_EINVAL, "unknown hook call order %d",
+                           (int)q->order);
+  if (r->ops->calls) { /* the store answers: no replay of every action */
+    int qrc = r->ops->calls(r, q, cb, arg);
+    if (qrc != SPY_ENOTSUP)
+      return qrc;
+  }
+  return replay_calls(r, q, cb, arg);
+}
+
+int spy_trace_reader_hook_calls(spy_trace_reader *r,
+                                int (*cb)(void *, const spy_trace_hook_call *),
+                                void *arg) {
+  return spy_trace_reader_hook_calls_query(r, NULL, cb, arg);
 }
 
 /* ---- summary

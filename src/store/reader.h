@@ -4,12 +4,14 @@
  * Each streams the session's actions in seq order — a line, a row or a
  * cursor batch at a time, never the whole session in memory — and finds
  * payloads by content id; reader.c holds what the three share: the
- * public calls, the derived views and the summary, the replay of stored
+ * public calls, the derived views and the summary, the hook-call query
+ * for stores that cannot answer it themselves, the replay of stored
  * action batches, the actions rebuilt from the kinds' tables (schema 4)
  * and the decoding of delta chains. */
 #ifndef SPY_STORE_READER_H
 #define SPY_STORE_READER_H
 
+#include "spyglass/trace_reader.h"
 #include "store.h"
 
 /* One stored blob of a payload's delta chain (SQL stores). */
@@ -61,12 +63,14 @@ typedef struct spy__reader_ops {
    * negative code with r's error set. trewind restarts every table. */
   int (*tnext)(spy_trace_reader *r, int t, spy__cell *c);
   void (*trewind)(spy_trace_reader *r);
-  /* Optional: the session's ended hook calls in the order they ended,
-   * from a table the writer kept (SQLite's hook_calls) instead of every
-   * action replayed; cb as spy_trace_reader_hook_calls's. Returns 0, a
-   * negative code, or SPY_ENOTSUP when the store cannot answer so
-   * (reader.c then replays the actions). */
-  int (*calls)(spy_trace_reader *r,
+  /* Optional: the session's ended hook calls that match q (never NULL),
+   * in q's order, at most q->limit of them, answered by the store from a
+   * table the writer kept (SQLite's hook_calls: its WHERE, ORDER BY and
+   * LIMIT) instead of every action replayed; cb as
+   * spy_trace_reader_hook_calls_query's. Returns 0, a negative code, or
+   * SPY_ENOTSUP when the store cannot answer so (reader.c then replays
+   * the actions, filtering as it goes and keeping at most q->limit calls). */
+  int (*calls)(spy_trace_reader *r, const spy_trace_call_query *q,
                int (*cb)(void *, const spy_trace_hook_call *), void *arg);
 } spy__reader_ops;
 

@@ -6,8 +6,9 @@
  * own, over the rowid range session_rows gives for the session; payload blobs
  * by id from the sources table (a store whose writer was killed before it
  * built the sources key, schema 7: by rowid, from a map of the ids loaded
- * in one scan at open), and the summary's payload sizes in one query.
- * Opened read-only. */
+ * in one scan at open), the summary's payload sizes in one query, and the
+ * hook calls a query asks for (a build's, a plugin's, the N slowest) in
+ * one statement over the hook_calls table. Opened read-only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,35 +495,67 @@ static uint64_t sq_replaced(spy_trace_reader *r) {
 }
 
 /* The hook_calls table (schema 4+; its rows are written as calls end, so
- * rowid order is End order, the order a replay finds them in): one scan,
- * not every action of the session rebuilt from its tables. A call that
- * never ended has a row with a NULL ended_at, which a replay does not
- * report either. */
+ * rowid order is End order, the order a replay finds them in): one query,
+ * not every action of the session rebuilt from its tables. The query's
+ * filter, order and limit are the statement's WHERE, ORDER BY and LIMIT,
+ * so `--slowest 5` reads the session's rows once and SQLite keeps the 5
+ * best in its sorter (no index gives the order by duration; the
+ * writer's hook_calls_plugin serves a plugin's rows). A call that never
+ * ended has a row with a NULL ended_at, which a replay does not report
+ * either. Start order and the slowest need start_seq (schema 6) for their
+ * ties: an older store says SPY_ENOTSUP and is replayed. */
 /* End order: schema 6 rows by end_seq (a row a commit inserted before
  * its End is updated in place), older rows (no end_seq) by rowid, before
  * them. */
 #define CALL_ORDER "end_seq IS NOT NULL, end_seq, rowid"
 #define CALL_ORDER_5 "rowid"
+/* Start order and the slowest, as reader.c's replay orders them. */
+#define START_ORDER "started_at, start_seq"
+#define SLOW_ORDER                                                             \
+  "CASE WHEN ended_at > started_at THEN ended_at - started_at ELSE 0 END "     \
+  "DESC, " START_ORDER
 
-static int sq_calls(spy_trace_reader *r,
+static int sq_calls(spy_trace_reader *r, const spy_trace_call_query *q,
                     int (*cb)(void *, const spy_trace_hook_call *), void *arg) {
   sq *s = r->st;
   sqlite3_stmt *st;
+  if (s->schema < 4 || (q->order != SPY_TRACE_CALLS_ENDED && s->schema < 6))
+    return SPY_ENOTSUP;
   sqlite3_int64 lo = 0, hi = 0;
-  int ranged = s->schema < 4 ? -1 : row_range(s, "hook_calls", &lo, &hi);
+  int ranged = row_range(s, "hook_calls", &lo, &hi);
   if (ranged == 0)
     return 0; /* the session made no call */
-  char sql[512];
+  const char *order = q->order == SPY_TRACE_CALLS_SLOWEST   ? SLOW_ORDER
+                      : q->order == SPY_TRACE_CALLS_STARTED ? START_ORDER
+                      : s->schema >= 6                      ? CALL_ORDER
+                                                            : CALL_ORDER_5;
+  /* the session's rows by their rowid range, or a plugin's by the
+   * writer's index (its entries carry the rowid the range tests) */
+  const char *from = ranged < 0  ? " WHERE"
+                     : q->plugin ? " WHERE rowid BETWEEN ?2 AND ?3 AND"
+                                 : " NOT INDEXED WHERE rowid BETWEEN ?2 AND "
+                                   "?3 AND";
+  char sql[1024];
   snprintf(sql, sizeof sql,
            "SELECT build_id, hook_type, plugin_name, module_id, call_id, "
            "started_at, ended_at, input_source_id, output_source_id FROM "
-           "hook_calls%s session_id=?1 AND ended_at IS NOT NULL ORDER BY %s",
-           ranged > 0 ? " NOT INDEXED WHERE rowid BETWEEN ?2 AND ?3 AND"
-                      : " WHERE",
-           s->schema >= 6 ? CALL_ORDER : CALL_ORDER_5);
-  if (s->schema < 4 ||
-      sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+           "hook_calls%s session_id=?1 AND ended_at IS NOT NULL%s%s%s "
+           "ORDER BY %s LIMIT ?7",
+           from, q->build ? " AND build_id=?4" : "",
+           !q->plugin     ? ""
+           : q->plugin[0] ? " AND plugin_name=?5"
+                          : " AND coalesce(plugin_name, '')=?5",
+           q->module ? " AND coalesce(module_id, '')=?6" : "", order);
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
     return SPY_ENOTSUP;
+  if (q->build)
+    sqlite3_bind_int64(st, 4, q->build);
+  if (q->plugin)
+    sqlite3_bind_text(st, 5, q->plugin, -1, SQLITE_STATIC);
+  if (q->module)
+    sqlite3_bind_text(st, 6, q->module, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(
+      st, 7, q->limit && q->limit <= INT64_MAX ? (sqlite3_int64)q->limit : -1);
   sqlite3_bind_text(st, 1, r->session_id, -1, SQLITE_STATIC);
   if (ranged > 0) {
     sqlite3_bind_int64(st, 2, lo);

@@ -12,7 +12,11 @@
  *                                       in → out and (--diff) what each
  *                                       transform changed
  *   source  STORE ID                    a payload's exact bytes
- * Every one takes --json and --session ID. */
+ * Every one takes --json and --session ID. The hook calls are asked of
+ * the reader as a query (spyglass/trace_reader.h: build, plugin or module,
+ * start order or the slowest, a limit) that a SQLite store answers in one
+ * statement and any other store by one replay keeping only what is asked
+ * for; `hooks` prints each call as it comes, holding none. */
 #include "trace_query.h"
 
 #include <stdio.h>
@@ -25,6 +29,7 @@
 #include "line_diff.h"
 #include "opts.h"
 #include "spyglass/trace.h"
+#include "spyglass/trace_reader.h"
 
 /* ---- shared ------------------------------------------------------------- */
 
@@ -61,11 +66,12 @@ static void fmt_time(char *out, size_t cap, uint64_t us) {
   snprintf(out + n, cap - n, ".%03u", (unsigned)(us / 1000 % 1000));
 }
 
-/* A hook call, copied out of the reader's callback. */
+/* A hook call, copied out of the reader's callback (`module` fetches
+ * payloads between calls, which the callback's strings do not outlive). */
 typedef struct call {
   uint32_t build;
   char *hook, *plugin, *module, *call_id;
-  uint64_t started_us, ended_us, order;
+  uint64_t started_us, ended_us;
   int has_input, has_output;
   uint64_t input[2], output[2];
 } call;
@@ -73,23 +79,30 @@ typedef struct call {
 typedef struct calls {
   call *v;
   size_t n, cap;
-  /* filters: 0 / NULL = any */
-  uint32_t build;
-  const char *plugin, *module;
   int oom;
 } calls;
 
-static uint64_t dur(const call *c) {
-  return c->ended_us > c->started_us ? c->ended_us - c->started_us : 0;
+static uint64_t dur(const spy_trace_hook_call *h) {
+  return h->ended_us > h->started_us ? h->ended_us - h->started_us : 0;
+}
+
+/* The reader's view of a copied call. */
+static spy_trace_hook_call view(const call *c) {
+  return (spy_trace_hook_call){c->build,
+                               c->hook,
+                               c->plugin,
+                               c->module,
+                               c->call_id,
+                               c->started_us,
+                               c->ended_us,
+                               c->has_input,
+                               c->has_output,
+                               {c->input[0], c->input[1]},
+                               {c->output[0], c->output[1]}};
 }
 
 static int on_call(void *arg, const spy_trace_hook_call *h) {
   calls *cs = arg;
-  uint64_t order = cs->n;
-  if ((cs->build && h->build != cs->build) ||
-      (cs->plugin && strcmp(cs->plugin, h->plugin)) ||
-      (cs->module && strcmp(cs->module, h->module)))
-    return 0;
   if (cs->n == cs->cap) {
     size_t cap = cs->cap ? 2 * cs->cap : 256;
     call *g = realloc(cs->v, cap * sizeof *g);
@@ -108,7 +121,6 @@ static int on_call(void *arg, const spy_trace_hook_call *h) {
               strdup(h->call_id),
               h->started_us,
               h->ended_us,
-              order,
               h->has_input,
               h->has_output,
               {h->input[0], h->input[1]},
@@ -135,31 +147,6 @@ static void calls_free(calls *cs) {
   free(cs->v);
 }
 
-/* Start order (ties: the order the calls ended in, the same in every
- * store). */
-static int by_start(const void *x, const void *y) {
-  const call *a = x, *b = y;
-  if (a->started_us != b->started_us)
-    return a->started_us < b->started_us ? -1 : 1;
-  return a->order < b->order ? -1 : a->order > b->order;
-}
-
-/* Slowest first (ties: start order). */
-static int by_slowest(const void *x, const void *y) {
-  const call *a = x, *b = y;
-  uint64_t da = dur(a), db = dur(b);
-  if (da != db)
-    return da > db ? -1 : 1;
-  return by_start(x, y);
-}
-
-static int collect(spy_trace_reader *r, calls *cs) {
-  int rc = spy_trace_reader_hook_calls(r, on_call, cs);
-  if (rc == 0 && cs->oom)
-    rc = SPY_ENOMEM;
-  return rc;
-}
-
 static void json_hash(json_out *j, const char *key, int has,
                       const uint64_t h[2]) {
   jw_key(j, key);
@@ -173,7 +160,7 @@ static void json_hash(json_out *j, const char *key, int has,
 }
 
 /* The fields `hooks` and `module` both print for a call, in this order. */
-static void put_call_timing(json_out *j, const call *c) {
+static void put_call_timing(json_out *j, const spy_trace_hook_call *c) {
   jw_key(j, "call_id");
   jw_str(j, c->call_id);
   jw_key(j, "started_us");
@@ -319,8 +306,55 @@ static void help_hooks(FILE *f) {
              "[--slowest N]\n"
              "                            [--session ID] [--json]\n\n"
              "Lists hook calls in the order they started (--slowest N: the N\n"
-             "longest, longest first): build, hook, plugin, duration in µs,\n"
-             "the module (or request) it was called on.\n");
+             "longest, longest first; equal ones in start order): build, "
+             "hook,\nplugin, duration in µs, the module (or request) it was "
+             "called on.\n");
+}
+
+typedef struct hooks_out {
+  int as_json, begun;
+  json_out j;
+} hooks_out;
+
+/* The header or the JSON's opening, before the first call (none when the
+ * store fails before it). */
+static void hooks_begin(hooks_out *o) {
+  if (o->begun)
+    return;
+  o->begun = 1;
+  if (o->as_json) {
+    jw_init(&o->j, stdout);
+    jw_obj_begin(&o->j);
+    jw_key(&o->j, "hook_calls");
+    jw_arr_begin(&o->j);
+  } else
+    printf("%-6s %-13s %-28s %10s  %s\n", "build", "hook", "plugin", "µs",
+           "module");
+}
+
+/* Prints one call as the reader gives it (nothing is held). */
+static int put_hook(void *arg, const spy_trace_hook_call *c) {
+  hooks_out *o = arg;
+  json_out *j = &o->j;
+  hooks_begin(o);
+  if (!o->as_json) {
+    printf("%-6u %-13s %-28s %10llu  %s\n", c->build, c->hook, c->plugin,
+           (unsigned long long)dur(c), c->module);
+    return 0;
+  }
+  jw_obj_begin(j);
+  jw_key(j, "build");
+  jw_uint(j, c->build);
+  jw_key(j, "hook");
+  jw_str(j, c->hook);
+  jw_key(j, "plugin");
+  jw_str(j, c->plugin);
+  jw_key(j, "module");
+  jw_str(j, c->module);
+  put_call_timing(j, c);
+  json_hash(j, "output_source_id", c->has_output, c->output);
+  jw_obj_end(j);
+  return 0;
 }
 
 int trace_hooks(int argc, char **argv) {
@@ -345,49 +379,24 @@ int trace_hooks(int argc, char **argv) {
   spy_trace_reader *r;
   if (open_store(store, session, &r) < 0)
     return EXIT_FAIL;
-  calls cs = {.build = (uint32_t)build, .plugin = plugin};
-  int rc = collect(r, &cs);
+  spy_trace_call_query q = {.build = (uint32_t)build,
+                            .plugin = plugin,
+                            .order = slowest ? SPY_TRACE_CALLS_SLOWEST
+                                             : SPY_TRACE_CALLS_STARTED,
+                            .limit = (uint64_t)slowest};
+  hooks_out o = {.as_json = as_json};
+  int rc = spy_trace_reader_hook_calls_query(r, &q, put_hook, &o);
   if (rc < 0) {
-    calls_free(&cs);
+    fflush(stdout);
     return read_failed(r, rc);
   }
   warn_past(r);
-  qsort(cs.v, cs.n, sizeof *cs.v, slowest ? by_slowest : by_start);
-  size_t n = slowest && (size_t)slowest < cs.n ? (size_t)slowest : cs.n;
-  json_out j;
+  hooks_begin(&o);
   if (as_json) {
-    jw_init(&j, stdout);
-    jw_obj_begin(&j);
-    jw_key(&j, "hook_calls");
-    jw_arr_begin(&j);
-  } else
-    printf("%-6s %-13s %-28s %10s  %s\n", "build", "hook", "plugin", "µs",
-           "module");
-  for (size_t i = 0; i < n; i++) {
-    const call *c = &cs.v[i];
-    if (as_json) {
-      jw_obj_begin(&j);
-      jw_key(&j, "build");
-      jw_uint(&j, c->build);
-      jw_key(&j, "hook");
-      jw_str(&j, c->hook);
-      jw_key(&j, "plugin");
-      jw_str(&j, c->plugin);
-      jw_key(&j, "module");
-      jw_str(&j, c->module);
-      put_call_timing(&j, c);
-      json_hash(&j, "output_source_id", c->has_output, c->output);
-      jw_obj_end(&j);
-    } else
-      printf("%-6u %-13s %-28s %10llu  %s\n", c->build, c->hook, c->plugin,
-             (unsigned long long)dur(c), c->module);
+    jw_arr_end(&o.j);
+    jw_obj_end(&o.j);
+    jw_newline(&o.j);
   }
-  if (as_json) {
-    jw_arr_end(&j);
-    jw_obj_end(&j);
-    jw_newline(&j);
-  }
-  calls_free(&cs);
   spy_trace_reader_close(r);
   return EXIT_OK;
 }
@@ -501,9 +510,15 @@ int trace_module(int argc, char **argv) {
   spy_trace_reader *r;
   if (open_store(pos[0], session, &r) < 0)
     return EXIT_FAIL;
-  calls cs = {.build = (uint32_t)build, .module = module};
+  /* its calls in start order (every build's unless --build) */
+  calls cs = {0};
   edges es = {.module = module};
-  int rc = collect(r, &cs);
+  spy_trace_call_query q = {.build = (uint32_t)build,
+                            .module = module,
+                            .order = SPY_TRACE_CALLS_STARTED};
+  int rc = spy_trace_reader_hook_calls_query(r, &q, on_call, &cs);
+  if (rc == 0 && cs.oom)
+    rc = SPY_ENOMEM;
   uint32_t b = (uint32_t)build;
   for (size_t i = 0; !build && i < cs.n; i++)
     if (cs.v[i].build > b)
@@ -538,7 +553,6 @@ int trace_module(int argc, char **argv) {
   }
   if (ok) {
     warn_past(r);
-    qsort(cs.v, cs.n, sizeof *cs.v, by_start);
     json_out j;
     if (as_json) {
       jw_init(&j, stdout);
@@ -587,6 +601,7 @@ int trace_module(int argc, char **argv) {
     }
     for (size_t i = 0; i < cs.n && rc == 0; i++) {
       const call *c = &cs.v[i];
+      const spy_trace_hook_call h = view(c);
       char *in = NULL, *out = NULL;
       size_t nin = 0, nout = 0;
       rc = fetch_copy(r, c->has_input, c->input, &in, &nin);
@@ -602,7 +617,7 @@ int trace_module(int argc, char **argv) {
         jw_str(&j, c->hook);
         jw_key(&j, "plugin");
         jw_str(&j, c->plugin);
-        put_call_timing(&j, c);
+        put_call_timing(&j, &h);
         jw_key(&j, "bytes_in");
         if (c->has_input)
           jw_uint(&j, nin);
@@ -625,7 +640,7 @@ int trace_module(int argc, char **argv) {
         if (c->has_output)
           snprintf(bo, sizeof bo, "%zu", nout);
         printf("%-4zu %-13s %-28s %10llu  %s -> %s\n", i + 1, c->hook,
-               c->plugin, (unsigned long long)dur(c), bi, bo);
+               c->plugin, (unsigned long long)dur(&h), bi, bo);
         if (diff && c->has_input && c->has_output) {
           char an[512], bn[512];
           snprintf(an, sizeof an, "%s (before %s)", module, c->plugin);
