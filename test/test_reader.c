@@ -43,7 +43,6 @@
 
 #include "core/json_escape.h"
 #include "spyglass/trace.h"
-#include "spyglass/trace_reader.h"
 #include "store/reader.h"
 #include "store/store.h"
 #include "testlib.h"

@@ -11,7 +11,6 @@
 #ifndef SPY_STORE_READER_H
 #define SPY_STORE_READER_H
 
-#include "spyglass/trace_reader.h"
 #include "store.h"
 
 /* One stored blob of a payload's delta chain (SQL stores). */

@@ -13,7 +13,7 @@
  *                                       transform changed
  *   source  STORE ID                    a payload's exact bytes
  * Every one takes --json and --session ID. The hook calls are asked of
- * the reader as a query (spyglass/trace_reader.h: build, plugin or module,
+ * the reader as a query (spyglass/trace.h: build, plugin or module,
  * start order or the slowest, a limit) that a SQLite store answers in one
  * statement and any other store by one replay keeping only what is asked
  * for; `hooks` prints each call as it comes, holding none. */
@@ -29,7 +29,6 @@
 #include "line_diff.h"
 #include "opts.h"
 #include "spyglass/trace.h"
-#include "spyglass/trace_reader.h"
 
 /* ---- shared ------------------------------------------------------------- */
 
