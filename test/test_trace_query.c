@@ -481,6 +481,22 @@ static int slowest_cases(void) {
       json_decref(ja);
       free(all.p);
     }
+  /* a filter that matches nothing (a typo) says so on stderr, exit 0 */
+  for (int w = 0; w < 2; w++) {
+    char cmd[4096], said[1024] = "";
+    snprintf(cmd, sizeof cmd,
+             "%s trace hooks --plugin nosuch '%s/%s' 2>&1 >/dev/null",
+             SPY_TOOL_PATH, g_dir, wnames[w]);
+    FILE *p = popen(cmd, "r");
+    size_t got = p ? fread(said, 1, sizeof said - 1, p) : 0;
+    said[got] = 0;
+    int st = p ? pclose(p) : -1;
+    if (!strstr(said, "no hook call of plugin 'nosuch'") || st != 0) {
+      fprintf(stderr, "  `trace hooks --plugin nosuch` (%s): %d, said %s\n",
+              wnames[w], st, said);
+      ok = 0;
+    }
+  }
   return ok;
 }
 

@@ -312,6 +312,7 @@ static void help_hooks(FILE *f) {
 
 typedef struct hooks_out {
   int as_json, begun;
+  uint64_t n; /* calls printed */
   json_out j;
 } hooks_out;
 
@@ -336,6 +337,7 @@ static int put_hook(void *arg, const spy_trace_hook_call *c) {
   hooks_out *o = arg;
   json_out *j = &o->j;
   hooks_begin(o);
+  o->n++;
   if (!o->as_json) {
     printf("%-6u %-13s %-28s %10llu  %s\n", c->build, c->hook, c->plugin,
            (unsigned long long)dur(c), c->module);
@@ -396,6 +398,12 @@ int trace_hooks(int argc, char **argv) {
     jw_obj_end(&o.j);
     jw_newline(&o.j);
   }
+  if (!o.n && (plugin || build)) /* a typo in a name finds nothing */
+    fprintf(stderr,
+            "spyglass: no hook call%s%s%s%s%.0d in the session "
+            "(`spyglass trace summary %s` lists its builds and plugins)\n",
+            plugin ? " of plugin '" : "", plugin ? plugin : "",
+            plugin ? "'" : "", build ? " in build " : "", build, store);
   spy_trace_reader_close(r);
   return EXIT_OK;
 }
