@@ -410,6 +410,52 @@ void spy__call_views_sql(spy__buf *b) {
     }
 }
 
+/* ---- PostgreSQL, store schema 6: the same hook_calls rows ---- */
+
+void spy__pg_hook_calls_table_sql(spy__buf *b) {
+  spy__buf t = {0};
+  spy__hook_calls_table_sql(&t);
+  spy__buf_putc(&t, 0);
+  /* BIGINT where SQLite says INTEGER: the writer's binary COPY sends 8
+   * bytes per number */
+  for (const char *p = t.err ? "" : t.p, *h; *p; p = h + 8) {
+    if (!(h = strstr(p, " INTEGER"))) {
+      spy__buf_puts(b, p);
+      break;
+    }
+    spy__buf_put(b, p, (size_t)(h - p));
+    spy__buf_puts(b, " BIGINT");
+  }
+  if (t.err)
+    b->err = t.err;
+  spy__buf_free(&t);
+}
+
+void spy__pg_call_views_sql(spy__buf *b) {
+  for (const spy__hook *h = spy__hooks; h->hook; h++)
+    for (int end = 0; end < 2; end++) {
+      spy__buf_puts(b, "CREATE OR REPLACE VIEW ");
+      spy__buf_puts(b, (end ? h->end : h->start)->snake);
+      spy__buf_puts(b, " AS ");
+      spy__call_select_sql(b, h, end, "x.session", NULL);
+      spy__buf_puts(b, ";\n");
+    }
+}
+
+void spy__pg_views_sql(spy__buf *b, int merged) {
+  if (!merged) {
+    spy__views_sql(b, 1);
+    return;
+  }
+  builds_view(b, 1);
+  for (int i = 1; i <= SPY_TRACE_KIND_COUNT; i++) {
+    int r = spy_trace_kinds[i]->role;
+    if (r == SPY_ROLE_MODULES || r == SPY_ROLE_CHUNKS || r == SPY_ROLE_ASSETS)
+      graph_views(b, 1, spy_trace_kinds[i]);
+  }
+  spy__pg_call_views_sql(b);
+}
+
 /* Only the per-plugin one: sorting every call by module at close cost
  * as much as this one (89 M instructions of 2,000 modules' close, 0.15 s
  * on 20,000), and a question about one module scans the table instead
@@ -471,6 +517,21 @@ void spy__index_sql(const spy__schema *s, spy__buf *b, int pg) {
     if (pg || nests)
       spy__schema_index_sql(s, t, b);
   }
+}
+
+void spy__pg_index_sql(const spy__schema *s, spy__buf *b, int merged) {
+  if (!merged) {
+    spy__index_sql(s, b, 1);
+    return;
+  }
+  /* the hook kinds' names are views over hook_calls (and their small
+   * _kept tables): the per-plugin question's index is hook_calls' own */
+  spy__hook_calls_index_sql(b);
+  const spy_trace_kind *e = by_role(SPY_ROLE_BUILD_END);
+  if (e)
+    add_index(b, e->snake, "_build", "(session, build_id)");
+  for (int t = 0; t < s->n; t++)
+    spy__schema_index_sql(s, t, b);
 }
 
 void spy__batch_mark_add(spy__batch_mark *m, uint64_t seq) {

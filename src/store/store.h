@@ -300,6 +300,20 @@ void spy__call_views_sql(spy__buf *b);
  * Ends' by call, which the hook_calls table's indexes answer). */
 void spy__index_sql(const spy__schema *s, spy__buf *b, int pg);
 
+/* PostgreSQL, store schema 6 (spyglass_meta's schema_version; a schema 5
+ * store, a table per hook Start and End kind, is still written as it is):
+ * hook calls as in SQLite's schema 6, one hook_calls row per call, the
+ * odd Start or End in <kind>_kept, each hook kind's name a view over both.
+ * spy__pg_hook_calls_table_sql is hook_calls with BIGINT numbers;
+ * spy__pg_call_views_sql those views; spy__pg_views_sql the reference views
+ * (merged: schema 6, hook_calls being a table); spy__pg_index_sql the
+ * indexes built at close (merged: schema 6's). */
+#define SPY__PG_SCHEMA 6
+void spy__pg_hook_calls_table_sql(spy__buf *b);
+void spy__pg_call_views_sql(spy__buf *b);
+void spy__pg_views_sql(spy__buf *b, int merged);
+void spy__pg_index_sql(const spy__schema *s, spy__buf *b, int merged);
+
 /* One writer batch of actions as binary records back to back (schema
  * version 2; version 1 stored JSON lines), compressed into one
  * action_batches row whose codec carries SPY__CODEC_RECORDS. From schema
