@@ -1,8 +1,12 @@
-/* writer_pg.c — the PostgreSQL writer (libpq): store schema 5, the tables
- * derived from the catalog (a table per hook Start and End kind: SQLite's
- * store has since merged a hook call into one hook_calls row; an
- * application kind's tables are created with the first batch that holds
- * its rows), one transaction per batch, rows
+/* writer_pg.c — the PostgreSQL writer (libpq): store schema 6 (its own
+ * number, SPY__PG_SCHEMA in spyglass_meta), the tables derived from the
+ * catalog, a hook call as one hook_calls row as in SQLite's store (its
+ * Start and End without rows of their own when the row gives them back;
+ * the odd ones in <kind>_kept; each hook kind's name a view over both; see
+ * ocall), an application kind's tables created with the first batch that
+ * holds its rows. A schema 5 store (a table per hook Start and End kind)
+ * is written in its own layout, not migrated; a schema 4 one becomes
+ * schema 5 in place. One transaction per batch, rows
  * sent with COPY, at most COPY_ROWS a COPY, a batch's COPYs in one query
  * (sources through a staging table so a payload already stored is
  * skipped), one action_batches row per batch (its seq range
