@@ -8,7 +8,8 @@
 # was not stored); no stored delta ever names a base that is not stored; a
 # schema 4 store is migrated in place, an older one refused; a newer schema
 # is refused; the tables' statistics targets are small and the hook Start
-# tables have no by-module index.
+# tables have no by-module index; a build killed mid-build (SIGKILL) leaves
+# a hook_calls row for each stored Start, the open calls' unended.
 set -euo pipefail
 tool=$1
 test_trace=$2
@@ -73,12 +74,13 @@ echo "== the store's statistics targets and indexes"
 # every column (0 on a payload's bytes), not the server's default 100
 # (schema 6: a hook kind's name is a view over hook_calls and its _kept
 # table; the statistics are those tables')
-for t in hook_calls hook_transform_call_start_kept; do
+for t in hook_call_rows hook_transform_call_start_kept; do
   [ "$(pg_sql "select string_agg(distinct attstattarget::text, ',') from pg_attribute where attrelid='$t'::regclass and attnum > 0")" = 10 ] ||
     fail "$t's statistics targets"
 done
-[ "$(pg_sql "select relkind from pg_class where relname='hook_transform_call_start'")" = v ] ||
-  fail "hook_transform_call_start is not a view"
+for v in hook_transform_call_start hook_calls; do
+  [ "$(pg_sql "select relkind from pg_class where relname='$v'")" = v ] || fail "$v is not a view"
+done
 [ "$(pg_sql "select attname || '=' || attstattarget from pg_attribute where attrelid='sources'::regclass and attstattarget <> 10 and attnum > 0")" = "content=0" ] ||
   fail "sources' statistics targets"
 [ "$(pg_sql "select count(*) from pg_indexes where indexname in ('hook_calls_plugin', 'module_graph_ready__modules__imports_parent')")" -eq 2 ] ||
@@ -198,6 +200,38 @@ for col in hook_transform_call_start.content_source_id \
   n=$(pg_sql "select count(*) from $t a where a.$c is not null and not exists (select 1 from sources s where s.source_id = a.$c)")
   [ "$n" -eq 0 ] || fail "$n rows of $t name a payload that is not stored"
 done
+
+echo "== a build killed mid-build (SIGKILL): a hook_calls row per stored Start"
+# the calls still open have their Starts stored and no End: each is a
+# hook_calls row with ended_at NULL, as in SQLite's hook_calls (and as the
+# schema 5 view's LEFT JOIN gave it); the ended ones once each
+starts_q="select sum(n) from (select count(*) n from hook_transform_call_start s join sessions x using (session) where x.session_id='%s' union all select count(*) from hook_load_call_start s join sessions x using (session) where x.session_id='%s' union all select count(*) from hook_resolve_id_call_start s join sessions x using (session) where x.session_id='%s' union all select count(*) from hook_render_chunk_start s join sessions x using (session) where x.session_id='%s') t"
+ends_q=${starts_q//_start/_end}
+count_of() { local q; q=${1//%s/$2}; pg_sql "$q"; }
+before=$(pg_sql "select coalesce(max(session),0) from sessions")
+slow_build kill1
+ksid="" ok=0
+for _ in $(seq 1000); do # until a stored Start's End is not stored yet
+  [ -n "$ksid" ] || ksid=$(pg_sql "select session_id from sessions where session > $before" 2>/dev/null || true)
+  if [ -n "$ksid" ] && [ "$(count_of "$starts_q" "$ksid")" -gt "$(count_of "$ends_q" "$ksid")" ]; then
+    ok=1
+    break
+  fi
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.02
+done
+kill -9 "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+[ "$ok" -eq 1 ] || { cat "$work/kill1.err"; fail "no Start was stored without its End before the build ended"; }
+starts=$(count_of "$starts_q" "$ksid") ends=$(count_of "$ends_q" "$ksid")
+read -r rows ended ids < <(pg_sql "select count(*), count(ended_at), count(distinct (hook_type, call_id)) from hook_calls where session_id='$ksid'" | tr '|' ' ')
+echo "killed: $starts Starts and $ends Ends stored; hook_calls $rows rows, $ended ended, $ids calls"
+[ "$starts" -gt "$ends" ] || fail "the killed build left no call open"
+[ "$rows" -eq "$starts" ] || fail "hook_calls has $rows rows for $starts stored Starts"
+[ "$ended" -eq "$ends" ] || fail "hook_calls has $ended ended rows for $ends stored Ends"
+[ "$ids" -eq "$rows" ] || fail "a call is in hook_calls twice"
+[ "$(pg_sql "select actions is null from sessions where session_id='$ksid'")" = t ] ||
+  fail "the killed session's counts were written"
 
 echo "== a schema 4 store is migrated in place, an older one refused"
 # schema 5 only added a codec of sources rows: a schema 4 store has the

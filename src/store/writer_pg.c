@@ -1,9 +1,12 @@
 /* writer_pg.c — the PostgreSQL writer (libpq): store schema 6 (its own
  * number, SPY__PG_SCHEMA in spyglass_meta), the tables derived from the
- * catalog, a hook call as one hook_calls row as in SQLite's store (its
- * Start and End without rows of their own when the row gives them back;
- * the odd ones in <kind>_kept; each hook kind's name a view over both; see
- * ocall), an application kind's tables created with the first batch that
+ * catalog, a hook call as one row as in SQLite's store (its Start and End
+ * without rows of their own when the row gives them back; the odd ones in
+ * <kind>_kept; each hook kind's name a view over both; see ocall): the
+ * rows are in hook_call_rows, written with the call's End and never
+ * updated, and hook_calls is a view over them and the kept Starts of calls
+ * that never ended (closed or killed: no row is written for them at
+ * close), an application kind's tables created with the first batch that
  * holds its rows. A schema 5 store (a table per hook Start and End kind)
  * is written in its own layout, not migrated; a schema 4 one becomes
  * schema 5 in place. One transaction per batch, rows
@@ -72,20 +75,26 @@ typedef struct batch {
   int src_sorted;     /* copy[SPY__T_SOURCES] is in source_id order */
   uint64_t first_seq; /* its action_batches key, 0 if it has no actions */
   uint64_t serial;    /* which batch: an open call's Start names it */
-  spy__buf hc;        /* schema 6: hook_calls rows */
+  spy__buf hc;        /* schema 6: hook_call_rows rows */
   cuts hccut;
   int uncertain; /* COMMIT sent, answer lost: stored or not unknown */
+  int lost_once; /* SPY_TRACE_PG_LOSE_ANSWERS: its first answer was */
   size_t bytes;
   struct batch *next;
 } batch;
 
 /* Schema 6: a hook call whose Start is stored and whose End has not come.
- * Its hook_calls row goes in with its End (or at close if it never ends).
- * A Start still open when its batch is queued is written to <start>_kept
- * then (from the call's fields: the row gives it back as its table
- * would), and the row says so (kept bit 1): the transactions are COPYs,
- * no row is ever updated. A call whose Start's batch was dropped is
- * `gone`: its End is stored alone, as the schema 5 view's join had it. */
+ * Its hook_call_rows row goes in with its End. A Start still open when
+ * its batch is queued is written to <start>_kept then (from the call's
+ * fields: the row gives it back as its table would), and the row says so
+ * (kept bit 1): the transactions are COPYs, no row is ever updated. A call
+ * that never ends gets no row (at close, the session's last batch keeps
+ * its Start like any other): the hook_calls view gives it back unended
+ * from its kept Start, as after a kill, and every batch that writes rows
+ * holds actions, so has its action_batches key (resent after a lost
+ * COMMIT answer, it is refused as stored). A call whose Start's batch
+ * was dropped is `gone`: its End is stored alone, as the schema 5 view's
+ * join had it. */
 #define CALL_FIELDS 16 /* a Start or End with more keeps its own rows */
 #define START_X 8      /* Start extras an ocall holds */
 #define NHOOKS 8
@@ -146,7 +155,8 @@ typedef struct pgw {
   uint64_t next_try_ms, backoff_ms;
   int was_down;
   int opened;   /* open succeeded: close sends and records the counts */
-  int merge;    /* store schema 6: hook calls as hook_calls rows */
+  int lose;     /* SPY_TRACE_PG_LOSE_ANSWERS=1 (tests): see send_batch */
+  int merge;    /* store schema 6: hook calls as hook_call_rows rows */
   char **tname; /* per derived table: the name rows go to (NULL: its own) */
   int ntname;
   hookcols hcols[NHOOKS];
@@ -644,7 +654,7 @@ static int setup(pgw *w) {
   for (int t = 0; t < w->schema.n; t++)
     stats_sql(&sql, tname(w, t), w->schema.t[t].cols, w->schema.t[t].types);
   if (w->merge)
-    stats_sql(&sql, "hook_calls", w->hc_names.p, w->hc_types);
+    stats_sql(&sql, SPY__PG_CALL_ROWS, w->hc_names.p, w->hc_types);
   /* a payload is zstd or a delta already: past the TOAST threshold
    * (~2 KB) the server would try pglz on it for nothing, so large ones
    * go out of line as they are */
@@ -762,6 +772,8 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
     return rc;
   w->schema.utf8_only = 1;
   w->all_records = spy__sql_all_records();
+  const char *lose = getenv("SPY_TRACE_PG_LOSE_ANSWERS");
+  w->lose = lose && strcmp(lose, "1") == 0;
   rc = connect_now(w);
   if (rc)
     return rc;
@@ -1219,17 +1231,6 @@ static void calls_gone(pgw *w, uint64_t serial) {
       w->oc[i].gone = 1;
 }
 
-/* At close: the calls that never ended get their rows. */
-static int calls_close(pgw *w) {
-  int rc = 0;
-  for (size_t i = 0; i < w->noc; i++)
-    if (!w->oc[i].gone && rc == 0)
-      rc = call_row(w, &w->oc[i], NULL, NULL, 0);
-  while (w->noc)
-    ocall_drop(w, w->noc - 1);
-  return rc;
-}
-
 static int no_sink(void *arg, int table, const spy__cell *c, int n) {
   (void)arg, (void)table, (void)c, (void)n;
   return 0;
@@ -1549,7 +1550,7 @@ static int send_batch(pgw *w, batch *b) {
   }
   if (!rc && b->hc.len)
     parts[np++] =
-        (copy_part){"hook_calls", w->hc_names.p, &b->hc, &b->hccut, NULL};
+        (copy_part){SPY__PG_CALL_ROWS, w->hc_names.p, &b->hc, &b->hccut, NULL};
   if (!rc)
     rc = copy_parts(w, parts, np); /* BEGIN alone when nothing is copied */
   for (int t = 0; ddls && t < b->ngcopy; t++)
@@ -1565,6 +1566,15 @@ static int send_batch(pgw *w, batch *b) {
     rc = q(w, "COMMIT", NULL);
     if (!rc || PQstatus(w->conn) == CONNECTION_OK)
       b->uncertain = 0;
+    /* SPY_TRACE_PG_LOSE_ANSWERS=1 (the tests' lost answer): the link
+     * breaks after the server committed each batch the first time it is
+     * sent, so each is found stored or sent again (drain) */
+    if (!rc && w->lose && !b->lost_once) {
+      b->lost_once = b->uncertain = 1;
+      PQfinish(w->conn);
+      w->conn = NULL;
+      return SPY_EIO;
+    }
   }
   if (rc) {
     if (PQstatus(w->conn) == CONNECTION_OK)
@@ -1938,8 +1948,9 @@ static int64_t pg_close(void *state) {
   if (w->opened) {
     /* send what is pending and the final counts, retrying while the
      * server is away, for up to retry_ms */
-    if (w->merge && calls_close(w) < 0)
-      say(w, SPY_ENOMEM, "the rows of calls that never ended");
+    /* a call that never ends has no row: its Start is kept (by the
+     * commit of its batch, calls_queued, this one's too) and the
+     * hook_calls view gives it back unended, as after a kill */
     pg_commit(w);
     uint64_t deadline = mono_ms() + w->retry_ms;
     for (;;) {
