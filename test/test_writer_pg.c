@@ -5,7 +5,9 @@
  * hook_calls row with ended_at NULL, in a session that closes and in one
  * whose process is killed (SIGKILL after its batches committed), as in
  * SQLite's hook_calls; the reader's hook calls (ended ones) and summary
- * agree between the two stores. With the answer of each batch's first
+ * agree between the two stores; a writer reopening the killed session (as
+ * spy_trace_recover does) ends those calls with the Ends it is given, each
+ * call still one row. With the answer of each batch's first
  * COMMIT lost (SPY_TRACE_PG_LOSE_ANSWERS=1: the link breaks after the
  * server committed), every batch is found stored or sent again without
  * a row twice: hook_calls, the Start and End views and action_batches
@@ -270,5 +272,83 @@ TEST(a_killed_sessions_open_calls_are_rows) {
   store_free(&s);
 }
 
+/* A session killed as above, then its missing Ends written by a writer
+ * that reopens it (as spy_trace_recover does with a spill file's actions,
+ * their seqs after the stored ones): the open calls are found again and
+ * end, each still one row. */
+TEST(a_reopened_session_ends_its_open_calls) {
+  const char *pg = getenv("SPY_TEST_PG");
+  if (!pg) {
+    SKIP("no SPY_TEST_PG");
+    return;
+  }
+  store s;
+  CHECK_EQ(store_init(&s, "postgres", pg), 0);
+  int fd[2];
+  CHECK_EQ(pipe(fd), 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(fd[0]);
+    spy_trace *t = emit(&s);
+    if (t && write(fd[1], s.sid, strlen(s.sid) + 1) > 0)
+      kill(getpid(), SIGKILL);
+    _exit(1);
+  }
+  close(fd[1]);
+  ssize_t n = read(fd[0], s.sid, sizeof s.sid - 1);
+  close(fd[0]);
+  waitpid(pid, NULL, 0);
+  CHECK(n > 1);
+  s.sid[n] = 0;
+  long long stored =
+      pg_num(pg, "SELECT max(last_seq) FROM action_batches WHERE session_id=$1",
+             s.sid);
+  CHECK(stored > 0);
+  const spy_trace_writer_ops *ops = spy_trace_writer_find("postgres");
+  CHECK(ops);
+  void *w = NULL;
+  spy_trace_writer_cfg cfg = {.dir = s.dir,
+                              .conninfo = pg,
+                              .session_id = s.sid,
+                              .cwd = s.dir,
+                              .retry_bytes = 1 << 20,
+                              .retry_ms = 5000};
+  CHECK_EQ(ops->open(&w, &cfg), 0);
+  spy_trace_arena arena = {0};
+  for (int i = ENDED; i < ENDED + OPEN; i++) {
+    char id[32], mod[32], buf[512];
+    snprintf(id, sizeof id, "t%d", i);
+    snprintf(mod, sizeof mod, "m%d.c", i);
+    int64_t len = spy_trace_encode(
+        &spy_kind_hook_transform_call_end,
+        &(spy_act_hook_transform_call_end){mod, {"x", 1}, "q", 1, id, 0},
+        (uint64_t)stored + 1 + (uint64_t)(i - ENDED), 1700000000000000u, 1, buf,
+        sizeof buf);
+    CHECK(len > 0 && len <= (int64_t)sizeof buf);
+    spy_trace_action a;
+    CHECK(spy_trace_decode(buf, (size_t)len, &arena, &a) > 0);
+    spy_trace_record r = {.action = &a};
+    CHECK_EQ(ops->action(w, &r), 0);
+  }
+  CHECK_EQ(ops->commit(w), 0);
+  CHECK_EQ(ops->close(w), 0);
+  spy_trace_arena_free(&arena);
+  long long got[3];
+  calls_of(&s, got);
+  fprintf(stderr, "  hook_calls: %lld rows, %lld ended, %lld ids\n", got[0],
+          got[1], got[2]);
+  CHECK_EQ(got[0], ENDED + OPEN);
+  CHECK_EQ(got[1], ENDED + OPEN); /* the open ones ended */
+  CHECK_EQ(got[2], got[0]);
+  CHECK_EQ(pg_num(pg,
+                  "SELECT count(*) FROM hook_transform_call_end s JOIN "
+                  "sessions x USING (session) WHERE x.session_id=$1",
+                  s.sid),
+           ENDED + OPEN);
+  store_free(&s);
+}
+
 TEST_MAIN(TEST_CASE(never_ended_calls_are_rows_once_with_answers_lost),
-          TEST_CASE(a_killed_sessions_open_calls_are_rows))
+          TEST_CASE(a_killed_sessions_open_calls_are_rows),
+          TEST_CASE(a_reopened_session_ends_its_open_calls))

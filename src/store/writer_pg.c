@@ -92,9 +92,10 @@ typedef struct batch {
  * its Start like any other): the hook_calls view gives it back unended
  * from its kept Start, as after a kill, and every batch that writes rows
  * holds actions, so has its action_batches key (resent after a lost
- * COMMIT answer, it is refused as stored). A call whose Start's batch
- * was dropped is `gone`: its End is stored alone, as the schema 5 view's
- * join had it. */
+ * COMMIT answer, it is refused as stored). A session reopened to recover
+ * its spilled actions finds its open calls again (reload_calls). A call
+ * whose Start's batch was dropped is `gone`: its End is stored alone, as
+ * the schema 5 view's join had it. */
 #define CALL_FIELDS 16 /* a Start or End with more keeps its own rows */
 #define START_X 8      /* Start extras an ocall holds */
 #define NHOOKS 8
@@ -589,6 +590,8 @@ static int schema5_wanted(void) {
   return e && strcmp(e, "5") == 0;
 }
 
+static int reload_calls(pgw *w);
+
 static int setup(pgw *w) {
   int rc = q(w,
              "BEGIN;" SCHEMA_LOCK
@@ -711,6 +714,8 @@ static int setup(pgw *w) {
     PQclear(r);
   }
   spy__buf_free(&sql);
+  if (rc == 0 && w->merge)
+    rc = reload_calls(w);
   return rc;
 }
 
@@ -1229,6 +1234,69 @@ static void calls_gone(pgw *w, uint64_t serial) {
   for (size_t i = 0; i < w->noc; i++)
     if (w->oc[i].serial == serial)
       w->oc[i].gone = 1;
+}
+
+/* A session reopened (spy_trace_recover after a kill): the calls whose
+ * Starts are stored and which have no row (the hook_calls view's unended
+ * rows, open when the process died) are open again, so the Ends recovered
+ * after them give those calls their rows. A new session has no
+ * action_batches row: the query stops at that probe of their key. */
+static int reload_calls(pgw *w) {
+  spy__buf s = {0};
+  spy__buf_puts(&s, "SELECT hook_type, build_id, call_id, plugin_name, "
+                    "plugin_id, module_id, started_at, input_source_id, "
+                    "start_seq FROM hook_calls WHERE session_id=");
+  lit(&s, w->session_id, strlen(w->session_id));
+  spy__buf_puts(&s, " AND end_seq IS NULL AND EXISTS (SELECT 1 FROM "
+                    "action_batches WHERE session_id=");
+  lit(&s, w->session_id, strlen(w->session_id));
+  spy__buf_puts(&s, ") ORDER BY start_seq");
+  spy__buf_putc(&s, 0);
+  PGresult *r = NULL;
+  int rc = s.err ? s.err : q(w, s.p, &r);
+  spy__buf_free(&s);
+  for (int i = 0; !rc && i < PQntuples(r); i++) {
+    const char *hook = PQgetvalue(r, i, 0);
+    int hk = 0;
+    const spy__hook *h = spy__hooks;
+    while (h->hook && hk < NHOOKS && strcmp(h->hook, hook) != 0)
+      h++, hk++;
+    if (!h->hook || hk == NHOOKS || PQgetisnull(r, i, 2))
+      continue;
+    if (w->noc == w->capoc) {
+      size_t cap = w->capoc ? 2 * w->capoc : 64;
+      ocall *n = realloc(w->oc, cap * sizeof *n);
+      if (!n) {
+        rc = SPY_ENOMEM;
+        break;
+      }
+      w->oc = n;
+      w->capoc = cap;
+    }
+    ocall *o = &w->oc[w->noc];
+    /* kept: its Start has its row; serial: in no batch of this writer */
+    *o = (ocall){.hook = h,
+                 .hk = hk,
+                 .build = (uint32_t)atoll(PQgetvalue(r, i, 1)),
+                 .serial = UINT64_MAX,
+                 .kept = 1,
+                 .plugin_id = atoll(PQgetvalue(r, i, 4)),
+                 .started = atoll(PQgetvalue(r, i, 6)),
+                 .start_seq = strtoull(PQgetvalue(r, i, 8), NULL, 10)};
+    const char *pl = PQgetisnull(r, i, 3) ? NULL : PQgetvalue(r, i, 3);
+    const char *mod = PQgetisnull(r, i, 5) ? NULL : PQgetvalue(r, i, 5);
+    const char *id = PQgetvalue(r, i, 2);
+    if (ocall_strs(o, id, strlen(id), pl, pl ? strlen(pl) : 0, mod,
+                   mod ? strlen(mod) : 0) < 0) {
+      rc = SPY_ENOMEM;
+      break;
+    }
+    if (!PQgetisnull(r, i, 7) && strlen(PQgetvalue(r, i, 7)) == 32)
+      memcpy(o->input, PQgetvalue(r, i, 7), 33);
+    w->noc++;
+  }
+  PQclear(r);
+  return rc;
 }
 
 static int no_sink(void *arg, int table, const spy__cell *c, int n) {
