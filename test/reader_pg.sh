@@ -28,6 +28,23 @@ if [ -n "$test_trace_query" ]; then
   SPY_TEST_PG="$PG_CONNINFO" "$test_trace_query"
 fi
 
+echo "== every reader case again, the postgres store in schema 5's layout"
+# a table per hook Start and End kind (SPY_TRACE_PG_SCHEMA=5 makes a new
+# store that way; later sessions keep writing it so), read as schema 6's
+pg_sql "create database r5" >/dev/null
+r5=${PG_CONNINFO/dbname=postgres/dbname=r5}
+SPY_TRACE_PG_SCHEMA=5 SPY_TEST_PG="$r5" "$test_reader"
+if [ -n "$test_trace_query" ]; then
+  SPY_TRACE_PG_SCHEMA=5 SPY_TEST_PG="$r5" "$test_trace_query"
+fi
+r5_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d r5 -c "$1"; }
+[ "$(r5_sql "select value from spyglass_meta where key='schema_version'")" = 5 ] ||
+  fail "the schema 5 store's version"
+[ "$(r5_sql "select relkind from pg_class where relname='hook_transform_call_start'")" = r ] ||
+  fail "the schema 5 store has no hook Start table"
+[ "$(pg_sql "select value from spyglass_meta where key='schema_version'")" = 6 ] ||
+  fail "a new store is not schema 6"
+
 echo "== a Latin-1 tree through each store"
 gen_tree "$work/src" 3 4
 printf '/* caf\xe9 */\nint latin1 = 1; /* na\xefve */\n' >"$work/src/d0/latin1.c"

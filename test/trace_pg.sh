@@ -8,7 +8,8 @@
 # was not stored); no stored delta ever names a base that is not stored; a
 # schema 4 store is migrated in place, an older one refused; a newer schema
 # is refused; the tables' statistics targets are small and the hook Start
-# tables have no by-module index.
+# tables have no by-module index; a build killed mid-build (SIGKILL) leaves
+# a hook_calls row for each stored Start, the open calls' unended.
 set -euo pipefail
 tool=$1
 test_trace=$2
@@ -71,12 +72,19 @@ sid=$(sed -n 's/.*session \([^,]*\),.*/\1/p' "$work/b1.txt")
 echo "== the store's statistics targets and indexes"
 # ANALYZE samples 300 rows per unit of a table's largest target: 10 on
 # every column (0 on a payload's bytes), not the server's default 100
-[ "$(pg_sql "select string_agg(distinct attstattarget::text, ',') from pg_attribute where attrelid='hook_transform_call_start'::regclass and attnum > 0")" = 10 ] ||
-  fail "hook_transform_call_start's statistics targets"
+# (schema 6: a hook kind's name is a view over hook_calls and its _kept
+# table; the statistics are those tables')
+for t in hook_call_rows hook_transform_call_start_kept; do
+  [ "$(pg_sql "select string_agg(distinct attstattarget::text, ',') from pg_attribute where attrelid='$t'::regclass and attnum > 0")" = 10 ] ||
+    fail "$t's statistics targets"
+done
+for v in hook_transform_call_start hook_calls; do
+  [ "$(pg_sql "select relkind from pg_class where relname='$v'")" = v ] || fail "$v is not a view"
+done
 [ "$(pg_sql "select attname || '=' || attstattarget from pg_attribute where attrelid='sources'::regclass and attstattarget <> 10 and attnum > 0")" = "content=0" ] ||
   fail "sources' statistics targets"
-[ "$(pg_sql "select count(*) from pg_indexes where indexname in ('hook_transform_call_end_call', 'hook_transform_call_start_plugin', 'module_graph_ready__modules__imports_parent')")" -eq 3 ] ||
-  fail "the by-call, by-plugin and parent indexes"
+[ "$(pg_sql "select count(*) from pg_indexes where indexname in ('hook_calls_plugin', 'module_graph_ready__modules__imports_parent')")" -eq 2 ] ||
+  fail "the by-plugin and parent indexes"
 [ "$(pg_sql "select count(*) from pg_indexes where indexname like 'hook\_%\_module'")" -eq 0 ] ||
   fail "a hook Start table indexed by module"
 
@@ -95,7 +103,7 @@ team_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d tea
 [ "$(team_sql "select count(*) from sessions")" -eq 2 ] || fail "team sessions"
 [ "$(team_sql "select count(*) from hook_calls where hook_type='transform'")" -eq 2000 ] ||
   fail "team hook_calls"
-[ "$(team_sql "select count(*) from pg_indexes where indexname='hook_transform_call_end_call'")" -eq 1 ] ||
+[ "$(team_sql "select count(*) from pg_indexes where indexname='hook_calls_plugin'")" -eq 1 ] ||
   fail "team indexes"
 
 echo "== a store of one session: its indexes come with the second session"
@@ -114,7 +122,7 @@ all_idx="select count(*) from pg_indexes where indexname ~ '^(hook_.*_(call|plug
 [ "$(grep -c demo:banner "$work/solo_hooks.txt")" -ge 3 ] || { cat "$work/solo_hooks.txt"; fail "solo slowest hooks"; }
 "$tool" demo build "$work/src" --trace "$solo_uri" --out "$work/solo2" >"$work/solo2.txt" 2>&1 ||
   { cat "$work/solo2.txt"; fail "second solo build"; }
-[ "$(solo_sql "$hook_idx")" -eq 8 ] || fail "the second session did not make the hook tables' indexes"
+[ "$(solo_sql "$hook_idx")" -eq 1 ] || fail "the second session did not make hook_calls' index"
 [ "$(solo_sql "select count(*) from pg_indexes where indexname in ('module_graph_ready__modules__imports_parent', 'build_end_build')")" -eq 2 ] ||
   fail "the second session did not make the parent and build indexes"
 [ "$(solo_sql "select count(*) from module_imports")" -eq 740 ] || fail "solo module_imports"
@@ -193,6 +201,38 @@ for col in hook_transform_call_start.content_source_id \
   [ "$n" -eq 0 ] || fail "$n rows of $t name a payload that is not stored"
 done
 
+echo "== a build killed mid-build (SIGKILL): a hook_calls row per stored Start"
+# the calls still open have their Starts stored and no End: each is a
+# hook_calls row with ended_at NULL, as in SQLite's hook_calls (and as the
+# schema 5 view's LEFT JOIN gave it); the ended ones once each
+starts_q="select sum(n) from (select count(*) n from hook_transform_call_start s join sessions x using (session) where x.session_id='%s' union all select count(*) from hook_load_call_start s join sessions x using (session) where x.session_id='%s' union all select count(*) from hook_resolve_id_call_start s join sessions x using (session) where x.session_id='%s' union all select count(*) from hook_render_chunk_start s join sessions x using (session) where x.session_id='%s') t"
+ends_q=${starts_q//_start/_end}
+count_of() { local q; q=${1//%s/$2}; pg_sql "$q"; }
+before=$(pg_sql "select coalesce(max(session),0) from sessions")
+slow_build kill1
+ksid="" ok=0
+for _ in $(seq 1000); do # until a stored Start's End is not stored yet
+  [ -n "$ksid" ] || ksid=$(pg_sql "select session_id from sessions where session > $before" 2>/dev/null || true)
+  if [ -n "$ksid" ] && [ "$(count_of "$starts_q" "$ksid")" -gt "$(count_of "$ends_q" "$ksid")" ]; then
+    ok=1
+    break
+  fi
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.02
+done
+kill -9 "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+[ "$ok" -eq 1 ] || { cat "$work/kill1.err"; fail "no Start was stored without its End before the build ended"; }
+starts=$(count_of "$starts_q" "$ksid") ends=$(count_of "$ends_q" "$ksid")
+read -r rows ended ids < <(pg_sql "select count(*), count(ended_at), count(distinct (hook_type, call_id)) from hook_calls where session_id='$ksid'" | tr '|' ' ')
+echo "killed: $starts Starts and $ends Ends stored; hook_calls $rows rows, $ended ended, $ids calls"
+[ "$starts" -gt "$ends" ] || fail "the killed build left no call open"
+[ "$rows" -eq "$starts" ] || fail "hook_calls has $rows rows for $starts stored Starts"
+[ "$ended" -eq "$ends" ] || fail "hook_calls has $ended ended rows for $ends stored Ends"
+[ "$ids" -eq "$rows" ] || fail "a call is in hook_calls twice"
+[ "$(pg_sql "select actions is null from sessions where session_id='$ksid'")" = t ] ||
+  fail "the killed session's counts were written"
+
 echo "== a schema 4 store is migrated in place, an older one refused"
 # schema 5 only added a codec of sources rows: a schema 4 store has the
 # same tables, made here by the same DDL and then marked as version 4 the
@@ -200,7 +240,7 @@ echo "== a schema 4 store is migrated in place, an older one refused"
 pg_sql "create database v4" >/dev/null
 v4_uri=${PG_URI/\/postgres?/\/v4?}
 v4_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d v4 -c "$1"; }
-"$tool" demo build "$work/src" --trace "$v4_uri" --out "$work/v4a" >"$work/v4a.txt"
+SPY_TRACE_PG_SCHEMA=5 "$tool" demo build "$work/src" --trace "$v4_uri" --out "$work/v4a" >"$work/v4a.txt"
 v4_sql "update spyglass_meta set value='4' where key='schema_version'; delete from spyglass_meta where key='ddl_hash'; update sessions set schema_version=4" >/dev/null
 "$tool" demo build "$work/src" --trace "$v4_uri" --out "$work/v4b" >"$work/v4b.txt" 2>"$work/v4b.err" ||
   { cat "$work/v4b.err"; fail "a build refused the schema 4 store"; }
@@ -217,6 +257,43 @@ if "$tool" demo build "$work/src" --trace "$v4_uri" --out "$work/v4c" 2>"$work/v
   fail "a writer appended to a schema 3 store"
 fi
 grep -q 'schema version 3' "$work/v4c.err" || fail "schema 3 error: $(cat "$work/v4c.err")"
+
+echo "== a schema 5 store is still written in its layout and reads the same"
+# a table per hook Start and End kind; a new session adds to those tables
+# (no migration), the readers read both layouts alike
+pg_sql "create database v5" >/dev/null
+v5_uri=${PG_URI/\/postgres?/\/v5?}
+v5_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d v5 -c "$1"; }
+SPY_TRACE_PG_SCHEMA=5 "$tool" demo build "$work/src" --trace "$v5_uri" --out "$work/v5a" >"$work/v5a.txt"
+[ "$(v5_sql "select value from spyglass_meta where key='schema_version'")" = 5 ] || fail "not a schema 5 store"
+"$tool" demo build "$work/src" --trace "$v5_uri" --out "$work/v5b" >"$work/v5b.txt" 2>"$work/v5b.err" ||
+  { cat "$work/v5b.err"; fail "a build refused the schema 5 store"; }
+grep -q ' 0 not stored' "$work/v5b.txt" || fail "actions lost appending to the schema 5 store"
+[ "$(v5_sql "select value from spyglass_meta where key='schema_version'")" = 5 ] ||
+  fail "the schema 5 store's version changed"
+[ "$(v5_sql "select relkind from pg_class where relname='hook_transform_call_start'")" = r ] ||
+  fail "the schema 5 store's hook Start table is gone"
+[ "$(v5_sql "select count(*) from pg_class where relname='hook_transform_call_start_kept'")" -eq 0 ] ||
+  fail "the schema 5 store got schema 6 tables"
+[ "$(v5_sql "select count(*) from hook_calls where hook_type='transform' and ended_at is not null")" -eq 2000 ] ||
+  fail "both sessions' hook_calls in the schema 5 store"
+# the same build into a schema 6 store: the same summary and hook calls
+pg_sql "create database v6" >/dev/null
+v6_uri=${PG_URI/\/postgres?/\/v6?}
+v6_sql() { "$PG_BIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U spy -d v6 -c "$1"; }
+"$tool" demo build "$work/src" --trace "$v6_uri" --out "$work/v6a" >"$work/v6a.txt"
+[ "$(v6_sql "select value from spyglass_meta where key='schema_version'")" = 6 ] || fail "not a schema 6 store"
+"$tool" trace summary "$v5_uri" >"$work/v5s.txt" || fail "summary of the schema 5 store"
+"$tool" trace summary "$v6_uri" >"$work/v6s.txt" || fail "summary of the schema 6 store"
+diff <(grep -E '^(actions|modules|chunks|hook calls|not stored) ' "$work/v5s.txt") \
+     <(grep -E '^(actions|modules|chunks|hook calls|not stored) ' "$work/v6s.txt") ||
+  fail "the schema 5 and 6 stores' summaries differ"
+calls="select hook_type || ' ' || plugin_name || ' ' || coalesce(module_id, '-') || ' ' || coalesce(input_source_id, '-') || ' ' || coalesce(output_source_id, '-') || ' ' || (ended_at >= started_at) from hook_calls h join sessions s using (session_id) where s.session = (select max(session) from sessions) order by 1"
+diff <(v5_sql "$calls") <(v6_sql "$calls") >/dev/null || fail "the two layouts' hook_calls differ"
+for u in "$v5_uri" "$v6_uri"; do
+  "$tool" trace hooks "$u" --plugin demo:banner --slowest 3 >"$work/h.txt" || fail "trace hooks on $u"
+  [ "$(grep -c demo:banner "$work/h.txt")" -ge 3 ] || { cat "$work/h.txt"; fail "slowest hooks on $u"; }
+done
 
 echo "== a newer schema is refused"
 pg_sql "update spyglass_meta set value='99' where key='schema_version'" >/dev/null

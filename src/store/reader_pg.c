@@ -5,8 +5,10 @@
  * needs one batch in memory, and payloads can be fetched between two
  * batches on the same connection. From schema 4 each built-in kind's
  * table (and child table) is read through a cursor of its own too, in
- * seq and element order, TABLE_ROWS rows per FETCH. The summary's payload
- * sizes are one query over the ids it names. */
+ * seq and element order, TABLE_ROWS rows per FETCH; from schema 6 (the
+ * PostgreSQL store's own number, SPY__PG_SCHEMA) a hook kind's name is a
+ * view over hook_call_rows and <kind>_kept, read the same way. The summary's
+ * payload sizes are one query over the ids it names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,8 +92,11 @@ static int open_tables(spy_trace_reader *r) {
   }
   p->key = PQntuples(res) == 1 ? atoll(PQgetvalue(res, 0, 0)) : -1;
   PQclear(res);
+  /* schema 6: a hook kind's name is a view (over hook_call_rows and its
+   * _kept table), read as its table was */
   res = PQexec(p->c, "SELECT tablename FROM pg_tables WHERE schemaname = "
-                     "current_schema()");
+                     "current_schema() UNION ALL SELECT viewname FROM "
+                     "pg_views WHERE schemaname = current_schema()");
   if (PQresultStatus(res) != PGRES_TUPLES_OK) {
     PQclear(res);
     return spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));

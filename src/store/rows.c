@@ -360,8 +360,10 @@ void spy__call_kept_name(char *out, size_t cap, const spy__hook *h, int end) {
   snprintf(out, cap, "%s_kept", (end ? h->end : h->start)->snake);
 }
 
-void spy__call_select_sql(spy__buf *b, const spy__hook *h, int end,
-                          const char *session, const char *where) {
+/* spy__call_select_sql over the hook_calls rows in table `rows`. */
+static void call_select(spy__buf *b, const spy__hook *h, int end,
+                        const char *session, const char *where,
+                        const char *rows) {
   const spy_trace_kind *k = end ? h->end : h->start;
   char kept[160];
   spy__call_kept_name(kept, sizeof kept, h, end);
@@ -385,9 +387,10 @@ void spy__call_select_sql(spy__buf *b, const spy__hook *h, int end,
     spy__buf_putc(b, ',');
     call_col(b, h, end, i);
   }
-  spy__buf_puts(b, where ? " FROM hook_calls h NOT INDEXED"
-                         : " FROM hook_calls h JOIN sessions x ON "
-                           "x.session_id=h.session_id");
+  spy__buf_puts(b, " FROM ");
+  spy__buf_puts(b, rows);
+  spy__buf_puts(b, where ? " h NOT INDEXED"
+                         : " h JOIN sessions x ON x.session_id=h.session_id");
   spy__buf_puts(b, " WHERE ");
   if (where) {
     spy__buf_puts(b, where);
@@ -399,6 +402,11 @@ void spy__call_select_sql(spy__buf *b, const spy__hook *h, int end,
                        : "' AND h.start_seq IS NOT NULL AND h.kept&1=0");
 }
 
+void spy__call_select_sql(spy__buf *b, const spy__hook *h, int end,
+                          const char *session, const char *where) {
+  call_select(b, h, end, session, where, "hook_calls");
+}
+
 void spy__call_views_sql(spy__buf *b) {
   for (const spy__hook *h = spy__hooks; h->hook; h++)
     for (int end = 0; end < 2; end++) {
@@ -408,6 +416,132 @@ void spy__call_views_sql(spy__buf *b) {
       spy__call_select_sql(b, h, end, "x.session", NULL);
       spy__buf_puts(b, ";\n");
     }
+}
+
+/* ---- PostgreSQL, store schema 6: the same hook_calls rows ---- */
+
+void spy__pg_hook_calls_table_sql(spy__buf *b) {
+  spy__buf t = {0};
+  spy__hook_calls_table_sql(&t);
+  spy__buf_putc(&t, 0);
+  /* the table is hook_call_rows (hook_calls is the view over it and the
+   * kept Starts), BIGINT where SQLite says INTEGER: the writer's binary
+   * COPY sends 8 bytes per number */
+  static const char name[] = "hook_calls(";
+  const char *p = t.err ? "" : t.p, *n = strstr(p, name);
+  if (n) {
+    spy__buf_put(b, p, (size_t)(n - p));
+    spy__buf_puts(b, SPY__PG_CALL_ROWS "(");
+    p = n + sizeof name - 1;
+  }
+  for (const char *h; *p; p = h + 8) {
+    if (!(h = strstr(p, " INTEGER"))) {
+      spy__buf_puts(b, p);
+      break;
+    }
+    spy__buf_put(b, p, (size_t)(h - p));
+    spy__buf_puts(b, " BIGINT");
+  }
+  /* the rows of calls whose Starts have rows of their own: the view's
+   * question for each kept Start, "has its call a row?", is a probe of
+   * this small index (a few rows per batch) instead of a scan of every
+   * call; kept up row by row, it costs the COPYs a test per row */
+  spy__buf_puts(b, "CREATE INDEX IF NOT EXISTS " SPY__PG_CALL_ROWS
+                   "_kept ON " SPY__PG_CALL_ROWS
+                   "(session_id, start_seq) WHERE kept&1=1;\n");
+  if (t.err)
+    b->err = t.err;
+  spy__buf_free(&t);
+}
+
+/* The hook_calls view: the rows the writer wrote, and a row for each
+ * kept Start that has none (its call had not ended when the session
+ * closed or was killed): ended_at NULL, as SQLite's hook_calls row of a
+ * call that never ended, and as schema 5's view (each Start LEFT JOIN its
+ * End) gives it. */
+static void pg_hook_calls_view(spy__buf *b) {
+  spy__buf names = {0};
+  spy__hook_calls_names(&names);
+  spy__buf_putc(&names, 0);
+  spy__buf_puts(b, "CREATE OR REPLACE VIEW hook_calls AS SELECT ");
+  spy__buf_puts(b, names.err ? "" : names.p);
+  spy__buf_puts(b, " FROM " SPY__PG_CALL_ROWS);
+  if (names.err)
+    b->err = names.err;
+  spy__buf_free(&names);
+  int nextra = 0;
+  char name[128], type;
+  while (spy__hook_calls_extra(nextra, name, sizeof name, &type))
+    nextra++;
+  for (const spy__hook *h = spy__hooks; h->hook; h++) {
+    const spy_trace_kind *k = h->start;
+    const spy_trace_field *role[SPY__CALL_EXTRA] = {0};
+    for (uint32_t i = 0; i < k->nfields; i++) {
+      int r = spy__call_role(h, 0, i);
+      if (r < SPY__CALL_EXTRA && !role[r])
+        role[r] = &k->fields[i];
+    }
+    spy__buf_puts(b, " UNION ALL SELECT x.session_id,s.build_id,");
+    static const int std[] = {SPY__CALL_ID, -1, SPY__CALL_PLUGIN,
+                              SPY__CALL_PLUGIN_ID, SPY__CALL_SUBJECT};
+    for (size_t c = 0; c < sizeof std / sizeof *std; c++) {
+      if (std[c] < 0) {
+        spy__buf_putc(b, '\'');
+        spy__buf_puts(b, h->hook);
+        spy__buf_puts(b, "',");
+      } else if (role[std[c]]) {
+        col(b, "s", role[std[c]]);
+        spy__buf_putc(b, ',');
+      } else
+        spy__buf_puts(b, "NULL,");
+    }
+    spy__buf_puts(b, "s.ts_us,NULL,");
+    if (role[SPY__CALL_SRC])
+      col(b, "s", role[SPY__CALL_SRC]);
+    else
+      spy__buf_puts(b, "NULL");
+    /* output_source_id; then the extras: start_seq, end_seq, kept (the
+     * Start has its own row), the Start's and End's fields (NULL: the
+     * kept row holds the Start's, as in the rows of kept Starts) */
+    spy__buf_puts(b, ",NULL,s.seq,NULL,1");
+    for (int x = 3; x < nextra; x++)
+      spy__buf_puts(b, ",NULL");
+    char kept[160];
+    spy__call_kept_name(kept, sizeof kept, h, 0);
+    spy__buf_puts(b, " FROM ");
+    spy__buf_puts(b, kept);
+    spy__buf_puts(
+        b, " s" X "s.session WHERE NOT EXISTS (SELECT 1 FROM " SPY__PG_CALL_ROWS
+           " h WHERE h.session_id=x.session_id AND "
+           "h.start_seq=s.seq AND h.kept&1=1)");
+  }
+  spy__buf_puts(b, ";\n");
+}
+
+void spy__pg_call_views_sql(spy__buf *b) {
+  for (const spy__hook *h = spy__hooks; h->hook; h++)
+    for (int end = 0; end < 2; end++) {
+      spy__buf_puts(b, "CREATE OR REPLACE VIEW ");
+      spy__buf_puts(b, (end ? h->end : h->start)->snake);
+      spy__buf_puts(b, " AS ");
+      call_select(b, h, end, "x.session", NULL, SPY__PG_CALL_ROWS);
+      spy__buf_puts(b, ";\n");
+    }
+  pg_hook_calls_view(b);
+}
+
+void spy__pg_views_sql(spy__buf *b, int merged) {
+  if (!merged) {
+    spy__views_sql(b, 1);
+    return;
+  }
+  builds_view(b, 1);
+  for (int i = 1; i <= SPY_TRACE_KIND_COUNT; i++) {
+    int r = spy_trace_kinds[i]->role;
+    if (r == SPY_ROLE_MODULES || r == SPY_ROLE_CHUNKS || r == SPY_ROLE_ASSETS)
+      graph_views(b, 1, spy_trace_kinds[i]);
+  }
+  spy__pg_call_views_sql(b);
 }
 
 /* Only the per-plugin one: sorting every call by module at close cost
@@ -471,6 +605,23 @@ void spy__index_sql(const spy__schema *s, spy__buf *b, int pg) {
     if (pg || nests)
       spy__schema_index_sql(s, t, b);
   }
+}
+
+void spy__pg_index_sql(const spy__schema *s, spy__buf *b, int merged) {
+  if (!merged) {
+    spy__index_sql(s, b, 1);
+    return;
+  }
+  /* the hook kinds' names are views over hook_call_rows (and their small
+   * _kept tables): the per-plugin question's index is hook_call_rows' */
+  spy__buf_puts(
+      b, "CREATE INDEX IF NOT EXISTS hook_calls_plugin ON " SPY__PG_CALL_ROWS
+         "(plugin_name, hook_type, started_at, ended_at);\n");
+  const spy_trace_kind *e = by_role(SPY_ROLE_BUILD_END);
+  if (e)
+    add_index(b, e->snake, "_build", "(session, build_id)");
+  for (int t = 0; t < s->n; t++)
+    spy__schema_index_sql(s, t, b);
 }
 
 void spy__batch_mark_add(spy__batch_mark *m, uint64_t seq) {

@@ -300,6 +300,26 @@ void spy__call_views_sql(spy__buf *b);
  * Ends' by call, which the hook_calls table's indexes answer). */
 void spy__index_sql(const spy__schema *s, spy__buf *b, int pg);
 
+/* PostgreSQL, store schema 6 (spyglass_meta's schema_version; a schema 5
+ * store, a table per hook Start and End kind, is still written as it is):
+ * hook calls as in SQLite's schema 6, one row per call, the odd Start or
+ * End in <kind>_kept, each hook kind's name a view over both. The rows are
+ * in the table hook_call_rows (SPY__PG_CALL_ROWS; never updated: a call's
+ * row goes in with its End, a Start still open when its batch is sent
+ * has its own row in <start>_kept); hook_calls is a view over them and a
+ * row (ended_at NULL) for each kept Start whose call has no row: a call
+ * that never ended, in a session closed or killed.
+ * spy__pg_hook_calls_table_sql is hook_call_rows with BIGINT numbers and
+ * its index of kept Starts' rows; spy__pg_call_views_sql those views and
+ * hook_calls; spy__pg_views_sql the reference views (merged: schema 6);
+ * spy__pg_index_sql the indexes built at close (merged: schema 6's). */
+#define SPY__PG_SCHEMA 6
+#define SPY__PG_CALL_ROWS "hook_call_rows"
+void spy__pg_hook_calls_table_sql(spy__buf *b);
+void spy__pg_call_views_sql(spy__buf *b);
+void spy__pg_views_sql(spy__buf *b, int merged);
+void spy__pg_index_sql(const spy__schema *s, spy__buf *b, int merged);
+
 /* One writer batch of actions as binary records back to back (schema
  * version 2; version 1 stored JSON lines), compressed into one
  * action_batches row whose codec carries SPY__CODEC_RECORDS. From schema
