@@ -6,6 +6,7 @@
  * thread — the reference's "before"). PostgreSQL rows need a server:
  * $SPY_BENCH_PG (a conninfo). Also the emitting thread's cost per action,
  * measured directly. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
@@ -225,6 +226,57 @@ static void pg_local_stop(void) {
   pg_dir[0] = 0;
 }
 
+/* CPU time (ms) the bench's own server has used so far: the postmaster's,
+ * its exited children's (reaped: a session's backend) and its live
+ * children's (checkpointer, WAL writer, …), from /proc; -1 when the server
+ * is not the bench's own (SPY_BENCH_PG) or cannot be read. */
+static double pg_server_cpu_ms(void) {
+  if (!pg_dir[0])
+    return -1;
+  char path[600];
+  snprintf(path, sizeof path, "%s/data/postmaster.pid", pg_dir);
+  FILE *f = fopen(path, "r");
+  long pm = 0;
+  if (!f)
+    return -1;
+  if (fscanf(f, "%ld", &pm) != 1)
+    pm = 0;
+  fclose(f);
+  if (pm <= 0)
+    return -1;
+  DIR *d = opendir("/proc");
+  if (!d)
+    return -1;
+  unsigned long long ticks = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    char b[1024];
+    f = fopen(path, "r");
+    size_t n = f ? fread(b, 1, sizeof b - 1, f) : 0;
+    if (f)
+      fclose(f);
+    b[n] = 0;
+    char *c = strrchr(b, ')'); /* the command may hold spaces */
+    long ppid;
+    unsigned long long ut, st, cut, cst;
+    if (!c || sscanf(c + 2,
+                     "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu "
+                     "%llu %llu",
+                     &ppid, &ut, &st, &cut, &cst) != 5)
+      continue;
+    long pid = atol(e->d_name);
+    if (pid == pm)
+      ticks += ut + st + cut + cst;
+    else if (ppid == pm)
+      ticks += ut + st;
+  }
+  closedir(d);
+  return (double)ticks * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- one tree --------------------------------------------------------------
  */
 
@@ -232,6 +284,7 @@ typedef struct run {
   const char *name, *trace;
   demo_build_result r;
   double wall_ms;
+  double server_ms; /* postgres: the bench's server's CPU meanwhile */
   uint64_t bytes;
   int ok;
   void (*work)(const char *, size_t); /* per-transform work, or NULL */
@@ -273,8 +326,11 @@ static int one(const char *src, const char *scratch, run *x) {
                        .work = x->work};
   int64_t before = 0;
   const char *pg = getenv("SPY_BENCH_PG");
-  if (strcmp(x->name, "postgres") == 0)
+  double server0 = -1;
+  if (strcmp(x->name, "postgres") == 0) {
     before = pg_db_size(pg);
+    server0 = pg_server_cpu_ms();
+  }
   if (x->old_layout) {
     setenv("SPY_TRACE_NICE", "0", 1);
     setenv("SPY_TRACE_PACK_INLINE", "0", 1);
@@ -300,9 +356,15 @@ static int one(const char *src, const char *scratch, run *x) {
     return rc;
   x->ok = 1;
   x->wall_ms = x->r.wall_ms;
-  if (strcmp(x->name, "postgres") == 0)
+  x->server_ms = NAN;
+  if (strcmp(x->name, "postgres") == 0) {
+    /* after the size query: its backend has exited and been reaped by
+     * then, or is live (either way counted) */
     x->bytes = (uint64_t)(pg_db_size(pg) - before);
-  else if (x->r.trace_dir[0])
+    double server1 = pg_server_cpu_ms();
+    if (server0 >= 0 && server1 >= 0)
+      x->server_ms = server1 - server0;
+  } else if (x->r.trace_dir[0])
     x->bytes = du(x->r.trace_dir);
   rmrf(out);
   return 0;
@@ -369,8 +431,10 @@ enum {
   C_BYTES_X,
   C_WAITS,
   C_SPILL,
+  C_BUSY_ACT,
   C_CPU_ACT,
   C_CPU_MB,
+  C_SERVER,
   C_EMIT,
   C_BCPU,
   C_BRQ,
@@ -413,10 +477,14 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
             ((double)x->r.build_cpu_ns - (double)base->r.build_cpu_ns) / 1e3 /
             (double)x->r.actions;
       const spy_trace_stats *st = &x->r.st;
-      uint64_t cpu = st->writer_ns + st->packer_ns;
+      /* busy: the writer's spells from a round's start to its commit,
+       * wall time (waiting for a server's answer included); cpu: the
+       * CPU of the same spells; the packer threads' busy time in both */
+      uint64_t busy = st->writer_ns + st->packer_ns;
+      uint64_t cpu = st->writer_cpu_ns + st->packer_ns;
       if (strcmp(x->name, "naive") == 0) {
         v[C_WRITER_X] = 1;
-        cpu = x->r.naive_ns;
+        cpu = busy = x->r.naive_ns;
       } else if (i > 0) {
         v[C_WAITS] = (double)st->waits;
         v[C_SPILL] = (double)st->spilled_disk;
@@ -424,6 +492,9 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
           v[C_WRITER_X] =
               (double)st->written / (st->writer_ns * 1e-9) / naive_tput;
       }
+      if (i > 0 && busy && x->r.actions)
+        v[C_BUSY_ACT] = (double)busy / 1e3 / (double)x->r.actions;
+      v[C_SERVER] = x->server_ms;
       if (i > 0 && cpu && x->r.actions) {
         v[C_CPU_ACT] = (double)cpu / 1e3 / (double)x->r.actions;
         if (st->source_bytes)
@@ -738,10 +809,10 @@ int bench_trace(int argc, char **argv) {
                "naive baseline",
       .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
                "writer_x_naive", "bytes_x_naive", "queue_waits", "spilled_disk",
-               "cpu_us_action", "cpu_ms_MB", "emit_ns", "bthr_cpu_ms",
-               "bthr_runq_ms", "bthr_runq_us_action", "bthr_faults",
-               "bthr_extra_us_action"},
-      .ncols = 17};
+               "busy_us_action", "cpu_us_action", "cpu_ms_MB", "server_cpu_ms",
+               "emit_ns", "bthr_cpu_ms", "bthr_runq_ms", "bthr_runq_us_action",
+               "bthr_faults", "bthr_extra_us_action"},
+      .ncols = 19};
   static char n1[512], n2[512], n3[512];
   char label[32];
   snprintf(label, sizeof label, "gen %dk", ndirs * nfiles / 1000);
@@ -785,9 +856,14 @@ int bench_trace(int argc, char **argv) {
       "database growth) over the naive file; queue_waits: emits that found "
       "their queue full and waited; spilled_disk: actions the build "
       "spilled to the spill file (memory bound 64 MiB) instead of waiting; "
-      "cpu_us_action, cpu_ms_MB: the trace's CPU (writer "
-      "+ packer threads) per action and per MB of new (deduplicated) "
-      "source; emit_ns: the emitting call alone; sqlite-old-layout: "
+      "busy_us_action: the trace threads' busy time per action (wall "
+      "time of the writer's rounds, waits for a server's answer included, "
+      "+ the packer threads'); cpu_us_action, cpu_ms_MB: the trace's CPU "
+      "(the writer's rounds' CPU + the packer threads' busy time) per "
+      "action and per MB of new (deduplicated) source; server_cpu_ms: "
+      "postgres, the CPU its server used meanwhile (the bench's own "
+      "server; not with SPY_BENCH_PG); emit_ns: the emitting call alone; "
+      "sqlite-old-layout: "
       "sqlite with the trace threads as before (a packer thread of its "
       "own, the writer at the build's priority); *-copied: payloads copied at "
       "the emit as before lending (SPY_TRACE_LEND_BYTES=1); discard: jsonl "

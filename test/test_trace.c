@@ -1129,6 +1129,10 @@ static void spill_to_file_in_order(size_t lend_bytes) {
   spy_trace_get_stats(t, &st);
   CHECK_EQ(st.written, 3000);
   CHECK_EQ(st.spill_fails, 0);
+  /* the writer's CPU is counted, and is within its busy (wall) spells
+   * (the two clocks are read one after the other: a little slack) */
+  CHECK(st.writer_cpu_ns > 0);
+  CHECK(st.writer_cpu_ns <= st.writer_ns + 1000000);
   CHECK_EQ(spy_trace_destroy(t), 0);
   CHECK(access(path, F_OK) != 0); /* removed at the end */
   CHECK_EQ(o.n, 3000);

@@ -487,7 +487,9 @@ typedef struct spy_trace_stats {
   uint64_t writer_errors; /* failures the writer reported (each one; on_error
                              hears the first of a kind, and the count of
                              repeats when the session ends) */
-  uint64_t writer_ns;     /* writer thread busy time: decode … commit */
+  uint64_t writer_ns;     /* writer thread busy time: decode … commit (wall:
+                             it includes waiting for a database's answer,
+                             and for the CPU on a busy machine) */
   uint64_t packer_ns;     /* the writer's background threads' busy time */
   uint32_t builds;        /* builds begun */
   uint64_t spilled;       /* emits that found their queue full and spilled
@@ -507,6 +509,8 @@ typedef struct spy_trace_stats {
   uint64_t lent_copied;   /* emits whose lent payloads the session copied
                              after all (lend_bytes reached, the spill
                              file) */
+  uint64_t writer_cpu_ns; /* CPU time of the same busy spells (the thread's
+                             CPU clock, whichever thread ran the writer) */
 } spy_trace_stats;
 
 /* Creates a session. Enabled: resolves the defaults, creates the session

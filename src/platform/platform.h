@@ -8,6 +8,9 @@
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t spy__mono_ns(void);
+/* CPU time of the calling thread in nanoseconds (CLOCK_THREAD_CPUTIME_ID:
+ * a system call, not for a hot path). */
+uint64_t spy__thread_cpu_ns(void);
 /* Wall clock in milliseconds since the Unix epoch (CLOCK_REALTIME). */
 uint64_t spy__wall_ms(void);
 /* Wall clock in microseconds since the Unix epoch (CLOCK_REALTIME). */

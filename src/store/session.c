@@ -1210,7 +1210,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
       }
     }
     spy_trace_stats st = {0};
-    uint64_t busy0 = spy__mono_ns();
+    uint64_t busy0 = spy__mono_ns(), cpu0 = spy__thread_cpu_ns();
     rings_populate(t);
     files_drain(t);
     uint32_t n = 0, gaps = 0;
@@ -1313,10 +1313,12 @@ static void writer_loop(spy_trace *t, uint64_t until) {
       t->committed_seq = t->wseq;
       pthread_cond_broadcast(&t->committed_cv);
       t->st.writer_ns += spy__mono_ns() - busy0;
+      t->st.writer_cpu_ns += spy__thread_cpu_ns() - cpu0;
       pthread_mutex_unlock(&t->mu);
     } else {
       pthread_mutex_lock(&t->mu);
       t->st.writer_ns += spy__mono_ns() - busy0;
+      t->st.writer_cpu_ns += spy__thread_cpu_ns() - cpu0;
       pthread_mutex_unlock(&t->mu);
     }
   }
