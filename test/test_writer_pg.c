@@ -187,7 +187,8 @@ static void sqlite_answers(long long calls[3], long long read[3]) {
 
 /* A closed or killed session's store against SQLite's of the same build. */
 static void same_as_sqlite(const store *s) {
-  long long want[3], wread[3], got[3], read[3];
+  long long want[3] = {-1, -1, -1}, wread[3] = {-1, -1, -1};
+  long long got[3] = {-1, -1, -1}, read[3] = {-1, -1, -1};
   sqlite_answers(want, wread);
   calls_of(s, got);
   read_back(s, read);
