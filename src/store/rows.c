@@ -648,3 +648,76 @@ int spy__sql_all_records(void) {
   const char *e = getenv("SPY_TRACE_SQL_RECORDS");
   return e && strcmp(e, "all") == 0;
 }
+
+/* ---- filling a call's row (both SQL writers) ----------------------------
+ */
+
+int spy__kind_field_ix(const spy_trace_kind *k, const char *name) {
+  for (uint32_t i = 0; k && name && i < k->nfields; i++)
+    if (strcmp(k->fields[i].name, name) == 0)
+      return (int)i;
+  return -1;
+}
+
+int spy__kind_src_ix(const spy_trace_kind *k) {
+  for (uint32_t i = 0; i < k->nfields; i++)
+    if (k->fields[i].type == SPY_TF_SRC || k->fields[i].type == SPY_TF_OSRC)
+      return (int)i;
+  return -1;
+}
+
+int spy__hook_calls_extra_col(int end, const spy_trace_field *f) {
+  char col[128], want[128], type;
+  const char *suffix;
+  spy__field_col(f, &suffix, &type);
+  snprintf(want, sizeof want, "%s_%s%s", end ? "end" : "start", f->name,
+           suffix);
+  for (int k = 0; spy__hook_calls_extra(k, col, sizeof col, &type); k++)
+    if (strcmp(col, want) == 0)
+      return SPY__HC_STD + k;
+  return -1;
+}
+
+const spy_trace_val *spy__act_field(const spy_trace_action *a, int i) {
+  return i >= 0 && a->fields.type == SPY_TV_REC && (uint32_t)i < a->fields.n
+             ? &a->fields.u.items[i]
+             : NULL;
+}
+
+const char *spy__val_str(const spy_trace_val *v, size_t *n) {
+  *n = v && v->type == SPY_TV_STR ? v->n : 0;
+  return v && v->type == SPY_TV_STR ? v->u.s : NULL;
+}
+
+spy__cell spy__scalar_cell(uint8_t t, const spy_trace_val *v, char *hex) {
+  if (!v)
+    return (spy__cell){0};
+  switch (t) {
+  case SPY_TF_STR:
+  case SPY_TF_OSTR:
+    if (v->type == SPY_TV_STR)
+      return (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
+    break;
+  case SPY_TF_INT:
+  case SPY_TF_OINT:
+    if (v->type == SPY_TV_INT)
+      return (spy__cell){SPY__COL_INT, v->u.i, NULL, 0};
+    break;
+  case SPY_TF_BOOL:
+  case SPY_TF_OBOOL:
+    if (v->type == SPY_TV_TRUE || v->type == SPY_TV_FALSE)
+      return (spy__cell){SPY__COL_INT, v->type == SPY_TV_TRUE, NULL, 0};
+    break;
+  default: /* SRC, OSRC */
+    if (v->has_hash) {
+      spy_trace_hash_hex(v->hash, hex);
+      return (spy__cell){SPY__COL_TEXT, 0, hex, 32};
+    }
+  }
+  return (spy__cell){0};
+}
+
+int spy__val_is_str(const spy_trace_val *v, const char *s) {
+  return v && v->type == SPY_TV_STR && s && strlen(s) == v->n &&
+         memcmp(s, v->u.s, v->n) == 0;
+}

@@ -295,6 +295,21 @@ void spy__call_kept_name(char *out, size_t cap, const spy__hook *h, int end);
 void spy__call_select_sql(spy__buf *b, const spy__hook *h, int end,
                           const char *session, const char *where);
 void spy__call_views_sql(spy__buf *b);
+/* What both SQL writers use to fill a call's row: hook_calls' columns of
+ * schema 4 and 5 come first (SPY__HC_STD of them); a kind's field by
+ * name and its first payload field (-1: none); the hook_calls column of
+ * a Start's (end 0) or End's field beyond those (-1: none); an action's
+ * field i (NULL: none), a string value's bytes (NULL when not a
+ * string), the cell of a scalar field of type t (hex receives a
+ * payload's id), and whether v is the string s. */
+#define SPY__HC_STD 11
+int spy__kind_field_ix(const spy_trace_kind *k, const char *name);
+int spy__kind_src_ix(const spy_trace_kind *k);
+int spy__hook_calls_extra_col(int end, const spy_trace_field *f);
+const spy_trace_val *spy__act_field(const spy_trace_action *a, int i);
+const char *spy__val_str(const spy_trace_val *v, size_t *n);
+spy__cell spy__scalar_cell(uint8_t t, const spy_trace_val *v, char *hex);
+int spy__val_is_str(const spy_trace_val *v, const char *s);
 /* Every index: the questions' and each derived table's generic one
  * (SQLite, !pg: not the hook Starts' by plugin and by module nor the hook
  * Ends' by call, which the hook_calls table's indexes answer). */

@@ -126,7 +126,6 @@ typedef struct hookcols {
   int8_t col[2][CALL_FIELDS];  /* an extra's hook_calls column */
 } hookcols;
 
-#define HC_STD 11 /* hook_calls columns of schema 4 and 5 (SQLite) */
 #define HC_START 11
 #define HC_END 12
 #define HC_KEPT 13
@@ -473,45 +472,19 @@ static const char *tname(const pgw *w, int t) {
   return t < w->ntname && w->tname[t] ? w->tname[t] : w->schema.t[t].name;
 }
 
-static int field_ix(const spy_trace_kind *k, const char *name) {
-  for (uint32_t i = 0; k && name && i < k->nfields; i++)
-    if (strcmp(k->fields[i].name, name) == 0)
-      return (int)i;
-  return -1;
-}
-
-static int src_ix(const spy_trace_kind *k) {
-  for (uint32_t i = 0; i < k->nfields; i++)
-    if (k->fields[i].type == SPY_TF_SRC || k->fields[i].type == SPY_TF_OSRC)
-      return (int)i;
-  return -1;
-}
-
-/* The hook_calls column of a Start (end 0) or End extra (-1: none). */
-static int extra_col(int end, const spy_trace_field *f) {
-  char col[128], want[128], type;
-  const char *suffix;
-  spy__field_col(f, &suffix, &type);
-  snprintf(want, sizeof want, "%s_%s%s", end ? "end" : "start", f->name,
-           suffix);
-  for (int k = 0; spy__hook_calls_extra(k, col, sizeof col, &type); k++)
-    if (strcmp(col, want) == 0)
-      return HC_STD + k;
-  return -1;
-}
-
 /* Sets w->merge: the hook kinds' tables become <kind>_kept, and where
  * each field of a call goes. */
 static int hook_setup(pgw *w) {
   char col[128], type;
-  w->hc_ncols = HC_STD;
+  w->hc_ncols = SPY__HC_STD;
   /* session_id, build_id, call_id, hook_type, plugin_name, plugin_id,
    * module_id, started_at, ended_at, input_source_id, output_source_id */
-  memcpy(w->hc_types, "TITTTITIITT", HC_STD);
-  for (int i = 0; i < HC_STD; i++)
+  memcpy(w->hc_types, "TITTTITIITT", SPY__HC_STD);
+  for (int i = 0; i < SPY__HC_STD; i++)
     w->hc_types[i] = w->hc_types[i] == 'I' ? SPY__COL_INT : SPY__COL_TEXT;
   while (w->hc_ncols < HC_MAX &&
-         spy__hook_calls_extra(w->hc_ncols - HC_STD, col, sizeof col, &type)) {
+         spy__hook_calls_extra(w->hc_ncols - SPY__HC_STD, col, sizeof col,
+                               &type)) {
     w->hc_types[w->hc_ncols++] =
         type == SPY__COL_INT ? SPY__COL_INT : SPY__COL_TEXT;
   }
@@ -528,13 +501,13 @@ static int hook_setup(pgw *w) {
   for (const spy__hook *h = spy__hooks; h->hook && i < NHOOKS; h++, i++) {
     hookcols *c = &w->hcols[i];
     *c = (hookcols){
-        field_ix(h->start, "call_id"),
-        field_ix(h->start, "plugin_name"),
-        field_ix(h->start, "plugin_id"),
-        strcmp(h->subject, "_") ? field_ix(h->start, h->subject) : -1,
-        src_ix(h->start),
-        field_ix(h->end, "call_id"),
-        src_ix(h->end),
+        spy__kind_field_ix(h->start, "call_id"),
+        spy__kind_field_ix(h->start, "plugin_name"),
+        spy__kind_field_ix(h->start, "plugin_id"),
+        strcmp(h->subject, "_") ? spy__kind_field_ix(h->start, h->subject) : -1,
+        spy__kind_src_ix(h->start),
+        spy__kind_field_ix(h->end, "call_id"),
+        spy__kind_src_ix(h->end),
         {h->start->nfields <= CALL_FIELDS, h->end->nfields <= CALL_FIELDS},
         -1,
         {{0}},
@@ -569,7 +542,9 @@ static int hook_setup(pgw *w) {
         case SPY_TF_BOOL:
         case SPY_TF_OBOOL:
         case SPY_TF_SRC:
-        case SPY_TF_OSRC: c->col[end][j] = (int8_t)extra_col(end, f); break;
+        case SPY_TF_OSRC:
+          c->col[end][j] = (int8_t)spy__hook_calls_extra_col(end, f);
+          break;
         default: break;
         }
         /* a list, or more extras than an ocall holds: own rows */
@@ -889,47 +864,6 @@ static int gslot(pgw *w, int table) {
 /* ---- schema 6: a hook call's row ------------------------------------------
  */
 
-static const spy_trace_val *fval(const spy_trace_action *a, int i) {
-  return i >= 0 && a->fields.type == SPY_TV_REC && (uint32_t)i < a->fields.n
-             ? &a->fields.u.items[i]
-             : NULL;
-}
-
-static const char *vstr(const spy_trace_val *v, size_t *n) {
-  *n = v && v->type == SPY_TV_STR ? v->n : 0;
-  return v && v->type == SPY_TV_STR ? v->u.s : NULL;
-}
-
-/* The cell the tables give a scalar field of type t with value v; hex
- * holds a payload's id. */
-static spy__cell scalar_cell(uint8_t t, const spy_trace_val *v, char *hex) {
-  if (!v)
-    return (spy__cell){0};
-  switch (t) {
-  case SPY_TF_STR:
-  case SPY_TF_OSTR:
-    if (v->type == SPY_TV_STR)
-      return (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
-    break;
-  case SPY_TF_INT:
-  case SPY_TF_OINT:
-    if (v->type == SPY_TV_INT)
-      return (spy__cell){SPY__COL_INT, v->u.i, NULL, 0};
-    break;
-  case SPY_TF_BOOL:
-  case SPY_TF_OBOOL:
-    if (v->type == SPY_TV_TRUE || v->type == SPY_TV_FALSE)
-      return (spy__cell){SPY__COL_INT, v->type == SPY_TV_TRUE, NULL, 0};
-    break;
-  default: /* SRC, OSRC */
-    if (v->has_hash) {
-      spy_trace_hash_hex(v->hash, hex);
-      return (spy__cell){SPY__COL_TEXT, 0, hex, 32};
-    }
-  }
-  return (spy__cell){0};
-}
-
 /* Whether Start a can live in its call's hook_calls row alone: every
  * field the row gives back as the Start's table would. */
 static int start_fits(const hookcols *hc, const spy_trace_action *a) {
@@ -993,7 +927,7 @@ static int ocall_strs(ocall *o, const char *id, size_t nid, const char *pl,
 static int call_start(pgw *w, const spy__hook *h, int hk,
                       const spy_trace_action *a) {
   const hookcols *c = &w->hcols[hk];
-  const spy_trace_val *id = fval(a, c->call);
+  const spy_trace_val *id = spy__act_field(a, c->call);
   if (!id || id->type != SPY_TV_STR)
     return 0;
   if (w->noc == w->capoc) {
@@ -1005,7 +939,8 @@ static int call_start(pgw *w, const spy__hook *h, int hk,
     w->capoc = cap;
   }
   ocall *o = &w->oc[w->noc];
-  const spy_trace_val *pid = fval(a, c->plugin_id), *src = fval(a, c->src);
+  const spy_trace_val *pid = spy__act_field(a, c->plugin_id),
+                      *src = spy__act_field(a, c->src);
   int fits = start_fits(c, a);
   *o = (ocall){.hook = h,
                .hk = hk,
@@ -1018,13 +953,13 @@ static int call_start(pgw *w, const spy__hook *h, int hk,
   char hex[START_X][33];
   for (uint32_t j = 0; fits && j < a->kind->nfields; j++)
     if (c->role[0][j] == SPY__CALL_EXTRA) {
-      o->sx[o->nsx] = scalar_cell(a->kind->fields[j].type,
-                                  &a->fields.u.items[j], hex[o->nsx]);
+      o->sx[o->nsx] = spy__scalar_cell(a->kind->fields[j].type,
+                                       &a->fields.u.items[j], hex[o->nsx]);
       o->sxcol[o->nsx++] = c->col[0][j];
     }
   size_t npl, nmod;
-  const char *pl = vstr(fval(a, c->plugin), &npl);
-  const char *mod = vstr(fval(a, c->subject), &nmod);
+  const char *pl = spy__val_str(spy__act_field(a, c->plugin), &npl);
+  const char *mod = spy__val_str(spy__act_field(a, c->subject), &nmod);
   if (ocall_strs(o, id->u.s, id->n, pl, npl, mod, nmod) < 0)
     return SPY_ENOMEM;
   if (src && src->has_hash)
@@ -1067,8 +1002,8 @@ static void call_cells(pgw *w, const ocall *o, const spy_trace_action *end,
       c[o->sxcol[i]] = o->sx[i];
   for (uint32_t j = 0; merged && j < end->kind->nfields; j++)
     if (hc->role[1][j] == SPY__CALL_EXTRA)
-      c[hc->col[1][j]] =
-          scalar_cell(end->kind->fields[j].type, fval(end, (int)j), hex[j]);
+      c[hc->col[1][j]] = spy__scalar_cell(end->kind->fields[j].type,
+                                          spy__act_field(end, (int)j), hex[j]);
 }
 
 /* The hook_calls row of o into the current batch (end NULL: not ended). */
@@ -1129,11 +1064,6 @@ static int start_row(pgw *w, const ocall *o) {
                  w->schema.t[t].ncols);
 }
 
-static int str_is(const spy_trace_val *v, const char *s) {
-  return v && v->type == SPY_TV_STR && s && strlen(s) == v->n &&
-         memcmp(s, v->u.s, v->n) == 0;
-}
-
 /* Whether End a of o can live in o's hook_calls row alone: each of its
  * fields the row has a column for holds what that column holds. */
 static int mergeable(const hookcols *hc, const ocall *o,
@@ -1145,7 +1075,7 @@ static int mergeable(const hookcols *hc, const ocall *o,
     const spy_trace_val *v = &a->fields.u.items[j];
     switch (hc->role[1][j]) {
     case SPY__CALL_PLUGIN:
-      if (!str_is(v, o->plugin))
+      if (!spy__val_is_str(v, o->plugin))
         return 0;
       break;
     case SPY__CALL_PLUGIN_ID:
@@ -1153,7 +1083,7 @@ static int mergeable(const hookcols *hc, const ocall *o,
         return 0;
       break;
     case SPY__CALL_SUBJECT:
-      if (!str_is(v, o->module))
+      if (!spy__val_is_str(v, o->module))
         return 0;
       break;
     default: break; /* call_id matched; the output and extras are copied */
@@ -1173,7 +1103,7 @@ static void ocall_drop(pgw *w, size_t i) {
 static int call_end(pgw *w, const spy__hook *h, int hk,
                     const spy_trace_action *a) {
   const hookcols *c = &w->hcols[hk];
-  const spy_trace_val *id = fval(a, c->end_call);
+  const spy_trace_val *id = spy__act_field(a, c->end_call);
   if (!id || id->type != SPY_TV_STR)
     return 0;
   for (size_t i = 0; i < w->noc; i++) {
@@ -1184,7 +1114,7 @@ static int call_end(pgw *w, const spy__hook *h, int hk,
     int rc = 0;
     if (!o->gone) {
       char out[33] = "";
-      const spy_trace_val *src = fval(a, c->end_src);
+      const spy_trace_val *src = spy__act_field(a, c->end_src);
       if (src && src->has_hash)
         spy_trace_hash_hex(src->hash, out);
       rc = mergeable(c, o, a);

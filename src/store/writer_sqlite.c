@@ -96,7 +96,6 @@ typedef struct hookcols {
   int8_t col[2][CALL_FIELDS];  /* an extra's hook_calls column */
 } hookcols;
 
-#define HC_STD 11   /* hook_calls columns of schema 4 and 5 */
 #define HC_START 11 /* start_seq, end_seq, kept: the next three */
 #define HC_END 12
 #define HC_KEPT 13
@@ -145,7 +144,7 @@ typedef struct sqlw {
   sqlite3_stmt *txn[2]; /* BEGIN, COMMIT: prepared once, not parsed per
                            batch (sqlite3_exec compiles its text each time) */
   hookcols hcols[8];
-  int hc_ncols;          /* hook_calls columns: HC_STD, ours, the extras */
+  int hc_ncols;          /* hook_calls columns: SPY__HC_STD, ours, the extras */
   sqlite3_stmt *hend;    /* UPDATE of a row inserted before its End */
   int8_t updcol[HC_MAX]; /* … the columns it sets */
   int nupd;
@@ -363,39 +362,13 @@ static int add_tables(sqlw *w, int from) {
 /* ---- hook_calls, filled as calls end --------------------------------------
  */
 
-static int field_ix(const spy_trace_kind *k, const char *name) {
-  for (uint32_t i = 0; k && name && i < k->nfields; i++)
-    if (strcmp(k->fields[i].name, name) == 0)
-      return (int)i;
-  return -1;
-}
-
-static int src_ix(const spy_trace_kind *k) {
-  for (uint32_t i = 0; i < k->nfields; i++)
-    if (k->fields[i].type == SPY_TF_SRC || k->fields[i].type == SPY_TF_OSRC)
-      return (int)i;
-  return -1;
-}
-
-/* The hook_calls column of a Start (end 0) or End extra (-1: none). */
-static int extra_col(int end, const spy_trace_field *f) {
-  char col[128], want[128], type;
-  const char *suffix;
-  spy__field_col(f, &suffix, &type);
-  snprintf(want, sizeof want, "%s_%s%s", end ? "end" : "start", f->name,
-           suffix);
-  for (int k = 0; spy__hook_calls_extra(k, col, sizeof col, &type); k++)
-    if (strcmp(col, want) == 0)
-      return HC_STD + k;
-  return -1;
-}
-
 static void hook_cols(sqlw *w) {
   int i = 0;
   char col[128], type;
-  w->hc_ncols = HC_STD;
-  while (w->hc_ncols < HC_MAX &&
-         spy__hook_calls_extra(w->hc_ncols - HC_STD, col, sizeof col, &type))
+  w->hc_ncols = SPY__HC_STD;
+  while (
+      w->hc_ncols < HC_MAX &&
+      spy__hook_calls_extra(w->hc_ncols - SPY__HC_STD, col, sizeof col, &type))
     w->hc_ncols++;
   /* what an End updates in a row inserted before it */
   static const int8_t endcols[] = {8, 10, HC_END, HC_KEPT};
@@ -403,19 +376,19 @@ static void hook_cols(sqlw *w) {
   for (size_t k = 0; k < sizeof endcols; k++)
     w->updcol[w->nupd++] = endcols[k];
   for (int k = HC_KEPT + 1; k < w->hc_ncols; k++)
-    if (spy__hook_calls_extra(k - HC_STD, col, sizeof col, &type) &&
+    if (spy__hook_calls_extra(k - SPY__HC_STD, col, sizeof col, &type) &&
         strncmp(col, "end_", 4) == 0)
       w->updcol[w->nupd++] = (int8_t)k;
   for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++) {
     hookcols *c = &w->hcols[i];
     *c = (hookcols){
-        field_ix(h->start, "call_id"),
-        field_ix(h->start, "plugin_name"),
-        field_ix(h->start, "plugin_id"),
-        strcmp(h->subject, "_") ? field_ix(h->start, h->subject) : -1,
-        src_ix(h->start),
-        field_ix(h->end, "call_id"),
-        src_ix(h->end),
+        spy__kind_field_ix(h->start, "call_id"),
+        spy__kind_field_ix(h->start, "plugin_name"),
+        spy__kind_field_ix(h->start, "plugin_id"),
+        strcmp(h->subject, "_") ? spy__kind_field_ix(h->start, h->subject) : -1,
+        spy__kind_src_ix(h->start),
+        spy__kind_field_ix(h->end, "call_id"),
+        spy__kind_src_ix(h->end),
         {h->start->nfields <= CALL_FIELDS, h->end->nfields <= CALL_FIELDS},
         {{0}},
         {{0}}};
@@ -436,7 +409,9 @@ static void hook_cols(sqlw *w) {
         case SPY_TF_BOOL:
         case SPY_TF_OBOOL:
         case SPY_TF_SRC:
-        case SPY_TF_OSRC: c->col[end][j] = (int8_t)extra_col(end, f); break;
+        case SPY_TF_OSRC:
+          c->col[end][j] = (int8_t)spy__hook_calls_extra_col(end, f);
+          break;
         default: break;
         }
         /* a list, or more extras than an ocall holds: own rows */
@@ -446,12 +421,6 @@ static void hook_cols(sqlw *w) {
       }
     }
   }
-}
-
-static const spy_trace_val *fval(const spy_trace_action *a, int i) {
-  return i >= 0 && a->fields.type == SPY_TV_REC && (uint32_t)i < a->fields.n
-             ? &a->fields.u.items[i]
-             : NULL;
 }
 
 static uint64_t call_hash(uint32_t build, const char *s, size_t n) {
@@ -526,41 +495,6 @@ static int ocall_strs(ocall *o, const char *id, size_t nid, const char *pl,
   return 0;
 }
 
-static const char *vstr(const spy_trace_val *v, size_t *n) {
-  *n = v && v->type == SPY_TV_STR ? v->n : 0;
-  return v && v->type == SPY_TV_STR ? v->u.s : NULL;
-}
-
-/* The cell emit_rec gives a scalar field of type t with value v; hex
- * holds a payload's id. */
-static spy__cell scalar_cell(uint8_t t, const spy_trace_val *v, char *hex) {
-  if (!v)
-    return (spy__cell){0};
-  switch (t) {
-  case SPY_TF_STR:
-  case SPY_TF_OSTR:
-    if (v->type == SPY_TV_STR)
-      return (spy__cell){SPY__COL_TEXT, 0, v->u.s, v->n};
-    break;
-  case SPY_TF_INT:
-  case SPY_TF_OINT:
-    if (v->type == SPY_TV_INT)
-      return (spy__cell){SPY__COL_INT, v->u.i, NULL, 0};
-    break;
-  case SPY_TF_BOOL:
-  case SPY_TF_OBOOL:
-    if (v->type == SPY_TV_TRUE || v->type == SPY_TV_FALSE)
-      return (spy__cell){SPY__COL_INT, v->type == SPY_TV_TRUE, NULL, 0};
-    break;
-  default: /* SRC, OSRC */
-    if (v->has_hash) {
-      spy_trace_hash_hex(v->hash, hex);
-      return (spy__cell){SPY__COL_TEXT, 0, hex, 32};
-    }
-  }
-  return (spy__cell){0};
-}
-
 /* Whether Start a can live in its call's hook_calls row alone: every
  * field the row gives back as the Start's table would. */
 static int start_fits(const hookcols *hc, const spy_trace_action *a) {
@@ -622,7 +556,7 @@ static int ocall_keep(sqlw *w, ocall *o, const char *cid, const char *pl,
  * hold it (it has no row of its own). */
 static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
                       const spy_trace_action *a) {
-  const spy_trace_val *id = fval(a, c->call);
+  const spy_trace_val *id = spy__act_field(a, c->call);
   if (!id || id->type != SPY_TV_STR)
     return 0;
   if (ocall_room(w) < 0)
@@ -630,7 +564,8 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
   if (2 * (w->noc + 1) + 2 > w->ixcap && ocix_rebuild(w, w->noc + 1) < 0)
     return SPY_ENOMEM;
   ocall *o = &w->oc[w->noc];
-  const spy_trace_val *pid = fval(a, c->plugin_id), *src = fval(a, c->src);
+  const spy_trace_val *pid = spy__act_field(a, c->plugin_id),
+                      *src = spy__act_field(a, c->src);
   int fits = start_fits(c, a);
   *o = (ocall){.hook = h,
                .build = a->build,
@@ -642,13 +577,13 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
   char hex[START_X][33];
   for (uint32_t j = 0; fits && j < a->kind->nfields; j++)
     if (c->role[0][j] == SPY__CALL_EXTRA) {
-      o->sx[o->nsx] = scalar_cell(a->kind->fields[j].type,
-                                  &a->fields.u.items[j], hex[o->nsx]);
+      o->sx[o->nsx] = spy__scalar_cell(a->kind->fields[j].type,
+                                       &a->fields.u.items[j], hex[o->nsx]);
       o->sxcol[o->nsx++] = c->col[0][j];
     }
   size_t npl, nmod;
-  const char *pl = vstr(fval(a, c->plugin), &npl);
-  const char *mod = vstr(fval(a, c->subject), &nmod);
+  const char *pl = spy__val_str(spy__act_field(a, c->plugin), &npl);
+  const char *mod = spy__val_str(spy__act_field(a, c->subject), &nmod);
   if (ocall_strs(o, id->u.s, id->n, pl, npl, mod, nmod) < 0)
     return SPY_ENOMEM;
   char *ip = o->plugin ? plugin_intern(w, o->plugin, npl) : NULL;
@@ -700,8 +635,8 @@ static void call_cells(sqlw *w, const ocall *o, const spy_trace_action *end,
       c[o->sxcol[i]] = o->sx[i];
   for (uint32_t j = 0; merged && j < end->kind->nfields; j++)
     if (hc->role[1][j] == SPY__CALL_EXTRA)
-      c[hc->col[1][j]] =
-          scalar_cell(end->kind->fields[j].type, fval(end, (int)j), hex[j]);
+      c[hc->col[1][j]] = spy__scalar_cell(end->kind->fields[j].type,
+                                          spy__act_field(end, (int)j), hex[j]);
 }
 
 /* The hook_calls row of o, gathered (end NULL: never ended). */
@@ -711,11 +646,6 @@ static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
   char hex[CALL_FIELDS][33];
   call_cells(w, o, end, output, hc, merged, c, hex);
   return gather(w, &w->hpend, c, w->hc_ncols);
-}
-
-static int str_is(const spy_trace_val *v, const char *s) {
-  return v && v->type == SPY_TV_STR && s && strlen(s) == v->n &&
-         memcmp(s, v->u.s, v->n) == 0;
 }
 
 /* Whether End a of o can live in o's hook_calls row alone: each of its
@@ -729,7 +659,7 @@ static int mergeable(const hookcols *hc, const ocall *o,
     const spy_trace_val *v = &a->fields.u.items[j];
     switch (hc->role[1][j]) {
     case SPY__CALL_PLUGIN:
-      if (!str_is(v, o->plugin))
+      if (!spy__val_is_str(v, o->plugin))
         return 0;
       break;
     case SPY__CALL_PLUGIN_ID:
@@ -737,7 +667,7 @@ static int mergeable(const hookcols *hc, const ocall *o,
         return 0;
       break;
     case SPY__CALL_SUBJECT:
-      if (!str_is(v, o->module))
+      if (!spy__val_is_str(v, o->module))
         return 0;
       break;
     default: break; /* call_id matched; the output and extras are copied */
@@ -750,7 +680,7 @@ static int mergeable(const hookcols *hc, const ocall *o,
  * stored Start has none). Returns 1 when that row holds it. */
 static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
                     const spy_trace_action *a) {
-  const spy_trace_val *id = fval(a, c->end_call);
+  const spy_trace_val *id = spy__act_field(a, c->end_call);
   if (!id || id->type != SPY_TV_STR || !w->ixcap)
     return 0;
   size_t j = call_hash(a->build, id->u.s, id->n) & (w->ixcap - 1);
@@ -760,7 +690,7 @@ static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
         strlen(o->call_id) != id->n || memcmp(o->call_id, id->u.s, id->n))
       continue;
     char out[33] = "";
-    const spy_trace_val *src = fval(a, c->end_src);
+    const spy_trace_val *src = spy__act_field(a, c->end_src);
     if (src && src->has_hash)
       spy_trace_hash_hex(src->hash, out);
     o->end_gen = w->gen;
@@ -866,7 +796,7 @@ static int reload_rows(sqlw *w) {
 static int reload_calls(sqlw *w) {
   int rc = 0;
   for (const spy__hook *h = spy__hooks; h->hook && rc == 0; h++) {
-    int si = src_ix(h->start);
+    int si = spy__kind_src_ix(h->start);
     w->sql.len = 0;
     spy__buf_puts(&w->sql, "SELECT s.build_id, s.call_id, s.plugin_name, "
                            "s.plugin_id, ");
@@ -1038,10 +968,10 @@ static int hook_calls_update(sqlw *w) {
       "ended_at",    "input_source_id", "output_source_id"};
   for (int k = 0; k < w->nupd; k++) {
     int col = w->updcol[k];
-    if (col < HC_STD)
+    if (col < SPY__HC_STD)
       snprintf(name, sizeof name, "%s", std[col]);
     else
-      spy__hook_calls_extra(col - HC_STD, name, sizeof name, &type);
+      spy__hook_calls_extra(col - SPY__HC_STD, name, sizeof name, &type);
     spy__buf_puts(&w->sql, k ? "," : "");
     spy__buf_puts(&w->sql, name);
     spy__buf_puts(&w->sql, "=?");
