@@ -7,7 +7,8 @@
  * table (and child table) is read through a cursor of its own too, in
  * seq and element order, TABLE_ROWS rows per FETCH; from schema 6 (the
  * PostgreSQL store's own number, SPY__PG_SCHEMA) a hook kind's name is a
- * view over hook_call_rows and <kind>_kept, read the same way. The summary's
+ * view over hook_call_rows and <kind>_kept, read the same way, and a
+ * hook call query is one statement over hook_call_rows. The summary's
  * payload sizes are one query over the ids it names. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,6 +398,117 @@ static uint64_t pg_replaced(spy_trace_reader *r) {
   return 0; /* the store keeps the bytes as they were */
 }
 
+/* Hook call queries, store schema 6: a call is a hook_call_rows row, so
+ * the query is one statement — the filter its WHERE, the order its ORDER
+ * BY (ties as reader.c's replay breaks them), the limit its LIMIT — read
+ * through a cursor CALL_ROWS rows at a time. Calls that never ended have
+ * no row there (the hook_calls view adds them) and are not reported,
+ * as by the replay; an End without a Start has no row either. Older
+ * stores say SPY_ENOTSUP and are replayed. */
+#define CALL_ROWS 1000
+static int pg_calls(spy_trace_reader *r, const spy_trace_call_query *q,
+                    int (*cb)(void *, const spy_trace_hook_call *), void *arg) {
+  pgr *p = r->st;
+  if (p->schema < SPY__PG_SCHEMA)
+    return SPY_ENOTSUP;
+  const char *order =
+      q->order == SPY_TRACE_CALLS_SLOWEST
+          ? "CASE WHEN ended_at > started_at THEN ended_at - started_at "
+            "ELSE 0 END DESC, started_at, start_seq"
+      : q->order == SPY_TRACE_CALLS_STARTED ? "started_at, start_seq"
+                                            : "end_seq";
+  const char *vals[4];
+  char build[16], where[512] = "", limit[40] = "";
+  int n = 0;
+  size_t w = 0;
+  vals[n++] = r->session_id;
+  if (q->build) {
+    snprintf(build, sizeof build, "%u", q->build);
+    vals[n++] = build;
+    w += (size_t)snprintf(where + w, sizeof where - w, " AND build_id=$%d", n);
+  }
+  if (q->plugin) {
+    vals[n++] = q->plugin;
+    w += (size_t)snprintf(where + w, sizeof where - w,
+                          q->plugin[0] ? " AND plugin_name=$%d"
+                                       : " AND coalesce(plugin_name, '')=$%d",
+                          n);
+  }
+  if (q->module) {
+    vals[n++] = q->module;
+    snprintf(where + w, sizeof where - w, " AND coalesce(module_id, '')=$%d",
+             n);
+  }
+  if (q->limit)
+    snprintf(limit, sizeof limit, " LIMIT %llu", (unsigned long long)q->limit);
+  char sql[1400];
+  snprintf(sql, sizeof sql,
+           "DECLARE spy_calls NO SCROLL CURSOR FOR SELECT build_id, "
+           "hook_type, plugin_name, module_id, call_id, started_at, ended_at, "
+           "input_source_id, output_source_id FROM " SPY__PG_CALL_ROWS
+           " WHERE session_id=$1 AND ended_at IS NOT NULL%s ORDER BY %s%s",
+           where, order, limit);
+  PGresult *res = PQexecParams(p->c, sql, n, NULL, vals, NULL, NULL, 0);
+  int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+  PQclear(res);
+  if (!ok)
+    return spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+  int rc = 0, stop = 0;
+  while (rc == 0 && !stop) {
+    res = PQexec(p->c, "FETCH " STR(CALL_ROWS) " FROM spy_calls");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+      rc = spy__reader_err(r, SPY_EIO, "postgres: %s", PQerrorMessage(p->c));
+      PQclear(res);
+      break;
+    }
+    int rows = PQntuples(res);
+    for (int i = 0; i < rows && rc == 0 && !stop; i++) {
+      const char *hook = PQgetvalue(res, i, 1);
+      const spy__hook *h = spy__hooks;
+      while (h->hook && strcmp(h->hook, hook) != 0)
+        h++;
+      if (!h->hook) {
+        rc = spy__reader_err(r, SPY_EBADVALUE,
+                             "the store's table " SPY__PG_CALL_ROWS
+                             " is inconsistent: an unknown hook_type");
+        break;
+      }
+      spy_trace_hook_call c = {
+          (uint32_t)strtoul(PQgetvalue(res, i, 0), NULL, 10),
+          h->hook,
+          PQgetvalue(res, i, 2), /* "" for NULL */
+          PQgetvalue(res, i, 3),
+          PQgetvalue(res, i, 4),
+          strtoull(PQgetvalue(res, i, 5), NULL, 10),
+          strtoull(PQgetvalue(res, i, 6), NULL, 10),
+          0,
+          0,
+          {0, 0},
+          {0, 0}};
+      for (int k = 0; k < 2 && rc == 0; k++) {
+        if (PQgetisnull(res, i, 7 + k))
+          continue;
+        if (spy__hash_parse(PQgetvalue(res, i, 7 + k),
+                            (size_t)PQgetlength(res, i, 7 + k),
+                            k ? c.output : c.input) < 0)
+          rc = spy__reader_err(r, SPY_EBADVALUE,
+                               "the store's table " SPY__PG_CALL_ROWS
+                               " is inconsistent: a source id is not 32 "
+                               "hex digits");
+        else
+          *(k ? &c.has_output : &c.has_input) = 1;
+      }
+      if (rc == 0 && cb(arg, &c))
+        stop = 1;
+    }
+    PQclear(res);
+    if (rows < CALL_ROWS)
+      break;
+  }
+  int crc = cmd(r, "CLOSE spy_calls");
+  return rc < 0 ? rc : crc;
+}
+
 const spy__reader_ops spy__reader_pg = {
-    "postgres", pg_open, pg_next,     pg_rewind, pg_fetch, NULL,
-    pg_sizes,   pg_lost, pg_replaced, pg_close,  pg_tnext, pg_trewind};
+    "postgres", pg_open,     pg_next,  pg_rewind, pg_fetch,   NULL,    pg_sizes,
+    pg_lost,    pg_replaced, pg_close, pg_tnext,  pg_trewind, pg_calls};
