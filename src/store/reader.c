@@ -586,6 +586,32 @@ int spy_trace_reader_imports(spy_trace_reader *r, uint32_t build,
   return walk_modules(r, build, NULL, cb, arg);
 }
 
+int spy__reader_call_row(spy_trace_reader *r, const char *table,
+                         const char *hook, const char *const id[2],
+                         const size_t idn[2], spy_trace_hook_call *c) {
+  const spy__hook *h = spy__hooks;
+  while (h->hook && (!hook || strcmp(h->hook, hook) != 0))
+    h++;
+  if (!h->hook)
+    return spy__reader_err(r, SPY_EBADVALUE,
+                           "the store's table %s is inconsistent: an unknown "
+                           "hook_type",
+                           table);
+  c->hook = h->hook;
+  c->has_input = c->has_output = 0;
+  for (int k = 0; k < 2; k++) {
+    if (!id[k])
+      continue;
+    if (spy__hash_parse(id[k], idn[k], k ? c->output : c->input) < 0)
+      return spy__reader_err(r, SPY_EBADVALUE,
+                             "the store's table %s is inconsistent: a "
+                             "source id is not 32 hex digits",
+                             table);
+    *(k ? &c->has_output : &c->has_input) = 1;
+  }
+  return 0;
+}
+
 /* ---- hook calls -----------------------------------------------------------
  *
  * A store whose backend has no `calls` op (or whose op says SPY_ENOTSUP)

@@ -104,6 +104,20 @@ struct spy_trace_reader {
  * calls it). Returns 0 or SPY_ENOMEM. */
 int spy__reader_tables(spy_trace_reader *r);
 
+/* SQL stores' hook call queries (store schema 6: a call is one row):
+ * the ORDER BY of start order and of the slowest first, ties broken as
+ * reader.c's replay breaks them; and a row's hook type and source ids
+ * into c (c->hook one of spy__hooks' names). id[k] NULL: no input (k 0)
+ * or output (1). Returns 0, or SPY_EBADVALUE with r's error naming
+ * `table` when the row is inconsistent. */
+#define SPY__CALLS_START_ORDER "started_at, start_seq"
+#define SPY__CALLS_SLOW_ORDER                                                  \
+  "CASE WHEN ended_at > started_at THEN ended_at - started_at ELSE 0 END "     \
+  "DESC, " SPY__CALLS_START_ORDER
+int spy__reader_call_row(spy_trace_reader *r, const char *table,
+                         const char *hook, const char *const id[2],
+                         const size_t idn[2], spy_trace_hook_call *c);
+
 /* Sets the reader's error message; returns rc. */
 int spy__reader_err(spy_trace_reader *r, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -412,10 +412,8 @@ static int pg_calls(spy_trace_reader *r, const spy_trace_call_query *q,
   if (p->schema < SPY__PG_SCHEMA)
     return SPY_ENOTSUP;
   const char *order =
-      q->order == SPY_TRACE_CALLS_SLOWEST
-          ? "CASE WHEN ended_at > started_at THEN ended_at - started_at "
-            "ELSE 0 END DESC, started_at, start_seq"
-      : q->order == SPY_TRACE_CALLS_STARTED ? "started_at, start_seq"
+      q->order == SPY_TRACE_CALLS_SLOWEST   ? SPY__CALLS_SLOW_ORDER
+      : q->order == SPY_TRACE_CALLS_STARTED ? SPY__CALLS_START_ORDER
                                             : "end_seq";
   const char *vals[4];
   char build[16], where[512] = "", limit[40] = "";
@@ -463,19 +461,9 @@ static int pg_calls(spy_trace_reader *r, const spy_trace_call_query *q,
     }
     int rows = PQntuples(res);
     for (int i = 0; i < rows && rc == 0 && !stop; i++) {
-      const char *hook = PQgetvalue(res, i, 1);
-      const spy__hook *h = spy__hooks;
-      while (h->hook && strcmp(h->hook, hook) != 0)
-        h++;
-      if (!h->hook) {
-        rc = spy__reader_err(r, SPY_EBADVALUE,
-                             "the store's table " SPY__PG_CALL_ROWS
-                             " is inconsistent: an unknown hook_type");
-        break;
-      }
       spy_trace_hook_call c = {
           (uint32_t)strtoul(PQgetvalue(res, i, 0), NULL, 10),
-          h->hook,
+          NULL,
           PQgetvalue(res, i, 2), /* "" for NULL */
           PQgetvalue(res, i, 3),
           PQgetvalue(res, i, 4),
@@ -485,19 +473,14 @@ static int pg_calls(spy_trace_reader *r, const spy_trace_call_query *q,
           0,
           {0, 0},
           {0, 0}};
-      for (int k = 0; k < 2 && rc == 0; k++) {
-        if (PQgetisnull(res, i, 7 + k))
-          continue;
-        if (spy__hash_parse(PQgetvalue(res, i, 7 + k),
-                            (size_t)PQgetlength(res, i, 7 + k),
-                            k ? c.output : c.input) < 0)
-          rc = spy__reader_err(r, SPY_EBADVALUE,
-                               "the store's table " SPY__PG_CALL_ROWS
-                               " is inconsistent: a source id is not 32 "
-                               "hex digits");
-        else
-          *(k ? &c.has_output : &c.has_input) = 1;
+      const char *id[2];
+      size_t idn[2];
+      for (int k = 0; k < 2; k++) {
+        id[k] = PQgetisnull(res, i, 7 + k) ? NULL : PQgetvalue(res, i, 7 + k);
+        idn[k] = (size_t)PQgetlength(res, i, 7 + k);
       }
+      rc = spy__reader_call_row(r, SPY__PG_CALL_ROWS, PQgetvalue(res, i, 1), id,
+                                idn, &c);
       if (rc == 0 && cb(arg, &c))
         stop = 1;
     }

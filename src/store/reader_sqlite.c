@@ -509,11 +509,6 @@ static uint64_t sq_replaced(spy_trace_reader *r) {
  * them. */
 #define CALL_ORDER "end_seq IS NOT NULL, end_seq, rowid"
 #define CALL_ORDER_5 "rowid"
-/* Start order and the slowest, as reader.c's replay orders them. */
-#define START_ORDER "started_at, start_seq"
-#define SLOW_ORDER                                                             \
-  "CASE WHEN ended_at > started_at THEN ended_at - started_at ELSE 0 END "     \
-  "DESC, " START_ORDER
 
 static int sq_calls(spy_trace_reader *r, const spy_trace_call_query *q,
                     int (*cb)(void *, const spy_trace_hook_call *), void *arg) {
@@ -525,10 +520,11 @@ static int sq_calls(spy_trace_reader *r, const spy_trace_call_query *q,
   int ranged = row_range(s, "hook_calls", &lo, &hi);
   if (ranged == 0)
     return 0; /* the session made no call */
-  const char *order = q->order == SPY_TRACE_CALLS_SLOWEST   ? SLOW_ORDER
-                      : q->order == SPY_TRACE_CALLS_STARTED ? START_ORDER
-                      : s->schema >= 6                      ? CALL_ORDER
-                                                            : CALL_ORDER_5;
+  const char *order =
+      q->order == SPY_TRACE_CALLS_SLOWEST   ? SPY__CALLS_SLOW_ORDER
+      : q->order == SPY_TRACE_CALLS_STARTED ? SPY__CALLS_START_ORDER
+      : s->schema >= 6                      ? CALL_ORDER
+                                            : CALL_ORDER_5;
   /* the session's rows by their rowid range, or a plugin's by the
    * writer's index (its entries carry the rowid the range tests) */
   const char *from = ranged < 0  ? " WHERE"
@@ -563,21 +559,11 @@ static int sq_calls(spy_trace_reader *r, const spy_trace_call_query *q,
   }
   int step, rc = 0;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *hook = (const char *)sqlite3_column_text(st, 1);
-    const spy__hook *h = spy__hooks;
-    while (h->hook && (!hook || strcmp(h->hook, hook) != 0))
-      h++;
-    if (!h->hook) {
-      rc = spy__reader_err(r, SPY_EBADVALUE,
-                           "the store's table hook_calls is inconsistent: "
-                           "an unknown hook_type");
-      break;
-    }
     const char *plugin = (const char *)sqlite3_column_text(st, 2);
     const char *module = (const char *)sqlite3_column_text(st, 3);
     const char *call = (const char *)sqlite3_column_text(st, 4);
     spy_trace_hook_call c = {(uint32_t)sqlite3_column_int64(st, 0),
-                             h->hook,
+                             NULL,
                              plugin ? plugin : "",
                              module ? module : "",
                              call ? call : "",
@@ -587,19 +573,12 @@ static int sq_calls(spy_trace_reader *r, const spy_trace_call_query *q,
                              0,
                              {0, 0},
                              {0, 0}};
-    for (int k = 0; k < 2; k++) {
-      const char *id = (const char *)sqlite3_column_text(st, 7 + k);
-      if (!id)
-        continue;
-      if (spy__hash_parse(id, (size_t)sqlite3_column_bytes(st, 7 + k),
-                          k ? c.output : c.input) < 0) {
-        rc = spy__reader_err(r, SPY_EBADVALUE,
-                             "the store's table hook_calls is inconsistent: "
-                             "a source id is not 32 hex digits");
-        break;
-      }
-      *(k ? &c.has_output : &c.has_input) = 1;
-    }
+    const char *id[2] = {(const char *)sqlite3_column_text(st, 7),
+                         (const char *)sqlite3_column_text(st, 8)};
+    const size_t idn[2] = {(size_t)sqlite3_column_bytes(st, 7),
+                           (size_t)sqlite3_column_bytes(st, 8)};
+    rc = spy__reader_call_row(
+        r, "hook_calls", (const char *)sqlite3_column_text(st, 1), id, idn, &c);
     if (rc < 0 || cb(arg, &c))
       break;
   }

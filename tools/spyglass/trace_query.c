@@ -453,6 +453,22 @@ static int on_edge(void *arg, const char *from, const char *to,
   return 0;
 }
 
+/* The edges one way (out: what the module imports) as a JSON array. */
+static void json_edges(json_out *j, const char *key, const edges *es, int out) {
+  jw_key(j, key);
+  jw_arr_begin(j);
+  for (size_t i = 0; i < es->n; i++)
+    if (es->v[i].out == out) {
+      jw_obj_begin(j);
+      jw_key(j, "module");
+      jw_str(j, es->v[i].other);
+      jw_key(j, "kind");
+      jw_str(j, es->v[i].kind);
+      jw_obj_end(j);
+    }
+  jw_arr_end(j);
+}
+
 static int on_module(void *arg, const char *module, int is_external) {
   (void)is_external;
   edges *es = arg;
@@ -568,30 +584,8 @@ int trace_module(int argc, char **argv) {
       jw_str(&j, module);
       jw_key(&j, "build");
       jw_uint(&j, b);
-      jw_key(&j, "imports");
-      jw_arr_begin(&j);
-      for (size_t i = 0; i < es.n; i++)
-        if (es.v[i].out) {
-          jw_obj_begin(&j);
-          jw_key(&j, "module");
-          jw_str(&j, es.v[i].other);
-          jw_key(&j, "kind");
-          jw_str(&j, es.v[i].kind);
-          jw_obj_end(&j);
-        }
-      jw_arr_end(&j);
-      jw_key(&j, "importers");
-      jw_arr_begin(&j);
-      for (size_t i = 0; i < es.n; i++)
-        if (!es.v[i].out) {
-          jw_obj_begin(&j);
-          jw_key(&j, "module");
-          jw_str(&j, es.v[i].other);
-          jw_key(&j, "kind");
-          jw_str(&j, es.v[i].kind);
-          jw_obj_end(&j);
-        }
-      jw_arr_end(&j);
+      json_edges(&j, "imports", &es, 1);
+      json_edges(&j, "importers", &es, 0);
       jw_key(&j, "hook_calls");
       jw_arr_begin(&j);
     } else {
