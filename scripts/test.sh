@@ -4,13 +4,14 @@
 #   1. gcc   -Wall -Wextra -Werror build, whole CTest suite
 #      release: gcc -Werror at Release (-O3), where some warnings only show
 #      (format-truncation, maybe-uninitialized); built, and a quick subset run
-#   2. clang -Wall -Wextra -Werror build, the C module tests (label
-#      `module`; the shell-driven integration tests run in 1 and 3)
+#   2. clang -Wall -Wextra -Werror build (its tests run in 3, built by
+#      the same clang with sanitizers)
 #   3. clang AddressSanitizer + UndefinedBehaviorSanitizer, whole suite
 #   4. clang ThreadSanitizer, the concurrent tests (label `concurrent`)
 #   5. install into a scratch prefix; build the embedding example against
 #      it with find_package(spyglass) and with pkg-config; run both
-#   6. every libFuzzer target for FUZZ_SECONDS (default 20) from its seeds
+#   6. every libFuzzer target for FUZZ_SECONDS (default 20) from its seeds,
+#      JOBS of them at a time
 # and before all of them, `format`: every tracked C file as clang-format
 # (.clang-format at the root) would write it.
 # The CTest stages share one throw-away PostgreSQL server started here
@@ -49,7 +50,8 @@ pg_for_tests() { # once, before the first CTest stage
     SPY_TEST_PG_UP="$pgwork/pg_up.sh" SPY_TEST_TOTALS="$totals"
 }
 
-say() { printf '\n=== %s ===\n' "$*"; }
+t0=$SECONDS
+say() { printf '\n=== %s === (at %d s)\n' "$*" $((SECONDS - t0)); }
 
 # The JavaScript tests (the ws package, playwright-core, the Chrome trace
 # reader) need Node.js 20 or later; Debian 12's own is 18. Then take
@@ -123,11 +125,11 @@ for stage in $STAGES; do
     configure_build build/release-werror gcc -DCMAKE_BUILD_TYPE=Release
     run_ctest build/release-werror -R '^(error|wire|decode_cli)$' ;;
   clang)
-    # the integration scripts drive the tool as the gcc and ASan stages
-    # already do; here: clang's warnings and the C module tests
-    say "clang build + module tests"
+    # clang's warnings at the project's own flags; every test runs under
+    # clang in the ASan stage
+    say "clang build"
     configure_build build/clang clang
-    run_ctest build/clang -L module ;;
+    total_pass=$((total_pass + 1)) ;;
   asan)
     say "AddressSanitizer + UndefinedBehaviorSanitizer"
     configure_build build/asan clang -DSPY_SANITIZER=address,undefined
@@ -150,18 +152,31 @@ for stage in $STAGES; do
     say "fuzz every decoder for ${FUZZ_SECONDS}s"
     configure_build build/fuzz clang -DSPY_FUZZ=ON -DSPY_BUILD_TESTS=OFF \
       -DSPY_SANITIZER=address,undefined
-    for target in build/fuzz/fuzz/fuzz_*; do
-      name=${target##*/fuzz_}
+    fuzz_one() { # target: 0 when it ran its time without a crash
+      local target=$1 name=${1##*/fuzz_} work
       work=$(mktemp -d)
-      echo "fuzz_$name: ${FUZZ_SECONDS}s from fuzz/corpus/$name"
       if ! "$target" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
            -print_final_stats=0 "$work" "fuzz/corpus/$name" >"$work.log" 2>&1; then
         tail -n 40 "$work.log"
         echo "fuzz_$name: FAILED (crash input saved in the current directory)"
-        exit 1
+        return 1
       fi
-      grep -E '^Done [0-9]+ runs' "$work.log" || true
+      echo "fuzz_$name: ${FUZZ_SECONDS}s from fuzz/corpus/$name:" \
+        "$(grep -E '^Done [0-9]+ runs' "$work.log" || echo 'ran')"
       rm -rf "$work" "$work.log"
+    }
+    pids=()
+    for target in build/fuzz/fuzz/fuzz_*; do
+      fuzz_one "$target" &
+      pids+=($!)
+      if [ "${#pids[@]}" -ge "$JOBS" ]; then
+        wait "${pids[0]}" || exit 1
+        pids=("${pids[@]:1}")
+        total_pass=$((total_pass + 1))
+      fi
+    done
+    for pid in "${pids[@]}"; do
+      wait "$pid" || exit 1
       total_pass=$((total_pass + 1))
     done ;;
   *) echo "test.sh: unknown stage $stage" >&2; exit 2 ;;
@@ -169,4 +184,4 @@ for stage in $STAGES; do
 done
 
 echo
-echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
+echo "total: $total_pass passed, $total_fail failed, $total_skip skipped ($((SECONDS - t0)) s)"

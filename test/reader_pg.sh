@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # reader_pg.sh TOOL TEST_READER [TEST_TRACE_QUERY] — the reader against all
 # three stores with a real PostgreSQL server started here (trace_lib.sh):
-# every test_reader case (and test_trace_query's) with SPY_TEST_PG set, then a build over a tree holding Latin-1
+# every test_reader case (and test_trace_query's) with SPY_TEST_PG set
+# (unless SPY_TEST_PG is set already: then the reader and trace_query
+# tests ran them against that server), the same in schema 5's layout,
+# then a build over a tree holding Latin-1
 # bytes traced into each store: the JSON-lines files pass a strict parser
 # line by line, the summary counts the replaced bytes, the SQL stores
 # count none, and the three summaries agree on everything else; a cut
@@ -21,11 +24,17 @@ echo "postgres up on 127.0.0.1:$PG_PORT"
 PG_CONNINFO=${PG_CONNINFO/connect_timeout=2/connect_timeout=20}
 PG_URI=${PG_URI/connect_timeout=2/connect_timeout=20}
 
-echo "== every reader case, postgres included"
-SPY_TEST_PG="$PG_CONNINFO" "$test_reader"
-if [ -n "$test_trace_query" ]; then
-  echo "== trace builds/hooks/module/source, postgres included"
-  SPY_TEST_PG="$PG_CONNINFO" "$test_trace_query"
+if [ -n "${SPY_TEST_PG:-}" ]; then
+  # scripts/test.sh's server: the reader and trace_query tests ran every
+  # case against it already (schema 6); this script adds what they do not
+  echo "== every reader case against postgres: done by the reader and trace_query tests (SPY_TEST_PG is set)"
+else
+  echo "== every reader case, postgres included"
+  SPY_TEST_PG="$PG_CONNINFO" "$test_reader"
+  if [ -n "$test_trace_query" ]; then
+    echo "== trace builds/hooks/module/source, postgres included"
+    SPY_TEST_PG="$PG_CONNINFO" "$test_trace_query"
+  fi
 fi
 
 echo "== every reader case again, the postgres store in schema 5's layout"
