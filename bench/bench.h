@@ -30,7 +30,7 @@ double bench_time_op(void (*fn)(void *), void *arg, int rounds,
                      double target_ms);
 
 /* A results table: rows of named numeric columns. */
-#define BENCH_MAX_COLS 20
+#define BENCH_MAX_COLS 24
 #define BENCH_MAX_ROWS 32
 typedef struct bench_table {
   const char *title;

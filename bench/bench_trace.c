@@ -294,10 +294,18 @@ typedef struct run {
                    what the emitting side alone costs the build */
   int copied;     /* payloads copied at the emit, not lent (as before
                      lending: SPY_TRACE_LEND_BYTES=1) */
+  /* --rounds: the medians of the rounds' ratios to their untraced build,
+   * and the build ratio's range (0: one round, ratios from the row) */
+  double build_x, durable_x, build_x_min, build_x_max;
 } run;
 
 /* --runs: the only runs made (comma-separated names; untraced always) */
 static const char *runs_only;
+/* --rounds N: every run N times, interleaved (untraced, then each traced
+ * run, N times over); a row then shows the median round, and its ratios
+ * are the medians of each round's ratio to that round's untraced build */
+static int bench_rounds = 1;
+#define MAX_ROUNDS 15
 static int run_wanted(const char *name) {
   if (strcmp(name, "untraced") == 0)
     return 1;
@@ -441,6 +449,8 @@ enum {
   C_BRQ_ACT,
   C_BFLT,
   C_BX_ACT,
+  C_BUILD_X_MIN,
+  C_BUILD_X_MAX,
   C_N
 };
 
@@ -461,9 +471,13 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
       v[k] = NAN;
     if (x->ok) {
       v[C_BUILD] = x->r.build_ms;
-      v[C_BUILD_X] = x->r.build_ms / base->r.build_ms;
+      v[C_BUILD_X] = x->build_x ? x->build_x : x->r.build_ms / base->r.build_ms;
       v[C_DURABLE] = x->wall_ms;
-      v[C_DURABLE_X] = x->wall_ms / base->wall_ms;
+      v[C_DURABLE_X] = x->durable_x ? x->durable_x : x->wall_ms / base->wall_ms;
+      if (x->build_x_min) {
+        v[C_BUILD_X_MIN] = x->build_x_min;
+        v[C_BUILD_X_MAX] = x->build_x_max;
+      }
       if (i > 0 && naive->ok)
         v[C_BYTES_X] = (double)x->bytes / (double)naive->bytes;
       /* where the build thread's wall time went */
@@ -505,6 +519,90 @@ static void add_rows(bench_table *t, const char *label, run *runs, int n) {
   }
 }
 
+/* Each run once, then the untraced build twice more: its median of
+ * three is the baseline (one run of a 0.6 s build on a shared VM moved
+ * the ratios by 20 %); again2: untraced and sqlite once more, keeping
+ * the faster. */
+static int one_round(const char *src, const char *scratch, run *runs, int n,
+                     int again2) {
+  for (int i = 0; i < n; i++) {
+    if (!runs[i].trace)
+      continue;
+    if (one(src, scratch, &runs[i]) < 0)
+      fprintf(stderr, "bench trace: %s run failed\n", runs[i].name);
+  }
+  run un[3] = {runs[0], runs[0], runs[0]};
+  for (int k = 1; k < 3; k++)
+    if (one(src, scratch, &un[k]) < 0)
+      un[k] = runs[0];
+  for (int a = 0; a < 3; a++)
+    for (int b = a + 1; b < 3; b++)
+      if (un[b].wall_ms < un[a].wall_ms) {
+        run tmp = un[a];
+        un[a] = un[b];
+        un[b] = tmp;
+      }
+  runs[0] = un[1];
+  if (again2)
+    for (int i = 0; i < n; i += 3) {
+      if (i > 3)
+        break;
+      if (!runs[i].trace)
+        continue;
+      run again = runs[i];
+      if (one(src, scratch, &again) == 0 && again.wall_ms < runs[i].wall_ms)
+        runs[i] = again;
+    }
+  return 0;
+}
+
+/* --rounds: bench_rounds rounds of untraced then every traced run, so each
+ * traced build has an untraced one beside it in time. A row is its run's
+ * median round (by build time); its ratios are the medians of the
+ * rounds' own ratios, and the build ratio's range is kept. */
+static int rounds_of(const char *src, const char *scratch, run *runs, int n) {
+  static run all[MAX_ROUNDS][16];
+  if (n > 16)
+    return -1;
+  for (int r = 0; r < bench_rounds; r++)
+    for (int i = 0; i < n; i++) {
+      all[r][i] = runs[i];
+      if (runs[i].trace && one(src, scratch, &all[r][i]) < 0)
+        fprintf(stderr, "bench trace: %s run failed (round %d)\n", runs[i].name,
+                r + 1);
+    }
+  for (int i = 0; i < n; i++) {
+    if (!runs[i].trace)
+      continue;
+    double b[MAX_ROUNDS], bx[MAX_ROUNDS], dx[MAX_ROUNDS];
+    int k = 0;
+    for (int r = 0; r < bench_rounds; r++) {
+      run *x = &all[r][i], *u = &all[r][0];
+      if (!x->ok || !u->ok)
+        continue;
+      b[k] = x->r.build_ms;
+      bx[k] = x->r.build_ms / u->r.build_ms;
+      dx[k] = x->wall_ms / u->wall_ms;
+      k++;
+    }
+    if (!k)
+      continue; /* runs[i].ok stays 0: a row of "-" */
+    double mb = bench_quantile(b, (size_t)k, 0.5);
+    for (int r = 0; r < bench_rounds; r++) /* the round at the median build */
+      if (all[r][i].ok && all[r][0].ok && all[r][i].r.build_ms >= mb) {
+        runs[i] = all[r][i];
+        break;
+      }
+    if (i > 0) {
+      runs[i].build_x = bench_quantile(bx, (size_t)k, 0.5);
+      runs[i].durable_x = bench_quantile(dx, (size_t)k, 0.5);
+      runs[i].build_x_min = bx[0]; /* sorted by bench_quantile */
+      runs[i].build_x_max = bx[k - 1];
+    }
+  }
+  return 0;
+}
+
 static int bench_tree(bench_table *t, const char *label, const char *src,
                       const char *scratch, int again2, int work, char *note,
                       size_t note_len) {
@@ -531,37 +629,9 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
   run warm = {"untraced", "none", .work = fn};
   if (one(src, scratch, &warm) < 0)
     return -1;
-  for (int i = 0; i < n; i++) {
-    if (!runs[i].trace)
-      continue;
-    if (one(src, scratch, &runs[i]) < 0)
-      fprintf(stderr, "bench trace: %s run failed\n", runs[i].name);
-  }
-  /* the untraced build again after the traced ones, twice: the median of
-   * the three is the baseline (one run of a 0.6 s build on a shared VM
-   * moved the ratios by 20 %) */
-  run un[3] = {runs[0], runs[0], runs[0]};
-  for (int k = 1; k < 3; k++)
-    if (one(src, scratch, &un[k]) < 0)
-      un[k] = runs[0];
-  for (int a = 0; a < 3; a++)
-    for (int b = a + 1; b < 3; b++)
-      if (un[b].wall_ms < un[a].wall_ms) {
-        run tmp = un[a];
-        un[a] = un[b];
-        un[b] = tmp;
-      }
-  runs[0] = un[1];
-  if (again2)
-    for (int i = 0; i < n; i += 3) {
-      if (i > 3)
-        break;
-      if (!runs[i].trace)
-        continue;
-      run again = runs[i];
-      if (one(src, scratch, &again) == 0 && again.wall_ms < runs[i].wall_ms)
-        runs[i] = again;
-    }
+  if ((bench_rounds > 1 ? rounds_of(src, scratch, runs, n)
+                        : one_round(src, scratch, runs, n, again2)) < 0)
+    return -1;
   add_rows(t, label, runs, n);
   if (work)
     snprintf(note, note_len,
@@ -747,14 +817,21 @@ int bench_trace(int argc, char **argv) {
       gen_only = -1;
     else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
       runs_only = argv[++i];
-    else
+    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+      bench_rounds = atoi(argv[++i]);
+      if (bench_rounds < 1 || bench_rounds > MAX_ROUNDS) {
+        fprintf(stderr, "bench trace: --rounds takes 1 to %d, not %s\n",
+                MAX_ROUNDS, argv[i]);
+        return 2;
+      }
+    } else
       args[k++] = argv[i];
   }
   args[k] = NULL;
   int rc = bench_parse(
       k, args, &o,
       "usage: spyglass bench trace [--json] [--quick | --full] [--gen-only | "
-      "--emit-only] [--runs NAME,…]\n"
+      "--emit-only] [--runs NAME,…] [--rounds N]\n"
       "default: the 20,000-module tree and the real tree, each untraced, "
       "naive and with every writer, and the realistic-work build on a "
       "2,000-module tree (about 10 minutes on a loaded 2-core machine); "
@@ -765,7 +842,10 @@ int bench_trace(int argc, char **argv) {
       "emit rows); --emit-only: the emit rows only; --runs: only these runs "
       "(untraced, naive, jsonl, "
       "sqlite, postgres, discard; untraced always; opt-in: "
-      "sqlite-old-layout, jsonl-copied, sqlite-copied, discard-copied)\n"
+      "sqlite-old-layout, jsonl-copied, sqlite-copied, discard-copied); "
+      "--rounds N: every run N times (up to 15), untraced and traced "
+      "interleaved; ratios are the medians of each round's, with the build "
+      "ratio's range\n"
       "env: SPY_BENCH_PG=conninfo a PostgreSQL server to use (default: one "
       "started for the bench, skipped when PostgreSQL is not installed); "
       "SPY_BENCH_REAL=dir the real tree (default /usr/include); "
@@ -807,12 +887,28 @@ int bench_trace(int argc, char **argv) {
   static bench_table t = {
       .title = "bench trace: demo build, untraced vs each writer vs the "
                "naive baseline",
-      .cols = {"run", "build_ms", "build_x", "durable_ms", "durable_x",
-               "writer_x_naive", "bytes_x_naive", "queue_waits", "spilled_disk",
-               "busy_us_action", "cpu_us_action", "cpu_ms_MB", "server_cpu_ms",
-               "emit_ns", "bthr_cpu_ms", "bthr_runq_ms", "bthr_runq_us_action",
-               "bthr_faults", "bthr_extra_us_action"},
-      .ncols = 19};
+      .cols = {"run",
+               "build_ms",
+               "build_x",
+               "durable_ms",
+               "durable_x",
+               "writer_x_naive",
+               "bytes_x_naive",
+               "queue_waits",
+               "spilled_disk",
+               "busy_us_action",
+               "cpu_us_action",
+               "cpu_ms_MB",
+               "server_cpu_ms",
+               "emit_ns",
+               "bthr_cpu_ms",
+               "bthr_runq_ms",
+               "bthr_runq_us_action",
+               "bthr_faults",
+               "bthr_extra_us_action",
+               "build_x_min",
+               "build_x_max"},
+      .ncols = 21};
   static char n1[512], n2[512], n3[512];
   char label[32];
   snprintf(label, sizeof label, "gen %dk", ndirs * nfiles / 1000);
@@ -847,7 +943,9 @@ int bench_trace(int argc, char **argv) {
   t.notes[t.nnotes++] =
       "build_ms: until the build's outputs are written (emits included; "
       "untraced: the median of three runs, one before and two after the "
-      "traced ones); "
+      "traced ones; with --rounds N: each row is its run's median round, "
+      "its _x the median of the rounds' ratios, build_x_min/max their "
+      "range); "
       "durable_ms: until the trace is complete and durable (writer closed); "
       "_x: over the untraced build of the same tree in this run; "
       "writer_x_naive: actions per second of the writer thread's busy time "
