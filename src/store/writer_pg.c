@@ -9,9 +9,12 @@
  * close), an application kind's tables created with the first batch that
  * holds its rows. A schema 5 store (a table per hook Start and End kind)
  * is written in its own layout, not migrated; a schema 4 one becomes
- * schema 5 in place. One transaction per batch, rows
- * sent with COPY, at most COPY_ROWS a COPY, a batch's COPYs in one query
- * (sources through a staging table so a payload already stored is
+ * schema 5 in place. One transaction per batch, its COMMIT not
+ * waiting for the WAL flush (the batch is kept until the server's flush
+ * passes it, and sent again if a crash lost it: see keep_unflushed; the
+ * final counts' COMMIT at close waits, so the whole trace is durable
+ * then), rows sent with COPY, at most COPY_ROWS a COPY, a batch's COPYs in one
+ * query (sources through a staging table so a payload already stored is
  * skipped), one action_batches row per batch (its seq range
  * and count — how a batch whose COMMIT answer was lost is found — and
  * the binary records of the actions the tables cannot give back exactly:
