@@ -1410,6 +1410,15 @@ static int send_batch(pgw *w, batch *b) {
   return 0;
 }
 
+/* Appends b to the list from *head to *tail. */
+static void list_add(batch **head, batch **tail, batch *b) {
+  if (*tail)
+    (*tail)->next = b;
+  else
+    *head = b;
+  *tail = b;
+}
+
 /* Takes the oldest pending batch off the list. */
 static batch *take_head(pgw *w) {
   batch *b = w->head;
@@ -1435,11 +1444,7 @@ static void pop_head(pgw *w) { free_batch(take_head(w)); }
  * close, make every batch before them durable. */
 static void keep_unflushed(pgw *w) {
   batch *b = take_head(w);
-  if (w->uf_tail)
-    w->uf_tail->next = b;
-  else
-    w->uf_head = b;
-  w->uf_tail = b;
+  list_add(&w->uf_head, &w->uf_tail, b);
   w->uf_actions += b->actions;
 }
 
@@ -1591,11 +1596,7 @@ static int pg_commit(void *state) {
         spy__src_pipe_reset(w->pipe);
         return SPY_ENOMEM;
       }
-    if (w->tail)
-      w->tail->next = b;
-    else
-      w->head = b;
-    w->tail = b;
+    list_add(&w->head, &w->tail, b);
     w->pending_bytes += b->bytes;
     if (!(w->cur = new_batch()))
       return SPY_ENOMEM;
