@@ -3,7 +3,8 @@
 # started here: every action kind round-trips, and so does text with tabs,
 # line ends, backslashes and bytes that are not UTF-8; a traced build lands
 # in it;
-# the server goes away mid-build and comes back in time (nothing lost); it
+# the server goes away mid-build and comes back in time (nothing lost), also
+# after a crash that loses batches committed but not flushed yet; it
 # stays away too long for the retry budget (the summary counts exactly what
 # was not stored); no stored delta ever names a base that is not stored; a
 # schema 4 store is migrated in place, an older one refused; a newer schema
@@ -161,6 +162,31 @@ s = json.load(open(sys.argv[1]))
 assert s["not_stored"] == 0, s
 assert s["actions"] == int(sys.argv[2]), (s["actions"], sys.argv[2])
 PY
+
+echo "== a crash loses batches committed but not yet flushed: sent again"
+# a batch's COMMIT does not wait for the WAL flush; with the WAL writer
+# stopped its WAL stays in the server's memory, and the WAL writer killed
+# makes the server restart as after a crash (restart_after_crash): those
+# batches are gone, and the writer must find them missing and send them
+# again (the final counts' COMMIT flushes everything before it)
+ww=$(pg_sql "select pid from pg_stat_activity where backend_type='walwriter'")
+[ -n "$ww" ] || fail "no WAL writer"
+kill -STOP "$ww"
+before=$(pg_sql "select coalesce(sum(count),0) from action_batches")
+slow_build out5 --retry-ms 20000
+wait_rows "$before"
+sleep 0.3
+kill -KILL "$ww"
+kill -CONT "$ww" 2>/dev/null || true
+wait "$pid" || { cat "$work/out5.err"; fail "build failed"; }
+cat "$work/out5.txt"
+grep -q ' 0 not stored' "$work/out5.txt" || fail "actions lost although the server came back"
+emitted=$(sed -n 's/.*session [^,]*, \([0-9]*\) actions.*/\1/p' "$work/out5.txt")
+sid5=$(sed -n 's/.*session \([^,]*\),.*/\1/p' "$work/out5.txt")
+[ "$(pg_sql "select sum(count) from action_batches where session_id='$sid5'")" -eq "$emitted" ] ||
+  fail "the store holds $(pg_sql "select sum(count) from action_batches where session_id='$sid5'") of $emitted actions after the crash"
+[ "$(pg_sql "select actions from sessions where session_id='$sid5'")" -eq "$emitted" ] ||
+  fail "the session's count after the crash"
 
 echo "== server away too long for the retry budget"
 before=$(pg_sql "select coalesce(sum(count),0) from action_batches")

@@ -17,7 +17,13 @@
  * plugin, the import graph of a build, what a plugin did to a module. Both are
  * derived from the catalog too: the kinds by their role (build start and
  * end, the module, chunk and asset graphs), the hooks by SPY_TRACE_HOOKS,
- * the columns by the records' fields. Times are µs since the epoch. */
+ * the columns by the records' fields. Times are µs since the epoch.
+ *
+ * Both writers also keep a hook call open from its Start to its End the
+ * same way (spy__ocall, at the end of this file): where a hook's fields go
+ * in its hook_calls row, whether a Start or End can live in that row
+ * alone, and the row's cells; what differs (when the row is written,
+ * how a failed batch is undone) stays in each writer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -720,4 +726,249 @@ spy__cell spy__scalar_cell(uint8_t t, const spy_trace_val *v, char *hex) {
 int spy__val_is_str(const spy_trace_val *v, const char *s) {
   return v && v->type == SPY_TV_STR && s && strlen(s) == v->n &&
          memcmp(s, v->u.s, v->n) == 0;
+}
+
+/* ---- open hook calls (both SQL writers) ---------------------------------
+ */
+
+int spy__hook_calls_ncols(char *types) {
+  char col[128], type;
+  int n = SPY__HC_STD;
+  if (types) {
+    /* session_id, build_id, call_id, hook_type, plugin_name, plugin_id,
+     * module_id, started_at, ended_at, input_source_id, output_source_id */
+    static const char std[] = "TITTTITIITT";
+    for (int i = 0; i < SPY__HC_STD; i++)
+      types[i] = std[i] == 'I' ? SPY__COL_INT : SPY__COL_TEXT;
+  }
+  while (n < SPY__HC_MAX &&
+         spy__hook_calls_extra(n - SPY__HC_STD, col, sizeof col, &type)) {
+    if (types)
+      types[n] = type == SPY__COL_INT ? SPY__COL_INT : SPY__COL_TEXT;
+    n++;
+  }
+  if (types)
+    types[n] = 0;
+  return n;
+}
+
+void spy__hookcols_init(spy__hookcols *c, const spy__hook *h, int ncols) {
+  *c = (spy__hookcols){
+      spy__kind_field_ix(h->start, "call_id"),
+      spy__kind_field_ix(h->start, "plugin_name"),
+      spy__kind_field_ix(h->start, "plugin_id"),
+      strcmp(h->subject, "_") ? spy__kind_field_ix(h->start, h->subject) : -1,
+      spy__kind_src_ix(h->start),
+      spy__kind_field_ix(h->end, "call_id"),
+      spy__kind_src_ix(h->end),
+      {h->start->nfields <= SPY__CALL_FIELDS,
+       h->end->nfields <= SPY__CALL_FIELDS},
+      {{0}},
+      {{0}}};
+  for (int end = 0; end < 2; end++) {
+    const spy_trace_kind *k = end ? h->end : h->start;
+    int nx = 0;
+    for (uint32_t j = 0; c->merge[end] && j < k->nfields; j++) {
+      const spy_trace_field *f = &k->fields[j];
+      c->role[end][j] = (int8_t)spy__call_role(h, end, j);
+      c->col[end][j] = -1;
+      if (c->role[end][j] != SPY__CALL_EXTRA)
+        continue;
+      switch (f->type) { /* the cells the tables would give them */
+      case SPY_TF_STR:
+      case SPY_TF_OSTR:
+      case SPY_TF_INT:
+      case SPY_TF_OINT:
+      case SPY_TF_BOOL:
+      case SPY_TF_OBOOL:
+      case SPY_TF_SRC:
+      case SPY_TF_OSRC:
+        c->col[end][j] = (int8_t)spy__hook_calls_extra_col(end, f);
+        break;
+      default: break;
+      }
+      /* a list, or more extras than an ocall holds: own rows */
+      if (c->col[end][j] < 0 || c->col[end][j] >= ncols ||
+          (!end && ++nx > SPY__START_X))
+        c->merge[end] = 0;
+    }
+  }
+}
+
+const spy__hook *spy__call_hook(const spy_trace_kind *k, int *ix, int *end) {
+  int i = 0;
+  for (const spy__hook *h = spy__hooks; h->hook && i < SPY__NHOOKS; h++, i++)
+    if (h->start == k || h->end == k) {
+      *ix = i;
+      *end = h->end == k;
+      return h;
+    }
+  return NULL;
+}
+
+/* Whether Start a can live in its call's row alone: every field the row
+ * gives back as the Start's table would. */
+static int start_fits(const spy__hookcols *hc, const spy_trace_action *a,
+                      int text_only) {
+  if (!hc->merge[0] || a->fields.type != SPY_TV_REC ||
+      a->fields.n != a->kind->nfields)
+    return 0;
+  for (uint32_t j = 0; j < a->kind->nfields; j++) {
+    const spy_trace_val *v = &a->fields.u.items[j];
+    int r = hc->role[0][j];
+    /* the row's plugin_id is 0 for a missing one; the table's NULL */
+    if (r == SPY__CALL_PLUGIN_ID && v->type != SPY_TV_INT)
+      return 0;
+    if (text_only &&
+        (r == SPY__CALL_ID || r == SPY__CALL_PLUGIN ||
+         r == SPY__CALL_SUBJECT) &&
+        v->type != SPY_TV_STR && v->type != SPY_TV_NULL)
+      return 0;
+  }
+  return 1;
+}
+
+int spy__ocall_start(spy__ocall *o, const spy__hook *h, const spy__hookcols *c,
+                     const spy_trace_action *a, int text_only) {
+  const spy_trace_val *id = spy__act_field(a, c->call),
+                      *pid = spy__act_field(a, c->plugin_id),
+                      *src = spy__act_field(a, c->src);
+  int fits = start_fits(c, a, text_only);
+  *o = (spy__ocall){.hook = h,
+                    .build = a->build,
+                    .kept = !fits,
+                    .plugin_id = pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
+                    .started = (int64_t)a->ts_us,
+                    .start_seq = a->seq};
+  char hex[SPY__START_X][33];
+  for (uint32_t j = 0; fits && j < a->kind->nfields; j++)
+    if (c->role[0][j] == SPY__CALL_EXTRA) {
+      o->sx[o->nsx] = spy__scalar_cell(a->kind->fields[j].type,
+                                       &a->fields.u.items[j], hex[o->nsx]);
+      o->sxcol[o->nsx++] = c->col[0][j];
+    }
+  size_t npl, nmod;
+  const char *pl = spy__val_str(spy__act_field(a, c->plugin), &npl);
+  const char *mod = spy__val_str(spy__act_field(a, c->subject), &nmod);
+  if (spy__ocall_strs(o, id->u.s, id->n, pl, npl, mod, nmod) < 0)
+    return SPY_ENOMEM;
+  if (src && src->has_hash)
+    spy_trace_hash_hex(src->hash, o->input);
+  return fits;
+}
+
+int spy__ocall_strs(spy__ocall *o, const char *id, size_t nid, const char *pl,
+                    size_t npl, const char *mod, size_t nmod) {
+  size_t extra = 0;
+  for (int i = 0; i < o->nsx; i++)
+    if (o->sx[i].kind == SPY__COL_TEXT)
+      extra += o->sx[i].n;
+  char *b = malloc(nid + 1 + (pl ? npl + 1 : 0) + (mod ? nmod + 1 : 0) + extra);
+  o->call_id = b;
+  o->plugin = o->module = NULL;
+  if (!b)
+    return SPY_ENOMEM;
+  memcpy(b, id, nid);
+  b[nid] = 0;
+  b += nid + 1;
+  if (pl) {
+    memcpy(b, pl, npl);
+    b[npl] = 0;
+    o->plugin = b;
+    b += npl + 1;
+  }
+  if (mod) {
+    memcpy(b, mod, nmod);
+    b[nmod] = 0;
+    o->module = b;
+    b += nmod + 1;
+  }
+  for (int i = 0; i < o->nsx; i++)
+    if (o->sx[i].kind == SPY__COL_TEXT) {
+      if (o->sx[i].n)
+        memcpy(b, o->sx[i].s, o->sx[i].n);
+      o->sx[i].s = b;
+      b += o->sx[i].n;
+    }
+  return 0;
+}
+
+int spy__ocall_load(spy__ocall *o, const char *id, const char *pl,
+                    const char *mod, const char *in) {
+  if (in && strlen(in) == 32)
+    memcpy(o->input, in, 33);
+  return spy__ocall_strs(o, id, strlen(id), pl, pl ? strlen(pl) : 0, mod,
+                         mod ? strlen(mod) : 0);
+}
+
+void spy__ocall_free(spy__ocall *o) { free(o->call_id); }
+
+int spy__call_mergeable(const spy__hookcols *hc, const spy__ocall *o,
+                        const spy_trace_action *a) {
+  if (!hc->merge[1] || a->fields.type != SPY_TV_REC ||
+      a->fields.n != a->kind->nfields)
+    return 0;
+  for (uint32_t j = 0; j < a->kind->nfields; j++) {
+    const spy_trace_val *v = &a->fields.u.items[j];
+    switch (hc->role[1][j]) {
+    case SPY__CALL_PLUGIN:
+      if (!spy__val_is_str(v, o->plugin))
+        return 0;
+      break;
+    case SPY__CALL_PLUGIN_ID:
+      if (v->type != SPY_TV_INT || v->u.i != o->plugin_id)
+        return 0;
+      break;
+    case SPY__CALL_SUBJECT:
+      if (!spy__val_is_str(v, o->module))
+        return 0;
+      break;
+    default: break; /* call_id matched; the output and extras are copied */
+    }
+  }
+  return 1;
+}
+
+void spy__call_output(const spy__hookcols *hc, const spy_trace_action *a,
+                      char out[33]) {
+  const spy_trace_val *src = spy__act_field(a, hc->end_src);
+  out[0] = 0;
+  if (src && src->has_hash)
+    spy_trace_hash_hex(src->hash, out);
+}
+
+void spy__call_cells(const spy__ocall *o, const spy_trace_action *end,
+                     const char *output, const spy__hookcols *hc, int merged,
+                     const char *session_id, size_t session_n, int ncols,
+                     spy__cell *c, char (*hex)[33]) {
+  for (int i = 0; i < ncols; i++)
+    c[i] = (spy__cell){0};
+  c[0] = (spy__cell){SPY__COL_TEXT, 0, session_id, session_n};
+  c[1] = (spy__cell){SPY__COL_INT, o->build, NULL, 0};
+  c[2] = (spy__cell){SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)};
+  c[3] = (spy__cell){SPY__COL_TEXT, 0, o->hook->hook, strlen(o->hook->hook)};
+  if (o->plugin)
+    c[4] = (spy__cell){SPY__COL_TEXT, 0, o->plugin, strlen(o->plugin)};
+  c[5] = (spy__cell){SPY__COL_INT, o->plugin_id, NULL, 0};
+  if (o->module)
+    c[6] = (spy__cell){SPY__COL_TEXT, 0, o->module, strlen(o->module)};
+  c[7] = (spy__cell){SPY__COL_INT, o->started, NULL, 0};
+  if (end)
+    c[8] = (spy__cell){SPY__COL_INT, (int64_t)end->ts_us, NULL, 0};
+  if (o->input[0])
+    c[9] = (spy__cell){SPY__COL_TEXT, 0, o->input, 32};
+  if (output && output[0])
+    c[10] = (spy__cell){SPY__COL_TEXT, 0, output, 32};
+  c[SPY__HC_START] = (spy__cell){SPY__COL_INT, (int64_t)o->start_seq, NULL, 0};
+  if (end)
+    c[SPY__HC_END] = (spy__cell){SPY__COL_INT, (int64_t)end->seq, NULL, 0};
+  c[SPY__HC_KEPT] =
+      (spy__cell){SPY__COL_INT, o->kept | (end && !merged ? 2 : 0), NULL, 0};
+  if (!o->kept)
+    for (int i = 0; i < o->nsx; i++)
+      c[o->sxcol[i]] = o->sx[i];
+  for (uint32_t j = 0; merged && j < end->kind->nfields; j++)
+    if (hc->role[1][j] == SPY__CALL_EXTRA)
+      c[hc->col[1][j]] = spy__scalar_cell(end->kind->fields[j].type,
+                                          spy__act_field(end, (int)j), hex[j]);
 }

@@ -310,6 +310,79 @@ const spy_trace_val *spy__act_field(const spy_trace_action *a, int i);
 const char *spy__val_str(const spy_trace_val *v, size_t *n);
 spy__cell spy__scalar_cell(uint8_t t, const spy_trace_val *v, char *hex);
 int spy__val_is_str(const spy_trace_val *v, const char *s);
+
+/* A hook call whose Start is stored and whose End has not come, as both
+ * SQL writers keep it: each embeds one in its own open call beside what
+ * only it needs (the batch or transaction that stored the Start, …).
+ * The call's strings and its Start extras' text share one block
+ * (call_id's), freed by spy__ocall_free. */
+#define SPY__CALL_FIELDS 16 /* a Start or End with more keeps its own rows */
+#define SPY__START_X 8      /* Start extras an ocall holds */
+#define SPY__NHOOKS 8       /* hooks whose calls get rows */
+#define SPY__HC_START 11    /* start_seq, end_seq, kept: the next three */
+#define SPY__HC_END 12
+#define SPY__HC_KEPT 13
+#define SPY__HC_MAX 64 /* hook_calls columns at most */
+typedef struct spy__ocall {
+  const spy__hook *hook;
+  uint32_t build;
+  int kept; /* 1: the Start has a row of its own */
+  int64_t plugin_id, started;
+  uint64_t start_seq;
+  char *call_id, *plugin, *module; /* one block; NULL: none */
+  char input[33];                  /* "" none */
+  int nsx;                         /* the Start's extras (kept 0) */
+  int8_t sxcol[SPY__START_X];
+  spy__cell sx[SPY__START_X]; /* a text's bytes in the block */
+} spy__ocall;
+/* Where a hook's fields are in its Start and End records, and where each
+ * goes in a hook_calls row. */
+typedef struct spy__hookcols {
+  int call, plugin, plugin_id, subject, src; /* Start; -1 none */
+  int end_call, end_src;                     /* End */
+  int merge[2]; /* its Starts / Ends may live in hook_calls rows */
+  int8_t role[2][SPY__CALL_FIELDS]; /* SPY__CALL_* of each field */
+  int8_t col[2][SPY__CALL_FIELDS];  /* an extra's hook_calls column */
+} spy__hookcols;
+/* The count of hook_calls columns (at most SPY__HC_MAX); types, when not
+ * NULL, receives one SPY__COL_INT or SPY__COL_TEXT per column and a NUL. */
+int spy__hook_calls_ncols(char *types);
+/* Fills c for hook h, whose calls' rows have ncols columns. */
+void spy__hookcols_init(spy__hookcols *c, const spy__hook *h, int ncols);
+/* The hook (its index in spy__hooks in *ix) whose Start (*end 0) or End
+ * kind k is, among the first SPY__NHOOKS; NULL when none. */
+const spy__hook *spy__call_hook(const spy_trace_kind *k, int *ix, int *end);
+/* Start a of hook h (its call id a string) into o: 1 when the call's row
+ * can hold it alone, 0 when it keeps a row of its own, SPY_ENOMEM.
+ * text_only: the row's call id, plugin and subject columns take strings
+ * only (PostgreSQL's TEXT), so a Start with another value there keeps
+ * its row. */
+int spy__ocall_start(spy__ocall *o, const spy__hook *h, const spy__hookcols *c,
+                     const spy_trace_action *a, int text_only);
+/* Copies a call's id, plugin and module (NULL: none), and the text of its
+ * Start extras, into o's block. 0 or SPY_ENOMEM. */
+int spy__ocall_strs(spy__ocall *o, const char *id, size_t nid, const char *pl,
+                    size_t npl, const char *mod, size_t nmod);
+/* A call read back from the store: its id, plugin, module (NULL: none)
+ * and input payload id (NULL or not 32 characters: none) into o, whose
+ * other fields the caller set. 0 or SPY_ENOMEM. */
+int spy__ocall_load(spy__ocall *o, const char *id, const char *pl,
+                    const char *mod, const char *in);
+void spy__ocall_free(spy__ocall *o);
+/* Whether End a (its call o's) can live in o's row alone: each of its
+ * fields the row has a column for holds what that column holds. */
+int spy__call_mergeable(const spy__hookcols *hc, const spy__ocall *o,
+                        const spy_trace_action *a);
+/* End a's output payload id into out ("" none). */
+void spy__call_output(const spy__hookcols *hc, const spy_trace_action *a,
+                      char out[33]);
+/* The hook_calls row of o in c[ncols], every text a SPY__COL_TEXT cell,
+ * ended by `end` (NULL: not ended); with `merged` the End's own fields too
+ * (it has no row of its own; hex receives its extras' payload ids). */
+void spy__call_cells(const spy__ocall *o, const spy_trace_action *end,
+                     const char *output, const spy__hookcols *hc, int merged,
+                     const char *session_id, size_t session_n, int ncols,
+                     spy__cell *c, char (*hex)[33]);
 /* Every index: the questions' and each derived table's generic one
  * (SQLite, !pg: not the hook Starts' by plugin and by module nor the hook
  * Ends' by call, which the hook_calls table's indexes answer). */

@@ -67,39 +67,13 @@
  * or at close when it never ends. The generations undo what a rolled
  * back batch did: a Start it stored is forgotten, an End it stored is
  * taken back, a row it inserted is not there. */
-#define CALL_FIELDS 16 /* a Start or End with more keeps its own rows */
-#define START_X 8      /* Start extras an ocall holds */
 typedef struct ocall {
-  const spy__hook *hook;
-  uint32_t build;
+  spy__ocall call;
   uint32_t start_gen, end_gen; /* end_gen 0: open */
   uint32_t row_gen;            /* the transaction that inserted the row */
-  int kept;                    /* 1: the Start has a row of its own */
-  int pl_interned;             /* plugin is one of w->plugins */
-  int64_t plugin_id, started;
+  int pl_interned;             /* call.plugin is one of w->plugins */
   int64_t rowid; /* its hook_calls row when inserted before its End */
-  uint64_t start_seq;
-  char *call_id, *plugin, *module; /* one block; module NULL: none */
-  char input[33];                  /* "" none */
-  int nsx;                         /* the Start's extras (kept 0) */
-  int8_t sxcol[START_X];
-  spy__cell sx[START_X]; /* a text's bytes in the block */
 } ocall;
-
-/* Where a hook's fields are in its Start and End records, and where each
- * goes in a hook_calls row. */
-typedef struct hookcols {
-  int call, plugin, plugin_id, subject, src; /* Start; -1 none */
-  int end_call, end_src;                     /* End */
-  int merge[2]; /* its Starts / Ends may live in hook_calls rows */
-  int8_t role[2][CALL_FIELDS]; /* SPY__CALL_* of each field */
-  int8_t col[2][CALL_FIELDS];  /* an extra's hook_calls column */
-} hookcols;
-
-#define HC_START 11 /* start_seq, end_seq, kept: the next three */
-#define HC_END 12
-#define HC_KEPT 13
-#define HC_MAX 64 /* at most this many in all */
 
 /* A text cell whose bytes stay put for the writer's life (the session
  * id, a hook's name, an interned plugin name): gathered by pointer, not
@@ -143,10 +117,10 @@ typedef struct sqlw {
   sqlite3_stmt *ranges; /* upsert of a session_rows row */
   sqlite3_stmt *txn[2]; /* BEGIN, COMMIT: prepared once, not parsed per
                            batch (sqlite3_exec compiles its text each time) */
-  hookcols hcols[8];
-  int hc_ncols;          /* hook_calls columns: SPY__HC_STD, ours, the extras */
-  sqlite3_stmt *hend;    /* UPDATE of a row inserted before its End */
-  int8_t updcol[HC_MAX]; /* … the columns it sets */
+  spy__hookcols hcols[SPY__NHOOKS];
+  int hc_ncols;       /* hook_calls columns: SPY__HC_STD, ours, the extras */
+  sqlite3_stmt *hend; /* UPDATE of a row inserted before its End */
+  int8_t updcol[SPY__HC_MAX]; /* … the columns it sets */
   int nupd;
   char *plugins[NPLUGINS]; /* plugin names, interned (STEXT cells) */
   int nplugins;
@@ -365,62 +339,18 @@ static int add_tables(sqlw *w, int from) {
 static void hook_cols(sqlw *w) {
   int i = 0;
   char col[128], type;
-  w->hc_ncols = SPY__HC_STD;
-  while (
-      w->hc_ncols < HC_MAX &&
-      spy__hook_calls_extra(w->hc_ncols - SPY__HC_STD, col, sizeof col, &type))
-    w->hc_ncols++;
+  w->hc_ncols = spy__hook_calls_ncols(NULL);
   /* what an End updates in a row inserted before it */
-  static const int8_t endcols[] = {8, 10, HC_END, HC_KEPT};
+  static const int8_t endcols[] = {8, 10, SPY__HC_END, SPY__HC_KEPT};
   w->nupd = 0;
   for (size_t k = 0; k < sizeof endcols; k++)
     w->updcol[w->nupd++] = endcols[k];
-  for (int k = HC_KEPT + 1; k < w->hc_ncols; k++)
+  for (int k = SPY__HC_KEPT + 1; k < w->hc_ncols; k++)
     if (spy__hook_calls_extra(k - SPY__HC_STD, col, sizeof col, &type) &&
         strncmp(col, "end_", 4) == 0)
       w->updcol[w->nupd++] = (int8_t)k;
-  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++) {
-    hookcols *c = &w->hcols[i];
-    *c = (hookcols){
-        spy__kind_field_ix(h->start, "call_id"),
-        spy__kind_field_ix(h->start, "plugin_name"),
-        spy__kind_field_ix(h->start, "plugin_id"),
-        strcmp(h->subject, "_") ? spy__kind_field_ix(h->start, h->subject) : -1,
-        spy__kind_src_ix(h->start),
-        spy__kind_field_ix(h->end, "call_id"),
-        spy__kind_src_ix(h->end),
-        {h->start->nfields <= CALL_FIELDS, h->end->nfields <= CALL_FIELDS},
-        {{0}},
-        {{0}}};
-    for (int end = 0; end < 2; end++) {
-      const spy_trace_kind *k = end ? h->end : h->start;
-      int nx = 0;
-      for (uint32_t j = 0; c->merge[end] && j < k->nfields; j++) {
-        const spy_trace_field *f = &k->fields[j];
-        c->role[end][j] = (int8_t)spy__call_role(h, end, j);
-        c->col[end][j] = -1;
-        if (c->role[end][j] != SPY__CALL_EXTRA)
-          continue;
-        switch (f->type) { /* the cells emit_rec would give them */
-        case SPY_TF_STR:
-        case SPY_TF_OSTR:
-        case SPY_TF_INT:
-        case SPY_TF_OINT:
-        case SPY_TF_BOOL:
-        case SPY_TF_OBOOL:
-        case SPY_TF_SRC:
-        case SPY_TF_OSRC:
-          c->col[end][j] = (int8_t)spy__hook_calls_extra_col(end, f);
-          break;
-        default: break;
-        }
-        /* a list, or more extras than an ocall holds: own rows */
-        if (c->col[end][j] < 0 || c->col[end][j] >= w->hc_ncols ||
-            (!end && ++nx > START_X))
-          c->merge[end] = 0;
-      }
-    }
-  }
+  for (const spy__hook *h = spy__hooks; h->hook && i < SPY__NHOOKS; h++, i++)
+    spy__hookcols_init(&w->hcols[i], h, w->hc_ncols);
 }
 
 static uint64_t call_hash(uint32_t build, const char *s, size_t n) {
@@ -444,70 +374,14 @@ static int ocix_rebuild(sqlw *w, size_t want) {
   }
   memset(w->ocix, 0, w->ixcap * sizeof *w->ocix);
   for (size_t i = 0; i < w->noc; i++) {
+    const spy__ocall *o = &w->oc[i].call;
     size_t j =
-        call_hash(w->oc[i].build, w->oc[i].call_id, strlen(w->oc[i].call_id)) &
-        (w->ixcap - 1);
+        call_hash(o->build, o->call_id, strlen(o->call_id)) & (w->ixcap - 1);
     while (w->ocix[j])
       j = (j + 1) & (w->ixcap - 1);
     w->ocix[j] = (uint32_t)i + 1;
   }
   return 0;
-}
-
-/* The call's strings share one allocation, call_id's. */
-static void ocall_free(ocall *o) { free(o->call_id); }
-
-/* Copies a call's id, plugin and module (NULL: none), and the text of its
- * Start extras, into one block. */
-static int ocall_strs(ocall *o, const char *id, size_t nid, const char *pl,
-                      size_t npl, const char *mod, size_t nmod) {
-  size_t extra = 0;
-  for (int i = 0; i < o->nsx; i++)
-    if (o->sx[i].kind == SPY__COL_TEXT)
-      extra += o->sx[i].n;
-  char *b = malloc(nid + 1 + (pl ? npl + 1 : 0) + (mod ? nmod + 1 : 0) + extra);
-  o->call_id = b;
-  o->plugin = o->module = NULL;
-  if (!b)
-    return SPY_ENOMEM;
-  memcpy(b, id, nid);
-  b[nid] = 0;
-  b += nid + 1;
-  if (pl) {
-    memcpy(b, pl, npl);
-    b[npl] = 0;
-    o->plugin = b;
-    b += npl + 1;
-  }
-  if (mod) {
-    memcpy(b, mod, nmod);
-    b[nmod] = 0;
-    o->module = b;
-    b += nmod + 1;
-  }
-  for (int i = 0; i < o->nsx; i++)
-    if (o->sx[i].kind == SPY__COL_TEXT) {
-      if (o->sx[i].n)
-        memcpy(b, o->sx[i].s, o->sx[i].n);
-      o->sx[i].s = b;
-      b += o->sx[i].n;
-    }
-  return 0;
-}
-
-/* Whether Start a can live in its call's hook_calls row alone: every
- * field the row gives back as the Start's table would. */
-static int start_fits(const hookcols *hc, const spy_trace_action *a) {
-  if (!hc->merge[0] || a->fields.type != SPY_TV_REC ||
-      a->fields.n != a->kind->nfields)
-    return 0;
-  for (uint32_t j = 0; j < a->kind->nfields; j++) {
-    const spy_trace_val *v = &a->fields.u.items[j];
-    /* the row's plugin_id is 0 for a missing one; the table's NULL */
-    if (hc->role[0][j] == SPY__CALL_PLUGIN_ID && v->type != SPY_TV_INT)
-      return 0;
-  }
-  return 1;
 }
 
 /* The interned copy of plugin name s[0..n), or NULL when there are
@@ -539,14 +413,11 @@ static int ocall_room(sqlw *w) {
   return 0;
 }
 
-/* Fills in a reloaded open call's input id and strings and keeps it
- * (w->oc[w->noc], room made by ocall_room). 0 or SPY_ENOMEM. */
+/* Keeps a reloaded open call (w->oc[w->noc], room made by ocall_room,
+ * its fields set but its strings): see spy__ocall_load. */
 static int ocall_keep(sqlw *w, ocall *o, const char *cid, const char *pl,
                       const char *mod, const char *in) {
-  if (in && strlen(in) == 32)
-    memcpy(o->input, in, 33);
-  if (ocall_strs(o, cid, strlen(cid), pl, pl ? strlen(pl) : 0, mod,
-                 mod ? strlen(mod) : 0) < 0)
+  if (spy__ocall_load(&o->call, cid, pl, mod, in) < 0)
     return SPY_ENOMEM;
   w->noc++;
   return 0;
@@ -554,7 +425,7 @@ static int ocall_keep(sqlw *w, ocall *o, const char *cid, const char *pl,
 
 /* A Start: remembered until its End. Returns 1 when its call's row will
  * hold it (it has no row of its own). */
-static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
+static int call_start(sqlw *w, const spy__hook *h, const spy__hookcols *c,
                       const spy_trace_action *a) {
   const spy_trace_val *id = spy__act_field(a, c->call);
   if (!id || id->type != SPY_TV_STR)
@@ -564,35 +435,16 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
   if (2 * (w->noc + 1) + 2 > w->ixcap && ocix_rebuild(w, w->noc + 1) < 0)
     return SPY_ENOMEM;
   ocall *o = &w->oc[w->noc];
-  const spy_trace_val *pid = spy__act_field(a, c->plugin_id),
-                      *src = spy__act_field(a, c->src);
-  int fits = start_fits(c, a);
-  *o = (ocall){.hook = h,
-               .build = a->build,
-               .start_gen = w->gen,
-               .kept = !fits,
-               .plugin_id = pid && pid->type == SPY_TV_INT ? pid->u.i : 0,
-               .started = (int64_t)a->ts_us,
-               .start_seq = a->seq};
-  char hex[START_X][33];
-  for (uint32_t j = 0; fits && j < a->kind->nfields; j++)
-    if (c->role[0][j] == SPY__CALL_EXTRA) {
-      o->sx[o->nsx] = spy__scalar_cell(a->kind->fields[j].type,
-                                       &a->fields.u.items[j], hex[o->nsx]);
-      o->sxcol[o->nsx++] = c->col[0][j];
-    }
-  size_t npl, nmod;
-  const char *pl = spy__val_str(spy__act_field(a, c->plugin), &npl);
-  const char *mod = spy__val_str(spy__act_field(a, c->subject), &nmod);
-  if (ocall_strs(o, id->u.s, id->n, pl, npl, mod, nmod) < 0)
-    return SPY_ENOMEM;
-  char *ip = o->plugin ? plugin_intern(w, o->plugin, npl) : NULL;
+  *o = (ocall){.start_gen = w->gen};
+  int fits = spy__ocall_start(&o->call, h, c, a, 0);
+  if (fits < 0)
+    return fits;
+  const char *pl = o->call.plugin;
+  char *ip = pl ? plugin_intern(w, pl, strlen(pl)) : NULL;
   if (ip) { /* else the call's own copy */
-    o->plugin = ip;
+    o->call.plugin = ip;
     o->pl_interned = 1;
   }
-  if (src && src->has_hash)
-    spy_trace_hash_hex(src->hash, o->input);
   size_t j = call_hash(a->build, id->u.s, id->n) & (w->ixcap - 1);
   while (w->ocix[j])
     j = (j + 1) & (w->ixcap - 1);
@@ -600,85 +452,31 @@ static int call_start(sqlw *w, const spy__hook *h, const hookcols *c,
   return fits;
 }
 
-/* The hook_calls row of o in c[hc_ncols], ended by `end` (NULL: not
- * ended); with `merged` the End's own fields too (it has no row of its
- * own); hex holds the End extras' payload ids. */
+/* The hook_calls row of o in c[hc_ncols] (spy__call_cells), its texts
+ * that stay put (the session id, the hook's name, an interned plugin)
+ * STEXT cells. */
 static void call_cells(sqlw *w, const ocall *o, const spy_trace_action *end,
-                       const char *output, const hookcols *hc, int merged,
+                       const char *output, const spy__hookcols *hc, int merged,
                        spy__cell *c, char (*hex)[33]) {
-  for (int i = 0; i < w->hc_ncols; i++)
-    c[i] = (spy__cell){0};
-  c[0] = (spy__cell){COL_STEXT, 0, w->session_id, w->session_n};
-  c[1] = (spy__cell){SPY__COL_INT, o->build, NULL, 0};
-  c[2] = (spy__cell){SPY__COL_TEXT, 0, o->call_id, strlen(o->call_id)};
-  c[3] = (spy__cell){COL_STEXT, 0, o->hook->hook, strlen(o->hook->hook)};
-  if (o->plugin)
-    c[4] = (spy__cell){o->pl_interned ? COL_STEXT : SPY__COL_TEXT, 0, o->plugin,
-                       strlen(o->plugin)};
-  c[5] = (spy__cell){SPY__COL_INT, o->plugin_id, NULL, 0};
-  if (o->module)
-    c[6] = (spy__cell){SPY__COL_TEXT, 0, o->module, strlen(o->module)};
-  c[7] = (spy__cell){SPY__COL_INT, o->started, NULL, 0};
-  if (end)
-    c[8] = (spy__cell){SPY__COL_INT, (int64_t)end->ts_us, NULL, 0};
-  if (o->input[0])
-    c[9] = (spy__cell){SPY__COL_TEXT, 0, o->input, 32};
-  if (output && output[0])
-    c[10] = (spy__cell){SPY__COL_TEXT, 0, output, 32};
-  c[HC_START] = (spy__cell){SPY__COL_INT, (int64_t)o->start_seq, NULL, 0};
-  if (end)
-    c[HC_END] = (spy__cell){SPY__COL_INT, (int64_t)end->seq, NULL, 0};
-  c[HC_KEPT] =
-      (spy__cell){SPY__COL_INT, o->kept | (end && !merged ? 2 : 0), NULL, 0};
-  if (!o->kept)
-    for (int i = 0; i < o->nsx; i++)
-      c[o->sxcol[i]] = o->sx[i];
-  for (uint32_t j = 0; merged && j < end->kind->nfields; j++)
-    if (hc->role[1][j] == SPY__CALL_EXTRA)
-      c[hc->col[1][j]] = spy__scalar_cell(end->kind->fields[j].type,
-                                          spy__act_field(end, (int)j), hex[j]);
+  spy__call_cells(&o->call, end, output, hc, merged, w->session_id,
+                  w->session_n, w->hc_ncols, c, hex);
+  c[0].kind = c[3].kind = COL_STEXT;
+  if (o->call.plugin && o->pl_interned)
+    c[4].kind = COL_STEXT;
 }
 
 /* The hook_calls row of o, gathered (end NULL: never ended). */
 static int call_row(sqlw *w, const ocall *o, const spy_trace_action *end,
-                    const char *output, const hookcols *hc, int merged) {
-  spy__cell c[HC_MAX];
-  char hex[CALL_FIELDS][33];
+                    const char *output, const spy__hookcols *hc, int merged) {
+  spy__cell c[SPY__HC_MAX];
+  char hex[SPY__CALL_FIELDS][33];
   call_cells(w, o, end, output, hc, merged, c, hex);
   return gather(w, &w->hpend, c, w->hc_ncols);
 }
 
-/* Whether End a of o can live in o's hook_calls row alone: each of its
- * fields the row has a column for holds what that column holds. */
-static int mergeable(const hookcols *hc, const ocall *o,
-                     const spy_trace_action *a) {
-  if (!hc->merge[1] || a->fields.type != SPY_TV_REC ||
-      a->fields.n != a->kind->nfields)
-    return 0;
-  for (uint32_t j = 0; j < a->kind->nfields; j++) {
-    const spy_trace_val *v = &a->fields.u.items[j];
-    switch (hc->role[1][j]) {
-    case SPY__CALL_PLUGIN:
-      if (!spy__val_is_str(v, o->plugin))
-        return 0;
-      break;
-    case SPY__CALL_PLUGIN_ID:
-      if (v->type != SPY_TV_INT || v->u.i != o->plugin_id)
-        return 0;
-      break;
-    case SPY__CALL_SUBJECT:
-      if (!spy__val_is_str(v, o->module))
-        return 0;
-      break;
-    default: break; /* call_id matched; the output and extras are copied */
-    }
-  }
-  return 1;
-}
-
 /* An End: the row of its open Start (the view's join: an End without a
  * stored Start has none). Returns 1 when that row holds it. */
-static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
+static int call_end(sqlw *w, const spy__hook *h, const spy__hookcols *c,
                     const spy_trace_action *a) {
   const spy_trace_val *id = spy__act_field(a, c->end_call);
   if (!id || id->type != SPY_TV_STR || !w->ixcap)
@@ -686,22 +484,21 @@ static int call_end(sqlw *w, const spy__hook *h, const hookcols *c,
   size_t j = call_hash(a->build, id->u.s, id->n) & (w->ixcap - 1);
   for (; w->ocix[j]; j = (j + 1) & (w->ixcap - 1)) {
     ocall *o = &w->oc[w->ocix[j] - 1];
-    if (o->end_gen || o->hook != h || o->build != a->build ||
-        strlen(o->call_id) != id->n || memcmp(o->call_id, id->u.s, id->n))
+    const spy__ocall *oc = &o->call;
+    if (o->end_gen || oc->hook != h || oc->build != a->build ||
+        strlen(oc->call_id) != id->n || memcmp(oc->call_id, id->u.s, id->n))
       continue;
-    char out[33] = "";
-    const spy_trace_val *src = spy__act_field(a, c->end_src);
-    if (src && src->has_hash)
-      spy_trace_hash_hex(src->hash, out);
+    char out[33];
+    spy__call_output(c, a, out);
     o->end_gen = w->gen;
-    int merged = mergeable(c, o, a);
+    int merged = spy__call_mergeable(c, oc, a);
     if (!o->rowid) {
       int rc = call_row(w, o, a, out, c, merged);
       return rc < 0 ? rc : merged;
     }
     /* its row went in at an earlier commit: the End's columns */
-    spy__cell row[HC_MAX], set[HC_MAX + 1];
-    char hex[CALL_FIELDS][33];
+    spy__cell row[SPY__HC_MAX], set[SPY__HC_MAX + 1];
+    char hex[SPY__CALL_FIELDS][33];
     call_cells(w, o, a, out, c, merged, row, hex);
     for (int k = 0; k < w->nupd; k++)
       set[k] = row[w->updcol[k]];
@@ -717,14 +514,12 @@ static int hook_action(sqlw *w, const spy_trace_action *a) {
       (a->kind->role != SPY_ROLE_HOOK_START &&
        a->kind->role != SPY_ROLE_HOOK_END))
     return 0;
-  int i = 0;
-  for (const spy__hook *h = spy__hooks; h->hook && i < 8; h++, i++) {
-    if (h->start == a->kind)
-      return call_start(w, h, &w->hcols[i], a);
-    if (h->end == a->kind)
-      return call_end(w, h, &w->hcols[i], a);
-  }
-  return 0;
+  int i, end;
+  const spy__hook *h = spy__call_hook(a->kind, &i, &end);
+  if (!h)
+    return 0;
+  return end ? call_end(w, h, &w->hcols[i], a)
+             : call_start(w, h, &w->hcols[i], a);
 }
 
 /* Before a COMMIT: the open calls whose Starts only their rows hold get
@@ -733,9 +528,9 @@ static int insert_open(sqlw *w) {
   int rc = 0;
   for (size_t i = 0; i < w->noc && rc == 0; i++) {
     ocall *o = &w->oc[i];
-    if (o->end_gen || o->rowid || o->kept)
+    if (o->end_gen || o->rowid || o->call.kept)
       continue;
-    spy__cell c[HC_MAX];
+    spy__cell c[SPY__HC_MAX];
     call_cells(w, o, NULL, NULL, NULL, 0, c, NULL);
     if ((rc = run_one(w, &w->hpend, c)) == 0) {
       o->rowid = sqlite3_last_insert_rowid(w->db);
@@ -775,12 +570,12 @@ static int reload_rows(sqlw *w) {
     const char *mod = (const char *)sqlite3_column_text(st, 6);
     const char *in = (const char *)sqlite3_column_text(st, 8);
     ocall *o = &w->oc[w->noc];
-    *o = (ocall){.hook = h,
-                 .build = (uint32_t)sqlite3_column_int64(st, 2),
-                 .plugin_id = sqlite3_column_int64(st, 5),
-                 .started = sqlite3_column_int64(st, 7),
-                 .rowid = sqlite3_column_int64(st, 0),
-                 .start_seq = (uint64_t)sqlite3_column_int64(st, 9)};
+    *o = (ocall){.call = {.hook = h,
+                          .build = (uint32_t)sqlite3_column_int64(st, 2),
+                          .plugin_id = sqlite3_column_int64(st, 5),
+                          .started = sqlite3_column_int64(st, 7),
+                          .start_seq = (uint64_t)sqlite3_column_int64(st, 9)},
+                 .rowid = sqlite3_column_int64(st, 0)};
     if ((rc = ocall_keep(w, o, cid, pl, mod, in)) < 0)
       break;
   }
@@ -841,11 +636,11 @@ static int reload_calls(sqlw *w) {
       const char *in = (const char *)sqlite3_column_text(st, 6);
       ocall *o = &w->oc[w->noc];
       /* start_gen 0: a rollback now does not forget it */
-      *o = (ocall){.hook = h,
-                   .build = (uint32_t)sqlite3_column_int64(st, 0),
-                   .kept = 1,
-                   .plugin_id = sqlite3_column_int64(st, 3),
-                   .started = sqlite3_column_int64(st, 5)};
+      *o = (ocall){.call = {.hook = h,
+                            .build = (uint32_t)sqlite3_column_int64(st, 0),
+                            .kept = 1,
+                            .plugin_id = sqlite3_column_int64(st, 3),
+                            .started = sqlite3_column_int64(st, 5)}};
       if ((rc = ocall_keep(w, o, cid, pl, mod, in)) < 0)
         break;
     }
@@ -870,7 +665,7 @@ static void calls_txn_end(sqlw *w, int ok) {
     if (!ok && o->rowid && o->row_gen == w->gen)
       o->rowid = 0; /* the row it inserted is gone */
     if (drop)
-      ocall_free(o);
+      spy__ocall_free(&o->call);
     else
       w->oc[k++] = *o;
   }
@@ -1668,7 +1463,7 @@ static int64_t sq_close(void *state) {
   sqlite3_finalize(w->txn[0]);
   sqlite3_finalize(w->txn[1]);
   for (size_t i = 0; i < w->noc; i++)
-    ocall_free(&w->oc[i]);
+    spy__ocall_free(&w->oc[i].call);
   free(w->oc);
   free(w->ocix);
   if (w->db)
