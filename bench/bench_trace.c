@@ -213,6 +213,41 @@ static const char *pg_local_start(char *why, size_t cap) {
   return pg_conninfo;
 }
 
+/* The bench's own server: each postgres run traces into a database of
+ * its own (a first session into an empty store, as every run before
+ * --rounds measured; later sessions into one store find its indexes
+ * built and maintain them per row). Sets `out` to its conninfo and
+ * `name` to the database; 0, or -1 (then the run uses conninfo as is). */
+static int pg_fresh_db(const char *conninfo, char *out, size_t cap, char *name,
+                       size_t ncap) {
+  static int made;
+  const char *db = strstr(conninfo, "dbname=postgres");
+  if (!pg_conninfo[0] || strcmp(conninfo, pg_conninfo) != 0 || !db)
+    return -1;
+  snprintf(name, ncap, "bench_run_%d", ++made);
+  PGconn *c = PQconnectdb(conninfo);
+  char sql[128];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
+  int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  PQfinish(c);
+  if (!ok)
+    return -1;
+  snprintf(out, cap, "%.*sdbname=%s%s", (int)(db - conninfo), conninfo, name,
+           db + strlen("dbname=postgres"));
+  return 0;
+}
+
+static void pg_drop_db(const char *conninfo, const char *name) {
+  PGconn *c = PQconnectdb(conninfo);
+  char sql[128];
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
+  if (PQstatus(c) == CONNECTION_OK)
+    PQclear(PQexec(c, sql));
+  PQfinish(c);
+}
+
 static void pg_local_stop(void) {
   if (!pg_dir[0])
     return;
@@ -334,8 +369,12 @@ static int one(const char *src, const char *scratch, run *x) {
                        .work = x->work};
   int64_t before = 0;
   const char *pg = getenv("SPY_BENCH_PG");
+  char fresh[512], fresh_name[64] = "";
   double server0 = -1;
   if (strcmp(x->name, "postgres") == 0) {
+    if (pg_fresh_db(pg, fresh, sizeof fresh, fresh_name, sizeof fresh_name) ==
+        0)
+      o.trace = pg = fresh;
     before = pg_db_size(pg);
     server0 = pg_server_cpu_ms();
   }
@@ -360,8 +399,11 @@ static int one(const char *src, const char *scratch, run *x) {
   /* progress on stderr: the bench is long, and this says where it went */
   fprintf(stderr, "bench trace: %s %s: %.1f s\n", src, x->name,
           (double)(bench_now_ns() - t0) / 1e9);
-  if (rc < 0)
+  if (rc < 0) {
+    if (fresh_name[0])
+      pg_drop_db(getenv("SPY_BENCH_PG"), fresh_name);
     return rc;
+  }
   x->ok = 1;
   x->wall_ms = x->r.wall_ms;
   x->server_ms = NAN;
@@ -372,6 +414,8 @@ static int one(const char *src, const char *scratch, run *x) {
     double server1 = pg_server_cpu_ms();
     if (server0 >= 0 && server1 >= 0)
       x->server_ms = server1 - server0;
+    if (fresh_name[0])
+      pg_drop_db(getenv("SPY_BENCH_PG"), fresh_name);
   } else if (x->r.trace_dir[0])
     x->bytes = du(x->r.trace_dir);
   rmrf(out);
@@ -862,7 +906,8 @@ int bench_trace(int argc, char **argv) {
       setenv("SPY_BENCH_PG", ci, 1);
       snprintf(pg_note, sizeof pg_note,
                "postgres: a server started for the bench on loopback "
-               "(%s), default durability (fsync on)",
+               "(%s), default durability (fsync on); each postgres run "
+               "traces into a new database of its own",
                ci);
     } else {
       fprintf(stderr, "bench trace: postgres rows skipped: %s\n", why);
