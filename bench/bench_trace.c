@@ -213,6 +213,16 @@ static const char *pg_local_start(char *why, size_t cap) {
   return pg_conninfo;
 }
 
+/* Runs one statement on conninfo's database; 0, or -1. */
+static int pg_exec(const char *conninfo, const char *sql) {
+  PGconn *c = PQconnectdb(conninfo);
+  PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
+  int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  PQfinish(c);
+  return ok ? 0 : -1;
+}
+
 /* The bench's own server: each postgres run traces into a database of
  * its own (a first session into an empty store, as every run before
  * --rounds measured; later sessions into one store find its indexes
@@ -225,27 +235,13 @@ static int pg_fresh_db(const char *conninfo, char *out, size_t cap, char *name,
   if (!pg_conninfo[0] || strcmp(conninfo, pg_conninfo) != 0 || !db)
     return -1;
   snprintf(name, ncap, "bench_run_%d", ++made);
-  PGconn *c = PQconnectdb(conninfo);
   char sql[128];
   snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-  PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
-  int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
-  PQclear(r);
-  PQfinish(c);
-  if (!ok)
+  if (pg_exec(conninfo, sql) < 0)
     return -1;
   snprintf(out, cap, "%.*sdbname=%s%s", (int)(db - conninfo), conninfo, name,
            db + strlen("dbname=postgres"));
   return 0;
-}
-
-static void pg_drop_db(const char *conninfo, const char *name) {
-  PGconn *c = PQconnectdb(conninfo);
-  char sql[128];
-  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
-  if (PQstatus(c) == CONNECTION_OK)
-    PQclear(PQexec(c, sql));
-  PQfinish(c);
 }
 
 static void pg_local_stop(void) {
@@ -368,13 +364,15 @@ static int one(const char *src, const char *scratch, run *x) {
                        .quiet = 1,
                        .work = x->work};
   int64_t before = 0;
-  const char *pg = getenv("SPY_BENCH_PG");
-  char fresh[512], fresh_name[64] = "";
+  const char *admin = getenv("SPY_BENCH_PG"), *pg = admin;
+  char fresh[512], fresh_name[64] = "", drop[128] = "";
   double server0 = -1;
   if (strcmp(x->name, "postgres") == 0) {
-    if (pg_fresh_db(pg, fresh, sizeof fresh, fresh_name, sizeof fresh_name) ==
-        0)
+    if (pg_fresh_db(admin, fresh, sizeof fresh, fresh_name,
+                    sizeof fresh_name) == 0) {
       o.trace = pg = fresh;
+      snprintf(drop, sizeof drop, "DROP DATABASE %s", fresh_name);
+    }
     before = pg_db_size(pg);
     server0 = pg_server_cpu_ms();
   }
@@ -400,8 +398,8 @@ static int one(const char *src, const char *scratch, run *x) {
   fprintf(stderr, "bench trace: %s %s: %.1f s\n", src, x->name,
           (double)(bench_now_ns() - t0) / 1e9);
   if (rc < 0) {
-    if (fresh_name[0])
-      pg_drop_db(getenv("SPY_BENCH_PG"), fresh_name);
+    if (drop[0])
+      pg_exec(admin, drop);
     return rc;
   }
   x->ok = 1;
@@ -414,8 +412,8 @@ static int one(const char *src, const char *scratch, run *x) {
     double server1 = pg_server_cpu_ms();
     if (server0 >= 0 && server1 >= 0)
       x->server_ms = server1 - server0;
-    if (fresh_name[0])
-      pg_drop_db(getenv("SPY_BENCH_PG"), fresh_name);
+    if (drop[0])
+      pg_exec(admin, drop);
   } else if (x->r.trace_dir[0])
     x->bytes = du(x->r.trace_dir);
   rmrf(out);

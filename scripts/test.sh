@@ -70,23 +70,28 @@ if command -v node >/dev/null &&
   echo "test: using Node.js $(node --version) from build/node20 (the system's is older than 20)"
 fi
 
-# configure_build DIR CC [cmake args…] (later -D arguments win) builds
-# everything, or with TARGETS set (a command printing target names, run
-# in DIR once configured) only those and what they depend on.
-configure_build() {
-  local dir=$1 cc=$2 targets=()
+configure() { # dir cc [cmake args…] (later -D arguments win)
+  local dir=$1 cc=$2
   shift 2
   CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPY_WERROR=ON \
     "$@" >/dev/null
-  if [ -n "${TARGETS:-}" ]; then
-    local t
-    for t in $(cd "$dir" && eval "$TARGETS"); do targets+=(--target "$t"); done
-  fi
-  if ! cmake --build "$dir" -j"$JOBS" "${targets[@]}" >"$dir/build.log" 2>&1; then
+}
+
+build() { # dir [target…]: those and what they need (none: everything)
+  local dir=$1 t args=()
+  shift
+  for t in "$@"; do args+=(--target "$t"); done
+  if ! cmake --build "$dir" -j"$JOBS" "${args[@]}" >"$dir/build.log" 2>&1; then
     grep -E 'error|warning' -A4 "$dir/build.log" | head -n 80
-    echo "test: the $cc build in $dir failed (whole log: $dir/build.log)"
+    echo "test: the build in $dir failed (whole log: $dir/build.log)"
     exit 1
   fi
+}
+
+configure_build() { configure "$@" && build "$1"; }
+
+targets() { # dir: every target of the configured build, a line each
+  cmake --build "$1" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p'
 }
 
 run_ctest() { # dir [ctest args…]
@@ -145,9 +150,9 @@ for stage in $STAGES; do
   tsan)
     say "ThreadSanitizer (concurrent tests)"
     # only the concurrent tests' programs (and what they need)
-    TARGETS="ctest -N -L concurrent | sed -n 's/^ *Test *#[0-9]*: \\(.*\\)/test_\\1/p' |
-             grep -Fxf <(cmake --build . --target help | sed -n 's/^\\.\\.\\. //p')" \
-      configure_build build/tsan clang -DSPY_SANITIZER=thread
+    configure build/tsan clang -DSPY_SANITIZER=thread
+    build build/tsan $( (cd build/tsan && ctest -N -L concurrent) |
+      sed -n 's/^ *Test *#[0-9]*: \(.*\)/test_\1/p' | grep -Fxf <(targets build/tsan))
     if (cd build/tsan && ctest -N -L concurrent | grep -q 'Total Tests: 0'); then
       echo "no concurrent tests yet"
     else
@@ -160,9 +165,9 @@ for stage in $STAGES; do
     total_pass=$((total_pass + 1)) ;;
   fuzz)
     say "fuzz every decoder for ${FUZZ_SECONDS}s"
-    TARGETS="cmake --build . --target help | sed -n 's/^\\.\\.\\. \\(fuzz_[a-z_0-9]*\\)$/\\1/p'" \
-      configure_build build/fuzz clang -DSPY_FUZZ=ON -DSPY_BUILD_TESTS=OFF \
+    configure build/fuzz clang -DSPY_FUZZ=ON -DSPY_BUILD_TESTS=OFF \
       -DSPY_SANITIZER=address,undefined
+    build build/fuzz $(targets build/fuzz | grep '^fuzz_')
     fuzz_one() { # target: 0 when it ran its time without a crash
       local target=$1 name=${1##*/fuzz_} work
       work=$(mktemp -d)
