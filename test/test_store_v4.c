@@ -229,6 +229,8 @@ static void appending_migrates(const char *sql, const char *session) {
   size_t len[NVER];
   versions(v, len);
   char msg[512] = "";
+  /* the old store's Ends (the writer migrates it on its own thread) */
+  long long ends = db_int(dir, "SELECT count(*) FROM hook_transform_call_end");
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1,
                       .writer = "sqlite",
@@ -245,7 +247,6 @@ static void appending_migrates(const char *sql, const char *session) {
         t, &(spy_act_hook_transform_call_start){
                "m.c", {v[i], len[i]}, "p", 0, cid, 0});
   }
-  long long ends = db_int(dir, "SELECT count(*) FROM hook_transform_call_end");
   for (int i = 0; i < 3; i++) { /* Ends kept in their calls' rows */
     char cid[16];
     snprintf(cid, sizeof cid, "t%d", i);

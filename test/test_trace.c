@@ -1550,6 +1550,120 @@ TEST(repeated_writer_failure_is_reported_once_with_its_count) {
   CHECK(strstr(f.last, "(20 times in all)") != NULL);
 }
 
+/* A writer with a slow set-up (ops->prepare): spy_trace_create does not
+ * run it; the writer's thread does, before the first action, retrying a
+ * failed one; once it is given up on, every action is counted lost. */
+typedef struct prep_check {
+  pthread_t creator;
+  int fail_first, always_fail;
+  _Atomic int calls, on_creator, ready, actions, early, closed;
+} prep_check;
+static int pc_open(void **st, const spy_trace_writer_cfg *c) {
+  prep_check *p = c->arg;
+  p->creator = pthread_self();
+  *st = p;
+  return 0;
+}
+static int pc_prepare(void *st) {
+  prep_check *p = st;
+  int n = ++p->calls;
+  if (pthread_equal(pthread_self(), p->creator))
+    p->on_creator++;
+  if (p->always_fail || n <= p->fail_first)
+    return SPY_ECONNREFUSED;
+  p->ready = 1;
+  return 0;
+}
+static int pc_action(void *st, const spy_trace_record *r) {
+  prep_check *p = st;
+  (void)r;
+  p->actions++;
+  if (!p->ready)
+    p->early++;
+  return 0;
+}
+static int64_t pc_close(void *st) {
+  ((prep_check *)st)->closed++;
+  return 0;
+}
+static const spy_trace_writer_ops prep_ops = {.name = "prep",
+                                              .open = pc_open,
+                                              .action = pc_action,
+                                              .close = pc_close,
+                                              .prepare = pc_prepare};
+static void count_any_error(void *arg, int err, const char *msg) {
+  (void)err, (void)msg;
+  ++*(int *)arg;
+}
+
+TEST(the_writers_set_up_runs_on_its_thread_not_in_create) {
+  prep_check p = {0};
+  int errs = 0;
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &prep_ops,
+                      .ops_arg = &p,
+                      .on_error = count_any_error,
+                      .on_error_arg = &errs};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 1000 && !p.ready; i++) { /* the writer's thread */
+    struct timespec ts = {0, 10 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK_EQ(p.ready, 1);
+  CHECK_EQ(p.calls, 1);
+  CHECK_EQ(p.on_creator, 0); /* not on the thread that made the session */
+  for (int i = 0; i < 50; i++)
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK_EQ(p.actions, 50);
+  CHECK_EQ(p.closed, 1);
+  CHECK_EQ(errs, 0);
+}
+
+TEST(a_failed_set_up_is_retried_and_no_action_comes_before_it) {
+  prep_check p = {.fail_first = 3};
+  int errs = 0;
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &prep_ops,
+                      .ops_arg = &p,
+                      .on_error = count_any_error,
+                      .on_error_arg = &errs};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 300; i++)
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+  CHECK_OK(spy_trace_flush(t)); /* waits through the retries */
+  CHECK_EQ(p.calls, 4);
+  CHECK_EQ(p.actions, 300);
+  CHECK_EQ(p.early, 0);
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.lost, 0);
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  CHECK(errs >= 1); /* the failure was reported */
+}
+
+TEST(a_store_never_set_up_counts_every_action_lost) {
+  prep_check p = {.always_fail = 1};
+  int errs = 0;
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &prep_ops,
+                      .ops_arg = &p,
+                      .retry_ms = 300,
+                      .on_error = count_any_error,
+                      .on_error_arg = &errs};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 40; i++)
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+  CHECK_EQ(spy_trace_destroy(t), 40);
+  CHECK_EQ(p.actions, 0);
+  CHECK(p.calls >= 2); /* retried until given up on */
+  CHECK_EQ(p.closed, 1);
+  CHECK(errs >= 2); /* the failure, then the loss */
+}
+
 /* A clean close leaves trace.db alone: the WAL is checkpointed and the
  * -wal and -shm files are removed. */
 TEST(sqlite_clean_close_leaves_no_wal_or_shm) {
@@ -2510,6 +2624,9 @@ TEST(sqlite_close_beside_an_open_connection_leaves_a_whole_store) {
   spy_trace *t;
   spy_trace_desc d = {.enabled = 1, .writer = "sqlite", .dir = dir};
   CHECK_EQ(spy_trace_create(&t, &d), 0);
+  /* the store is set up on the writer's thread: once an action is in */
+  CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+  CHECK_OK(spy_trace_flush(t));
   char path[512];
   snprintf(path, sizeof path, "%s/trace.db", dir);
   sqlite3 *db;
@@ -2837,6 +2954,9 @@ TEST_MAIN(
     TEST_CASE(two_threads_into_sqlite_store_each_action_once_in_order),
     TEST_CASE(application_kinds_beyond_the_limit_are_refused),
     TEST_CASE(repeated_writer_failure_is_reported_once_with_its_count),
+    TEST_CASE(the_writers_set_up_runs_on_its_thread_not_in_create),
+    TEST_CASE(a_failed_set_up_is_retried_and_no_action_comes_before_it),
+    TEST_CASE(a_store_never_set_up_counts_every_action_lost),
     TEST_CASE(sqlite_clean_close_leaves_no_wal_or_shm),
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_sqlite),
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_jsonl),

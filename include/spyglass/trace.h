@@ -414,6 +414,16 @@ typedef struct spy_trace_writer_ops {
    * built-in SQL writers pack payloads on a thread of their own then);
    * on = 0: the wait is over, the build may run again. */
   void (*hurry)(void *state, int on);
+  /* Optional: the store's set-up that takes a while (creating tables,
+   * registering the session), run on the writer's thread before its
+   * first source or action, so that spy_trace_create (and the build
+   * after it) does not wait for it: open then only checks what it must
+   * refuse at once (the connection, a newer schema). A failure is
+   * reported and tried again (50 ms, backing off to 1 s) while the
+   * actions wait in their queues; once a flush or the session's end has
+   * waited retry_ms for it, the session gives up and counts every
+   * action lost (close is still called). */
+  int (*prepare)(void *state);
 } spy_trace_writer_ops;
 
 /* The built-in writer named `name` ("jsonl", "sqlite", "postgres") or

@@ -309,6 +309,13 @@ struct spy_trace {
   int hurried;          /* a waiting thread runs the loop (hurry) */
   uint64_t last_commit;
   void *wstate;
+  /* the writer's prepare (its slow set-up, on the writer loop's thread):
+   * done (or the writer has none), given up on (every action is then
+   * counted lost in unstored), the next try after a failure, and when
+   * the first failure of a waited-for set-up was */
+  int prepared, prep_given_up;
+  uint64_t prep_next_ns, prep_backoff_ns, prep_wait_since;
+  _Atomic uint64_t unstored;
   uint64_t wseq; /* last sequence number handed to the writer */
   tq *last;      /* ring the previous record came from */
   /* numbers given up on (gap_skip), less those that came late after all;
@@ -532,7 +539,7 @@ static int process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
     if (a.kind)
       rc = spy_trace_check(a.kind, &a.fields);
   }
-  if (rc >= 0)
+  if (rc >= 0 && !t->prep_given_up)
     rc = dedup(t, &a.fields, st);
   /* writers that store the binary record get no JSON */
   int json = !(t->ops->flags & SPY_TRACE_WRITER_RECORDS);
@@ -542,7 +549,9 @@ static int process(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
     spy__trace_json(&t->json, t->session_id, &a);
     rc = t->json.err;
   }
-  if (rc >= 0) {
+  if (rc >= 0 && SPY_TRACE_UNLIKELY(t->prep_given_up)) {
+    atomic_fetch_add(&t->unstored, 1); /* no store to write it to */
+  } else if (rc >= 0) {
     spy_trace_record r = {&a, json ? t->json.p : NULL, json ? t->json.len : 0,
                           t->json.replaced - replaced};
     rc = t->ops->action(t->wstate, &r);
@@ -1159,6 +1168,44 @@ static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
 
 static void rings_populate(spy_trace *t);
 
+/* Runs the writer's prepare (ops->prepare: the store's slow set-up, kept
+ * off spy_trace_create so the build does not wait for it): 1 once it is
+ * done, 0 to try again at t->prep_next_ns (backing off from 50 ms to 1 s,
+ * reported once per failure kind). While somebody waits for the trace (a
+ * flush: until, or the session's end) and it has failed for retry_ms, it
+ * is given up on: the actions are then taken and counted lost, so the
+ * wait ends. */
+static int writer_prepare(spy_trace *t, uint64_t until) {
+  uint64_t now = spy__mono_ns();
+  int waited_for =
+      until || atomic_load(&t->closing) || atomic_load(&t->flush_req);
+  if (now >= t->prep_next_ns) {
+    int rc = t->ops->prepare(t->wstate);
+    if (rc == 0) {
+      t->prepared = 1;
+      return 1;
+    }
+    report(t, rc, "setting the store up failed; retrying");
+    t->prep_backoff_ns =
+        t->prep_backoff_ns ? t->prep_backoff_ns * 2 : (uint64_t)50000000;
+    if (t->prep_backoff_ns > 1000000000u)
+      t->prep_backoff_ns = 1000000000u;
+    now = spy__mono_ns();
+    t->prep_next_ns = now + t->prep_backoff_ns;
+  }
+  if (!waited_for)
+    t->prep_wait_since = 0;
+  else if (!t->prep_wait_since)
+    t->prep_wait_since = now;
+  else if (now - t->prep_wait_since >= (uint64_t)t->retry_ms * 1000000u) {
+    report(t, SPY_EIO,
+           "the store could not be set up: the session's actions are lost");
+    t->prep_given_up = t->prepared = 1;
+    return 1;
+  }
+  return 0;
+}
+
 /* A record given up on may have come late (only looked for then). */
 static int late_waiting(spy_trace *t) {
   if (!atomic_load_explicit(&t->dropped, memory_order_relaxed))
@@ -1182,6 +1229,18 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     t->last_commit = last_commit;
     if (atomic_load(&t->handoff) || (until && t->committed_seq >= until))
       return;
+    if (SPY_TRACE_UNLIKELY(!t->prepared) && !writer_prepare(t, until)) {
+      /* the records wait in their queues (and spill) meanwhile; the
+       * sleep ends early only for a handoff (writer_stop), not for the
+       * flush or close that wait for the set-up */
+      int64_t wait = (int64_t)(t->prep_next_ns - spy__mono_ns());
+      uint32_t w = atomic_load(&t->wr_word);
+      atomic_store(&t->wr_state, WAIT_GATHER);
+      if (wait > 0 && !atomic_load(&t->handoff))
+        spy__futex_wait((uint32_t *)&t->wr_word, w, wait);
+      atomic_store(&t->wr_state, 0);
+      continue;
+    }
     if (atomic_load(&t->seq) == t->wseq && !late_waiting(t)) { /* caught up */
       t->damaged = 0; /* every number is accounted for */
       if (uncommitted == 0 && atomic_exchange(&t->flush_req, 0)) {
@@ -1301,7 +1360,8 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     if (uncommitted &&
         (uncommitted >= batch || now - last_commit >= COMMIT_NS ||
          atomic_load(&t->flush_req) || atomic_load(&t->closing))) {
-      int rc = t->ops->commit ? t->ops->commit(t->wstate) : 0;
+      int rc =
+          t->ops->commit && !t->prep_given_up ? t->ops->commit(t->wstate) : 0;
       if (rc < 0)
         report(t, rc, "committing a batch failed");
       else if (t->spill_dir)
@@ -2107,6 +2167,7 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
                               t->ops_arg, report,         t};
   if (rc == 0)
     rc = ops->open(&t->wstate, &cfg);
+  t->prepared = !ops->prepare; /* the rest on the writer's thread */
   t->last_commit = spy__mono_ns();
   if (rc == 0)
     rc = writer_start(t);
@@ -2146,6 +2207,7 @@ int64_t spy_trace_destroy(spy_trace *t) {
       lost = 0;
   }
   lost += (int64_t)atomic_load(&t->dropped);
+  lost += (int64_t)atomic_load(&t->unstored);
   if (t->sync_made) {
     report_repeats(t);
     pthread_mutex_destroy(&t->mu);
@@ -2247,8 +2309,9 @@ void spy_trace_get_stats(spy_trace *t, spy_trace_stats *out) {
   out->builds = atomic_load(&t->builds);
   out->spill_blocks = atomic_load(&t->spill_blocks);
   if (t->ops->lost && t->wstate)
-    out->lost = t->ops->lost(t->wstate); /* read-only counter of the writer */
-  out->lost += atomic_load(&t->dropped); /* and the numbers given up on */
+    out->lost = t->ops->lost(t->wstate);  /* read-only counter of the writer */
+  out->lost += atomic_load(&t->dropped);  /* and the numbers given up on */
+  out->lost += atomic_load(&t->unstored); /* and a store never set up */
   if (t->ops->busy_ns && t->wstate)
     out->packer_ns = t->ops->busy_ns(t->wstate); /* thread-safe */
 }
@@ -2479,6 +2542,8 @@ int spy_trace_recover(const char *dir, const char *conninfo,
                                 t->cwd, 64u << 20,   10000,
                                 NULL,   report,      t};
     rc = t->ops->open(&t->wstate, &cfg);
+    if (rc == 0 && t->ops->prepare)
+      rc = t->ops->prepare(t->wstate);
     if (rc < 0)
       recover_err(err, errcap, rc, "%s: the writer cannot reopen the store",
                   dir);

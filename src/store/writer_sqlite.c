@@ -106,6 +106,11 @@ typedef struct pend {
 
 typedef struct sqlw {
   sqlite3 *db;
+  int opened;   /* sq_open succeeded: sq_setup may run */
+  int prepared; /* sq_setup done */
+  int setup_rc; /* … or the error it failed with */
+  int open_v;   /* the store's schema version as open found it */
+  char *cwd, *dir;
   sqlite3_stmt *ins[SPY__T_COUNT];
   sqlite3_stmt **gins; /* per derived table */
   pend *pend;          /* per derived table */
@@ -830,6 +835,25 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     }
     return SPY_EBADSCHEMA;
   }
+  /* the rest (the schema, the session's row) is sq_prepare's, on the
+   * writer's thread: the build does not wait for it */
+  w->open_v = v;
+  w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
+  w->dir = strdup(cfg->dir);
+  if (!w->cwd || !w->dir)
+    return SPY_ENOMEM;
+  w->opened = 1;
+  return 0;
+}
+
+/* The store's set-up (spy_trace_writer_ops.prepare): pragmas, tables,
+ * views, statements and the session's row. Run by the session on the
+ * writer's thread before the first action, and by any entry point that
+ * finds it not done (a wrapper of this writer that does not forward
+ * prepare). */
+static int sq_setup(sqlw *w) {
+  char path[4096];
+  int rc, v = w->open_v;
   /* WAL without fsync: a killed process loses nothing it committed (the
    * bytes are in the OS), an OS crash or power cut may lose the trace —
    * the price of never making the traced build wait for the disk. A
@@ -920,7 +944,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
                     &s)))
     return rc;
   sqlite3_bind_text(s, 1, w->session_id, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, cfg->cwd, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(s, 2, w->cwd, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(s, 3, (sqlite3_int64)spy__wall_us());
   sqlite3_bind_int(s, 4, SPY__SQLITE_SCHEMA);
   /* actions / actions_lost stay NULL until a clean close sets them */
@@ -951,7 +975,7 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       return fail(w, "delete session_rows");
   }
   /* best effort: without it a full disk may keep the counts out */
-  snprintf(path, sizeof path, "%s/trace.db-reserve", cfg->dir);
+  snprintf(path, sizeof path, "%s/trace.db-reserve", w->dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd >= 0) {
     if (posix_fallocate(fd, 0, RESERVE_BYTES) == 0)
@@ -960,7 +984,21 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
       unlink(path);
     close(fd);
   }
+  w->prepared = 1;
   return 0;
+}
+
+/* A set-up that failed part-way is not tried again (its statements and
+ * transaction are half made): its error stays. */
+static int sq_prepare(void *state) {
+  sqlw *w = state;
+  if (w->prepared)
+    return 0;
+  if (!w->opened)
+    return SPY_EINVAL;
+  if (!w->setup_rc && (w->setup_rc = sq_setup(w)) < 0)
+    sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL); /* if one is open */
+  return w->setup_rc;
 }
 
 static int begin(sqlw *w) {
@@ -1210,7 +1248,9 @@ static int sink(void *arg, int table, const spy__cell *c, int n) {
 static int sq_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   sqlw *w = state;
-  int rc = begin(w);
+  int rc = sq_prepare(w);
+  if (rc == 0)
+    rc = begin(w);
   if (rc == 0)
     spy__lost_src_note(&w->lostsrc, hash);
   return rc ? rc : spy__src_pipe_submit(w->pipe, hash, p, n);
@@ -1219,8 +1259,11 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
 static int sq_action(void *state, const spy_trace_record *r) {
   sqlw *w = state;
   const spy_trace_action *a = r->action;
+  int rc = sq_prepare(w);
+  if (rc < 0)
+    return rc;
   /* a payload a failed transaction took with it is stored again */
-  int rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
+  rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
   if (rc == 0)
     rc = begin(w);
   int root = -1;
@@ -1266,6 +1309,8 @@ static int sq_action(void *state, const spy_trace_record *r) {
 
 static int sq_commit(void *state) {
   sqlw *w = state;
+  if (!w->prepared) /* nothing was written: a store without its set-up */
+    return sq_prepare(w);
   /* every payload the batch's actions name goes in with them, and every
    * row still gathered */
   int rc = spy__src_pipe_drain(w->pipe);
@@ -1413,6 +1458,9 @@ static int64_t sq_close(void *state) {
   sqlw *w = state;
   if (!w)
     return 0;
+  if (w->opened && !w->prepared && sq_prepare(w) < 0 && w->report)
+    w->report(w->report_ctx, SPY_EIO,
+              "sqlite: the store was never set up; the session is not in it");
   ckpt ck = {0};
   if (w->db && w->finish) {
     sq_commit(w);
@@ -1477,6 +1525,8 @@ static int64_t sq_close(void *state) {
   if (w->reserve)
     unlink(w->reserve); /* a half-open writer */
   free(w->reserve);
+  free(w->cwd);
+  free(w->dir);
   spy__lost_src_free(&w->lostsrc);
   free(w->session_id);
   free(w);
@@ -1491,6 +1541,7 @@ static void sq_hurry(void *state, int on) {
 const spy_trace_writer_ops spy__writer_sqlite = {
     .name = "sqlite",
     .open = sq_open,
+    .prepare = sq_prepare,
     .source = sq_source,
     .action = sq_action,
     .commit = sq_commit,
