@@ -1555,7 +1555,7 @@ TEST(repeated_writer_failure_is_reported_once_with_its_count) {
  * failed one; once it is given up on, every action is counted lost. */
 typedef struct prep_check {
   pthread_t creator;
-  int fail_first, always_fail;
+  int fail_first, always_fail, fail_rc; /* fail_rc 0: SPY_ECONNREFUSED */
   _Atomic int calls, on_creator, ready, actions, early, closed;
 } prep_check;
 static int pc_open(void **st, const spy_trace_writer_cfg *c) {
@@ -1570,7 +1570,7 @@ static int pc_prepare(void *st) {
   if (pthread_equal(pthread_self(), p->creator))
     p->on_creator++;
   if (p->always_fail || n <= p->fail_first)
-    return SPY_ECONNREFUSED;
+    return p->fail_rc ? p->fail_rc : SPY_ECONNREFUSED;
   p->ready = 1;
   return 0;
 }
@@ -1662,6 +1662,31 @@ TEST(a_store_never_set_up_counts_every_action_lost) {
   CHECK(p.calls >= 2); /* retried until given up on */
   CHECK_EQ(p.closed, 1);
   CHECK(errs >= 2); /* the failure, then the loss */
+}
+
+/* A failure that will not pass (not the server away or busy) is not
+ * tried again: the wait for it ends at once. */
+TEST(a_set_up_that_cannot_succeed_is_not_retried) {
+  prep_check p = {.always_fail = 1, .fail_rc = SPY_EIO};
+  int errs = 0;
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &prep_ops,
+                      .ops_arg = &p,
+                      .retry_ms = 60000, /* a retry would hold the flush */
+                      .on_error = count_any_error,
+                      .on_error_arg = &errs};
+  CHECK_OK(spy_trace_create(&t, &d));
+  for (int i = 0; i < 10; i++)
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+  CHECK_OK(spy_trace_flush(t));
+  CHECK_EQ(p.calls, 1);
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.lost, 10);
+  CHECK_EQ(spy_trace_destroy(t), 10);
+  CHECK_EQ(p.actions, 0);
+  CHECK_EQ(errs, 1);
 }
 
 /* A clean close leaves trace.db alone: the WAL is checkpointed and the
@@ -2957,6 +2982,7 @@ TEST_MAIN(
     TEST_CASE(the_writers_set_up_runs_on_its_thread_not_in_create),
     TEST_CASE(a_failed_set_up_is_retried_and_no_action_comes_before_it),
     TEST_CASE(a_store_never_set_up_counts_every_action_lost),
+    TEST_CASE(a_set_up_that_cannot_succeed_is_not_retried),
     TEST_CASE(sqlite_clean_close_leaves_no_wal_or_shm),
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_sqlite),
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_jsonl),

@@ -1171,10 +1171,11 @@ static void rings_populate(spy_trace *t);
 /* Runs the writer's prepare (ops->prepare: the store's slow set-up, kept
  * off spy_trace_create so the build does not wait for it): 1 once it is
  * done, 0 to try again at t->prep_next_ns (backing off from 50 ms to 1 s,
- * reported once per failure kind). While somebody waits for the trace (a
- * flush: until, or the session's end) and it has failed for retry_ms, it
- * is given up on: the actions are then taken and counted lost, so the
- * wait ends. */
+ * reported once per failure kind). Only a failure that may pass is tried
+ * again (SPY_EAGAIN, SPY_ECONNREFUSED: the server away or busy), and only
+ * until somebody has waited retry_ms for the trace (a flush: until, or
+ * the session's end); then, or at once for any other failure, it is
+ * given up on: the actions are taken and counted lost, so no wait hangs. */
 static int writer_prepare(spy_trace *t, uint64_t until) {
   uint64_t now = spy__mono_ns();
   int waited_for =
@@ -1183,6 +1184,12 @@ static int writer_prepare(spy_trace *t, uint64_t until) {
     int rc = t->ops->prepare(t->wstate);
     if (rc == 0) {
       t->prepared = 1;
+      return 1;
+    }
+    if (rc != SPY_EAGAIN && rc != SPY_ECONNREFUSED) {
+      report(t, rc,
+             "the store could not be set up: the session's actions are lost");
+      t->prep_given_up = t->prepared = 1;
       return 1;
     }
     report(t, rc, "setting the store up failed; retrying");

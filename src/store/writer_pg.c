@@ -135,7 +135,8 @@ typedef struct pgw {
   _Atomic uint64_t lost;
   uint64_t next_try_ms, backoff_ms;
   int was_down;
-  int opened;   /* open succeeded: close sends and records the counts */
+  int opened;   /* open succeeded: pg_prepare may set the store up */
+  int ready;    /* pg_prepare did: close sends and records the counts */
   int lose;     /* SPY_TRACE_PG_LOSE_ANSWERS=1 (tests): see send_batch */
   int merge;    /* store schema 6: hook calls as hook_call_rows rows */
   char **tname; /* per derived table: the name rows go to (NULL: its own) */
@@ -468,6 +469,9 @@ static int hook_setup(pgw *w) {
   spy__buf_putc(&w->hc_names, 0);
   if (w->hc_names.err)
     return SPY_ENOMEM;
+  for (int t = 0; t < w->ntname && w->tname; t++) /* a set-up again */
+    free(w->tname[t]);
+  free(w->tname);
   w->ntname = w->schema.n;
   if (!(w->tname = calloc((size_t)w->schema.n, sizeof *w->tname)))
     return SPY_ENOMEM;
@@ -503,15 +507,9 @@ static int schema5_wanted(void) {
 
 static int reload_calls(pgw *w);
 
-static int setup(pgw *w) {
-  int rc = q(w,
-             "BEGIN;" SCHEMA_LOCK
-             "CREATE TABLE IF NOT EXISTS spyglass_meta(key TEXT PRIMARY "
-             "KEY, value TEXT)",
-             NULL);
-  if (rc)
-    return rc;
-  int v = spy__pg_check_version(w->conn);
+/* Whether this writer may add to a store of schema version v (0: none
+ * yet), saying why not; *keep5: it is written in schema 5's layout. */
+static int store_usable(pgw *w, int v, int *keep5) {
   /* 5 only added a codec of sources rows (copy deltas) to 4: a schema 4
    * store's tables are this writer's, so it is migrated in place, as the
    * SQLite writer does — the DDL below runs (CREATE … IF NOT EXISTS) and
@@ -524,10 +522,8 @@ static int setup(pgw *w) {
    * hook_calls would rewrite every stored call under the schema lock
    * before the build's first action, and the readers read both layouts.
    * A new store, or a schema 6 one, gets hook_calls rows. */
-  int keep5 = v == 5 || migrate || (v == 0 && schema5_wanted());
-  int older = v > 0 && v != SPY__PG_SCHEMA && !keep5;
-  if (v < 0 || older)
-    q(w, "ROLLBACK", NULL);
+  *keep5 = v == 5 || migrate || (v == 0 && schema5_wanted());
+  int older = v > 0 && v != SPY__PG_SCHEMA && !*keep5;
   if (v < 0) {
     say(w, v, "the store has a newer schema");
     return v;
@@ -541,6 +537,26 @@ static int setup(pgw *w) {
              v, SPY__PG_SCHEMA);
     say(w, SPY_EBADSCHEMA, msg);
     return SPY_EBADSCHEMA;
+  }
+  return 0;
+}
+
+/* The store's set-up, in one transaction under the schema lock: the
+ * version checked again (another writer may have changed it since
+ * open), the tables, views and statistics targets made when they are
+ * not the ones this DDL made, the session's row and key. */
+static int setup(pgw *w) {
+  int rc = q(w,
+             "BEGIN;" SCHEMA_LOCK
+             "CREATE TABLE IF NOT EXISTS spyglass_meta(key TEXT PRIMARY "
+             "KEY, value TEXT)",
+             NULL);
+  if (rc)
+    return rc;
+  int v = spy__pg_check_version(w->conn), keep5 = 0;
+  if ((rc = store_usable(w, v, &keep5)) < 0) {
+    q(w, "ROLLBACK", NULL);
+    return rc;
   }
   int want = keep5 ? 5 : SPY__PG_SCHEMA;
   if (!keep5 && (rc = hook_setup(w)) < 0) {
@@ -693,8 +709,33 @@ static int pg_open(void **state, const spy_trace_writer_cfg *cfg) {
   rc = connect_now(w);
   if (rc)
     return rc;
-  rc = setup(w);
+  /* what must be refused at once (a store it may not add to); the set-up
+   * is pg_prepare's, on the writer's thread: the build does not wait for
+   * the DDL (~50-130 ms of a new store's, with the server's fsyncs) */
+  int keep5;
+  rc = store_usable(w, spy__pg_check_version(w->conn), &keep5);
   w->opened = rc == 0;
+  return rc;
+}
+
+/* The set-up (spy_trace_writer_ops.prepare), run again after a failure
+ * (a lost connection, another session's DDL in the way); every entry
+ * point runs it first if nothing did (a wrapper of this writer that does
+ * not forward prepare). */
+static int pg_prepare(void *state) {
+  pgw *w = state;
+  if (w->ready)
+    return 0;
+  if (!w->opened)
+    return SPY_EINVAL;
+  int rc = connect_now(w);
+  if (rc == 0 && (rc = setup(w)) < 0) {
+    if (PQstatus(w->conn) == CONNECTION_OK)
+      PQclear(PQexec(w->conn, "ROLLBACK")); /* a transaction left open */
+    else
+      rc = SPY_ECONNREFUSED; /* the link broke: worth trying again */
+  }
+  w->ready = rc == 0;
   return rc;
 }
 
@@ -1020,7 +1061,8 @@ static int no_sink(void *arg, int table, const spy__cell *c, int n) {
 
 static int pg_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
-  return spy__src_pipe_submit(((pgw *)state)->pipe, hash, p, n);
+  int rc = pg_prepare(state);
+  return rc ? rc : spy__src_pipe_submit(((pgw *)state)->pipe, hash, p, n);
 }
 
 /* Sends again every payload of v that a dropped batch carried. */
@@ -1039,6 +1081,9 @@ static int resend(pgw *w, const spy_trace_val *v) {
 static int pg_action(void *state, const spy_trace_record *r) {
   pgw *w = state;
   const spy_trace_action *a = r->action;
+  int prc = pg_prepare(w);
+  if (prc)
+    return prc;
   if (w->gone.n) {
     int rc = resend(w, &a->fields);
     if (rc)
@@ -1556,6 +1601,8 @@ static int drain(pgw *w, int force) {
 
 static int pg_commit(void *state) {
   pgw *w = state;
+  if (!w->ready) /* nothing was written: a store without its set-up */
+    return pg_prepare(w);
   /* every payload the batch's actions name goes in with them */
   int src_rc = spy__src_pipe_drain(w->pipe);
   batch *b = w->cur;
@@ -1829,7 +1876,7 @@ static int64_t pg_close(void *state) {
   pgw *w = state;
   if (!w)
     return 0;
-  if (w->opened) {
+  if (w->opened && pg_prepare(w) == 0) {
     /* send what is pending and the final counts, retrying while the
      * server is away, for up to retry_ms */
     /* a call that never ends has no row: its Start is kept (by the
@@ -1865,7 +1912,7 @@ static int64_t pg_close(void *state) {
   /* indexes: none in a store of one session (store_alone), built in one
    * pass over the first two sessions' rows by the second's close (smaller
    * and cheaper than growing them row by row), kept up by later sessions */
-  if (w->opened && w->conn && PQstatus(w->conn) == CONNECTION_OK &&
+  if (w->ready && w->conn && PQstatus(w->conn) == CONNECTION_OK &&
       create_missing_indexes(w) != 0)
     say(w, SPY_EIO, "creating the indexes");
   uint64_t lost = atomic_load(&w->lost);
@@ -1912,4 +1959,5 @@ const spy_trace_writer_ops spy__writer_pg = {.name = "postgres",
                                              .busy_ns = pg_busy,
                                              .flags = SPY_TRACE_WRITER_RECORDS |
                                                       SPY_TRACE_WRITER_CONNINFO,
-                                             .hurry = pg_hurry};
+                                             .hurry = pg_hurry,
+                                             .prepare = pg_prepare};
