@@ -20,7 +20,10 @@
  * mismatches cost a few compares; a repeated line elsewhere in the base
  * (every function ends in "return y;") is not mistaken for the next one.
  * A copy found further on is extended backwards over the pending
- * literals. */
+ * literals. A payload mostly unlike its base (under a quarter of the
+ * bytes walked copied, once an eighth of it is walked) is given up
+ * (hopeless): on /usr/include's cross-module pairs the walk cost ~55
+ * instructions a byte for a delta refused at the end. */
 #include "src_delta.h"
 
 #include <stdlib.h>
@@ -35,13 +38,15 @@
 #include <immintrin.h>
 #endif
 
-#define ANCHOR_SPAN 32 /* an anchor at least every 32 bytes of a line */
-#define SMALL 8        /* edits this small are found by trying them all */
-#define LINES 8        /* line starts tried each way after a longer one */
-#define CHAIN 16       /* index candidates of a hash looked at */
-#define SKIP 64        /* a line start this near is "the next line" */
-#define ZSTD_MIN 4096  /* shorter programs are stored raw... */
-#define ZSTD_REACH 6   /* ...unless over the limit by less than 6x */
+#define ANCHOR_SPAN 32  /* an anchor at least every 32 bytes of a line */
+#define SMALL 8         /* edits this small are found by trying them all */
+#define LINES 8         /* line starts tried each way after a longer one */
+#define CHAIN 16        /* index candidates of a hash looked at */
+#define SKIP 64         /* a line start this near is "the next line" */
+#define ZSTD_MIN 4096   /* shorter programs are stored raw... */
+#define ZSTD_REACH 6    /* ...unless over the limit by less than 6x */
+#define HOPE_AFTER 1024 /* bytes walked before a payload is given up... */
+#define HOPE_COVER 4    /* ...with under 1/4 of them copied */
 #define NONE UINT32_MAX
 
 static inline uint32_t load32(const char *p) {
@@ -425,6 +430,7 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
   if (nb >= NONE || n >= NONE || cap < spy__delta_bound(n))
     return 0;
   d->indexed = 0; /* the base's index is made when first needed */
+  d->hopeless = 0;
   /* the program: room for its header (20 bytes), the ops (a copy covers
    * 4 payload bytes at least, and an op of 32-bit values takes at most
    * 16 bytes), then the literals */
@@ -467,6 +473,15 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
       w.x = p + ni;
       if (w.x >= pe)
         break;
+      /* mostly literals so far: a payload unlike its base (another
+       * module's text) is given up early, not walked to its end */
+      size_t done = (size_t)(w.x - p);
+      size_t lits = (size_t)(w.lw - lit) + (size_t)(w.x - w.l0);
+      if (limit <= n && done >= HOPE_AFTER && done >= n / 8 &&
+          (done - lits) * HOPE_COVER < done) {
+        d->hopeless = 1;
+        return 0;
+      }
       m = w.y < be ? common(w.x, w.y,
                             (size_t)(pe - w.x < be - w.y ? pe - w.x : be - w.y))
                    : 0;

@@ -28,6 +28,11 @@ typedef struct spy__delta {
   /* the encoder's portable loop even on a CPU with AVX2 (tests and the
    * fuzzer compare the two: they make the same blob) */
   int portable;
+  /* set by an encode that gave up early (under 1/4 of the bytes walked
+   * copied, an eighth of the payload or more walked): the payload is
+   * mostly unlike its base, so another delta against it will hardly pay
+   * either */
+  int hopeless;
 } spy__delta;
 
 /* Encodes p[0..n) against base[0..nb) into out (capacity cap, at least
