@@ -19,6 +19,8 @@ typedef struct spy__delta {
   uint32_t *head; /* anchor hash -> (epoch, last anchor) */
   uint32_t *next; /* anchor -> the earlier one of its hash */
   uint32_t *pos;  /* anchor -> base offset */
+  uint64_t *nl;   /* the base's newlines, a bit a byte */
+  size_t cap_nl;  /* words */
   uint32_t epoch; /* of the current base */
   int indexed;    /* the current base is in head/next/pos */
   size_t cap_anchors, nanchors, hbits, cap_bits;
