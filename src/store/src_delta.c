@@ -252,16 +252,16 @@ static int index_base(spy__delta *d, const char *base, size_t nb) {
   } while (0)
   for (size_t wi = 0; wi < words; wi++)
     for (uint64_t m = nlm[wi]; m; m &= m - 1) {
-      size_t q = wi * 64 + (size_t)__builtin_ctzll(m); /* at <= q */
+      size_t e = wi * 64 + (size_t)__builtin_ctzll(m); /* at <= e */
       for (;;) {
         if (at + 8 > nb)
           goto indexed;
         ANCHOR();
-        if (q - at < ANCHOR_SPAN)
+        if (e - at < ANCHOR_SPAN)
           break;
         at += ANCHOR_SPAN;
       }
-      at = q + 1;
+      at = e + 1;
     }
   for (; at + 8 <= nb; at += ANCHOR_SPAN) /* past the last newline */
     ANCHOR();
