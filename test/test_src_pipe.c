@@ -5,7 +5,8 @@
  * decodes to the exact bytes, binary ones too, and refuses every
  * truncated or altered blob without reading outside it; content ids are
  * XXH3-128; the pipe keeps no pointer into a caller's payload; a module's
- * first version is a delta of the previous module's. The sink here is a
+ * first version is a delta of the previous module's; a payload unlike
+ * its base is given up early under a limit. The sink here is a
  * table in memory (this is a unit test of the pipe; test_trace covers the
  * stores). */
 #include <stdio.h>
@@ -420,6 +421,54 @@ TEST(copy_delta_over_its_limit_becomes_a_zstd_frame) {
   free(base);
 }
 
+/* A payload unlike its base (another module's text) is given up early
+ * under a real limit (hopeless: the packer then tries no zstd delta
+ * either), but not without one: with no limit every payload is encoded
+ * and decodes. A payload like its base is never hopeless. */
+TEST(copy_delta_gives_up_on_an_unlike_payload_under_a_limit) {
+  enum { N = 20000 };
+  char *base = malloc(N), *p = malloc(N), *out = malloc(N);
+  size_t nb = 0, n = 0;
+  uint32_t x = 99;
+  while (nb < N - 100) { /* lines of words, every one different */
+    x = x * 1103515245u + 12345u;
+    nb += (size_t)snprintf(base + nb, N - nb, "int base_%u = %u;\n",
+                           (unsigned)x, (unsigned)(x % 977));
+  }
+  while (n < N - 100) {
+    x = x * 1103515245u + 12345u;
+    n += (size_t)snprintf(p + n, N - n, "long other_%u(void);\n", (unsigned)x);
+  }
+  spy__delta d = {0};
+  void *dctx = NULL;
+  size_t bound = spy__delta_bound(n);
+  uint8_t *blob = malloc(bound);
+  CHECK_EQ(spy__delta_encode(&d, base, nb, p, n, blob, bound, n / 5), 0);
+  CHECK_EQ(d.hopeless, 1);
+  long z = spy__delta_encode(&d, base, nb, p, n, blob, bound, bound);
+  CHECK(z > 0); /* no limit: all literals, but encoded */
+  CHECK_EQ(d.hopeless, 0);
+  CHECK_EQ(spy__delta_decode(&dctx, blob, (size_t)z, base, nb, out, n), 0);
+  CHECK(memcmp(out, p, n) == 0);
+  /* the base itself with a line changed in every ten: copies, kept */
+  memcpy(p, base, nb);
+  n = nb;
+  for (size_t i = 0, line = 0; i < n; i++)
+    if (p[i] == '\n' && ++line % 10 == 0 && i + 3 < n)
+      p[i + 1] = 'X';
+  z = spy__delta_encode(&d, base, nb, p, n, blob, bound, n / 5);
+  CHECK(z > 0);
+  CHECK_EQ(d.hopeless, 0);
+  CHECK_EQ(spy__delta_decode(&dctx, blob, (size_t)z, base, nb, out, n), 0);
+  CHECK(memcmp(out, p, n) == 0);
+  spy__src_unpack_free(&dctx);
+  spy__delta_free(&d);
+  free(blob);
+  free(out);
+  free(p);
+  free(base);
+}
+
 /* The content id: XXH3-128 whichever implementation the library takes
  * (its CPU dispatch or not), the high half first, in lower-case hex. A
  * changed hash would change every id a store has. */
@@ -591,6 +640,7 @@ TEST_MAIN(TEST_CASE(rows_come_back_in_order_and_decode),
           TEST_CASE(copy_delta_is_binary_safe_and_refuses_corrupt_blobs),
           TEST_CASE(copy_delta_finds_every_small_edit_anywhere),
           TEST_CASE(copy_delta_over_its_limit_becomes_a_zstd_frame),
+          TEST_CASE(copy_delta_gives_up_on_an_unlike_payload_under_a_limit),
           TEST_CASE(content_ids_are_xxh3_128_in_hex),
           TEST_CASE(the_callers_buffer_is_not_kept),
           TEST_CASE(a_modules_first_version_is_a_delta_of_the_previous_first),

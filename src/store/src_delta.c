@@ -20,7 +20,10 @@
  * mismatches cost a few compares; a repeated line elsewhere in the base
  * (every function ends in "return y;") is not mistaken for the next one.
  * A copy found further on is extended backwards over the pending
- * literals. */
+ * literals. A payload mostly unlike its base (under a quarter of the
+ * bytes walked copied, once an eighth of it is walked) is given up
+ * (hopeless): on /usr/include's cross-module pairs the walk cost ~55
+ * instructions a byte for a delta refused at the end. */
 #include "src_delta.h"
 
 #include <stdlib.h>
@@ -35,13 +38,15 @@
 #include <immintrin.h>
 #endif
 
-#define ANCHOR_SPAN 32 /* an anchor at least every 32 bytes of a line */
-#define SMALL 8        /* edits this small are found by trying them all */
-#define LINES 8        /* line starts tried each way after a longer one */
-#define CHAIN 16       /* index candidates of a hash looked at */
-#define SKIP 64        /* a line start this near is "the next line" */
-#define ZSTD_MIN 4096  /* shorter programs are stored raw... */
-#define ZSTD_REACH 6   /* ...unless over the limit by less than 6x */
+#define ANCHOR_SPAN 32  /* an anchor at least every 32 bytes of a line */
+#define SMALL 8         /* edits this small are found by trying them all */
+#define LINES 8         /* line starts tried each way after a longer one */
+#define CHAIN 16        /* index candidates of a hash looked at */
+#define SKIP 64         /* a line start this near is "the next line" */
+#define ZSTD_MIN 4096   /* shorter programs are stored raw... */
+#define ZSTD_REACH 6    /* ...unless over the limit by less than 6x */
+#define HOPE_AFTER 1024 /* bytes walked before a payload is given up... */
+#define HOPE_COVER 4    /* ...with under 1/4 of them copied */
 #define NONE UINT32_MAX
 
 static inline uint32_t load32(const char *p) {
@@ -144,6 +149,7 @@ size_t spy__delta_bound(size_t n) {
 }
 
 void spy__delta_free(spy__delta *d) {
+  free(d->nl);
   free(d->head);
   free(d->next);
   free(d->pos);
@@ -195,20 +201,72 @@ static int index_base(spy__delta *d, const char *base, size_t nb) {
     memset(d->head, 0, ((size_t)2 << d->cap_bits) * sizeof *d->head);
     d->epoch = 1;
   }
+  /* the base's newlines as a bitmap, 16 bytes a step: the next anchor
+   * is then a shift and a count of trailing zeros, not a memchr call
+   * (which was a third of the index's cost) */
+  size_t words = nb / 64 + 2; /* a word of zeros past the end */
+  if (words > d->cap_nl) {
+    uint64_t *m = realloc(d->nl, words * sizeof *m);
+    if (!m)
+      return -1;
+    d->nl = m;
+    d->cap_nl = words;
+  }
+  uint64_t *nlm = d->nl;
+  size_t q = 0;
+#ifdef __SSE2__
+  const __m128i nlv = _mm_set1_epi8('\n');
+  for (; q + 64 <= nb; q += 64) {
+    uint64_t m = 0;
+    for (int h = 0; h < 4; h++) {
+      __m128i x =
+          _mm_loadu_si128((const __m128i *)(const void *)(base + q + 16 * h));
+      m |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nlv))
+           << (16 * h);
+    }
+    nlm[q / 64] = m;
+  }
+#endif
+  for (; q < nb; q += 64) {
+    uint64_t m = 0;
+    for (size_t h = q; h < nb && h < q + 64; h++)
+      m |= (uint64_t)(base[h] == '\n') << (h - q);
+    nlm[q / 64] = m;
+  }
+  nlm[words - 1] = 0;
+  if (words >= 2 && (nb & 63) == 0)
+    nlm[words - 2] = 0;
+  /* anchors: every line start, and every ANCHOR_SPAN bytes of a longer
+   * line, walked newline by newline through the bitmap */
   uint32_t na = 0;
   size_t at = 0; /* the next anchor */
-  while (at + 8 <= nb) {
-    if (na == d->cap_anchors && grow(d, (size_t)na + 1) < 0)
-      return -1;
-    uint32_t *slot = d->head + 2 * hash8(base + at, bits);
-    d->pos[na] = (uint32_t)at;
-    d->next[na] = slot[0] == d->epoch ? slot[1] : NONE;
-    slot[0] = d->epoch;
-    slot[1] = na++;
-    size_t span = nb - at - 1 < ANCHOR_SPAN ? nb - at - 1 : ANCHOR_SPAN;
-    const char *nl = memchr(base + at, '\n', span);
-    at = nl ? (size_t)(nl - base) + 1 : at + ANCHOR_SPAN;
-  }
+#define ANCHOR()                                                               \
+  do {                                                                         \
+    if (na == d->cap_anchors && grow(d, (size_t)na + 1) < 0)                   \
+      return -1;                                                               \
+    uint32_t *slot = d->head + 2 * hash8(base + at, bits);                     \
+    d->pos[na] = (uint32_t)at;                                                 \
+    d->next[na] = slot[0] == d->epoch ? slot[1] : NONE;                        \
+    slot[0] = d->epoch;                                                        \
+    slot[1] = na++;                                                            \
+  } while (0)
+  for (size_t wi = 0; wi < words; wi++)
+    for (uint64_t m = nlm[wi]; m; m &= m - 1) {
+      size_t e = wi * 64 + (size_t)__builtin_ctzll(m); /* at <= e */
+      for (;;) {
+        if (at + 8 > nb)
+          goto indexed;
+        ANCHOR();
+        if (e - at < ANCHOR_SPAN)
+          break;
+        at += ANCHOR_SPAN;
+      }
+      at = e + 1;
+    }
+  for (; at + 8 <= nb; at += ANCHOR_SPAN) /* past the last newline */
+    ANCHOR();
+#undef ANCHOR
+indexed:
   d->nanchors = na;
   return 0;
 }
@@ -425,6 +483,7 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
   if (nb >= NONE || n >= NONE || cap < spy__delta_bound(n))
     return 0;
   d->indexed = 0; /* the base's index is made when first needed */
+  d->hopeless = 0;
   /* the program: room for its header (20 bytes), the ops (a copy covers
    * 4 payload bytes at least, and an op of 32-bit values takes at most
    * 16 bytes), then the literals */
@@ -467,6 +526,15 @@ long spy__delta_encode(spy__delta *d, const char *base, size_t nb,
       w.x = p + ni;
       if (w.x >= pe)
         break;
+      /* mostly literals so far: a payload unlike its base (another
+       * module's text) is given up early, not walked to its end */
+      size_t done = (size_t)(w.x - p);
+      size_t lits = (size_t)(w.lw - lit) + (size_t)(w.x - w.l0);
+      if (limit <= n && done >= HOPE_AFTER && done >= n / 8 &&
+          (done - lits) * HOPE_COVER < done) {
+        d->hopeless = 1;
+        return 0;
+      }
       m = w.y < be ? common(w.x, w.y,
                             (size_t)(pe - w.x < be - w.y ? pe - w.x : be - w.y))
                    : 0;

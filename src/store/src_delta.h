@@ -19,6 +19,8 @@ typedef struct spy__delta {
   uint32_t *head; /* anchor hash -> (epoch, last anchor) */
   uint32_t *next; /* anchor -> the earlier one of its hash */
   uint32_t *pos;  /* anchor -> base offset */
+  uint64_t *nl;   /* the base's newlines, a bit a byte */
+  size_t cap_nl;  /* words */
   uint32_t epoch; /* of the current base */
   int indexed;    /* the current base is in head/next/pos */
   size_t cap_anchors, nanchors, hbits, cap_bits;
@@ -28,6 +30,11 @@ typedef struct spy__delta {
   /* the encoder's portable loop even on a CPU with AVX2 (tests and the
    * fuzzer compare the two: they make the same blob) */
   int portable;
+  /* set by an encode that gave up early (under 1/4 of the bytes walked
+   * copied, an eighth of the payload or more walked): the payload is
+   * mostly unlike its base, so another delta against it will hardly pay
+   * either */
+  int hopeless;
 } spy__delta;
 
 /* Encodes p[0..n) against base[0..nb) into out (capacity cap, at least
