@@ -1556,6 +1556,7 @@ TEST(repeated_writer_failure_is_reported_once_with_its_count) {
 typedef struct prep_check {
   pthread_t creator;
   int fail_first, always_fail, fail_rc; /* fail_rc 0: SPY_ECONNREFUSED */
+  int errs;                             /* failures the session reported */
   _Atomic int calls, on_creator, ready, actions, early, closed;
 } prep_check;
 static int pc_open(void **st, const spy_trace_writer_cfg *c) {
@@ -1593,19 +1594,23 @@ static const spy_trace_writer_ops prep_ops = {.name = "prep",
                                               .prepare = pc_prepare};
 static void count_any_error(void *arg, int err, const char *msg) {
   (void)err, (void)msg;
-  ++*(int *)arg;
+  ((prep_check *)arg)->errs++;
+}
+/* A session on prep_ops (retry_ms 0: the default). */
+static int prep_session(spy_trace **t, prep_check *p, uint32_t retry_ms) {
+  spy_trace_desc d = {.enabled = 1,
+                      .ops = &prep_ops,
+                      .ops_arg = p,
+                      .retry_ms = retry_ms,
+                      .on_error = count_any_error,
+                      .on_error_arg = p};
+  return spy_trace_create(t, &d);
 }
 
 TEST(the_writers_set_up_runs_on_its_thread_not_in_create) {
   prep_check p = {0};
-  int errs = 0;
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &prep_ops,
-                      .ops_arg = &p,
-                      .on_error = count_any_error,
-                      .on_error_arg = &errs};
-  CHECK_OK(spy_trace_create(&t, &d));
+  CHECK_OK(prep_session(&t, &p, 0));
   for (int i = 0; i < 1000 && !p.ready; i++) { /* the writer's thread */
     struct timespec ts = {0, 10 * 1000000};
     nanosleep(&ts, NULL);
@@ -1618,19 +1623,13 @@ TEST(the_writers_set_up_runs_on_its_thread_not_in_create) {
   CHECK_EQ(spy_trace_destroy(t), 0);
   CHECK_EQ(p.actions, 50);
   CHECK_EQ(p.closed, 1);
-  CHECK_EQ(errs, 0);
+  CHECK_EQ(p.errs, 0);
 }
 
 TEST(a_failed_set_up_is_retried_and_no_action_comes_before_it) {
   prep_check p = {.fail_first = 3};
-  int errs = 0;
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &prep_ops,
-                      .ops_arg = &p,
-                      .on_error = count_any_error,
-                      .on_error_arg = &errs};
-  CHECK_OK(spy_trace_create(&t, &d));
+  CHECK_OK(prep_session(&t, &p, 0));
   for (int i = 0; i < 300; i++)
     CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
   CHECK_OK(spy_trace_flush(t)); /* waits through the retries */
@@ -1641,42 +1640,28 @@ TEST(a_failed_set_up_is_retried_and_no_action_comes_before_it) {
   spy_trace_get_stats(t, &st);
   CHECK_EQ(st.lost, 0);
   CHECK_EQ(spy_trace_destroy(t), 0);
-  CHECK(errs >= 1); /* the failure was reported */
+  CHECK(p.errs >= 1); /* the failure was reported */
 }
 
 TEST(a_store_never_set_up_counts_every_action_lost) {
   prep_check p = {.always_fail = 1};
-  int errs = 0;
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &prep_ops,
-                      .ops_arg = &p,
-                      .retry_ms = 300,
-                      .on_error = count_any_error,
-                      .on_error_arg = &errs};
-  CHECK_OK(spy_trace_create(&t, &d));
+  CHECK_OK(prep_session(&t, &p, 300));
   for (int i = 0; i < 40; i++)
     CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
   CHECK_EQ(spy_trace_destroy(t), 40);
   CHECK_EQ(p.actions, 0);
   CHECK(p.calls >= 2); /* retried until given up on */
   CHECK_EQ(p.closed, 1);
-  CHECK(errs >= 2); /* the failure, then the loss */
+  CHECK(p.errs >= 2); /* the failure, then the loss */
 }
 
 /* A failure that will not pass (not the server away or busy) is not
  * tried again: the wait for it ends at once. */
 TEST(a_set_up_that_cannot_succeed_is_not_retried) {
   prep_check p = {.always_fail = 1, .fail_rc = SPY_EIO};
-  int errs = 0;
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &prep_ops,
-                      .ops_arg = &p,
-                      .retry_ms = 60000, /* a retry would hold the flush */
-                      .on_error = count_any_error,
-                      .on_error_arg = &errs};
-  CHECK_OK(spy_trace_create(&t, &d));
+  CHECK_OK(prep_session(&t, &p, 60000));
   for (int i = 0; i < 10; i++)
     CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
   CHECK_OK(spy_trace_flush(t));
@@ -1686,7 +1671,7 @@ TEST(a_set_up_that_cannot_succeed_is_not_retried) {
   CHECK_EQ(st.lost, 10);
   CHECK_EQ(spy_trace_destroy(t), 10);
   CHECK_EQ(p.actions, 0);
-  CHECK_EQ(errs, 1);
+  CHECK_EQ(p.errs, 1);
 }
 
 /* A clean close leaves trace.db alone: the WAL is checkpointed and the
