@@ -11,7 +11,9 @@
  * COMMIT lost (SPY_TRACE_PG_LOSE_ANSWERS=1: the link breaks after the
  * server committed), every batch is found stored or sent again without
  * a row twice: hook_calls, the Start and End views and action_batches
- * hold what was emitted, once.
+ * hold what was emitted, once. A batch whose COPYs were streamed while
+ * it was built, its link broken then, is sent whole again: each action
+ * stored once.
  *
  * Needs SPY_TEST_PG (a conninfo; scripts/test.sh sets it); without it
  * every case ends as SKIP. */
@@ -350,6 +352,108 @@ TEST(a_reopened_session_ends_its_open_calls) {
   store_free(&s);
 }
 
+/* The writer sends a batch's full COPYs of sources and hook_call_rows
+ * while it is built (its stream). The writer's backend is ended while such a
+ * stream's transaction is open (found by the connection's application_name, in
+ * a transaction with a hook_call_rows COPY): the stream is rolled back and the
+ * batch sent whole on a new connection (by the commit or, after the
+ * reconnection backoff, by close), each call one row, each action once. */
+#define STREAMED 600
+TEST(a_streamed_batch_whose_link_breaks_is_sent_whole) {
+  const char *pg = getenv("SPY_TEST_PG");
+  if (!pg) {
+    SKIP("no SPY_TEST_PG");
+    return;
+  }
+  char app[64], conninfo[1024], sid[64];
+  snprintf(app, sizeof app, "spy_stream_test_%d", (int)getpid());
+  snprintf(conninfo, sizeof conninfo, "%s application_name=%s", pg, app);
+  snprintf(sid, sizeof sid, "stream-%d", (int)getpid());
+  const spy_trace_writer_ops *ops = spy_trace_writer_find("postgres");
+  CHECK(ops);
+  void *w = NULL;
+  spy_trace_writer_cfg cfg = {.conninfo = conninfo,
+                              .session_id = sid,
+                              .cwd = "/",
+                              .retry_bytes = 64 << 20,
+                              .retry_ms = 5000};
+  CHECK_EQ(ops->open(&w, &cfg), 0);
+  spy_trace_arena arena = {0};
+  uint64_t seq = 0;
+  /* Starts and Ends of STREAMED calls, each of a payload of its own (its
+   * sources row first); after the first half a pause, so the server has
+   * asked for a COPY's rows when the next actions come */
+  for (int i = 0; i < STREAMED; i++) {
+    char id[32], mod[32], src[64], buf[512];
+    snprintf(id, sizeof id, "s%d", i);
+    snprintf(mod, sizeof mod, "m%d.c", i);
+    snprintf(src, sizeof src, "int s%d = %d; /* %d */", i, i * 7, getpid());
+    uint64_t h[2];
+    spy_trace_hash(src, strlen(src), h);
+    CHECK_EQ(ops->source(w, h, src, strlen(src)), 0);
+    for (int end = 0; end < 2; end++) {
+      int64_t len =
+          end ? spy_trace_encode(&spy_kind_hook_transform_call_end,
+                                 &(spy_act_hook_transform_call_end){
+                                     mod, {src, strlen(src)}, "q", 1, id, 0},
+                                 ++seq, 1700000000000000u, 1, buf, sizeof buf)
+              : spy_trace_encode(&spy_kind_hook_transform_call_start,
+                                 &(spy_act_hook_transform_call_start){
+                                     mod, {src, strlen(src)}, "q", 1, id, 0},
+                                 ++seq, 1700000000000000u, 1, buf, sizeof buf);
+      CHECK(len > 0 && len <= (int64_t)sizeof buf);
+      spy_trace_action a;
+      CHECK(spy_trace_decode(buf, (size_t)len, &arena, &a) > 0);
+      /* the payload's id, as the session's writer thread gives it */
+      for (uint32_t k = 0; k < a.fields.n; k++) {
+        spy_trace_val *v = (spy_trace_val *)&a.fields.u.items[k];
+        if (v->type == SPY_TV_SRC) {
+          v->hash[0] = h[0], v->hash[1] = h[1];
+          v->has_hash = 1;
+        }
+      }
+      spy_trace_record r = {.action = &a};
+      CHECK_EQ(ops->action(w, &r), 0);
+    }
+    if (i == STREAMED / 2)
+      usleep(300 * 1000);
+  }
+  usleep(300 * 1000);
+  /* (the old way, a batch's transaction is only open inside its commit) */
+  const char *sql = "SELECT count(pg_terminate_backend(pid)) FROM "
+                    "pg_stat_activity WHERE application_name=$1 AND state "
+                    "<> 'idle' AND xact_start IS NOT NULL AND query LIKE "
+                    "'%COPY hook_call_rows%'";
+  CHECK_EQ(pg_num(pg, sql, app), 1); /* the stream's transaction was open */
+  /* the commit finds the link broken (the batch waits for the backoff)
+   * or already made again; close sends what waits */
+  int rc = ops->commit(w);
+  CHECK(rc == 0 || rc == SPY_EIO);
+  CHECK_EQ(ops->close(w), 0);
+  spy_trace_arena_free(&arena);
+  CHECK_EQ(pg_num(pg,
+                  "SELECT sum(count) FROM action_batches WHERE session_id=$1",
+                  sid),
+           2 * STREAMED);
+  CHECK_EQ(pg_num(pg,
+                  "SELECT count(*) FROM hook_calls WHERE session_id=$1 AND "
+                  "ended_at IS NOT NULL",
+                  sid),
+           STREAMED);
+  CHECK_EQ(pg_num(pg,
+                  "SELECT count(DISTINCT call_id) FROM hook_calls WHERE "
+                  "session_id=$1",
+                  sid),
+           STREAMED);
+  /* every payload stored, once (sources is keyed by its id) */
+  CHECK_EQ(pg_num(pg,
+                  "SELECT count(*) FROM sources WHERE source_id IN (SELECT "
+                  "input_source_id FROM hook_calls WHERE session_id=$1)",
+                  sid),
+           STREAMED);
+}
+
 TEST_MAIN(TEST_CASE(never_ended_calls_are_rows_once_with_answers_lost),
           TEST_CASE(a_killed_sessions_open_calls_are_rows),
-          TEST_CASE(a_reopened_session_ends_its_open_calls))
+          TEST_CASE(a_reopened_session_ends_its_open_calls),
+          TEST_CASE(a_streamed_batch_whose_link_breaks_is_sent_whole))
