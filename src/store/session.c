@@ -103,6 +103,7 @@
 #define WAIT_IDLE 1u
 #define WAIT_GATHER 2u
 #define WAIT_GAP 3u
+#define WAIT_PREP 4u         /* the store's set-up is to be tried again later */
 #define GATHER_NS 2000000    /* a batch gathers for at most 2 ms */
 #define COMMIT_NS 100000000  /* a batch stays open at most 100 ms */
 #define GAP_NS 2000000000ull /* a number unpublished this long is given up */
@@ -1238,11 +1239,12 @@ static void writer_loop(spy_trace *t, uint64_t until) {
       return;
     if (SPY_TRACE_UNLIKELY(!t->prepared) && !writer_prepare(t, until)) {
       /* the records wait in their queues (and spill) meanwhile; the
-       * sleep ends early only for a handoff (writer_stop), not for the
-       * flush or close that wait for the set-up */
+       * sleep ends early only for a forced wake (a handoff, a flush, an
+       * emitter out of room), not for each emit: an emitter's wake is a
+       * system call on the build's thread */
       int64_t wait = (int64_t)(t->prep_next_ns - spy__mono_ns());
       uint32_t w = atomic_load(&t->wr_word);
-      atomic_store(&t->wr_state, WAIT_GATHER);
+      atomic_store(&t->wr_state, WAIT_PREP);
       if (wait > 0 && !atomic_load(&t->handoff))
         spy__futex_wait((uint32_t *)&t->wr_word, w, wait);
       atomic_store(&t->wr_state, 0);
@@ -1573,7 +1575,8 @@ static int app_kind(spy_trace *t, const spy_trace_kind *kind) {
  * writer going to sleep either sees the new number or is woken here. */
 static void wake_writer(spy_trace *t, int force, size_t used, size_t cap) {
   uint32_t s = atomic_load(&t->wr_state);
-  if (s == 0 || (s == WAIT_GATHER && !force && used < cap / 8))
+  if (s == 0 || (s == WAIT_GATHER && !force && used < cap / 8) ||
+      (s == WAIT_PREP && !force))
     return;
   if (atomic_compare_exchange_strong(&t->wr_state, &s, 0)) {
     atomic_fetch_add(&t->wr_word, 1);
