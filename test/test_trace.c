@@ -1555,8 +1555,9 @@ TEST(repeated_writer_failure_is_reported_once_with_its_count) {
  * failed one; once it is given up on, every action is counted lost. */
 typedef struct prep_check {
   pthread_t creator;
-  int fail_first, always_fail, fail_rc; /* fail_rc 0: SPY_ECONNREFUSED */
-  int errs;                             /* failures the session reported */
+  int fail_first, fail_rc; /* fail_rc 0: SPY_ECONNREFUSED */
+  _Atomic int always_fail;
+  int errs; /* failures the session reported */
   _Atomic int calls, on_creator, ready, actions, early, closed;
 } prep_check;
 static int pc_open(void **st, const spy_trace_writer_cfg *c) {
@@ -1654,6 +1655,32 @@ TEST(a_store_never_set_up_counts_every_action_lost) {
   CHECK(p.calls >= 2); /* retried until given up on */
   CHECK_EQ(p.closed, 1);
   CHECK(p.errs >= 2); /* the failure, then the loss */
+}
+
+/* The store is away when the first actions are flushed: after retry_ms
+ * they are counted lost, and the set-up is tried again for the later
+ * ones, which are stored once it comes back. */
+TEST(actions_after_a_set_up_that_came_late_are_stored) {
+  prep_check p = {.always_fail = 1};
+  spy_trace *t;
+  CHECK_OK(prep_session(&t, &p, 200));
+  for (int i = 0; i < 5; i++)
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+  CHECK_OK(spy_trace_flush(t)); /* waits retry_ms, then they are lost */
+  spy_trace_stats st;
+  spy_trace_get_stats(t, &st);
+  CHECK_EQ(st.lost, 5);
+  p.always_fail = 0;                           /* the store is back */
+  for (int i = 0; i < 1000 && !p.ready; i++) { /* tried again on its own */
+    struct timespec ts = {0, 10 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK_EQ(p.ready, 1);
+  for (int i = 0; i < 7; i++)
+    CHECK_OK(spy_emit_build_start(t, &(spy_act_build_start){0}));
+  CHECK_EQ(spy_trace_destroy(t), 5);
+  CHECK_EQ(p.actions, 7);
+  CHECK_EQ(p.early, 0);
 }
 
 /* A failure that will not pass (not the server away or busy) is not
@@ -2968,6 +2995,7 @@ TEST_MAIN(
     TEST_CASE(a_failed_set_up_is_retried_and_no_action_comes_before_it),
     TEST_CASE(a_store_never_set_up_counts_every_action_lost),
     TEST_CASE(a_set_up_that_cannot_succeed_is_not_retried),
+    TEST_CASE(actions_after_a_set_up_that_came_late_are_stored),
     TEST_CASE(sqlite_clean_close_leaves_no_wal_or_shm),
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_sqlite),
     TEST_CASE(payload_of_a_failed_batch_is_stored_again_jsonl),

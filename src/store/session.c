@@ -311,10 +311,10 @@ struct spy_trace {
   uint64_t last_commit;
   void *wstate;
   /* the writer's prepare (its slow set-up, on the writer loop's thread):
-   * done (or the writer has none), given up on (every action is then
-   * counted lost in unstored), the next try after a failure, and when
-   * the first failure of a waited-for set-up was */
-  int prepared, prep_given_up;
+   * done (or the writer has none); given up on for the actions queued now
+   * (taken and counted lost in unstored); failed for good; the next try
+   * after a failure, and since when a flush or the end has waited */
+  int prepared, prep_given_up, prep_failed;
   uint64_t prep_next_ns, prep_backoff_ns, prep_wait_since;
   _Atomic uint64_t unstored;
   uint64_t wseq; /* last sequence number handed to the writer */
@@ -1170,27 +1170,33 @@ static void take_one(spy_trace *t, const uint8_t *rec, spy_trace_stats *st,
 static void rings_populate(spy_trace *t);
 
 /* Runs the writer's prepare (ops->prepare: the store's slow set-up, kept
- * off spy_trace_create so the build does not wait for it): 1 once it is
- * done, 0 to try again at t->prep_next_ns (backing off from 50 ms to 1 s,
- * reported once per failure kind). Only a failure that may pass is tried
- * again (SPY_EAGAIN, SPY_ECONNREFUSED: the server away or busy), and only
- * until somebody has waited retry_ms for the trace (a flush: until, or
- * the session's end); then, or at once for any other failure, it is
- * given up on: the actions are taken and counted lost, so no wait hangs. */
+ * off spy_trace_create so the build does not wait for it): 1 when the
+ * loop may take records (the store is set up, or prep_given_up: they are
+ * counted lost), 0 to wait until t->prep_next_ns. A failure that may pass
+ * (SPY_EAGAIN, SPY_ECONNREFUSED: the server away or busy) is tried again,
+ * backing off from 50 ms to 1 s; once a flush (until) or the session's
+ * end has waited retry_ms for it, the records queued are taken and
+ * counted lost, so no wait hangs, and the set-up is tried again for the
+ * later ones (as a writer drops the batches beyond its retry budget while
+ * its server is away). Any other failure is for good: every action is
+ * counted lost. */
 static int writer_prepare(spy_trace *t, uint64_t until) {
   uint64_t now = spy__mono_ns();
   int waited_for =
       until || atomic_load(&t->closing) || atomic_load(&t->flush_req);
+  if (t->prep_failed)
+    return 1;
   if (now >= t->prep_next_ns) {
     int rc = t->ops->prepare(t->wstate);
     if (rc == 0) {
       t->prepared = 1;
+      t->prep_given_up = 0;
       return 1;
     }
     if (rc != SPY_EAGAIN && rc != SPY_ECONNREFUSED) {
       report(t, rc,
              "the store could not be set up: the session's actions are lost");
-      t->prep_given_up = t->prepared = 1;
+      t->prep_given_up = t->prep_failed = 1;
       return 1;
     }
     report(t, rc, "setting the store up failed; retrying");
@@ -1201,17 +1207,19 @@ static int writer_prepare(spy_trace *t, uint64_t until) {
     now = spy__mono_ns();
     t->prep_next_ns = now + t->prep_backoff_ns;
   }
-  if (!waited_for)
+  if (!waited_for) {
     t->prep_wait_since = 0;
-  else if (!t->prep_wait_since)
+    t->prep_given_up = 0; /* later actions wait for the set-up again */
+  } else if (!t->prep_wait_since)
     t->prep_wait_since = now;
   else if (now - t->prep_wait_since >= (uint64_t)t->retry_ms * 1000000u) {
-    report(t, SPY_EIO,
-           "the store could not be set up: the session's actions are lost");
-    t->prep_given_up = t->prepared = 1;
-    return 1;
+    if (!t->prep_given_up)
+      report(t, SPY_EIO,
+             "the store could not be set up in time: the actions queued "
+             "are lost");
+    t->prep_given_up = 1;
   }
-  return 0;
+  return t->prep_given_up;
 }
 
 /* A record given up on may have come late (only looked for then). */
