@@ -420,10 +420,11 @@ typedef struct spy_trace_writer_ops {
    * after it) does not wait for it: open then only checks what it must
    * refuse at once (the connection, a newer schema). A failure that may
    * pass (SPY_EAGAIN, SPY_ECONNREFUSED) is reported and tried again
-   * (50 ms, backing off to 1 s) while the actions wait in their queues,
-   * until a flush or the session's end has waited retry_ms for it; then,
-   * or at once for any other error, the session gives up and counts
-   * every action lost (close is still called). */
+   * (50 ms, backing off to 1 s) while the actions wait in their queues;
+   * once a flush or the session's end has waited retry_ms for it, the
+   * actions queued then are counted lost and later ones wait for the
+   * set-up again. Any other error is for good: every action is counted
+   * lost (close is still called). */
   int (*prepare)(void *state);
 } spy_trace_writer_ops;
 
