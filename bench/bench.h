@@ -14,6 +14,9 @@ typedef struct bench_opts {
 } bench_opts;
 
 uint64_t bench_now_ns(void);
+/* The calling thread's CPU time in ns (a round preempted by a neighbour
+ * is not charged for it). */
+uint64_t bench_thread_cpu_ns(void);
 /* The first two CPUs this process may run on, for benches that place two
  * threads apart: *a and *b, or both -1 when there are fewer than two. */
 void bench_two_cpus(int *a, int *b);

@@ -813,14 +813,6 @@ static void some_work(const uint8_t *buf, int steps) {
   spin_sink = h;
 }
 
-/* The thread's CPU time: a round preempted by a neighbour is not
- * charged for it. */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The emit's cost inside a loop that does work between emits, as a build
  * does: the same loop with and without the emits, one after the other,
  * in one session whose queue holds them all (no wait); the difference
@@ -849,16 +841,16 @@ static void emit_between_work(bench_table *t, int quick) {
       e.kind = kinds[k];
       emit_once(&e);
       spy_trace_flush(e.t);
-      uint64_t t0 = thread_cpu_ns();
+      uint64_t t0 = bench_thread_cpu_ns();
       for (int i = 0; i < N; i++) {
         some_work(buf, STEPS);
         emit_once(&e);
       }
-      uint64_t with = thread_cpu_ns() - t0;
-      t0 = thread_cpu_ns();
+      uint64_t with = bench_thread_cpu_ns() - t0;
+      t0 = bench_thread_cpu_ns();
       for (int i = 0; i < N; i++)
         some_work(buf, STEPS);
-      uint64_t without = thread_cpu_ns() - t0;
+      uint64_t without = bench_thread_cpu_ns() - t0;
       spy_trace_stats st;
       spy_trace_get_stats(e.t, &st);
       spy_trace_destroy(e.t);

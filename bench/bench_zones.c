@@ -116,12 +116,6 @@ static void pin_apart(pid_t consumer) {
   sched_setaffinity(0, sizeof sa, &sa);
 }
 
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Median ns per iteration over `rounds` rounds of n iterations: wall
  * time, and this thread's own CPU time in *cpu (on a loaded machine the
  * difference is time the thread waited for a core). */
@@ -132,10 +126,10 @@ static double time_loop(void (*fn)(spy_provider *, uint64_t), spy_provider *p,
     rounds = 64;
   fn(p, n / 4); /* warm */
   for (int r = 0; r < rounds; r++) {
-    uint64_t t0 = bench_now_ns(), c0 = thread_cpu_ns();
+    uint64_t t0 = bench_now_ns(), c0 = bench_thread_cpu_ns();
     fn(p, n);
     v[r] = (double)(bench_now_ns() - t0) / (double)n;
-    c[r] = (double)(thread_cpu_ns() - c0) / (double)n;
+    c[r] = (double)(bench_thread_cpu_ns() - c0) / (double)n;
   }
   *cpu = bench_quantile(c, (size_t)rounds, 0.5);
   return bench_quantile(v, (size_t)rounds, 0.5);
@@ -228,17 +222,17 @@ static int inproc(int batches, uint32_t per, double *enc_ns, double *dec_ns) {
     spy_provider_get_stats(p, &s0);
     loop_zone(p, per);
     uint64_t want = st->zones.spans + per;
-    uint64_t t0 = thread_cpu_ns();
+    uint64_t t0 = bench_thread_cpu_ns();
     for (int k = 0; k < 64; k++) {
       spy__service(p, 0);
       spy_provider_get_stats(p, &s1);
       if (s1.zone_records - s0.zone_records >= 2ull * per)
         break;
     }
-    uint64_t t1 = thread_cpu_ns();
+    uint64_t t1 = bench_thread_cpu_ns();
     for (int k = 0; k < 4096 && st->zones.spans < want; k++)
       spy_consumer_poll(c, 0);
-    uint64_t t2 = thread_cpu_ns();
+    uint64_t t2 = bench_thread_cpu_ns();
     enc += t1 - t0;
     dec += t2 - t1;
     zones += per;
@@ -433,13 +427,13 @@ static int ap_measure(int nested, int rounds, double out[4]) {
   int rc = 0;
   for (int r = -1; r < rounds; r++) { /* -1: warm (the ring, the names) */
     uint64_t t[5];
-    t[0] = thread_cpu_ns();
+    t[0] = bench_thread_cpu_ns();
     for (int k = 0; k < 2; k++) {
       ap_shift(&a, pass + (uint64_t)k);
       for (int i = 0; i < AP_SECTIONS; i++)
         if (spy_state_apply(&st[k], &a.f[i], 0) < 0)
           rc = -1;
-      t[k + 1] = thread_cpu_ns();
+      t[k + 1] = bench_thread_cpu_ns();
     }
     pass += 2;
     for (int i = 0; i < AP_SECTIONS; i++) {
@@ -449,12 +443,12 @@ static int ap_measure(int nested, int rounds, double out[4]) {
         rc = -1;
       sink += words[nw / 2];
     }
-    t[3] = thread_cpu_ns();
+    t[3] = bench_thread_cpu_ns();
     for (int i = 0; i < AP_SECTIONS; i++) {
       memcpy(copy, a.sec[i].data, a.sec[i].len);
       __asm__ __volatile__("" : : "r"(copy) : "memory");
     }
-    t[4] = thread_cpu_ns();
+    t[4] = bench_thread_cpu_ns();
     if (r < 0)
       continue;
     for (int k = 0; k < 4; k++)

@@ -620,13 +620,17 @@ static size_t pending_bytes(spy_trace *t) {
   return n;
 }
 
-/* Sleeps in `state` until an emitter wakes the writer or timeout_ns. */
+/* Sleeps in `state` until wake_writer wakes the writer (which states an
+ * emit wakes: wake_writer) or timeout_ns. */
 static void writer_sleep(spy_trace *t, uint32_t state, int64_t timeout_ns) {
   uint32_t w = atomic_load(&t->wr_word);
   atomic_store(&t->wr_state, state); /* seq_cst: pairs with wake_writer */
   int more = atomic_load(&t->seq) > t->wseq;
-  if (!(state == WAIT_IDLE && more) && !atomic_load(&t->closing) &&
-      !atomic_load(&t->flush_req) && !atomic_load(&t->handoff))
+  /* a flush or the end waits for what this sleep waits for (WAIT_PREP:
+   * the set-up's next try), or ends it */
+  int waiters = state != WAIT_PREP &&
+                (atomic_load(&t->closing) || atomic_load(&t->flush_req));
+  if (!(state == WAIT_IDLE && more) && !waiters && !atomic_load(&t->handoff))
     spy__futex_wait((uint32_t *)&t->wr_word, w, timeout_ns);
   atomic_store(&t->wr_state, 0);
 }
@@ -1251,11 +1255,8 @@ static void writer_loop(spy_trace *t, uint64_t until) {
        * emitter out of room), not for each emit: an emitter's wake is a
        * system call on the build's thread */
       int64_t wait = (int64_t)(t->prep_next_ns - spy__mono_ns());
-      uint32_t w = atomic_load(&t->wr_word);
-      atomic_store(&t->wr_state, WAIT_PREP);
-      if (wait > 0 && !atomic_load(&t->handoff))
-        spy__futex_wait((uint32_t *)&t->wr_word, w, wait);
-      atomic_store(&t->wr_state, 0);
+      if (wait > 0)
+        writer_sleep(t, WAIT_PREP, wait);
       continue;
     }
     if (atomic_load(&t->seq) == t->wseq && !late_waiting(t)) { /* caught up */
