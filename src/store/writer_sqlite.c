@@ -781,6 +781,8 @@ static int hook_calls_update(sqlw *w) {
   return w->sql.err ? SPY_ENOMEM : prepare(w, w->sql.p, &w->hend);
 }
 
+static int sq_prepare(void *state);
+
 static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlw *w = calloc(1, sizeof *w);
   if (!w)
@@ -835,22 +837,23 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     }
     return SPY_EBADSCHEMA;
   }
-  /* the rest (the schema, the session's row) is sq_prepare's, on the
-   * writer's thread: the build does not wait for it */
+  /* the rest (the schema, the session's row) is sq_setup's */
   w->open_v = v;
   w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
   w->dir = strdup(cfg->dir);
   if (!w->cwd || !w->dir)
     return SPY_ENOMEM;
   w->opened = 1;
-  return 0;
+  /* the set-up runs here, not as the session's prepare on the writer's
+   * thread: the build may fill the disk before that thread gets to it
+   * (trace_enospc: the store then had no tables; the reserve file for the
+   * final counts is made here too) */
+  return sq_prepare(w);
 }
 
-/* The store's set-up (spy_trace_writer_ops.prepare): pragmas, tables,
- * views, statements and the session's row. Run by the session on the
- * writer's thread before the first action, and by any entry point that
- * finds it not done (a wrapper of this writer that does not forward
- * prepare). */
+/* The store's set-up: pragmas, tables, views, statements and the
+ * session's row, run by sq_open (sq_prepare; the entry points run it if
+ * it is not done). */
 static int sq_setup(sqlw *w) {
   char path[4096];
   int rc, v = w->open_v;
@@ -1541,7 +1544,6 @@ static void sq_hurry(void *state, int on) {
 const spy_trace_writer_ops spy__writer_sqlite = {
     .name = "sqlite",
     .open = sq_open,
-    .prepare = sq_prepare,
     .source = sq_source,
     .action = sq_action,
     .commit = sq_commit,
