@@ -106,10 +106,7 @@ typedef struct pend {
 
 typedef struct sqlw {
   sqlite3 *db;
-  int opened;   /* sq_open succeeded: sq_setup may run */
-  int prepared; /* sq_setup done */
-  int setup_rc; /* … or the error it failed with */
-  int open_v;   /* the store's schema version as open found it */
+  int prepared; /* sq_setup done: the store is set up for the session */
   char *cwd, *dir;
   sqlite3_stmt *ins[SPY__T_COUNT];
   sqlite3_stmt **gins; /* per derived table */
@@ -781,7 +778,7 @@ static int hook_calls_update(sqlw *w) {
   return w->sql.err ? SPY_ENOMEM : prepare(w, w->sql.p, &w->hend);
 }
 
-static int sq_prepare(void *state);
+static int sq_setup(sqlw *w, int v);
 
 static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
   sqlw *w = calloc(1, sizeof *w);
@@ -838,25 +835,25 @@ static int sq_open(void **state, const spy_trace_writer_cfg *cfg) {
     return SPY_EBADSCHEMA;
   }
   /* the rest (the schema, the session's row) is sq_setup's */
-  w->open_v = v;
   w->cwd = strdup(cfg->cwd ? cfg->cwd : "");
   w->dir = strdup(cfg->dir);
   if (!w->cwd || !w->dir)
     return SPY_ENOMEM;
-  w->opened = 1;
   /* the set-up runs here, not as the session's prepare on the writer's
    * thread: the build may fill the disk before that thread gets to it
    * (trace_enospc: the store then had no tables; the reserve file for the
-   * final counts is made here too) */
-  return sq_prepare(w);
+   * final counts is made here too). A set-up that failed part-way leaves
+   * an open transaction: rolled back; open fails with its error. */
+  if ((rc = sq_setup(w, v)) < 0)
+    sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL); /* if one is open */
+  return rc;
 }
 
 /* The store's set-up: pragmas, tables, views, statements and the
- * session's row, run by sq_open (sq_prepare; the entry points run it if
- * it is not done). */
-static int sq_setup(sqlw *w) {
+ * session's row, run by sq_open. */
+static int sq_setup(sqlw *w, int v) {
   char path[4096];
-  int rc, v = w->open_v;
+  int rc;
   /* WAL without fsync: a killed process loses nothing it committed (the
    * bytes are in the OS), an OS crash or power cut may lose the trace —
    * the price of never making the traced build wait for the disk. A
@@ -989,19 +986,6 @@ static int sq_setup(sqlw *w) {
   }
   w->prepared = 1;
   return 0;
-}
-
-/* A set-up that failed part-way is not tried again (its statements and
- * transaction are half made): its error stays. */
-static int sq_prepare(void *state) {
-  sqlw *w = state;
-  if (w->prepared)
-    return 0;
-  if (!w->opened)
-    return SPY_EINVAL;
-  if (!w->setup_rc && (w->setup_rc = sq_setup(w)) < 0)
-    sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL); /* if one is open */
-  return w->setup_rc;
 }
 
 static int begin(sqlw *w) {
@@ -1251,9 +1235,7 @@ static int sink(void *arg, int table, const spy__cell *c, int n) {
 static int sq_source(void *state, const uint64_t hash[2], const char *p,
                      size_t n) {
   sqlw *w = state;
-  int rc = sq_prepare(w);
-  if (rc == 0)
-    rc = begin(w);
+  int rc = begin(w);
   if (rc == 0)
     spy__lost_src_note(&w->lostsrc, hash);
   return rc ? rc : spy__src_pipe_submit(w->pipe, hash, p, n);
@@ -1262,11 +1244,8 @@ static int sq_source(void *state, const uint64_t hash[2], const char *p,
 static int sq_action(void *state, const spy_trace_record *r) {
   sqlw *w = state;
   const spy_trace_action *a = r->action;
-  int rc = sq_prepare(w);
-  if (rc < 0)
-    return rc;
   /* a payload a failed transaction took with it is stored again */
-  rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
+  int rc = spy__lost_src_resend(&w->lostsrc, &a->fields, sq_source, w);
   if (rc == 0)
     rc = begin(w);
   int root = -1;
@@ -1312,8 +1291,6 @@ static int sq_action(void *state, const spy_trace_record *r) {
 
 static int sq_commit(void *state) {
   sqlw *w = state;
-  if (!w->prepared) /* nothing was written: a store without its set-up */
-    return sq_prepare(w);
   /* every payload the batch's actions name goes in with them, and every
    * row still gathered */
   int rc = spy__src_pipe_drain(w->pipe);
@@ -1461,11 +1438,8 @@ static int64_t sq_close(void *state) {
   sqlw *w = state;
   if (!w)
     return 0;
-  if (w->opened && !w->prepared && sq_prepare(w) < 0 && w->report)
-    w->report(w->report_ctx, SPY_EIO,
-              "sqlite: the store was never set up; the session is not in it");
   ckpt ck = {0};
-  if (w->db && w->finish) {
+  if (w->prepared) { /* not after a failed open */
     sq_commit(w);
     /* the counts first, in the room the reserve held */
     if (w->reserve)
