@@ -680,13 +680,20 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
              "%s: the same tree, each transform first tokenising its input "
              "4 times (identifiers interned; untraced build %.0f ms)",
              label, runs[0].r.build_ms);
-  else
+  else {
+    /* the actions of the first traced run that ran (--runs may leave out
+     * any of them) */
+    uint64_t actions = 0;
+    for (int i = 1; i < n && !actions; i++)
+      if (runs[i].trace)
+        actions = runs[i].r.actions;
     snprintf(note, note_len,
              "%s: %s — %u modules, %u include edges, %u chunks, %.1f MB of "
              "source, %llu actions per traced build",
              label, src, runs[0].r.modules, runs[0].r.edges, runs[0].r.chunks,
              (double)runs[0].r.source_bytes / 1e6,
-             (unsigned long long)runs[2].r.actions);
+             (unsigned long long)actions);
+  }
   return 0;
 }
 
