@@ -993,6 +993,46 @@ static int oc_slow_action(void *st, const spy_trace_record *r) {
 static const spy_trace_writer_ops slow_order_ops = {
     "slow-order", oc_open, NULL, oc_slow_action, NULL, oc_close, NULL};
 
+/* The order tests' load-call End actions: payloads of 0 .. 20 KB (i % 97
+ * times 211 bytes; the largest exceed a quarter of a 64 KiB queue), i
+ * their call id, one plugin per emitting thread. */
+static char order_payload[97 * 211];
+static int emit_load_end(spy_trace *t, const char *plugin, int i) {
+  return spy_emit_hook_load_call_end(
+      t, &(spy_act_hook_load_call_end){
+             "m", {order_payload, (size_t)(i % 97) * 211}, plugin, i, "c", 0});
+}
+/* n of them from thread "t0"; a flush after every flush_every (0: none).
+ * Returns the first failure. */
+static int emit_load_ends(spy_trace *t, int n, int flush_every) {
+  for (int i = 0; i < n; i++) {
+    int rc = emit_load_end(t, "t0", i);
+    if (!rc && flush_every && i % flush_every == flush_every - 1)
+      rc = spy_trace_flush(t);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+/* A session into the slow order-checking writer with a 64 KiB queue and
+ * batches of 64: the spill tests' set-up (they add their bounds). */
+static spy_trace_desc slow_order_desc(order_check *o, const char *dir) {
+  memset(o, 0, sizeof *o);
+  return (spy_trace_desc){.enabled = 1,
+                          .ops = &slow_order_ops,
+                          .ops_arg = o,
+                          .dir = dir,
+                          .queue_bytes = 65536,
+                          .batch_actions = 64};
+}
+/* The writer saw the n actions of thread "t0", each once, in order. */
+#define CHECK_IN_ORDER(o, count)                                               \
+  do {                                                                         \
+    CHECK_EQ((o).n, (count));                                                  \
+    CHECK_EQ((o).bad, 0);                                                      \
+    CHECK_EQ((o).next[0], (count));                                            \
+  } while (0)
+
 typedef struct racer {
   spy_trace *t;
   const char *name;
@@ -1001,16 +1041,11 @@ typedef struct racer {
 } racer;
 static void *race_thread(void *arg) {
   racer *r = arg;
-  static char payload[97 * 211];
   while (!atomic_load(r->go))
     ;
-  for (int i = 0; i < ORDER_N; i++) {
-    /* sizes 0 .. 20 KB: the largest exceed a quarter of a 64 KiB queue */
-    spy_act_hook_load_call_end a = {
-        "m", {payload, (size_t)(i % 97) * 211}, r->name, i, "c", 0};
-    if (spy_emit_hook_load_call_end(r->t, &a) != 0)
+  for (int i = 0; i < ORDER_N; i++)
+    if (emit_load_end(r->t, r->name, i) != 0)
       r->fails++;
-  }
   return NULL;
 }
 
@@ -1019,19 +1054,10 @@ static void *race_thread(void *arg) {
  * order. */
 TEST(full_queue_spills_and_the_emitter_never_waits) {
   order_check o;
-  memset(&o, 0, sizeof o);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &slow_order_ops,
-                      .ops_arg = &o,
-                      .queue_bytes = 65536,
-                      .batch_actions = 64};
+  spy_trace_desc d = slow_order_desc(&o, NULL);
   CHECK_OK(spy_trace_create(&t, &d));
-  static char payload[97 * 211];
-  for (int i = 0; i < 3000; i++)
-    CHECK_OK(spy_emit_hook_load_call_end(
-        t, &(spy_act_hook_load_call_end){
-               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+  CHECK_OK(emit_load_ends(t, 3000, 0));
   spy_trace_stats st;
   spy_trace_get_stats(t, &st);
   CHECK_EQ(st.waits, 0);
@@ -1041,10 +1067,8 @@ TEST(full_queue_spills_and_the_emitter_never_waits) {
   CHECK_EQ(st.emitted, 3000);
   CHECK_EQ(st.written, 3000);
   CHECK_EQ(spy_trace_destroy(t), 0);
-  CHECK_EQ(o.n, 3000);
   CHECK_EQ(o.last_seq, 3000);
-  CHECK_EQ(o.bad, 0);
-  CHECK_EQ(o.next[0], 3000);
+  CHECK_IN_ORDER(o, 3000);
 }
 
 /* The memory spill reuses its blocks: bursts that spill far more than
@@ -1055,26 +1079,13 @@ TEST(full_queue_spills_and_the_emitter_never_waits) {
  * the bound up and go to the file.) */
 TEST(the_memory_spill_reuses_its_blocks) {
   order_check o;
-  memset(&o, 0, sizeof o);
   const char *dir = mktmp();
   CHECK(dir);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &slow_order_ops,
-                      .ops_arg = &o,
-                      .dir = dir,
-                      .queue_bytes = 65536,
-                      .batch_actions = 64,
-                      .spill_bytes = 4 << 20};
+  spy_trace_desc d = slow_order_desc(&o, dir);
+  d.spill_bytes = 4 << 20;
   CHECK_OK(spy_trace_create(&t, &d));
-  static char payload[97 * 211];
-  for (int i = 0; i < 3000; i++) {
-    CHECK_OK(spy_emit_hook_load_call_end(
-        t, &(spy_act_hook_load_call_end){
-               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
-    if (i % 150 == 149) /* about 1.5 MB a burst */
-      CHECK_OK(spy_trace_flush(t));
-  }
+  CHECK_OK(emit_load_ends(t, 3000, 150)); /* about 1.5 MB a burst */
   CHECK_OK(spy_trace_flush(t));
   spy_trace_stats st;
   spy_trace_get_stats(t, &st);
@@ -1084,10 +1095,8 @@ TEST(the_memory_spill_reuses_its_blocks) {
   CHECK_EQ(st.spilled_disk, 0);
   CHECK(st.spill_blocks >= 1 && st.spill_blocks <= 2);
   CHECK_EQ(spy_trace_destroy(t), 0);
-  CHECK_EQ(o.n, 3000);
   CHECK_EQ(o.last_seq, 3000);
-  CHECK_EQ(o.bad, 0);
-  CHECK_EQ(o.next[0], 3000);
+  CHECK_IN_ORDER(o, 3000);
   rmrf(dir);
 }
 
@@ -1099,24 +1108,14 @@ TEST(the_memory_spill_reuses_its_blocks) {
  * file's public form is measured apart from */
 static void spill_to_file_in_order(size_t lend_bytes) {
   order_check o;
-  memset(&o, 0, sizeof o);
   const char *dir = mktmp();
   CHECK(dir);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &slow_order_ops,
-                      .ops_arg = &o,
-                      .dir = dir,
-                      .queue_bytes = 65536,
-                      .batch_actions = 64,
-                      .spill_bytes = 256 << 10,
-                      .lend_bytes = lend_bytes};
+  spy_trace_desc d = slow_order_desc(&o, dir);
+  d.spill_bytes = 256 << 10;
+  d.lend_bytes = lend_bytes;
   CHECK_OK(spy_trace_create(&t, &d));
-  static char payload[97 * 211];
-  for (int i = 0; i < 3000; i++)
-    CHECK_OK(spy_emit_hook_load_call_end(
-        t, &(spy_act_hook_load_call_end){
-               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+  CHECK_OK(emit_load_ends(t, 3000, 0));
   spy_trace_stats st;
   spy_trace_get_stats(t, &st);
   CHECK_EQ(st.waits, 0);
@@ -1135,10 +1134,8 @@ static void spill_to_file_in_order(size_t lend_bytes) {
   CHECK(st.writer_cpu_ns <= st.writer_ns + 1000000);
   CHECK_EQ(spy_trace_destroy(t), 0);
   CHECK(access(path, F_OK) != 0); /* removed at the end */
-  CHECK_EQ(o.n, 3000);
   CHECK_EQ(o.last_seq, 3000);
-  CHECK_EQ(o.bad, 0);
-  CHECK_EQ(o.next[0], 3000);
+  CHECK_IN_ORDER(o, 3000);
   rmrf(dir);
 }
 
@@ -1301,24 +1298,14 @@ TEST(large_payloads_come_back_whole_from_the_spill_file) {
  * queue space, counted, and nothing is lost. */
 TEST(with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost) {
   order_check o;
-  memset(&o, 0, sizeof o);
   const char *dir = mktmp();
   CHECK(dir);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &slow_order_ops,
-                      .ops_arg = &o,
-                      .dir = dir,
-                      .queue_bytes = 65536,
-                      .batch_actions = 64,
-                      .spill_bytes = 1,
-                      .spill_file_bytes = 65536};
+  spy_trace_desc d = slow_order_desc(&o, dir);
+  d.spill_bytes = 1;
+  d.spill_file_bytes = 65536;
   CHECK_OK(spy_trace_create(&t, &d));
-  static char payload[97 * 211];
-  for (int i = 0; i < 2000; i++)
-    CHECK_OK(spy_emit_hook_load_call_end(
-        t, &(spy_act_hook_load_call_end){
-               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+  CHECK_OK(emit_load_ends(t, 2000, 0));
   CHECK_OK(spy_trace_flush(t));
   spy_trace_stats st;
   spy_trace_get_stats(t, &st);
@@ -1326,9 +1313,7 @@ TEST(with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost) {
   CHECK(st.spilled_disk > 0);
   CHECK_EQ(st.written, 2000);
   CHECK_EQ(spy_trace_destroy(t), 0);
-  CHECK_EQ(o.n, 2000);
-  CHECK_EQ(o.bad, 0);
-  CHECK_EQ(o.next[0], 2000);
+  CHECK_IN_ORDER(o, 2000);
   rmrf(dir);
 }
 
@@ -1338,7 +1323,6 @@ TEST(with_memory_and_file_used_up_the_emitter_waits_and_nothing_is_lost) {
  * for queue space, and nothing is lost or reordered. */
 TEST(a_spill_file_that_fails_to_write_loses_nothing_gathered) {
   order_check o;
-  memset(&o, 0, sizeof o);
   const char *dir = mktmp();
   CHECK(dir);
   struct rlimit old, lim;
@@ -1348,19 +1332,10 @@ TEST(a_spill_file_that_fails_to_write_loses_nothing_gathered) {
   lim.rlim_cur = 4096 + 100000; /* the header block and a few writes */
   CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
   spy_trace *t;
-  spy_trace_desc d = {.enabled = 1,
-                      .ops = &slow_order_ops,
-                      .ops_arg = &o,
-                      .dir = dir,
-                      .queue_bytes = 65536,
-                      .batch_actions = 64,
-                      .spill_bytes = 1};
+  spy_trace_desc d = slow_order_desc(&o, dir);
+  d.spill_bytes = 1;
   CHECK_OK(spy_trace_create(&t, &d));
-  static char payload[97 * 211];
-  for (int i = 0; i < 2000; i++)
-    CHECK_OK(spy_emit_hook_load_call_end(
-        t, &(spy_act_hook_load_call_end){
-               "m", {payload, (size_t)(i % 97) * 211}, "t0", i, "c", 0}));
+  CHECK_OK(emit_load_ends(t, 2000, 0));
   CHECK_OK(spy_trace_flush(t));
   spy_trace_stats st;
   spy_trace_get_stats(t, &st);
@@ -1370,9 +1345,7 @@ TEST(a_spill_file_that_fails_to_write_loses_nothing_gathered) {
   CHECK(st.spilled_disk > 0);
   CHECK(st.spill_fails > 0);
   CHECK_EQ(st.written, 2000);
-  CHECK_EQ(o.n, 2000);
-  CHECK_EQ(o.bad, 0);
-  CHECK_EQ(o.next[0], 2000);
+  CHECK_IN_ORDER(o, 2000);
   rmrf(dir);
 }
 
