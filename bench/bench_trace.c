@@ -691,8 +691,7 @@ static int bench_tree(bench_table *t, const char *label, const char *src,
              "%s: %s — %u modules, %u include edges, %u chunks, %.1f MB of "
              "source, %llu actions per traced build",
              label, src, runs[0].r.modules, runs[0].r.edges, runs[0].r.chunks,
-             (double)runs[0].r.source_bytes / 1e6,
-             (unsigned long long)actions);
+             (double)runs[0].r.source_bytes / 1e6, (unsigned long long)actions);
   }
   return 0;
 }
