@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -220,6 +221,52 @@ static void fill_struct(const spy_trace_kind *k, char *base, int nulls,
     }
     }
   }
+}
+
+/* Strings go into a record through an inline path when shorter than 64
+ * bytes (aligned 16-byte loads find the NUL): every length around that
+ * limit, at every alignment, and ending on the last byte of a page whose
+ * next page is not mapped, comes back exact, as does the size asked for
+ * with no room (the sizing pass). */
+TEST(short_strings_encode_exactly_at_every_length_and_page_end) {
+  long page = sysconf(_SC_PAGESIZE);
+  char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(map != MAP_FAILED);
+  CHECK(mprotect(map + page, (size_t)page, PROT_NONE) == 0);
+  static uint8_t buf[512];
+  spy_trace_arena ar = {0};
+  int bad = 0;
+  for (int at_end = 0; at_end < 2; at_end++)
+    for (size_t n = 0; n <= 80; n++)
+      for (size_t align = 0; align < 16; align++) {
+        char *s = at_end ? map + page - 1 - n : map + 64 + align;
+        if (at_end && align)
+          break; /* the end fixes the place */
+        for (size_t i = 0; i < n; i++)
+          s[i] = (char)('a' + (i * 7 + align) % 26);
+        s[n] = 0;
+        spy_act_hook_load_call_start act = {s, "plugin", 1, s, 0};
+        int64_t need = spy_trace_encode(&spy_kind_hook_load_call_start, &act, 1,
+                                        2, 3, NULL, 0);
+        int64_t len = spy_trace_encode(&spy_kind_hook_load_call_start, &act, 1,
+                                       2, 3, buf, sizeof buf);
+        spy_trace_action a;
+        const spy_trace_val *m = NULL, *c = NULL;
+        if (len > 0 && spy_trace_decode(buf, (size_t)len, &ar, &a) == len) {
+          m = spy_trace_get(&a, "module_id");
+          c = spy_trace_get(&a, "call_id");
+        }
+        if (need != len || !m || !c || m->n != n || c->n != n ||
+            memcmp(m->u.s, s, n) != 0 || memcmp(c->u.s, s, n) != 0) {
+          if (bad++ < 5)
+            fprintf(stderr, "  length %zu, align %zu, at page end %d\n", n,
+                    align, at_end);
+        }
+      }
+  spy_trace_arena_free(&ar);
+  munmap(map, (size_t)page * 2);
+  CHECK_EQ(bad, 0);
 }
 
 /* Every built-in kind's generated encoder writes the bytes the descriptor
@@ -2065,6 +2112,7 @@ TEST(schema_3_store_still_reads_the_same) {
 }
 
 TEST_MAIN(
+    TEST_CASE(short_strings_encode_exactly_at_every_length_and_page_end),
     TEST_CASE(escaper_replaces_every_invalid_byte_and_never_splits_a_sequence),
     TEST_CASE(sql_tables_give_every_action_back_byte_for_byte),
     TEST_CASE(hook_calls_a_row_cannot_hold_come_back_byte_for_byte),

@@ -276,6 +276,7 @@ struct spy_trace {
   /* queues */
   pthread_key_t key;
   int key_made;
+  uint64_t gen;         /* this session among all of the process's (tls_q) */
   pthread_mutex_t qmu;  /* adding queues, registering app kinds */
   _Atomic(tq *) queues; /* list, newest first; never shrinks */
   _Atomic uint32_t cur_build, builds;
@@ -1853,6 +1854,16 @@ static int lend_room(spy_trace *t, tq *q) {
 static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
                        const void *act, spy__lend *ld);
 
+/* The emitting thread's queue of the session it emitted into last: a
+ * thread-local read instead of pthread_getspecific's lookup (~20
+ * instructions of an emit's ~600). gen tells sessions apart (a new one
+ * may get a freed one's address); a queue is given back only when its
+ * thread ends (the key's destructor) or its session does. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+  uint64_t gen;
+  tq *q;
+} tls_q;
+
 int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   if (!t || !t->hot.enabled)
     return 0;
@@ -1862,8 +1873,13 @@ int spy_trace_emit(spy_trace *t, const spy_trace_kind *kind, const void *act) {
   spy__lend ld = {0, NULL, 0, 0};
   tq *q = NULL;
   if (!atomic_load_explicit(&t->closing, memory_order_relaxed)) {
-    q = pthread_getspecific(t->key);
-    rc = q || (q = claim_queue(t)) ? 0 : SPY_ENOMEM;
+    if (__builtin_expect(tls_q.gen == t->gen, 1))
+      q = tls_q.q;
+    else if ((q = pthread_getspecific(t->key)) || (q = claim_queue(t))) {
+      tls_q.gen = t->gen;
+      tls_q.q = q;
+    }
+    rc = q ? 0 : SPY_ENOMEM;
   }
   if (rc == 0 && kind->id == 0)
     rc = app_kind(t, kind);
@@ -2171,6 +2187,8 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     return SPY_EAGAIN;
   }
   t->key_made = 1;
+  static _Atomic uint64_t sessions_made;
+  t->gen = atomic_fetch_add(&sessions_made, 1) + 1;
   pthread_mutex_init(&t->mu, NULL);
   pthread_mutex_init(&t->qmu, NULL);
   pthread_mutex_init(&t->run_mu, NULL);
