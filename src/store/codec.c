@@ -94,18 +94,27 @@ static void put_u64(enc *e, uint64_t v) {
   put_u32(e, (uint32_t)v);
   put_u32(e, (uint32_t)(v >> 32));
 }
+/* A string value's tag and length: where its n bytes go, or NULL when
+ * they do not fit (the length counts on). */
+static inline uint8_t *put_str_head(enc *e, uint8_t tag, size_t n) {
+  uint8_t *w = NULL;
+  if (LIKELY(e->len + 5 + n <= e->cap)) {
+    w = e->p + e->len;
+    w[0] = tag;
+    st32(w + 1, (uint32_t)n);
+    w += 5;
+  }
+  e->len += 5 + n;
+  return w;
+}
 static inline void put_str(enc *e, uint8_t tag, const char *s, size_t n) {
   if (n > STR_MAX) {
     e->err = SPY_EINVAL;
     return;
   }
-  if (LIKELY(e->len + 5 + n <= e->cap)) {
-    uint8_t *w = e->p + e->len;
-    w[0] = tag;
-    st32(w + 1, (uint32_t)n);
-    memcpy(w + 5, s, n);
-  }
-  e->len += 5 + n;
+  uint8_t *w = put_str_head(e, tag, n);
+  if (w)
+    memcpy(w, s, n);
 }
 
 /* A lent payload by reference: tag, u32 length, then its pointer,
@@ -231,13 +240,9 @@ static inline __attribute__((always_inline)) int put_short_str(enc *e,
   size_t n = short_len(s, 64);
   if (n >= 64)
     return 0;
-  if (LIKELY(e->len + 5 + n <= e->cap)) {
-    uint8_t *w = e->p + e->len;
-    w[0] = SPY_TV_STR;
-    st32(w + 1, (uint32_t)n);
-    copy_short(w + 5, s, n);
-  }
-  e->len += 5 + n;
+  uint8_t *w = put_str_head(e, SPY_TV_STR, n);
+  if (w)
+    copy_short(w, s, n);
   return 1;
 }
 #else
