@@ -31,6 +31,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/json_escape.h" /* spy__small_copy */
 #include "store.h"
 
 #define HDR 32u
@@ -177,11 +178,12 @@ static int64_t enc_finish(enc *e) {
 /* ---- from a catalog struct ---------------------------------------------- */
 
 #if defined(__SSE2__)
-/* The length of s if it is under max (a multiple of 16), else max:
- * strlen's way, 16 aligned bytes at a time (an aligned load never
- * crosses a page; the bytes before s in the first one are masked off,
- * which no sanitizer can tell from a read of them: hence the attribute,
- * as for libc's own). */
+/* A length n such that s has no NUL in its first n bytes: the length of
+ * s when its NUL lies in the 16-byte blocks that cover its first max
+ * bytes (max a multiple of 16), else max. strlen's way, 16 aligned bytes
+ * at a time (an aligned load never crosses a page; the bytes before s in
+ * the first one are masked off, which no sanitizer can tell from a read
+ * of them: hence the attribute, as for libc's own). */
 __attribute__((no_sanitize("address", "thread"))) static inline size_t
 short_len(const char *s, size_t max) {
   const __m128i zero = _mm_setzero_si128();
@@ -203,62 +205,29 @@ short_len(const char *s, size_t max) {
   return max;
 }
 
-/* n <= 64 bytes from s to d, inline (overlapping moves, as memcpy makes
- * them, reading s's n bytes only). */
-static inline void copy_short(uint8_t *d, const char *s, size_t n) {
-  if (n >= 16) {
-    for (size_t k = 0; k + 16 < n; k += 16)
-      _mm_storeu_si128((__m128i *)(void *)(d + k),
-                       _mm_loadu_si128((const __m128i *)(const void *)(s + k)));
-    _mm_storeu_si128(
-        (__m128i *)(void *)(d + n - 16),
-        _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16)));
-  } else if (n >= 8) {
-    uint64_t x, y;
-    memcpy(&x, s, 8);
-    memcpy(&y, s + n - 8, 8);
-    memcpy(d, &x, 8);
-    memcpy(d + n - 8, &y, 8);
-  } else if (n >= 4) {
-    uint32_t x, y;
-    memcpy(&x, s, 4);
-    memcpy(&y, s + n - 4, 4);
-    memcpy(d, &x, 4);
-    memcpy(d + n - 4, &y, 4);
-  } else if (n) {
-    d[0] = (uint8_t)s[0];
-    d[n / 2] = (uint8_t)s[n / 2];
-    d[n - 1] = (uint8_t)s[n - 1];
-  }
-}
-
-/* A string under 64 bytes (a module id, a plugin's name, a call id)
- * without calls to strlen and memcpy: 1 when done (~100 of an emit's ~600
- * instructions were those calls). */
-static inline __attribute__((always_inline)) int put_short_str(enc *e,
-                                                               const char *s) {
-  size_t n = short_len(s, 64);
-  if (n >= 64)
-    return 0;
-  uint8_t *w = put_str_head(e, SPY_TV_STR, n);
-  if (w)
-    copy_short(w, s, n);
-  return 1;
-}
 #else
-static inline __attribute__((always_inline)) int put_short_str(enc *e,
-                                                               const char *s) {
-  (void)e, (void)s;
-  return 0;
+static inline size_t short_len(const char *s, size_t max) {
+  (void)max;
+  return strlen(s);
 }
 #endif
+
+/* Strings shorter than this (a module id, a plugin's name, a call id)
+ * are measured by short_len and copied by spy__small_copy, inline: the
+ * calls to strlen and memcpy were ~100 of an emit's ~600 instructions. */
+#define SHORT_STR 32
 
 /* A string or source field, or null (an error where it is required). */
 static inline __attribute__((always_inline)) void enc_str(enc *e, const char *s,
                                                           int nullable) {
   if (s) {
-    if (!put_short_str(e, s))
-      put_str(e, SPY_TV_STR, s, strlen(s));
+    size_t n = short_len(s, SHORT_STR);
+    if (n < SHORT_STR) {
+      uint8_t *w = put_str_head(e, SPY_TV_STR, n);
+      if (w)
+        spy__small_copy((char *)w, s, n);
+    } else /* no NUL in its first n bytes: measured on from there */
+      put_str(e, SPY_TV_STR, s, n + strlen(s + n));
   } else {
     if (!nullable)
       e->err = SPY_EINVAL;
