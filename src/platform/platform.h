@@ -53,6 +53,9 @@ static inline uint64_t spy__ticks(void) {
   return spy__mono_ns();
 }
 double spy__ns_per_tick(void);
+/* 1 when the CPU's time-stamp counter runs at a constant rate in every
+ * power state (x86 with constant_tsc and nonstop_tsc; read once). */
+int spy__tsc_invariant(void);
 int spy__ticks_are_tsc(void);
 
 /* For the few copies that race with a writer by design and are validated

@@ -17,7 +17,7 @@ static inline uint64_t rdtsc(void) { return __rdtsc(); }
 
 /* The counter is only a clock if it runs at a constant rate through every
  * power state: the kernel says so with these two cpuinfo flags. */
-static int tsc_invariant(void) {
+static int read_tsc_invariant(void) {
   FILE *f = fopen("/proc/cpuinfo", "r");
   if (!f)
     return 0;
@@ -33,7 +33,20 @@ static int tsc_invariant(void) {
   fclose(f);
   return constant && nonstop;
 }
+
+static int invariant;
+static pthread_once_t invariant_once = PTHREAD_ONCE_INIT;
+static void check_invariant(void) { invariant = read_tsc_invariant(); }
 #endif
+
+int spy__tsc_invariant(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  pthread_once(&invariant_once, check_invariant);
+  return invariant;
+#else
+  return 0;
+#endif
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 /* One CLOCK_MONOTONIC reading and the counter at the same moment: the
@@ -55,7 +68,7 @@ static void pair_now(uint64_t *ns, uint64_t *tick) {
 
 static void calibrate(void) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (!tsc_invariant())
+  if (!spy__tsc_invariant())
     return;
   uint64_t n0 = spy__mono_ns(), c0 = rdtsc(), n1 = n0, c1 = c0;
   pair_now(&n0, &c0);

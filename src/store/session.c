@@ -94,6 +94,7 @@
 #include <unistd.h>
 
 #include "platform/platform.h"
+#include "platform/wallclock.h"
 #include "spyglass/wire.h" /* spy_rd64, spy_wr64 */
 #include "store.h"
 
@@ -280,6 +281,8 @@ struct spy_trace {
   pthread_mutex_t qmu;  /* adding queues, registering app kinds */
   _Atomic(tq *) queues; /* list, newest first; never shrinks */
   _Atomic uint32_t cur_build, builds;
+  /* the actions' clock: read by the emitters, tended by the writer loop */
+  _Alignas(LINE) spy__wallclock clock;
   _Alignas(LINE) _Atomic uint64_t seq;     /* last sequence number given */
   _Alignas(LINE) _Atomic uint32_t wr_word; /* the writer's futex word */
   _Atomic uint32_t wr_state;
@@ -1289,6 +1292,7 @@ static void writer_loop(spy_trace *t, uint64_t until) {
     }
     spy_trace_stats st = {0};
     uint64_t busy0 = spy__mono_ns(), cpu0 = spy__thread_cpu_ns();
+    spy__wallclock_tend(&t->clock, busy0);
     rings_populate(t);
     files_drain(t);
     uint32_t n = 0, gaps = 0;
@@ -1607,9 +1611,9 @@ static void wait_space(spy_trace *t, tq *q, uint64_t head) {
 
 /* A hook call's Start record takes its time now, as its emit ends (the
  * header's time, after length, id and seq). */
-static inline void late_ts(uint8_t *rec, int late) {
+static inline void late_ts(spy_trace *t, uint8_t *rec, int late) {
   if (late)
-    spy_wr64(rec + 16, spy__wall_us());
+    spy_wr64(rec + 16, spy__wallclock_us(&t->clock));
 }
 
 /* A block for a spilled record of `slot` bytes (a block handed back, a
@@ -1772,7 +1776,7 @@ static int file_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
     at = q->f_buf + q->f_blen;
   }
   spy_trace_encode(kind, act, 0, ts, build, at + 8, need);
-  late_ts(at + 8, late);
+  late_ts(t, at + 8, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   spy_wr64(at + 16, seq);
   uint32_t hdr[2] = {(uint32_t)need, 0}; /* summed when written out */
@@ -1829,7 +1833,7 @@ static int spill_emit(spy_trace *t, tq *q, const spy_trace_kind *kind,
   ld->owner = q->lent_owner;
   spy__trace_encode_lend(kind, act, 0, ts, build, at, (size_t)need, ld);
   lent_taken(q, ld);
-  late_ts(at, late);
+  late_ts(t, at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   spy_wr64(at + 8, seq);
   q->sb_w += slot;
@@ -1906,11 +1910,11 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
    * work lies outside the measured call */
   int late = kind->role == SPY_ROLE_HOOK_START;
   /* one clock read per emit: a Start's is its late one (late_ts) */
-  uint64_t ts = late ? 0 : spy__wall_us();
+  uint64_t ts = late ? 0 : spy__wallclock_us(&t->clock);
   if (t->tap.gate &&
       (__atomic_load_n(t->tap.gate, __ATOMIC_RELAXED) & t->tap.mask)) {
     if (late)
-      ts = spy__wall_us();
+      ts = spy__wallclock_us(&t->clock);
     t->tap.action(t->tap.ctx, kind, act, ts, build);
   }
   if (SPY_TRACE_UNLIKELY(q->f_mode)) {
@@ -1980,7 +1984,7 @@ static int emit_queued(spy_trace *t, tq *q, const spy_trace_kind *kind,
     memcpy(at, &m, 4);
     memcpy(at + 8, &heap, sizeof heap);
   }
-  late_ts(heap ? heap : at, late);
+  late_ts(t, heap ? heap : at, late);
   uint64_t seq = atomic_fetch_add(&t->seq, 1) + 1;
   spy_wr64((heap ? heap : at) + 8, seq);
   q->ptail = tail + slot;
@@ -2122,6 +2126,7 @@ int spy_trace_create(spy_trace **out, const spy_trace_desc *desc) {
     }
   }
   t->conninfo = dupstr(d.conninfo);
+  spy__wallclock_init(&t->clock);
   t->ops = ops;
   t->ops_arg = d.ops_arg;
   t->batch = d.batch_actions ? d.batch_actions : 4096;
