@@ -281,7 +281,10 @@ typedef struct spy_trace_action {
   const char *name;
   uint32_t name_len;
   uint64_t seq;         /* per session, from 1 */
-  uint64_t ts_us;       /* wall clock, µs since the epoch */
+  uint64_t ts_us;       /* wall clock, µs since the epoch (read from the
+                           CPU's counter, which the session keeps within
+                           µs of CLOCK_REALTIME; SPY_TRACE_CLOCK=system:
+                           clock_gettime at each emit) */
   uint32_t build;       /* build number in the session, 0 = none */
   spy_trace_val fields; /* a REC */
 } spy_trace_action;
