@@ -2,7 +2,8 @@
  * (src/platform/wallclock.h): it reads the system clock until calibrated,
  * then agrees with CLOCK_REALTIME through re-anchoring while other
  * threads read it; a clock started later in the process is calibrated at
- * once; SPY_TRACE_CLOCK=system keeps it off. */
+ * once; a counter whose rate changed is measured again;
+ * SPY_TRACE_CLOCK=system keeps it off. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -71,6 +72,7 @@ TEST(reads_the_system_clock_until_calibrated_then_the_counter) {
   spy__wallclock_tend(&c, spy__mono_ns() + 2000000000ull);
   CHECK_EQ(atomic_load(&c.seq), s + 2);
   CHECK(agrees(&c));
+  CHECK_EQ(c.rebased, 0); /* a steady counter never restarts the rate */
   /* a clock started after that one knows the rate at once */
   spy__wallclock c2;
   spy__wallclock_init(&c2);
@@ -89,6 +91,35 @@ TEST(system_setting_keeps_the_counter_off) {
   sleep_ms(25);
   spy__wallclock_tend(&c, spy__mono_ns() + 2000000000ull);
   CHECK_EQ(atomic_load(&c.seq), 0);
+  CHECK(agrees(&c));
+}
+
+TEST(a_changed_counter_rate_is_measured_again) {
+  unsetenv("SPY_TRACE_CLOCK");
+  spy__wallclock c;
+  spy__wallclock_init(&c);
+  if (c.off) /* no invariant counter: the first case checked that */
+    return;
+  sleep_ms(25);
+  spy__wallclock_tend(&c, spy__mono_ns() + 2000000000ull);
+  CHECK(atomic_load(&c.seq) != 0);
+  CHECK(agrees(&c));
+  /* as if the counter ran at another rate before the last anchor than
+   * after it (a VM moved to another host): the published rate and the
+   * baseline's history both off by 20 %; the readings drift off the
+   * system's */
+  atomic_store(&c.scale, atomic_load(&c.scale) * 6 / 5);
+  c.base_tick = c.at_tick - (c.at_tick - c.base_tick) * 6 / 5;
+  sleep_ms(50);
+  uint64_t a = spy__wall_us(), v = spy__wallclock_us(&c);
+  CHECK(v > a + 5000); /* ~10 ms ahead after 50 ms */
+  spy__wallclock_tend(&c, spy__mono_ns() + 2000000000ull);
+  CHECK_EQ(c.rebased, 1);
+  CHECK(agrees(&c));
+  sleep_ms(50); /* the rate measured again holds */
+  CHECK(agrees(&c));
+  spy__wallclock_tend(&c, spy__mono_ns() + 2000000000ull);
+  CHECK_EQ(c.rebased, 1);
   CHECK(agrees(&c));
 }
 
@@ -137,4 +168,5 @@ TEST(readers_agree_while_the_clock_is_re_anchored) {
 
 TEST_MAIN(TEST_CASE(reads_the_system_clock_until_calibrated_then_the_counter),
           TEST_CASE(system_setting_keeps_the_counter_off),
+          TEST_CASE(a_changed_counter_rate_is_measured_again),
           TEST_CASE(readers_agree_while_the_clock_is_re_anchored))

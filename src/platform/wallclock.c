@@ -11,6 +11,10 @@
 /* a pair wider than this many ticks (~20 µs at 3 GHz: the thread was
  * preempted or interrupted in every try) is not used */
 #define WIDE_TICKS 60000u
+/* an anchor predicted farther than this from the monotonic clock by the
+ * last one (~100 ppm over the second between them) restarts the rate's
+ * baseline */
+#define DRIFT_US 100u
 
 #if defined(__x86_64__) || defined(__i386__)
 /* The counter and CLOCK_MONOTONIC at one moment: the counter read on both
@@ -64,6 +68,8 @@ static void anchor(spy__wallclock *c, uint64_t tick, uint64_t ns,
   atomic_store_explicit(&c->scale, scale, memory_order_relaxed);
   /* never 0 again (0 means "not calibrated") */
   atomic_store_explicit(&c->seq, s + 2 ? s + 2 : 2, memory_order_release);
+  c->at_tick = tick;
+  c->at_ns = ns;
   c->due_ns = ns + ANCHOR_NS;
 }
 #endif
@@ -105,6 +111,24 @@ void spy__wallclock_tend(spy__wallclock *c, uint64_t now_ns) {
     c->off = 1; /* a counter that went back: not a clock */
     atomic_store_explicit(&c->seq, 0, memory_order_release);
     return;
+  }
+  if (c->at_ns && tick > c->at_tick) {
+    /* where the last anchor and the published rate put this moment, on
+     * the monotonic clock: off by more than DRIFT_US, the counter's rate
+     * changed, and the rate is measured again from the last anchor */
+    uint64_t sc = atomic_load_explicit(&c->scale, memory_order_relaxed);
+    uint64_t pred =
+        c->at_ns / 1000u +
+        (uint64_t)(((unsigned __int128)(tick - c->at_tick) * sc) >> 32);
+    uint64_t real = ns / 1000u;
+    if ((pred > real ? pred - real : real - pred) > DRIFT_US) {
+      c->base_tick = c->at_tick;
+      c->base_ns = c->at_ns;
+      c->rebased++;
+      pthread_mutex_lock(&known_mu);
+      known_span_ns = 0; /* the process's rate is as stale as ours */
+      pthread_mutex_unlock(&known_mu);
+    }
   }
   uint64_t span = ns - c->base_ns;
   unsigned __int128 num = (unsigned __int128)span << 32;

@@ -7,7 +7,10 @@
  * the counter's rate against CLOCK_MONOTONIC over a baseline that grows
  * from the clock's start, and re-anchors the counter to CLOCK_REALTIME
  * about once a second, so the clock follows the system's (NTP slews and
- * steps included) to within microseconds. A clock started after another
+ * steps included) to within microseconds. When an anchor finds the
+ * counter ran off the rate by more than 100 ppm since the last one (a
+ * virtual machine moved to another host), the baseline restarts there. A
+ * clock started after another
  * was calibrated in the process uses the best rate known until its own
  * baseline is longer. Any thread reads it (spy__wallclock_us): until the
  * first calibration (20 ms into the process's first clock), without an
@@ -30,8 +33,10 @@ typedef struct spy__wallclock {
   _Atomic uint64_t scale; /* µs per tick, 32.32 fixed point */
   /* the tender's own */
   uint64_t base_tick, base_ns; /* the rate's baseline: the first pair */
+  uint64_t at_tick, at_ns;     /* the last anchor's pair */
   uint64_t due_ns;             /* CLOCK_MONOTONIC of the next anchor */
-  int off;                     /* the system clock only */
+  uint32_t rebased; /* baselines restarted: the counter's rate changed */
+  int off;          /* the system clock only */
 } spy__wallclock;
 
 /* Starts the clock: its baseline pair now; calibrated at once when the
