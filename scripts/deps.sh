@@ -8,7 +8,7 @@ want=(cmake make gcc clang pkg-config libclang-rt-14-dev
       sqlite3 libjansson-dev libwslay-dev libssl-dev libvpx-dev libpng-dev)
 case "${1:-test}" in
   test) want+=(tmux postgresql procps python3 clang-format git openssl chromium)
-        want+=(vpx-tools pngcheck protobuf-compiler curl jq)
+        want+=(vpx-tools pngcheck protobuf-compiler curl jq libjemalloc2)
         want+=(firefox-esr) ;;
   demo|build) ;;
   *) echo "deps.sh: unknown set '$1' (build, test or demo)" >&2; exit 2 ;;
