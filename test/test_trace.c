@@ -727,6 +727,71 @@ static uint64_t now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* Action times come from the session's counter clock once it is
+ * calibrated (at the writer's first round 20 ms in: with a trickle of
+ * actions, when its batch is committed ~100 ms in) and from the system
+ * clock before: across the switch, every time lies between system clock
+ * readings taken around its emit, and the Start/End of one call stay in
+ * order. (A rate 1 % off fails it.) */
+TEST(action_times_follow_the_wall_clock_across_the_counter_calibration) {
+  enum { CALLS = 150, SLACK_US = 100 };
+  const char *dir = mktmp();
+  CHECK(dir);
+  uint64_t before[CALLS], after[CALLS];
+  spy_trace *t;
+  spy_trace_desc d = {.enabled = 1, .writer = "jsonl", .dir = dir};
+  CHECK_EQ(spy_trace_create(&t, &d), 0);
+  for (int i = 0; i < CALLS; i++) {
+    char cid[16];
+    snprintf(cid, sizeof cid, "c%d", i);
+    before[i] = now_us();
+    spy_emit_hook_resolve_id_call_start(
+        t, &(spy_act_hook_resolve_id_call_start){.importer = "a.c",
+                                                 .module_request = "b.h",
+                                                 .import_kind = "import",
+                                                 .plugin_name = "p",
+                                                 .plugin_id = 0,
+                                                 .trigger = "automatic",
+                                                 .call_id = cid});
+    spy_emit_hook_resolve_id_call_end(
+        t, &(spy_act_hook_resolve_id_call_end){.resolved_id = "b.h",
+                                               .is_external = 0,
+                                               .plugin_name = "p",
+                                               .plugin_id = 0,
+                                               .trigger = "automatic",
+                                               .call_id = cid});
+    after[i] = now_us();
+    struct timespec ts = {0, 2000000}; /* the writer's rounds meanwhile */
+    nanosleep(&ts, NULL);
+  }
+  CHECK_EQ(spy_trace_destroy(t), 0);
+  spy_trace_reader *r;
+  CHECK_OK(spy_trace_reader_open(dir, NULL, &r));
+  spy_trace_action a;
+  int n = 0, bad = 0;
+  uint64_t start = 0;
+  while (spy_trace_reader_next(r, &a) == 1) {
+    const spy_trace_val *c = spy_trace_get(&a, "call_id");
+    if (!c || c->type != SPY_TV_STR)
+      continue;
+    int i = atoi(c->u.s + 1);
+    int is_start = a.kind == &spy_kind_hook_resolve_id_call_start;
+    if (i < 0 || i >= CALLS || a.ts_us + SLACK_US < before[i] ||
+        a.ts_us > after[i] + SLACK_US || (!is_start && a.ts_us < start)) {
+      fprintf(stderr, "  call %d %s at %llu, outside [%llu, %llu]\n", i,
+              is_start ? "start" : "end", (unsigned long long)a.ts_us,
+              (unsigned long long)before[i], (unsigned long long)after[i]);
+      bad++;
+    }
+    if (is_start)
+      start = a.ts_us;
+    n++;
+  }
+  spy_trace_reader_close(r);
+  CHECK_EQ(n, 2 * CALLS);
+  CHECK_EQ(bad, 0);
+}
+
 TEST(a_hook_calls_duration_leaves_out_the_tracers_wait) {
   static char src[3000];
   memset(src, 'w', sizeof src);
@@ -2935,6 +3000,8 @@ TEST_MAIN(
     TEST_CASE(every_kind_round_trips_through_sqlite),
     TEST_CASE(every_kind_round_trips_through_postgres),
     TEST_CASE(escaped_text_round_trips_through_postgres),
+    TEST_CASE(
+        action_times_follow_the_wall_clock_across_the_counter_calibration),
     TEST_CASE(write_every_kind_for_rolldown),
     TEST_CASE(reader_answers_builds_modules_imports_hook_calls_and_sources),
     TEST_CASE(sqlite_rows_keep_their_own_values_across_reused_statements),
