@@ -21,6 +21,13 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
+/* Starts c reading the counter; 0 without an invariant counter. */
+static int counter_clock(spy__wallclock *c) {
+  unsetenv("SPY_TRACE_CLOCK");
+  spy__wallclock_init(c);
+  return !c->off;
+}
+
 static _Atomic int64_t worst_us; /* the largest distance seen, reported */
 
 /* A reading lies between the system clock's before and after it. */
@@ -95,10 +102,8 @@ TEST(system_setting_keeps_the_counter_off) {
 }
 
 TEST(a_changed_counter_rate_is_measured_again) {
-  unsetenv("SPY_TRACE_CLOCK");
   spy__wallclock c;
-  spy__wallclock_init(&c);
-  if (c.off) /* no invariant counter: the first case checked that */
+  if (!counter_clock(&c)) /* the first case checked that */
     return;
   sleep_ms(25);
   spy__wallclock_tend(&c, spy__mono_ns() + 2000000000ull);
@@ -141,10 +146,8 @@ static void *reader(void *p) {
 }
 
 TEST(readers_agree_while_the_clock_is_re_anchored) {
-  unsetenv("SPY_TRACE_CLOCK");
   spy__wallclock c;
-  spy__wallclock_init(&c);
-  if (c.off) /* no invariant counter: the first case checked that */
+  if (!counter_clock(&c)) /* the first case checked that */
     return;
   _Atomic int stop = 0;
   reader_arg ra[2] = {{&c, &stop, 0, 0}, {&c, &stop, 0, 0}};

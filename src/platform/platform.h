@@ -56,6 +56,11 @@ double spy__ns_per_tick(void);
 /* 1 when the CPU's time-stamp counter runs at a constant rate in every
  * power state (x86 with constant_tsc and nonstop_tsc; read once). */
 int spy__tsc_invariant(void);
+#if defined(__x86_64__) || defined(__i386__)
+/* The counter (*tick) and CLOCK_MONOTONIC (*ns) at one moment, the
+ * tightest of a few tries; returns that pair's width in ticks. */
+uint64_t spy__tsc_pair(uint64_t *tick, uint64_t *ns);
+#endif
 int spy__ticks_are_tsc(void);
 
 /* For the few copies that race with a writer by design and are validated

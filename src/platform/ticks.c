@@ -52,9 +52,11 @@ int spy__tsc_invariant(void) {
 /* One CLOCK_MONOTONIC reading and the counter at the same moment: the
  * counter read on both sides of the clock, the tightest of a few tries
  * (a thread preempted between the two reads of a pair, as on a loaded
- * machine, would otherwise skew the rate by the whole preemption). */
-static void pair_now(uint64_t *ns, uint64_t *tick) {
+ * machine, would otherwise skew a rate by the whole preemption). */
+uint64_t spy__tsc_pair(uint64_t *tick, uint64_t *ns) {
   uint64_t best = UINT64_MAX;
+  *tick = rdtsc();
+  *ns = spy__mono_ns();
   for (int i = 0; i < 8; i++) {
     uint64_t a = rdtsc(), n = spy__mono_ns(), b = rdtsc();
     if (b >= a && b - a < best) {
@@ -63,6 +65,7 @@ static void pair_now(uint64_t *ns, uint64_t *tick) {
       *tick = a + (b - a) / 2;
     }
   }
+  return best;
 }
 #endif
 
@@ -71,10 +74,10 @@ static void calibrate(void) {
   if (!spy__tsc_invariant())
     return;
   uint64_t n0 = spy__mono_ns(), c0 = rdtsc(), n1 = n0, c1 = c0;
-  pair_now(&n0, &c0);
+  spy__tsc_pair(&c0, &n0);
   while (spy__mono_ns() - n0 < 5000000) {
   }
-  pair_now(&n1, &c1);
+  spy__tsc_pair(&c1, &n1);
   if (c1 <= c0 || n1 <= n0)
     return;
   ns_per_tick = (double)(n1 - n0) / (double)(c1 - c0);

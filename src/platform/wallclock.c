@@ -17,24 +17,6 @@
 #define DRIFT_US 100u
 
 #if defined(__x86_64__) || defined(__i386__)
-/* The counter and CLOCK_MONOTONIC at one moment: the counter read on both
- * sides of the clock, the tightest of a few tries (a preemption between
- * the reads would skew the pair by its length). Returns its width. */
-static uint64_t pair_now(uint64_t *tick, uint64_t *ns) {
-  uint64_t best = UINT64_MAX;
-  *tick = __rdtsc();
-  *ns = spy__mono_ns();
-  for (int i = 0; i < 4; i++) {
-    uint64_t a = __rdtsc(), n = spy__mono_ns(), b = __rdtsc();
-    if (b >= a && b - a < best) {
-      best = b - a;
-      *ns = n;
-      *tick = a + (b - a) / 2;
-    }
-  }
-  return best;
-}
-
 /* CLOCK_REALTIME minus CLOCK_MONOTONIC now, in ns: the wall clock read
  * between two monotonic reads, the tightest of a few tries. */
 static int64_t realtime_offset_ns(void) {
@@ -81,7 +63,7 @@ void spy__wallclock_init(spy__wallclock *c) {
 #if defined(__x86_64__) || defined(__i386__)
   if (c->off)
     return;
-  if (pair_now(&c->base_tick, &c->base_ns) > WIDE_TICKS) {
+  if (spy__tsc_pair(&c->base_tick, &c->base_ns) > WIDE_TICKS) {
     c->base_ns = 0; /* the first tend takes the baseline */
     return;
   }
@@ -99,7 +81,7 @@ void spy__wallclock_tend(spy__wallclock *c, uint64_t now_ns) {
     return;
 #if defined(__x86_64__) || defined(__i386__)
   uint64_t tick = 0, ns = 0;
-  if (pair_now(&tick, &ns) > WIDE_TICKS)
+  if (spy__tsc_pair(&tick, &ns) > WIDE_TICKS)
     return; /* the next round tries again */
   if (!c->base_ns) {
     c->base_tick = tick;
